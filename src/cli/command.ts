@@ -1,0 +1,33 @@
+// The shape every operator command has: parse argv, do the work through the same modules the verbs use,
+// return data + a human rendering. Commands never print or exit; src/cli/index.ts does, once.
+import type { Run } from '../effects/exec.js';
+
+export interface CommandContext {
+  /** How to run programs (tests may point it at a network namespace). */
+  run: Run;
+  env: NodeJS.ProcessEnv;
+}
+
+export interface CommandOutput {
+  /** What `--json` prints. */
+  data: unknown;
+  /** What a human sees. */
+  text: string;
+  /** 0 ok, 1 problem found / failure, 2 usage. */
+  exitCode: number;
+}
+
+export interface Command {
+  name: string;
+  summary: string;
+  usage: string;
+  run(argv: string[], ctx: CommandContext): Promise<CommandOutput>;
+}
+
+/** A usage mistake: index.ts prints it with the command's usage and exits 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
