@@ -26,30 +26,38 @@ export interface RunResult {
  * (a hung delegate's children included) and leaves no zombie.
  */
 export async function run(file: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
-  const r = await execa(file, args, {
+  const sub = execa(file, args, {
     input: opts.input ?? '',
     env: opts.env,
     extendEnv: opts.extendEnv ?? true,
-    timeout: opts.timeoutMs,
-    killSignal: 'SIGKILL',
     detached: true,
-    cleanup: true,
     reject: false,
     stripFinalNewline: false,
     encoding: 'utf8',
     maxBuffer: 64 * 1024 * 1024,
   });
+  // Our own timer kills the whole group: execa's timeout kills only the child, and a grandchild holding the
+  // stdout pipe would keep us waiting.
+  let timedOut = false;
+  const timer =
+    opts.timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => {
+          timedOut = true;
+          if (sub.pid) killGroup(sub.pid);
+        }, opts.timeoutMs);
+  const r = await sub;
+  if (timer) clearTimeout(timer);
   const code = (r as { code?: string }).code;
   const result: RunResult = {
     stdout: String(r.stdout ?? ''),
     stderr: String(r.stderr ?? ''),
     exitCode: r.exitCode,
-    timedOut: r.timedOut,
+    timedOut,
     notFound: code === 'ENOENT' || code === 'EACCES',
   };
-  if (r.timedOut && r.pid) killGroup(r.pid);
   if ((opts.check ?? true) && (r.failed || r.exitCode !== 0)) {
-    throw new ToolError(file, args, r.exitCode, result.stderr || String(r.message ?? ''), { timedOut: r.timedOut });
+    throw new ToolError(file, args, r.exitCode, result.stderr || String(r.message ?? ''), { timedOut });
   }
   return result;
 }

@@ -1,0 +1,40 @@
+// Build: one esbuild bundle (dist/ipam-shim.js, CommonJS, runs with `node`), then a Node single-executable
+// application (dist/ipam-shim) with a code cache, for nodes without Node.js.
+import { build } from 'esbuild';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, writeFileSync, chmodSync, rmSync, mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const dist = new URL('../dist/', import.meta.url).pathname;
+rmSync(dist, { recursive: true, force: true });
+mkdirSync(dist, { recursive: true });
+// dist/ is CommonJS whatever the project's own "type" is.
+writeFileSync(`${dist}package.json`, JSON.stringify({ type: 'commonjs' }) + '\n');
+
+const { version } = JSON.parse(execFileSync('cat', [new URL('../package.json', import.meta.url).pathname], { encoding: 'utf8' }));
+await build({
+  entryPoints: ['src/main.ts'],
+  bundle: true,
+  platform: 'node',
+  target: 'node20',
+  format: 'cjs',
+  outfile: `${dist}ipam-shim.js`,
+  banner: { js: '#!/usr/bin/env node' },
+  define: { 'process.env.IPAM_SHIM_VERSION': JSON.stringify(version) },
+  legalComments: 'none',
+  logLevel: 'warning',
+});
+chmodSync(`${dist}ipam-shim.js`, 0o755);
+
+if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
+  const seaConfig = `${dist}sea-config.json`;
+  writeFileSync(seaConfig, JSON.stringify({ main: `${dist}ipam-shim.js`, output: `${dist}sea-prep.blob`, useCodeCache: true, disableExperimentalSEAWarning: true }));
+  execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'inherit' });
+  copyFileSync(process.execPath, `${dist}ipam-shim`);
+  const postject = require.resolve('postject/dist/cli.js');
+  execFileSync(process.execPath, [postject, `${dist}ipam-shim`, 'NODE_SEA_BLOB', `${dist}sea-prep.blob`, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  chmodSync(`${dist}ipam-shim`, 0o755);
+  rmSync(`${dist}sea-prep.blob`);
+  rmSync(seaConfig);
+}

@@ -1,0 +1,143 @@
+// The network config on stdin: where the shim sits (chained or IPAM slot), its own keys (zod-validated,
+// unknown keys → code 2, bad values → code 7), and the config the delegate gets.
+import { z } from 'zod';
+import { CniError, ErrorCode, formatIssues } from './errors.js';
+import { isSupported, SUPPORTED_VERSIONS } from './versions.js';
+import { parseResult, type Result } from './result.js';
+import { validContainerID } from './env.js';
+
+export const PLUGIN_TYPE = 'ipam-shim';
+
+const PluginName = z
+  .string()
+  .min(1, 'must not be empty')
+  .refine((s) => !s.includes('/') && s !== '.' && s !== '..', 'must be a plain plugin name (no "/")');
+
+export const DelegateSchema = z.looseObject({ type: PluginName });
+
+export const ShimSettingsSchema = z.strictObject({
+  delegate: DelegateSchema.optional(),
+  /** Ledger root: never rename the default, upgrades depend on it. */
+  stateDir: z.string().startsWith('/', 'must be an absolute path').default('/var/lib/cni/ipam-shim'),
+  logFile: z.string().startsWith('/', 'must be an absolute path').default('/var/log/ipam-shim.log'),
+  logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  metricsFile: z.string().startsWith('/', 'must be an absolute path').optional(),
+  delegateTimeoutMs: z.number().int().min(100).max(600_000).default(30_000),
+  residue: z.strictObject({ ebtables: z.boolean().default(true), neigh: z.boolean().default(true) }).default({ ebtables: true, neigh: true }),
+  reservedCIDRs: z.array(z.string()).max(10_000).default([]),
+  ipv6ProbeRewrite: z.enum(['auto', 'on', 'off']).default('auto'),
+  probeSource: z.string().optional(),
+  probeGlobal: z.string().optional(),
+  uplink: z.string().min(1).max(15).optional(),
+  agentContainerIDs: z.array(z.string().min(1)).default(['cilium-agent-*', 'cilium-ingress-*']),
+});
+
+export type ShimSettings = z.infer<typeof ShimSettingsSchema>;
+export type Placement = 'chained' | 'ipam';
+
+/** Keys the runtime or spec may put into a plugin's config next to ours (chained placement). */
+const STANDARD_KEYS = new Set([
+  'cniVersion', 'cniVersions', 'name', 'type', 'args', 'ipMasq', 'ipam', 'dns', 'capabilities', 'runtimeConfig',
+  'prevResult', 'cni.dev/valid-attachments', 'cni.dev/attachments', 'disableCheck', 'disableGC',
+]);
+
+export interface Attachment {
+  containerID: string;
+  ifname: string;
+}
+
+export interface NetConf {
+  raw: Record<string, unknown>;
+  cniVersion: string;
+  name: string;
+  placement: Placement;
+  settings: ShimSettings;
+  prevResult: Result | undefined;
+  /** GC: the runtime's valid list (absent key = empty, libcni's meaning). */
+  validAttachments: Attachment[];
+}
+
+function requireVersion(raw: Record<string, unknown>): string {
+  const v = raw.cniVersion;
+  // A config without cniVersion means 0.1.0 to the Go skel: unsupported here.
+  if (typeof v !== 'string' || !isSupported(v)) {
+    throw new CniError(ErrorCode.IncompatibleVersion, `incompatible CNI versions: config is ${JSON.stringify(v ?? '0.1.0')}`, {
+      details: `plugin supports ${SUPPORTED_VERSIONS.join(', ')}`,
+    });
+  }
+  return v;
+}
+
+function requireName(raw: Record<string, unknown>): string {
+  const name = raw.name;
+  if (typeof name !== 'string' || name === '') throw new CniError(ErrorCode.InvalidNetworkConfig, 'missing network name');
+  if (validContainerID(name)) throw new CniError(ErrorCode.InvalidNetworkConfig, `invalid network name ${JSON.stringify(name)}`, { details: 'must match [a-zA-Z0-9][a-zA-Z0-9_.-]*' });
+  return name;
+}
+
+export function detectPlacement(raw: Record<string, unknown>): Placement {
+  if (raw.type === PLUGIN_TYPE) return 'chained';
+  const ipam = raw.ipam;
+  if (ipam && typeof ipam === 'object' && (ipam as Record<string, unknown>).type === PLUGIN_TYPE) return 'ipam';
+  throw new CniError(ErrorCode.InvalidNetworkConfig, `neither "type" nor "ipam.type" is "${PLUGIN_TYPE}"`);
+}
+
+/** Our keys: the whole `ipam` object in the IPAM slot, the non-standard top-level keys when chained. */
+function ownKeys(raw: Record<string, unknown>, placement: Placement): Record<string, unknown> {
+  if (placement === 'ipam') {
+    const { type: _type, ...rest } = raw.ipam as Record<string, unknown>;
+    return rest;
+  }
+  return Object.fromEntries(Object.entries(raw).filter(([k]) => !STANDARD_KEYS.has(k)));
+}
+
+export function parseShimSettings(keys: Record<string, unknown>, where: string): ShimSettings {
+  const r = ShimSettingsSchema.safeParse(keys);
+  if (r.success) return r.data;
+  const unknown = r.error.issues.find((i) => i.code === 'unrecognized_keys');
+  if (unknown && 'keys' in unknown) {
+    const key = (unknown.keys as string[])[0]!;
+    const at = [where, ...unknown.path.map(String), key].filter(Boolean).join('.');
+    throw new CniError(ErrorCode.UnsupportedField, `unsupported field "${at}" in network config`, {
+      details: `value ${JSON.stringify((keys as Record<string, unknown>)[key])?.slice(0, 200)}; allowed: ${Object.keys(ShimSettingsSchema.shape).join(', ')}`,
+    });
+  }
+  const issues = r.error.issues.map((i) => ({ ...i, path: [where, ...i.path].filter((p) => p !== '') as PropertyKey[] }));
+  throw new CniError(ErrorCode.InvalidNetworkConfig, 'invalid network config', { details: formatIssues(issues) });
+}
+
+const AttachmentListSchema = z.array(z.looseObject({ containerID: z.string(), ifname: z.string() }));
+
+function readValidAttachments(raw: Record<string, unknown>): Attachment[] {
+  const list = raw['cni.dev/valid-attachments'] ?? raw['cni.dev/attachments'];
+  if (list === undefined || list === null) return [];
+  const r = AttachmentListSchema.safeParse(list);
+  if (!r.success) throw new CniError(ErrorCode.InvalidNetworkConfig, 'invalid cni.dev/valid-attachments', { details: formatIssues(r.error.issues) });
+  return r.data.map(({ containerID, ifname }) => ({ containerID, ifname }));
+}
+
+/** Parses and validates the whole stdin config for a non-VERSION verb. */
+export function parseNetConf(raw: Record<string, unknown>): NetConf {
+  const cniVersion = requireVersion(raw);
+  const name = requireName(raw);
+  const placement = detectPlacement(raw);
+  const settings = parseShimSettings(ownKeys(raw, placement), placement === 'ipam' ? 'ipam' : '');
+  if (placement === 'ipam' && !settings.delegate) {
+    throw new CniError(ErrorCode.InvalidNetworkConfig, 'missing "ipam.delegate": the IPAM slot needs the IPAM config to wrap');
+  }
+  const prevResult = raw.prevResult === undefined ? undefined : parseResult(raw.prevResult, 'prevResult');
+  return { raw, cniVersion, name, placement, settings, prevResult, validAttachments: readValidAttachments(raw) };
+}
+
+/**
+ * The config the delegate gets: ours with `ipam` replaced by `delegate`, our own keys removed, at `version`
+ * (prevResult converted by the caller). Chained: the shim's own entry becomes an IPAM-only config.
+ */
+export function delegateConf(conf: NetConf, version: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const base = conf.placement === 'ipam' ? { ...conf.raw } : Object.fromEntries(Object.entries(conf.raw).filter(([k]) => STANDARD_KEYS.has(k)));
+  delete base.prevResult;
+  delete base['cni.dev/valid-attachments'];
+  delete base['cni.dev/attachments'];
+  delete base.cniVersions;
+  return { ...base, cniVersion: version, ipam: conf.settings.delegate, ...extra };
+}

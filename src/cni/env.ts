@@ -1,0 +1,86 @@
+// CNI_* environment: which variables each verb needs and what a valid value looks like (cni-notes.md).
+import { CniError, ErrorCode } from './errors.js';
+
+export const COMMANDS = ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS', 'VERSION'] as const;
+export type Command = (typeof COMMANDS)[number];
+
+export interface CniEnv {
+  command: Command;
+  containerID: string;
+  netns: string;
+  ifname: string;
+  args: Record<string, string>;
+  path: string[];
+}
+
+const CONTAINER_ID = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
+
+type Need = 'req' | 'opt' | 'no';
+// Columns: ADD DEL CHECK GC STATUS VERSION
+const NEEDS: Record<string, Record<Command, Need>> = {
+  CNI_CONTAINERID: { ADD: 'req', DEL: 'req', CHECK: 'req', GC: 'no', STATUS: 'no', VERSION: 'no' },
+  CNI_NETNS: { ADD: 'req', DEL: 'opt', CHECK: 'req', GC: 'no', STATUS: 'no', VERSION: 'no' },
+  CNI_IFNAME: { ADD: 'req', DEL: 'req', CHECK: 'req', GC: 'no', STATUS: 'no', VERSION: 'no' },
+  CNI_PATH: { ADD: 'opt', DEL: 'opt', CHECK: 'opt', GC: 'req', STATUS: 'opt', VERSION: 'no' },
+};
+
+export function validIfname(name: string): string | undefined {
+  if (Buffer.byteLength(name) > 15) return 'longer than 15 bytes';
+  if (name === '.' || name === '..') return 'is "." or ".."';
+  if (/[/:\s]/.test(name)) return 'contains "/", ":" or whitespace';
+  return undefined;
+}
+
+export function validContainerID(id: string): string | undefined {
+  return CONTAINER_ID.test(id) ? undefined : `must match ${CONTAINER_ID.source}`;
+}
+
+/** Parses CNI_ARGS "K=V;K2=V2". Malformed pairs are an env error (code 4). */
+export function parseCniArgs(raw: string): Record<string, string> {
+  const out: Record<string, string> = Object.create(null);
+  for (const pair of raw.split(';')) {
+    if (pair === '') continue;
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw new CniError(ErrorCode.InvalidEnvironment, 'invalid CNI_ARGS', { details: `pair "${pair}" is not K=V` });
+    out[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return out;
+}
+
+/** Reads and validates the environment for `command`; "" counts as unset; all missing names in one error. */
+export function readCniEnv(env: NodeJS.ProcessEnv): CniEnv {
+  const raw = env.CNI_COMMAND ?? '';
+  const command = raw.toUpperCase() as Command;
+  if (!COMMANDS.includes(command)) {
+    throw new CniError(ErrorCode.InvalidEnvironment, `unknown CNI_COMMAND: ${JSON.stringify(raw)}`, {
+      details: `expected one of ${COMMANDS.join(', ')}`,
+    });
+  }
+  const get = (k: string) => (env[k] ?? '') as string;
+  const missing = Object.keys(NEEDS).filter((k) => NEEDS[k]![command] === 'req' && get(k) === '');
+  if (missing.length) {
+    // An empty container ID has its own code in the spec (3); other missing names are code 4.
+    const code = missing.length === 1 && missing[0] === 'CNI_CONTAINERID' ? ErrorCode.UnknownContainer : ErrorCode.InvalidEnvironment;
+    throw new CniError(code, `required env variables [${missing.join(',')}] missing`);
+  }
+  const containerID = NEEDS.CNI_CONTAINERID![command] === 'no' ? '' : get('CNI_CONTAINERID');
+  const ifname = NEEDS.CNI_IFNAME![command] === 'no' ? '' : get('CNI_IFNAME');
+  const bad: string[] = [];
+  if (containerID) {
+    const why = validContainerID(containerID);
+    if (why) bad.push(`CNI_CONTAINERID ${why}`);
+  }
+  if (ifname) {
+    const why = validIfname(ifname);
+    if (why) bad.push(`CNI_IFNAME ${why}`);
+  }
+  if (bad.length) throw new CniError(ErrorCode.InvalidEnvironment, 'invalid env variables', { details: bad.join('; ') });
+  return {
+    command,
+    containerID,
+    netns: NEEDS.CNI_NETNS![command] === 'no' ? '' : get('CNI_NETNS'),
+    ifname,
+    args: command === 'VERSION' ? {} : parseCniArgs(get('CNI_ARGS')),
+    path: get('CNI_PATH').split(':').filter(Boolean),
+  };
+}

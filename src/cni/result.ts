@@ -1,0 +1,54 @@
+// Results between spec versions. Inside the shim a result is 1.x-shaped; 0.3.x/0.4.0 add `ips[].version`.
+import { z } from 'zod';
+import { atLeast } from './versions.js';
+import { CniError, ErrorCode, formatIssues } from './errors.js';
+
+const IpConfigSchema = z.looseObject({
+  address: z.string(),
+  gateway: z.string().optional(),
+  interface: z.number().int().nonnegative().optional(),
+  version: z.enum(['4', '6']).optional(),
+});
+
+const InterfaceSchema = z.looseObject({ name: z.string(), mac: z.string().optional(), sandbox: z.string().optional() });
+
+export const ResultSchema = z.looseObject({
+  cniVersion: z.string().optional(),
+  interfaces: z.array(InterfaceSchema).optional(),
+  ips: z.array(IpConfigSchema).optional(),
+  routes: z.array(z.looseObject({ dst: z.string() })).optional(),
+  dns: z.looseObject({}).optional(),
+});
+
+export type Result = z.infer<typeof ResultSchema>;
+export type IpConfig = z.infer<typeof IpConfigSchema>;
+
+/** Parses a result (a delegate's stdout or a prevResult), reporting problems as code 6. */
+export function parseResult(raw: unknown, what: string): Result {
+  const r = ResultSchema.safeParse(raw);
+  if (!r.success) throw new CniError(ErrorCode.DecodingFailure, `failed to decode ${what}`, { details: formatIssues(r.error.issues) });
+  return r.data;
+}
+
+/** The bare address of an ips[] entry ("10.0.0.5/24" → "10.0.0.5"). */
+export function addressOf(ip: IpConfig): string {
+  return ip.address.split('/')[0] ?? ip.address;
+}
+
+const familyOf = (address: string): '4' | '6' => (address.includes(':') ? '6' : '4');
+
+/** Converts a result to `version`: adds or drops `ips[].version`; everything else passes through untouched. */
+export function convertResult(result: Result, version: string): Result {
+  const ips = result.ips?.map((ip) => {
+    const { version: _drop, ...rest } = ip;
+    return atLeast(version, '1.0.0') ? rest : { ...rest, version: familyOf(ip.address) };
+  });
+  const out: Result = { ...result, cniVersion: version };
+  if (ips) out.ips = ips;
+  return out;
+}
+
+/** Every bare address a result hands out. */
+export function resultAddresses(result: Result): string[] {
+  return (result.ips ?? []).map(addressOf);
+}

@@ -1,0 +1,170 @@
+// Runs the wrapped IPAM plugin the way libcni's invoke package does: found on CNI_PATH, the caller's
+// environment with CNI_COMMAND changed, the config on stdin, its own error objects passed through unchanged.
+import { constants } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CniError, ErrorCode } from '../cni/errors.js';
+import { parseResult, convertResult, type Result } from '../cni/result.js';
+import { bridgeVersion, LATEST_VERSION } from '../cni/versions.js';
+import { readJsonFile, writeFileAtomic } from './fs-atomic.js';
+import { run as defaultRun, type Run } from './exec.js';
+import type { Logger } from '../log.js';
+
+export interface DelegateOptions {
+  type: string;
+  cniPath: string[];
+  /** The environment the delegate inherits (libcni: the caller's, CNI_COMMAND overridden). */
+  env: NodeJS.ProcessEnv;
+  timeoutMs: number;
+  log: Logger;
+  /** Where to cache the VERSION probe (keyed by the binary's identity). */
+  cacheDir?: string;
+  run?: Run;
+}
+
+const ETXTBSY_RETRIES = 5;
+
+export class Delegate {
+  private path: string | undefined;
+  private supported: string[] | undefined;
+  constructor(private readonly o: DelegateOptions) {}
+
+  get type(): string {
+    return this.o.type;
+  }
+
+  /** The delegate's executable on CNI_PATH. Not found → code 7 (the config names a plugin that is not there). */
+  async find(): Promise<string> {
+    if (this.path) return this.path;
+    for (const dir of this.o.cniPath) {
+      const p = join(dir, this.o.type);
+      try {
+        await access(p, constants.X_OK);
+        const st = await stat(p);
+        if (st.isFile()) return (this.path = p);
+      } catch {
+        // next directory
+      }
+    }
+    throw new CniError(ErrorCode.InvalidNetworkConfig, `failed to find delegate plugin "${this.o.type}" in CNI_PATH`, {
+      details: `searched: ${this.o.cniPath.join(':') || '(CNI_PATH empty)'}`,
+    });
+  }
+
+  /** The versions the delegate speaks, from its VERSION answer; cached per binary (path, size, mtime, inode). */
+  async supportedVersions(): Promise<string[]> {
+    if (this.supported) return this.supported;
+    const path = await this.find();
+    const st = await stat(path);
+    const key = { path, size: st.size, mtimeMs: st.mtimeMs, ino: st.ino };
+    const cacheFile = this.o.cacheDir ? join(this.o.cacheDir, `${this.o.type}.json`) : undefined;
+    if (cacheFile) {
+      const cached = await readJsonFile<{ key: typeof key; versions: string[] }>(cacheFile).catch(() => undefined);
+      if (cached && JSON.stringify(cached.key) === JSON.stringify(key) && Array.isArray(cached.versions)) return (this.supported = cached.versions);
+    }
+    const out = await this.exec('VERSION', { cniVersion: LATEST_VERSION }, { CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '' });
+    const versions = (out as { supportedVersions?: unknown } | undefined)?.supportedVersions;
+    if (!Array.isArray(versions) || !versions.every((v) => typeof v === 'string')) {
+      throw new CniError(ErrorCode.DelegateFailed, `delegate ${this.o.type} VERSION answered without supportedVersions`);
+    }
+    this.supported = versions as string[];
+    if (cacheFile) await writeFileAtomic(cacheFile, JSON.stringify({ key, versions })).catch(() => undefined);
+    return this.supported;
+  }
+
+  /** The version to speak to the delegate for a config at `wanted` (highest common, not newer). */
+  async versionFor(wanted: string): Promise<string> {
+    const v = bridgeVersion(wanted, await this.supportedVersions());
+    if (!v) {
+      throw new CniError(ErrorCode.IncompatibleVersion, `delegate ${this.o.type} speaks no version up to ${wanted}`, {
+        details: `delegate supports ${(await this.supportedVersions()).join(', ')}`,
+      });
+    }
+    return v;
+  }
+
+  async speaks(version: string): Promise<boolean> {
+    return (await this.supportedVersions()).includes(version);
+  }
+
+  /** ADD: the delegate's result, converted to `resultVersion`. */
+  async add(conf: Record<string, unknown>, resultVersion: string, env: NodeJS.ProcessEnv = {}): Promise<Result> {
+    const out = await this.exec('ADD', conf, env);
+    const result = parseResult(out ?? {}, `delegate ${this.o.type} ADD result`);
+    return convertResult(result, resultVersion);
+  }
+
+  async del(conf: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<void> {
+    await this.exec('DEL', conf, env);
+  }
+
+  async check(conf: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<void> {
+    await this.exec('CHECK', conf, env);
+  }
+
+  async gc(conf: Record<string, unknown>): Promise<void> {
+    await this.exec('GC', conf, { CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '', CNI_ARGS: '' });
+  }
+
+  async status(conf: Record<string, unknown>): Promise<void> {
+    await this.exec('STATUS', conf, { CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '', CNI_ARGS: '' });
+  }
+
+  /** One invocation. Returns parsed stdout (undefined when empty); throws CniError on any failure. */
+  async exec(command: string, conf: Record<string, unknown>, envOverride: NodeJS.ProcessEnv = {}): Promise<unknown> {
+    const path = await this.find();
+    const run = this.o.run ?? defaultRun;
+    const env = { ...this.o.env, ...envOverride, CNI_COMMAND: command };
+    const input = JSON.stringify(conf);
+    const started = performance.now();
+    let r = await run(path, [], { input, env, extendEnv: false, timeoutMs: this.o.timeoutMs, check: false });
+    for (let i = 0; i < ETXTBSY_RETRIES && /text file busy/i.test(r.stderr) && r.exitCode !== 0; i++) {
+      await new Promise((res) => setTimeout(res, 50));
+      r = await run(path, [], { input, env, extendEnv: false, timeoutMs: this.o.timeoutMs, check: false });
+    }
+    const ms = Math.round((performance.now() - started) * 10) / 10;
+    this.o.log.debug({ delegate: this.o.type, command, exitCode: r.exitCode, ms }, 'delegate call');
+    if (r.timedOut) {
+      throw new CniError(ErrorCode.TryAgainLater, `delegate ${this.o.type} ${command} timed out after ${this.o.timeoutMs} ms`, {
+        details: 'the delegate and its process group were killed',
+      });
+    }
+    if (r.notFound) throw new CniError(ErrorCode.InvalidNetworkConfig, `delegate ${this.o.type} could not be executed`, { details: path });
+    if (r.exitCode !== 0) throw delegateError(this.o.type, command, r.stdout, r.stderr, r.exitCode);
+    const text = r.stdout.trim();
+    if (text === '') return undefined;
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new CniError(ErrorCode.DelegateFailed, `delegate ${this.o.type} ${command} printed output that is not JSON`, { details: excerpt(text) });
+    }
+  }
+}
+
+/** The delegate's own error object passes through unchanged; anything else is code 101 with its output. */
+function delegateError(type: string, command: string, stdout: string, stderr: string, exitCode: number | undefined): CniError {
+  for (const text of [stdout, stderr]) {
+    const obj = tryJson(text.trim());
+    if (obj && typeof obj.code === 'number' && typeof obj.msg === 'string') {
+      return new CniError(obj.code, obj.msg, { details: typeof obj.details === 'string' ? obj.details : undefined });
+    }
+  }
+  return new CniError(ErrorCode.DelegateFailed, `delegate ${type} ${command} failed without a CNI error (exit ${exitCode ?? 'signal'})`, {
+    details: excerpt(stderr || stdout) || '(no output)',
+  });
+}
+
+function tryJson(text: string): Record<string, unknown> | undefined {
+  if (!text.startsWith('{')) return undefined;
+  try {
+    const v = JSON.parse(text);
+    return v && typeof v === 'object' && !Array.isArray(v) ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function excerpt(text: string, max = 1000): string {
+  const t = text.trim();
+  return t.length > max ? `${t.slice(0, max)}…` : t;
+}

@@ -1,0 +1,83 @@
+// A per-network lock file: O_EXCL create holding "pid starttime". A holder that died (SIGKILL by kubelet's
+// timeout) is detected by pid + start time and its lock broken under a second, short-lived lock.
+import { open, readFile, unlink, stat } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { constants } from 'node:fs';
+import { isErrno } from './fs-atomic.js';
+
+const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW } = constants;
+
+export class LockTimeoutError extends Error {
+  constructor(readonly path: string, readonly holder: string) {
+    super(`timed out waiting for lock ${path} (held by ${holder || 'unknown'})`);
+    this.name = 'LockTimeoutError';
+  }
+}
+
+function startTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Field 22 (starttime) counted after the ")" that closes the command name.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+const OWN_ID = `${process.pid} ${startTime(process.pid) ?? '?'}`;
+
+function holderAlive(content: string): boolean {
+  const [pidText, start] = content.trim().split(' ');
+  const pid = Number(pidText);
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  const actual = startTime(pid);
+  return actual !== undefined && (start === '?' || actual === start);
+}
+
+async function tryCreate(path: string, content: string): Promise<boolean> {
+  try {
+    const fh = await open(path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW, 0o600);
+    await fh.writeFile(content);
+    await fh.close();
+    return true;
+  } catch (e) {
+    if (isErrno(e, 'EEXIST')) return false;
+    throw e;
+  }
+}
+
+/** Breaks `path` if its holder is dead; the check-and-unlink runs under `<path>.break` so two breakers cannot race. */
+async function breakIfStale(path: string): Promise<void> {
+  const content = await readFile(path, 'utf8').catch(() => undefined);
+  if (content === undefined || holderAlive(content)) return;
+  const breaker = `${path}.break`;
+  if (!(await tryCreate(breaker, OWN_ID))) {
+    // A breaker that died mid-break leaves this file; it is only ever held for microseconds.
+    const st = await stat(breaker).catch(() => undefined);
+    if (st && Date.now() - st.mtimeMs > 10_000) await unlink(breaker).catch(() => undefined);
+    return;
+  }
+  try {
+    const again = await readFile(path, 'utf8').catch(() => undefined);
+    if (again === content) await unlink(path).catch(() => undefined);
+  } finally {
+    await unlink(breaker).catch(() => undefined);
+  }
+}
+
+/** Runs `fn` holding the lock at `path`; waits up to `timeoutMs`, then throws LockTimeoutError. */
+export async function withLock<T>(path: string, fn: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let delay = 2;
+  while (!(await tryCreate(path, OWN_ID))) {
+    await breakIfStale(path);
+    if (Date.now() > deadline) throw new LockTimeoutError(path, (await readFile(path, 'utf8').catch(() => '')).trim());
+    await new Promise((r) => setTimeout(r, delay + Math.random() * delay));
+    delay = Math.min(delay * 2, 50);
+  }
+  try {
+    return await fn();
+  } finally {
+    await unlink(path).catch(() => undefined);
+  }
+}

@@ -1,0 +1,29 @@
+// Is an attachment provably alive? Its recorded network namespace still exists and holds one of its IPs.
+import { stat } from 'node:fs/promises';
+import type { Run } from './exec.js';
+import type { Liveness } from '../gc/plan.js';
+
+/**
+ * Read-only. `dead` only with proof: the netns path is gone, or it exists and holds none of the IPs (an
+ * intent record with no IPs yet counts as dead only when the netns is gone). Anything it cannot read is
+ * `unknown`, which GC treats as alive.
+ */
+export async function probeAttachment(run: Run, netns: string, ips: string[]): Promise<Liveness> {
+  if (!netns) return 'dead';
+  try {
+    await stat(netns);
+  } catch (e) {
+    return (e as { code?: string }).code === 'ENOENT' ? 'dead' : 'unknown';
+  }
+  if (ips.length === 0) return 'unknown';
+  const r = await run('nsenter', [`--net=${netns}`, 'ip', '-j', 'addr', 'show'], { check: false, timeoutMs: 5000 });
+  if (r.exitCode !== 0) return 'unknown';
+  let links: Array<{ addr_info?: Array<{ local?: string }> }>;
+  try {
+    links = JSON.parse(r.stdout);
+  } catch {
+    return 'unknown';
+  }
+  const present = new Set(links.flatMap((l) => (l.addr_info ?? []).map((a) => a.local)));
+  return ips.some((ip) => present.has(ip)) ? 'alive' : 'dead';
+}

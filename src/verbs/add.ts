@@ -1,0 +1,77 @@
+import { CniError, ErrorCode } from '../cni/errors.js';
+import { delegateConf } from '../cni/config.js';
+import { convertResult, resultAddresses, type Result } from '../cni/result.js';
+import type { LedgerRecord } from '../effects/ledger.js';
+import { attachmentOf, ownerOf, type VerbContext } from './context.js';
+import { prepareAddresses } from './address-steps.js';
+
+/** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */
+export async function cmdAdd(ctx: VerbContext): Promise<Result> {
+  return ctx.conf.placement === 'ipam' ? addInIpamSlot(ctx) : addChained(ctx);
+}
+
+function record(ctx: VerbContext, state: LedgerRecord['state'], ips: string[], previous?: LedgerRecord): LedgerRecord {
+  const now = new Date().toISOString();
+  return {
+    v: 1,
+    ...attachmentOf(ctx),
+    network: ctx.conf.name,
+    owner: ownerOf(ctx, ctx.env.containerID),
+    state,
+    placement: ctx.conf.placement,
+    ips,
+    netns: ctx.env.netns,
+    createdAt: previous?.createdAt ?? now,
+    updatedAt: now,
+  };
+}
+
+async function addChained(ctx: VerbContext): Promise<Result> {
+  const prev = ctx.conf.prevResult;
+  if (!prev) {
+    throw new CniError(ErrorCode.InvalidNetworkConfig, 'chained ipam-shim got no prevResult', {
+      details: 'list ipam-shim after the plugin that allocates (cilium-cni), or put it in that plugin\'s "ipam" slot',
+    });
+  }
+  const ips = resultAddresses(prev);
+  const ownDevs = (prev.interfaces ?? []).filter((i) => !i.sandbox).map((i) => i.name);
+  await prepareAddresses(ctx, ips, { ownDevs });
+  await ctx.ledger.open();
+  await ctx.ledger.put(record(ctx, 'attached', ips, await ctx.ledger.get(attachmentOf(ctx))));
+  ctx.log.info({ ips }, 'chained ADD');
+  return convertResult(prev, ctx.conf.cniVersion);
+}
+
+async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
+  const delegate = ctx.delegate!;
+  // Resolving the delegate first: a missing or mute delegate fails the ADD before anything is written.
+  const version = await delegate.versionFor(ctx.conf.cniVersion);
+  await ctx.ledger.open();
+  const previous = await ctx.ledger.get(attachmentOf(ctx));
+  // The intent record comes next: if we die after the delegate allocated, GC still finds the attachment.
+  await ctx.ledger.put(record(ctx, 'intent', previous?.ips ?? [], previous));
+  const conf = delegateConf(ctx.conf, version);
+  let result: Result;
+  try {
+    result = await delegate.add(conf, ctx.conf.cniVersion);
+    const ips = resultAddresses(result);
+    if (ips.length === 0) throw new CniError(ErrorCode.DelegateFailed, `delegate ${delegate.type} returned no IP addresses`);
+    await prepareAddresses(ctx, ips, { ownDevs: [] });
+    await ctx.ledger.put(record(ctx, 'attached', ips, previous));
+    ctx.log.info({ ips, delegateVersion: version }, 'IPAM ADD');
+    return result;
+  } catch (e) {
+    await undoAllocation(ctx, conf);
+    throw e;
+  }
+}
+
+/** Releases what the delegate may have allocated and forgets the attachment; keeps the record if that fails. */
+async function undoAllocation(ctx: VerbContext, conf: Record<string, unknown>): Promise<void> {
+  try {
+    await ctx.delegate!.del(conf);
+    await ctx.ledger.remove(attachmentOf(ctx));
+  } catch (e) {
+    ctx.log.error({ err: e }, 'ADD failed and the delegate DEL failed too: the intent record stays for GC');
+  }
+}

@@ -1,0 +1,36 @@
+import { CniError, ErrorCode } from '../cni/errors.js';
+import { delegateConf } from '../cni/config.js';
+import { convertResult, resultAddresses } from '../cni/result.js';
+import { atLeast } from '../cni/versions.js';
+import { attachmentOf, type VerbContext } from './context.js';
+import { checkAddresses } from './address-steps.js';
+
+/** CHECK: the ledger holds the attachment with the runtime's addresses, the address checks pass, the delegate agrees. */
+export async function cmdCheck(ctx: VerbContext): Promise<void> {
+  const att = attachmentOf(ctx);
+  const rec = await ctx.ledger.get(att);
+  if (!rec || rec.state !== 'attached') {
+    throw new CniError(ErrorCode.UnknownContainer, `ipam-shim has no attachment ${att.containerID}/${att.ifname} in network ${ctx.conf.name}`, {
+      details: rec ? 'only an intent record: the ADD did not complete' : `no record in ${ctx.ledger.dir}`,
+    });
+  }
+  const prev = ctx.conf.prevResult;
+  if (prev) {
+    const expected = resultAddresses(prev).sort();
+    const recorded = [...rec.ips].sort();
+    if (expected.join(',') !== recorded.join(',')) {
+      throw new CniError(ErrorCode.InvalidNetworkConfig, 'prevResult addresses differ from the ledger', {
+        details: `prevResult ${expected.join(', ')}; ledger ${recorded.join(', ')}`,
+      });
+    }
+  }
+  await checkAddresses(ctx, rec.ips);
+  if (ctx.delegate) {
+    const version = await ctx.delegate.versionFor(ctx.conf.cniVersion);
+    // CHECK exists from 0.4.0 on; an older delegate simply cannot be asked.
+    if (atLeast(version, '0.4.0')) {
+      const extra = prev ? { prevResult: convertResult(prev, version) } : {};
+      await ctx.delegate.check(delegateConf(ctx.conf, version, extra));
+    }
+  }
+}

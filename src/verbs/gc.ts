@@ -1,0 +1,31 @@
+import { CniError, ErrorCode } from '../cni/errors.js';
+import { runGc } from '../gc/run-gc.js';
+import type { VerbContext } from './context.js';
+
+/**
+ * GC (1.1.0): keep = valid ∪ the agent's ∪ provably alive; forward GC to a 1.1.0 delegate with `keep`;
+ * release the rest with delegate DELs. Keeps going past errors and reports them all at the end.
+ */
+export async function cmdGc(ctx: VerbContext): Promise<void> {
+  // The runtime runs GC exclusively for the network, so no grace period is needed here.
+  const report = await runGc({
+    conf: ctx.conf,
+    ledger: ctx.ledger,
+    delegate: ctx.delegate,
+    run: ctx.run,
+    log: ctx.log,
+    valid: ctx.conf.validAttachments,
+    apply: true,
+    graceMs: 0,
+    forward: true,
+  });
+  ctx.log.info(
+    { released: report.released.length, kept: report.plan.kept.length, errors: report.errors.length, forwarded: report.forwarded },
+    'GC',
+  );
+  if (report.errors.length) {
+    throw new CniError(report.errors[0]!.code === ErrorCode.TryAgainLater ? ErrorCode.TryAgainLater : ErrorCode.DelegateFailed, `GC finished with ${report.errors.length} error(s)`, {
+      details: report.errors.map((e) => `${e.attachment ? `${e.attachment.containerID}/${e.attachment.ifname}: ` : ''}${e.error}`).join('; '),
+    });
+  }
+}

@@ -1,0 +1,38 @@
+import { CniError, ErrorCode } from '../cni/errors.js';
+import { delegateConf } from '../cni/config.js';
+import { writeFileAtomic, removeFile } from '../effects/fs-atomic.js';
+import { join } from 'node:path';
+import type { VerbContext } from './context.js';
+import { statusProblems } from './address-steps.js';
+
+/** STATUS: can ADD be served now? Delegate present and answering, its own STATUS, the state dir writable. */
+export async function cmdStatus(ctx: VerbContext): Promise<void> {
+  const unavailable = (msg: string, e?: unknown) =>
+    new CniError(ErrorCode.PluginNotAvailable, msg, { details: e instanceof Error ? e.message : e === undefined ? undefined : String(e) });
+  try {
+    await ctx.ledger.open();
+    const probe = join(ctx.ledger.dir, '.status-probe');
+    await writeFileAtomic(probe, String(Date.now()));
+    await removeFile(probe);
+  } catch (e) {
+    throw unavailable(`state dir ${ctx.conf.settings.stateDir} is not writable`, e);
+  }
+  const problem = await statusProblems(ctx);
+  if (problem) throw unavailable(problem);
+  if (!ctx.delegate) return;
+  let versions: string[];
+  try {
+    versions = await ctx.delegate.supportedVersions();
+  } catch (e) {
+    throw unavailable(`delegate ${ctx.delegate.type} is not available`, e);
+  }
+  if (versions.includes('1.1.0')) {
+    try {
+      await ctx.delegate.status(delegateConf(ctx.conf, '1.1.0'));
+    } catch (e) {
+      // The delegate's own 50/51 passes through; anything else means it cannot serve ADD.
+      if (e instanceof CniError && (e.code === 50 || e.code === 51)) throw e;
+      throw unavailable(`delegate ${ctx.delegate.type} STATUS failed`, e);
+    }
+  }
+}

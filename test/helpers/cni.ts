@@ -1,0 +1,88 @@
+// Invoke the BUILT plugin (dist/) the way a runtime does: env + stdin, JSON on stdout, an exit code.
+import { execa } from 'execa';
+import { mkdtemp, rm, readdir } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+/** The plugin under test: dist/ipam-shim.js by default, IPAM_SHIM_BIN to test the single executable. */
+export const SHIM = process.env.IPAM_SHIM_BIN ?? join(ROOT, 'dist/ipam-shim.js');
+/** Reference plugins (Debian's containernetworking-plugins); override to test newer upstream builds. */
+export const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
+export const FIXTURE_BIN = join(ROOT, 'test/fixtures/bin');
+
+if (!existsSync(SHIM)) throw new Error(`${SHIM} is missing: run "npm run build" first (npm test does)`);
+
+export interface Invocation {
+  command: string;
+  containerID?: string;
+  netns?: string;
+  ifname?: string;
+  args?: string;
+  path?: string[];
+  env?: Record<string, string>;
+  /** Plain execa call through `ip netns exec` when set. */
+  inNetns?: string;
+  timeoutMs?: number;
+}
+
+export interface PluginOutput {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  json: any;
+}
+
+export async function invoke(conf: unknown, inv: Invocation): Promise<PluginOutput> {
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+    CNI_COMMAND: inv.command,
+    CNI_CONTAINERID: inv.containerID ?? '',
+    CNI_NETNS: inv.netns ?? '',
+    CNI_IFNAME: inv.ifname ?? '',
+    CNI_ARGS: inv.args ?? '',
+    CNI_PATH: (inv.path ?? [PLUGIN_DIR, FIXTURE_BIN]).join(':'),
+    ...inv.env,
+  };
+  const input = typeof conf === 'string' ? conf : JSON.stringify(conf);
+  const [file, args] = inv.inNetns ? ['ip', ['netns', 'exec', inv.inNetns, SHIM]] : [SHIM, []];
+  const r = await execa(file, args as string[], { input, env, extendEnv: false, reject: false, timeout: inv.timeoutMs ?? 60_000 });
+  let json: any;
+  try {
+    json = r.stdout ? JSON.parse(r.stdout) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr, json };
+}
+
+/** A temp dir tree for one test: state, logs, host-local data. Removed by cleanup(). */
+export async function scratch(): Promise<{ dir: string; stateDir: string; logFile: string; dataDir: string; cleanup: () => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'ipam-shim-test-'));
+  return {
+    dir,
+    stateDir: join(dir, 'state'),
+    logFile: join(dir, 'shim.log'),
+    dataDir: join(dir, 'host-local'),
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
+}
+
+/** host-local's allocations for a network: IP → "containerID\r\nifname" files (lock/last_reserved excluded). */
+export async function hostLocalAllocations(dataDir: string, network: string): Promise<string[]> {
+  try {
+    return (await readdir(join(dataDir, network))).filter((f) => f !== 'lock' && !f.startsWith('last_reserved_ip')).sort();
+  } catch {
+    return [];
+  }
+}
+
+/** The shim's ledger records for a network. */
+export async function ledgerRecords(stateDir: string, network: string): Promise<string[]> {
+  try {
+    return (await readdir(join(stateDir, network, 'records'))).filter((f) => f.endsWith('.json') && !f.startsWith('.')).sort();
+  } catch {
+    return [];
+  }
+}
