@@ -86,3 +86,12 @@ export async function ledgerRecords(stateDir: string, network: string): Promise<
     return [];
   }
 }
+
+/** A plugin directory holding the shim as `ipam-shim`, for CNI_PATH (main plugins find their IPAM there). */
+export async function shimBinDir(dir: string): Promise<string> {
+  const { mkdir, symlink } = await import('node:fs/promises');
+  const bin = join(dir, 'bin');
+  await mkdir(bin, { recursive: true });
+  await symlink(SHIM, join(bin, 'ipam-shim'));
+  return bin;
+}
