@@ -5,6 +5,7 @@ import { ABOUT } from '../cni/skel.js';
 
 const COMMANDS: Record<string, () => Promise<Command>> = {
   plan: async () => (await import('./plan.js')).planCommand,
+  doctor: async () => (await import('./doctor.js')).doctorCommand,
 };
 
 export interface CliOutcome {

@@ -1,4 +1,15 @@
-// What the shim does with every address it hands out or passes through, in both placements.
+// What the shim does with every address it hands out or passes through, in both placements: refuse
+// reserved ones, remove azure-vnet residue naming them, keep the IPv6 probe rewrite in place.
+import { CniError, ErrorCode } from '../cni/errors.js';
+import { findReservedHit, hostLocalRanges, parseCidrs, rangesInReserved, type Cidr } from '../reserved.js';
+import { cleanResidue, listResidueFor } from '../residue/clean.js';
+import {
+  defaultUplink6,
+  ensureProbeRewrite,
+  isProbeHandledByBpf,
+  probeRewriteDue,
+  type ProbeRewriteOptions,
+} from '../effects/probe-rewrite.js';
 import type { VerbContext } from './context.js';
 
 export interface AddressContext {
@@ -6,13 +17,100 @@ export interface AddressContext {
   ownDevs: string[];
 }
 
+function reservedCidrs(ctx: VerbContext): Cidr[] {
+  try {
+    return parseCidrs(ctx.conf.settings.reservedCIDRs);
+  } catch (e) {
+    throw new CniError(ErrorCode.InvalidNetworkConfig, 'invalid reservedCIDRs', { details: (e as Error).message });
+  }
+}
+
+/** Code 100 for the first address inside a reserved CIDR. */
+function refuseReserved(ctx: VerbContext, ips: string[]): void {
+  const cidrs = reservedCidrs(ctx);
+  if (!cidrs.length) return;
+  for (const ip of ips) {
+    const hit = findReservedHit(ip, cidrs);
+    if (hit) {
+      const msg = `address ${hit.ip} is inside reserved CIDR ${hit.cidr.text} (network ${ctx.conf.name})`;
+      ctx.log.error({ ip: hit.ip, reservedCIDR: hit.cidr.text }, msg);
+      throw new CniError(ErrorCode.ReservedAddress, msg, {
+        details: `replies to ${hit.ip} would be routed to ${hit.cidr.text}'s owner and lost; shrink the IPAM range or the pool so it avoids ${hit.cidr.text}`,
+      });
+    }
+  }
+}
+
+const residueOpts = (ctx: VerbContext) => ({ ebtables: ctx.conf.settings.residue.ebtables, neigh: ctx.conf.settings.residue.neigh });
+
 /** ADD: runs the per-address steps; throws a CniError when the address must not be used. */
-export async function prepareAddresses(_ctx: VerbContext, _ips: string[], _ac: AddressContext): Promise<void> {}
+export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: AddressContext): Promise<void> {
+  refuseReserved(ctx, ips);
+  const { residue } = ctx.conf.settings;
+  if (residue.ebtables || residue.neigh) {
+    const cleaned = await cleanResidue(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
+    const { rules, neighbours } = cleaned.removed;
+    if (rules.length || neighbours.length) {
+      ctx.log.warn({ ips, rules: rules.map((r) => r.text), neighbours: neighbours.map((n) => `${n.ip} dev ${n.dev}`) }, 'removed stale residue');
+    }
+  }
+  if (ips.some((ip) => ip.includes(':'))) await ensureProbeRewriteIfDue(ctx);
+}
+
+/** `auto`: ensure only when the table is missing and no BPF program handles probes; `on`: failures fail the ADD. */
+async function ensureProbeRewriteIfDue(ctx: VerbContext): Promise<void> {
+  const { ipv6ProbeRewrite: mode, uplink: configured, probeSource, probeGlobal } = ctx.conf.settings;
+  if (mode === 'off') return;
+  try {
+    const uplink = configured ?? (await defaultUplink6(ctx.run));
+    if (!uplink) throw new CniError(ErrorCode.InvalidNetworkConfig, 'no uplink for the IPv6 probe rewrite', { details: 'no default route; set "uplink"' });
+    const opts: ProbeRewriteOptions = { uplink, ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) };
+    const due = await probeRewriteDue(ctx.run, opts);
+    if (!due.available) throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: due.reason });
+    if (!due.due) return;
+    if (mode === 'auto' && !due.tablePresent && (await isProbeHandledByBpf(ctx.run, uplink))) {
+      ctx.log.info({ uplink }, 'IPv6 probes are handled by a BPF program on the uplink; not installing the nftables rewrite');
+      return;
+    }
+    const r = await ensureProbeRewrite(ctx.run, opts);
+    if (!r.available) throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: r.reason });
+    ctx.log.info({ uplink }, 'ensured the IPv6 probe rewrite');
+  } catch (e) {
+    if (mode === 'on') throw e;
+    ctx.log.warn({ err: e }, 'IPv6 probe rewrite not ensured (ipv6ProbeRewrite=auto: continuing)');
+  }
+}
 
 /** CHECK: the same conditions, read-only. */
-export async function checkAddresses(_ctx: VerbContext, _ips: string[]): Promise<void> {}
+export async function checkAddresses(ctx: VerbContext, ips: string[]): Promise<void> {
+  refuseReserved(ctx, ips);
+  const { residue } = ctx.conf.settings;
+  if (!residue.ebtables && !residue.neigh) return;
+  const found = await listResidueFor(ctx.run, ips, residueOpts(ctx));
+  if (found.rules.length || found.neighbours.length) {
+    throw new CniError(ErrorCode.ResidueCleanupFailed, `stale residue is back for ${ips.join(', ')}`, {
+      details: [...found.rules.map((r) => r.text), ...found.neighbours.map((n) => `neigh ${n.ip} dev ${n.dev} lladdr ${n.mac ?? '?'}`)].join('; '),
+    });
+  }
+}
 
-/** STATUS: a reason ADD cannot succeed now (e.g. every delegate range is reserved), or undefined. */
-export async function statusProblems(_ctx: VerbContext): Promise<string | undefined> {
+/** STATUS: a reason ADD cannot succeed now (every delegate range is reserved), or undefined. */
+export async function statusProblems(ctx: VerbContext): Promise<string | undefined> {
+  const cidrs = reservedCidrs(ctx);
+  const delegate = ctx.conf.settings.delegate;
+  if (!cidrs.length || !delegate) return undefined;
+  let hits;
+  try {
+    hits = rangesInReserved(delegate, cidrs);
+  } catch {
+    return undefined; // not host-local shaped: nothing we can tell
+  }
+  const ranges = new Set(hits.map((h) => h.range.text));
+  const fully = new Set(hits.filter((h) => h.fully).map((h) => h.range.text));
+  const total = hostLocalRanges(delegate).length;
+  if (total > 0 && fully.size === total) {
+    return `every delegate range lies inside reserved CIDRs (${[...ranges].join(', ')}): ADD can only be refused`;
+  }
+  if (ranges.size) ctx.log.warn({ ranges: [...ranges] }, 'delegate ranges overlap reserved CIDRs: some ADDs will be refused');
   return undefined;
 }

@@ -1,0 +1,140 @@
+// cilium-agent's own IPs under delegated IPAM (design-cfps #13): allocate through the delegate with a
+// deterministic container ID, idempotently across restarts, recorded as owner `agent` so GC never
+// releases them.
+import { join } from 'node:path';
+import { CniError, ErrorCode } from '../cni/errors.js';
+import { delegateConf, type NetConf } from '../cni/config.js';
+import { resultAddresses } from '../cni/result.js';
+import { atLeast } from '../cni/versions.js';
+import type { Delegate } from '../effects/delegate.js';
+import type { Ledger, LedgerRecord } from '../effects/ledger.js';
+import { withLock } from '../effects/lock.js';
+import type { Run } from '../effects/exec.js';
+import type { Logger } from '../log.js';
+
+export const AGENT_IFNAME = 'eth0';
+export const agentContainerID = (owner: string): string => `cilium-agent-${owner}`;
+/** An empty namespace per owner: the CFP's CNI_NETNS for IPs that live in no pod. */
+export const agentNetnsName = (owner: string): string => `ipam-shim-agent-${owner}`;
+
+export type Family = '4' | '6' | 'dual';
+export type AgentAction = 'reused' | 'allocated' | 'reallocated';
+
+export interface AgentDeps {
+  conf: NetConf;
+  ledger: Ledger;
+  delegate: Delegate;
+  run: Run;
+  log: Logger;
+}
+
+export interface AgentAllocation {
+  owner: string;
+  network: string;
+  containerID: string;
+  ips: string[];
+  action: AgentAction;
+  note?: string;
+}
+
+const OWNER = /^[a-z0-9]([a-z0-9.-]{0,40}[a-z0-9])?$/;
+
+export function validateOwner(owner: string): void {
+  if (!OWNER.test(owner)) throw new CniError(ErrorCode.InvalidEnvironment, `invalid owner ${JSON.stringify(owner)}`, { details: `must match ${OWNER.source}` });
+}
+
+async function ensureNetns(run: Run, name: string): Promise<string> {
+  const path = `/run/netns/${name}`;
+  const r = await run('ip', ['netns', 'add', name], { check: false });
+  if (r.exitCode !== 0 && !/exists/i.test(r.stderr)) throw new CniError(ErrorCode.IoFailure, `cannot create netns ${name}`, { details: r.stderr.trim() });
+  return path;
+}
+
+function pickFamily(ips: string[], family: Family): string[] {
+  const want = (ip: string) => family === 'dual' || (family === '6') === ip.includes(':');
+  const picked = ips.filter(want);
+  const need = family === 'dual' ? ['4', '6'] : [family];
+  for (const f of need) {
+    if (!ips.some((ip) => (f === '6') === ip.includes(':'))) {
+      throw new CniError(ErrorCode.InvalidNetworkConfig, `the delegate handed out no IPv${f} address`, { details: `got ${ips.join(', ') || 'nothing'}` });
+    }
+  }
+  return picked;
+}
+
+/** Allocate (or keep) the owner's IPs. Serialised per owner, so two agents never double-allocate. */
+export async function allocateAgentIp(d: AgentDeps, owner: string, family: Family): Promise<AgentAllocation> {
+  validateOwner(owner);
+  await d.ledger.open();
+  return withLock(join(d.ledger.dir, `agent-${owner}.lock`), async () => {
+    const containerID = agentContainerID(owner);
+    const att = { containerID, ifname: AGENT_IFNAME };
+    const netns = await ensureNetns(d.run, agentNetnsName(owner));
+    const version = await d.delegate.versionFor(d.conf.cniVersion);
+    const env = { CNI_CONTAINERID: containerID, CNI_IFNAME: AGENT_IFNAME, CNI_NETNS: netns, CNI_ARGS: '' };
+    const existing = await d.ledger.get(att);
+    let note: string | undefined;
+    if (existing?.state === 'attached' && existing.ips.length) {
+      const verdict = await verifyWithDelegate(d, existing, version, env);
+      if (verdict === true) return { owner, network: d.conf.name, containerID, ips: pickFamily(existing.ips, family), action: 'reused' };
+      note = `delegate no longer holds ${existing.ips.join(', ')} (${verdict}); released and allocated again`;
+      d.log.warn({ owner, ips: existing.ips, reason: verdict }, 'agent IP lost by the delegate: DEL then ADD');
+    } else if (existing) {
+      note = 'a previous allocation did not complete; released and allocated again';
+    }
+    // DEL first, always: a crash after an earlier delegate ADD must not leave a second allocation behind.
+    await d.delegate.del(delegateConf(d.conf, version), env).catch((e) => d.log.info({ err: e }, 'agent DEL before ADD failed (ignored)'));
+    const now = new Date().toISOString();
+    const base: LedgerRecord = {
+      v: 1, ...att, network: d.conf.name, owner: 'agent', state: 'intent', placement: 'cli', ips: [], netns,
+      createdAt: existing?.createdAt ?? now, updatedAt: now, ...(note ? { note } : {}),
+    };
+    await d.ledger.remove(att);
+    await d.ledger.put(base);
+    const result = await d.delegate.add(delegateConf(d.conf, version), d.conf.cniVersion, env);
+    const ips = resultAddresses(result);
+    try {
+      if (!ips.length) throw new CniError(ErrorCode.DelegateFailed, `delegate ${d.delegate.type} returned no IP addresses`);
+      await d.ledger.put({ ...base, state: 'attached', ips, updatedAt: new Date().toISOString() });
+      const picked = pickFamily(ips, family);
+      d.log.info({ owner, ips, note }, 'agent IP allocated');
+      return { owner, network: d.conf.name, containerID, ips: picked, action: existing ? 'reallocated' : 'allocated', ...(note ? { note } : {}) };
+    } catch (e) {
+      await d.delegate.del(delegateConf(d.conf, version), env).catch(() => undefined);
+      await d.ledger.remove(att).catch(() => undefined);
+      throw e;
+    }
+  });
+}
+
+/** true when the delegate confirms the allocation (CHECK from 0.4.0 on); otherwise the reason it does not. */
+async function verifyWithDelegate(d: AgentDeps, rec: LedgerRecord, version: string, env: NodeJS.ProcessEnv): Promise<true | string> {
+  if (!atLeast(version, '0.4.0')) return true; // no CHECK below 0.4.0: the ledger is all we have
+  const prevResult = { cniVersion: version, ips: rec.ips.map((ip) => ({ address: `${ip}/${ip.includes(':') ? 128 : 32}`, ...(atLeast(version, '1.0.0') ? {} : { version: ip.includes(':') ? '6' : '4' }) })) };
+  try {
+    await d.delegate.check(delegateConf(d.conf, version, { prevResult }), env);
+    return true;
+  } catch (e) {
+    return e instanceof Error ? e.message : String(e);
+  }
+}
+
+/** Release the owner's IPs (feature turned off): delegate DEL, forget the record, remove the namespace. */
+export async function releaseAgentIp(d: AgentDeps, owner: string): Promise<{ owner: string; released: string[] }> {
+  validateOwner(owner);
+  await d.ledger.open();
+  return withLock(join(d.ledger.dir, `agent-${owner}.lock`), async () => {
+    const att = { containerID: agentContainerID(owner), ifname: AGENT_IFNAME };
+    const rec = await d.ledger.get(att);
+    const version = await d.delegate.versionFor(d.conf.cniVersion);
+    await d.delegate.del(delegateConf(d.conf, version), { CNI_CONTAINERID: att.containerID, CNI_IFNAME: AGENT_IFNAME, CNI_NETNS: '', CNI_ARGS: '' });
+    await d.ledger.remove(att);
+    await d.run('ip', ['netns', 'del', agentNetnsName(owner)], { check: false });
+    d.log.info({ owner, ips: rec?.ips ?? [] }, 'agent IP released');
+    return { owner, released: rec?.ips ?? [] };
+  });
+}
+
+export async function listAgentIps(ledger: Ledger): Promise<LedgerRecord[]> {
+  return (await ledger.list()).records.filter((r) => r.owner === 'agent');
+}

@@ -1,0 +1,48 @@
+// `ipam-shim doctor`: the one command an operator runs on a node. Runs every check, prints a verdict per
+// finding with its fix; exit 1 on any problem or warning.
+import { parseArgs } from 'node:util';
+import { CHECKS } from '../doctor/index.js';
+import type { Finding } from '../doctor/check.js';
+import { NETWORK_FLAGS, openNetwork } from './network.js';
+import { UsageError, type Command } from './command.js';
+
+const USAGE = 'ipam-shim doctor [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS] [--json]';
+
+export const doctorCommand: Command = {
+  name: 'doctor',
+  summary: 'check this node: conflist, delegate, ledger, residue, agent IPs, reserved-subnet routes, IPv6 probes',
+  usage: USAGE,
+  async run(argv, ctx) {
+    let values;
+    try {
+      ({ values } = parseArgs({ args: argv, options: { ...NETWORK_FLAGS }, strict: true }));
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+    const net = await openNetwork(values, ctx.run, ctx.env);
+    const findings: Finding[] = [];
+    for (const check of CHECKS) {
+      try {
+        findings.push(...(await check.run(net)));
+      } catch (e) {
+        findings.push({ check: check.name, verdict: 'problem', summary: `check failed: ${(e as Error).message}`, fix: 'see the log file; run the check again' });
+      }
+    }
+    const bad = findings.filter((f) => f.verdict === 'problem' || f.verdict === 'warn');
+    return { data: { network: net.conf.name, conflist: net.shim.path, findings, ok: bad.length === 0 }, text: render(net.conf.name, net.shim.path, findings), exitCode: bad.length ? 1 : 0 };
+  },
+};
+
+const MARK: Record<Finding['verdict'], string> = { ok: 'ok     ', warn: 'WARN   ', problem: 'PROBLEM', skipped: 'skipped' };
+
+function render(network: string, path: string, findings: Finding[]): string {
+  const lines = [`network ${network} (${path})`, ''];
+  const width = Math.max(5, ...findings.map((f) => f.check.length));
+  for (const f of findings) {
+    lines.push(`${MARK[f.verdict]}  ${f.check.padEnd(width)}  ${f.summary}`);
+    if (f.fix && f.verdict !== 'ok') lines.push(`${' '.repeat(9 + width)}  fix: ${f.fix}`);
+  }
+  const bad = findings.filter((f) => f.verdict === 'problem' || f.verdict === 'warn').length;
+  lines.push('', bad ? `${bad} finding(s) need attention` : 'all checks passed');
+  return lines.join('\n');
+}

@@ -1,0 +1,57 @@
+// Neighbour (ARP/NDP) entries via iproute2's JSON output. azure-vnet leaves `<podIP> lladdr <MAC> PERMANENT`
+// on its bridge; such an entry never expires, so it has to be deleted explicitly.
+import { ToolError } from '../cni/errors.js';
+import { exactIp, normaliseMac } from '../residue/parse.js';
+import type { Run } from './exec.js';
+
+const TIMEOUT_MS = 10_000;
+
+export interface Neighbour {
+  /** Normalised address (canonical IPv6). */
+  ip: string;
+  dev: string;
+  /** Lowercase, zero-padded; absent for INCOMPLETE/FAILED entries. */
+  mac?: string;
+  /** As iproute2 reports it, e.g. ["PERMANENT"], ["REACHABLE"], ["STALE"]. */
+  state: string[];
+}
+
+/**
+ * Lists neighbour entries with one `ip -j neigh show` call (both families unless `family` narrows it).
+ * Read-only. Owns nothing. Tolerates empty output (older iproute2 prints nothing for an empty table) and
+ * skips entries without a parseable address; a failing `ip` throws ToolError.
+ */
+export async function listNeighbours(run: Run, family?: 4 | 6): Promise<Neighbour[]> {
+  const args = [...(family ? [`-${family}`] : []), '-j', 'neigh', 'show'];
+  const r = await run('ip', args, { timeoutMs: TIMEOUT_MS });
+  return parseNeighbours(r.stdout);
+}
+
+/** PURE: `ip -j neigh show` JSON → Neighbour[]. */
+export function parseNeighbours(json: string): Neighbour[] {
+  if (!json.trim()) return [];
+  const raw: unknown = JSON.parse(json);
+  if (!Array.isArray(raw)) return [];
+  const out: Neighbour[] = [];
+  for (const e of raw as Array<Record<string, unknown>>) {
+    const ip = typeof e.dst === 'string' ? exactIp(e.dst) : undefined;
+    if (!ip || typeof e.dev !== 'string') continue;
+    const mac = typeof e.lladdr === 'string' ? normaliseMac(e.lladdr) : undefined;
+    const state = Array.isArray(e.state) ? e.state.filter((s): s is string => typeof s === 'string') : [];
+    out.push({ ip, dev: e.dev, ...(mac ? { mac } : {}), state });
+  }
+  return out;
+}
+
+/**
+ * Deletes the entry for `ip` on `dev` (`ip neigh del IP dev DEV`). Idempotent: an entry or device that is
+ * already gone returns `'absent'`. Owns only that one (ip, dev) entry — never flushes. Other failures throw.
+ */
+export async function deleteNeighbour(run: Run, ip: string, dev: string): Promise<'deleted' | 'absent'> {
+  const args = ['neigh', 'del', ip, 'dev', dev];
+  const r = await run('ip', args, { check: false, timeoutMs: TIMEOUT_MS });
+  if (r.exitCode === 0 && !r.timedOut) return 'deleted';
+  // "RTNETLINK answers: No such file or directory" (entry gone), 'Cannot find device "x"' (device gone).
+  if (/No such file or directory|Cannot find device/i.test(r.stderr)) return 'absent';
+  throw new ToolError('ip', args, r.exitCode, r.stderr, { timedOut: r.timedOut });
+}

@@ -1,0 +1,282 @@
+// PURE: plan a Cilium cluster-pool against reserved subnets.
+//
+// Model (field notes §4): cluster-pool cuts each pool entry into node CIDRs of `nodeMask` bits and hands them
+// out in order — entry 0's blocks first, then entry 1's — and does not reuse a block after its node is deleted.
+// So allocation number k (0-based, counted over the cluster's life) gets global block index k, and "how many
+// nodes can join before trouble" is the distance to the next block that touches a reserved subnet.
+//
+// Cost: for each (reserved CIDR, pool entry) pair the touched block indexes form one interval, computed with two
+// shifts; intervals are sorted and merged. O(R·P·log(R·P)) bigint operations, independent of the pool's size —
+// a /8 pool with /24 blocks and an fd00::/48 pool with /120 blocks cost the same.
+import { BITS, type Cidr, type Family, makeCidr, parseCidrs } from './reserved.js';
+
+export interface PlanInput {
+  /** Pool entries in Cilium's order (clusterPoolIPv4PodCIDRList / IPv6 list); IPv4 and IPv6 may be mixed. */
+  pools: string[];
+  /** Node CIDR prefix length. Applies to IPv4 pools; also to IPv6 pools when no IPv4 pool is given. */
+  nodeMask: number;
+  /** Node CIDR prefix length for IPv6 pools (required when both families are planned). */
+  nodeMaskV6?: number;
+  reserved: string[];
+  /** Node CIDRs already handed out (the next allocation gets this index). Applies to every family. */
+  allocated?: number | bigint;
+  /** How many merged collision ranges to list per family (the rest are only counted). Default 50. */
+  maxRanges?: number;
+}
+
+export interface CollisionRange {
+  /** First and last colliding global block index (inclusive). */
+  from: bigint;
+  to: bigint;
+  count: bigint;
+  /** Node CIDRs of `from` and `to`. */
+  fromCidr: string;
+  toCidr: string;
+  /** Reserved CIDRs (canonical text) touching this range, at most 5 listed. */
+  reserved: string[];
+  /** How many reserved CIDRs touch this range in total. */
+  reservedCount: number;
+}
+
+export interface PoolEntryPlan {
+  cidr: string;
+  /** Global index of this entry's first block. */
+  offset: bigint;
+  blocks: bigint;
+}
+
+export interface CollisionPoint {
+  index: bigint;
+  nodeCidr: string;
+  /** A reserved CIDR the block touches (first in list order). */
+  reserved: string;
+}
+
+export interface FamilyPlan {
+  family: Family;
+  nodeMask: number;
+  entries: PoolEntryPlan[];
+  totalBlocks: bigint;
+  /** Number of distinct blocks touching any reserved CIDR. */
+  collidingBlocks: bigint;
+  /** total − colliding: node CIDRs that are safe to hand out at all. */
+  safeCapacity: bigint;
+  /** Merged colliding index ranges, ascending, at most `maxRanges`. */
+  collisions: CollisionRange[];
+  /** Number of merged ranges in total (collisions.length may be smaller). */
+  collisionRangeCount: number;
+  truncated: boolean;
+  /** Counted from the pool's start. */
+  fromStart: {
+    firstCollision: CollisionPoint | null;
+    /** Nodes that can join before the first collision (all blocks when there is none). */
+    nodesBefore: bigint;
+  };
+  /** Counted from `allocated` (the next allocation's index). */
+  fromAllocated: {
+    allocated: bigint;
+    firstCollision: CollisionPoint | null;
+    nodesBefore: bigint;
+    /** Non-colliding blocks at or after `allocated`. */
+    safeRemaining: bigint;
+    /** `allocated` is at or past the end of the pool. */
+    exhausted: boolean;
+  };
+  /** Reserved CIDRs of this family that touch no pool entry. */
+  reservedOutsidePool: number;
+  warnings: string[];
+}
+
+export interface Plan {
+  families: FamilyPlan[];
+  /** Any block of any family collides. */
+  collision: boolean;
+}
+
+const MAX_LISTED_RESERVED = 5;
+
+/** Plans every family present in `pools`. Throws an Error with an operator-readable message on bad input. */
+export function planPool(input: PlanInput): Plan {
+  const pools = parseCidrs(input.pools);
+  if (pools.length === 0) throw new Error('no pool given');
+  const reserved = parseCidrs(input.reserved);
+  const allocated = BigInt(input.allocated ?? 0);
+  if (allocated < 0n) throw new Error(`allocated must be ≥ 0, got ${allocated}`);
+  const maxRanges = input.maxRanges ?? 50;
+  const hasV4 = pools.some((p) => p.family === 4);
+  const families: FamilyPlan[] = [];
+  for (const family of [4, 6] as const) {
+    const entries = pools.filter((p) => p.family === family);
+    if (!entries.length) continue;
+    let mask: number | undefined = family === 4 ? input.nodeMask : input.nodeMaskV6 ?? (hasV4 ? undefined : input.nodeMask);
+    if (mask === undefined) throw new Error('IPv6 pools need their own node mask (nodeMaskV6) when IPv4 pools are planned too');
+    mask = checkMask(family, mask, entries);
+    families.push(planFamily(family, mask, entries, reserved.filter((r) => r.family === family), allocated, maxRanges));
+  }
+  return { families, collision: families.some((f) => f.collidingBlocks > 0n) };
+}
+
+function checkMask(family: Family, mask: number, entries: Cidr[]): number {
+  if (!Number.isInteger(mask) || mask < 0 || mask > BITS[family]) {
+    throw new Error(`IPv${family} node mask must be an integer from 0 to ${BITS[family]}, got ${mask}`);
+  }
+  for (const e of entries) {
+    if (mask < e.prefix) throw new Error(`node mask /${mask} is shorter than pool ${e.text}`);
+  }
+  return mask;
+}
+
+interface Interval {
+  from: bigint;
+  to: bigint;
+  reserved: number; // index into the family's reserved list
+}
+
+function planFamily(family: Family, mask: number, pools: Cidr[], reserved: Cidr[], allocated: bigint, maxRanges: number): FamilyPlan {
+  const shift = BigInt(BITS[family] - mask);
+  const entries: PoolEntryPlan[] = [];
+  let total = 0n;
+  for (const p of pools) {
+    const blocks = 1n << BigInt(mask - p.prefix);
+    entries.push({ cidr: p.text, offset: total, blocks });
+    total += blocks;
+  }
+  const warnings: string[] = [];
+  for (let i = 0; i < pools.length; i++) {
+    for (let j = 0; j < i; j++) {
+      const a = pools[i]!;
+      const b = pools[j]!;
+      if (a.first <= b.last && b.first <= a.last) warnings.push(`pool entries ${b.text} and ${a.text} overlap: their node CIDRs would be handed out twice`);
+    }
+  }
+
+  // One interval per (reserved, pool entry) pair that intersect.
+  const intervals: Interval[] = [];
+  let outside = 0;
+  reserved.forEach((r, ri) => {
+    let touched = false;
+    pools.forEach((p, pi) => {
+      const first = r.first > p.first ? r.first : p.first;
+      const last = r.last < p.last ? r.last : p.last;
+      if (first > last) return;
+      touched = true;
+      const off = entries[pi]!.offset;
+      intervals.push({ from: off + ((first - p.first) >> shift), to: off + ((last - p.first) >> shift), reserved: ri });
+    });
+    if (!touched) outside++;
+  });
+  intervals.sort((a, b) => (a.from < b.from ? -1 : a.from > b.from ? 1 : a.reserved - b.reserved));
+
+  // Merge overlapping or adjacent intervals, remembering which reserved CIDRs fed each.
+  const merged: Array<{ from: bigint; to: bigint; reserved: number[] }> = [];
+  for (const iv of intervals) {
+    const top = merged[merged.length - 1];
+    if (top && iv.from <= top.to + 1n) {
+      if (iv.to > top.to) top.to = iv.to;
+      top.reserved.push(iv.reserved);
+    } else {
+      merged.push({ from: iv.from, to: iv.to, reserved: [iv.reserved] });
+    }
+  }
+  let colliding = 0n;
+  for (const m of merged) colliding += m.to - m.from + 1n;
+
+  const nodeCidr = (index: bigint): string => {
+    const e = locate(entries, index);
+    const p = pools[entries.indexOf(e)]!;
+    return makeCidr(family, p.first + ((index - e.offset) << shift), mask).text;
+  };
+  const reservedOf = (m: { reserved: number[] }): number[] => [...new Set(m.reserved)].sort((a, b) => a - b);
+  const point = (index: bigint, m: { reserved: number[]; from: bigint; to: bigint }): CollisionPoint => {
+    // The reserved CIDR that actually touches `index` (merged ranges may join several).
+    const block = blockRange(entries, pools, index, shift);
+    const ri = reservedOf(m).find((i) => reserved[i]!.first <= block.last && block.first <= reserved[i]!.last) ?? m.reserved[0]!;
+    return { index, nodeCidr: nodeCidr(index), reserved: reserved[ri]!.text };
+  };
+
+  const collisions: CollisionRange[] = merged.slice(0, maxRanges).map((m) => {
+    const ris = reservedOf(m);
+    return {
+      from: m.from,
+      to: m.to,
+      count: m.to - m.from + 1n,
+      fromCidr: nodeCidr(m.from),
+      toCidr: nodeCidr(m.to),
+      reserved: ris.slice(0, MAX_LISTED_RESERVED).map((i) => reserved[i]!.text),
+      reservedCount: ris.length,
+    };
+  });
+
+  const first = merged[0];
+  const fromStart = {
+    firstCollision: first ? point(first.from, first) : null,
+    nodesBefore: first ? first.from : total,
+  };
+
+  const exhausted = allocated >= total;
+  const start = exhausted ? total : allocated;
+  let next: CollisionPoint | null = null;
+  let collidingAfter = 0n;
+  for (const m of merged) {
+    if (m.to < start) continue;
+    const from = m.from > start ? m.from : start;
+    if (!next) next = point(from, m);
+    collidingAfter += m.to - from + 1n;
+  }
+  const fromAllocated = {
+    allocated,
+    firstCollision: next,
+    nodesBefore: next ? next.index - start : total - start,
+    safeRemaining: total - start - collidingAfter,
+    exhausted,
+  };
+  if (exhausted) warnings.push(`allocated ${allocated} ≥ ${total} node CIDRs: the IPv${family} pool is exhausted`);
+
+  return {
+    family,
+    nodeMask: mask,
+    entries,
+    totalBlocks: total,
+    collidingBlocks: colliding,
+    safeCapacity: total - colliding,
+    collisions,
+    collisionRangeCount: merged.length,
+    truncated: merged.length > collisions.length,
+    fromStart,
+    fromAllocated,
+    reservedOutsidePool: outside,
+    warnings,
+  };
+}
+
+function locate(entries: PoolEntryPlan[], index: bigint): PoolEntryPlan {
+  for (const e of entries) if (index >= e.offset && index < e.offset + e.blocks) return e;
+  throw new Error(`block index ${index} outside the pool`);
+}
+
+function blockRange(entries: PoolEntryPlan[], pools: Cidr[], index: bigint, shift: bigint): { first: bigint; last: bigint } {
+  const e = locate(entries, index);
+  const p = pools[entries.indexOf(e)]!;
+  const first = p.first + ((index - e.offset) << shift);
+  return { first, last: first + (1n << shift) - 1n };
+}
+
+/** The node CIDR handed out at global block `index` (for tests and the CLI). */
+export function nodeCidrAt(pools: string[], nodeMask: number, index: bigint): string {
+  const cidrs = parseCidrs(pools);
+  const family = cidrs[0]?.family;
+  if (!family) throw new Error('no pool given');
+  let offset = 0n;
+  for (const p of cidrs.filter((c) => c.family === family)) {
+    const blocks = 1n << BigInt(nodeMask - p.prefix);
+    if (index < offset + blocks) return makeCidr(family, p.first + ((index - offset) << BigInt(BITS[family] - nodeMask)), nodeMask).text;
+    offset += blocks;
+  }
+  throw new Error(`block index ${index} outside the pool`);
+}
+
+/** JSON-safe copy: every bigint becomes a decimal string (IPv6 counts exceed 2^53). */
+export function planToJson(plan: Plan): unknown {
+  return JSON.parse(JSON.stringify(plan, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)));
+}
+

@@ -1,0 +1,176 @@
+// What residue exists for a set of pod IPs, and its removal. The matching is pure and exact (10.240.0.3 never
+// matches 10.240.0.32); the effects list once, delete rule by rule, and fail loudly when residue stays.
+import { CniError, ErrorCode } from '../cni/errors.js';
+import { deleteRule, listPreroutingResidue } from '../effects/ebtables.js';
+import type { Run } from '../effects/exec.js';
+import { deleteNeighbour, listNeighbours, type Neighbour } from '../effects/neigh.js';
+import { exactIp, normaliseMac, type ResidueRule } from './parse.js';
+
+export interface ResidueSnapshot {
+  rules: ResidueRule[];
+  neighbours: Neighbour[];
+}
+
+export interface FindOptions {
+  /** Devices whose neighbour entries are never residue (e.g. the pod's own host-side interface). */
+  excludeDevs?: string[];
+}
+
+/**
+ * PURE. The per-pod rules and PERMANENT neighbour entries for exactly `ips`. `ips` may be plain addresses or
+ * CNI interface notation (`10.240.0.32/16`: the prefix is the subnet, the address is what is matched).
+ * Dynamic neighbour entries are left alone: the kernel revalidates them, only PERMANENT ones outlive a pod.
+ * Throws on a string that is not an address, so a typo cannot silently match nothing.
+ */
+export function findResidue(ips: readonly string[], snapshot: ResidueSnapshot, opts: FindOptions = {}): ResidueSnapshot {
+  const targets = new Set(ips.map(hostAddress));
+  const excluded = new Set(opts.excludeDevs ?? []);
+  return {
+    rules: snapshot.rules.filter((r) => targets.has(r.ip)),
+    neighbours: snapshot.neighbours.filter((n) => targets.has(n.ip) && n.state.includes('PERMANENT') && !excluded.has(n.dev)),
+  };
+}
+
+/**
+ * PURE. Per-pod-shaped rules whose MAC is on no local interface: candidates for a report, never for automatic
+ * deletion (an azure-vnet pod's MAC lives in its own netns, so a live azure pod looks the same from here).
+ */
+export function findOrphans(rules: readonly ResidueRule[], localMacs: Iterable<string>): ResidueRule[] {
+  const local = new Set([...localMacs].map((m) => normaliseMac(m) ?? m));
+  return rules.filter((r) => !local.has(r.mac));
+}
+
+/** MACs of every interface in the current netns (`ip -j link`). Read-only; a failing `ip` throws ToolError. */
+export async function localMacs(run: Run): Promise<Set<string>> {
+  const r = await run('ip', ['-j', 'link', 'show'], { timeoutMs: 10_000 });
+  return parseLinkMacs(r.stdout);
+}
+
+/** PURE: `ip -j link` JSON → normalised MACs (loopback's all-zero address dropped). */
+export function parseLinkMacs(json: string): Set<string> {
+  const out = new Set<string>();
+  const raw: unknown = json.trim() ? JSON.parse(json) : [];
+  for (const l of Array.isArray(raw) ? (raw as Array<Record<string, unknown>>) : []) {
+    const mac = typeof l.address === 'string' ? normaliseMac(l.address) : undefined;
+    if (mac && mac !== '00:00:00:00:00:00') out.add(mac);
+  }
+  return out;
+}
+
+export interface ResidueOptions extends FindOptions {
+  /** Look at ebtables nat PREROUTING (default true). */
+  ebtables?: boolean;
+  /** Look at neighbour entries (default true). */
+  neigh?: boolean;
+}
+
+export interface ResidueReport extends ResidueSnapshot {
+  /** false when ebtables or its nat table is absent: no rules could exist, none were looked for. */
+  ebtablesAvailable: boolean;
+}
+
+/** Read-only (CHECK, `residue scan`): the residue present now for `ips`. Listing failures throw CniError 102. */
+export async function listResidueFor(run: Run, ips: readonly string[], opts: ResidueOptions = {}): Promise<ResidueReport> {
+  const snap = await snapshot(run, opts);
+  return { ebtablesAvailable: snap.ebtablesAvailable, ...findResidue(ips, snap, opts) };
+}
+
+export interface CleanOptions extends ResidueOptions {
+  /** Collect deletion failures in `errors` instead of throwing (DEL and the operator CLI keep going). */
+  keepGoing?: boolean;
+}
+
+export interface CleanFailure {
+  /** The rule text or `neigh <ip> dev <dev>`. */
+  target: string;
+  message: string;
+}
+
+export interface CleanResult {
+  ebtablesAvailable: boolean;
+  removed: ResidueSnapshot;
+  errors: CleanFailure[];
+}
+
+/**
+ * Removes the residue for exactly `ips`: one listing (ebtables and neighbours concurrently), then one
+ * deletion per rule/entry. Idempotent: residue that disappears meanwhile is not a failure, and a second call
+ * removes nothing. Absent ebtables/nat table is tolerated (`ebtablesAvailable: false`). A deletion that
+ * really fails — or a rule ebtables calls absent that is still listed afterwards — throws
+ * CniError(ResidueCleanupFailed) naming the rules, after every other deletion has been attempted.
+ */
+export async function cleanResidue(run: Run, ips: readonly string[], opts: CleanOptions = {}): Promise<CleanResult> {
+  const snap = await snapshot(run, opts);
+  const found = findResidue(ips, snap, opts);
+  const removed: ResidueSnapshot = { rules: [], neighbours: [] };
+  const vanished: ResidueRule[] = [];
+
+  const ruleErrors: CleanFailure[] = [];
+  const neighErrors: CleanFailure[] = [];
+  // Rules and neighbours are independent, so the two sequences run side by side. Within each, one at a time:
+  // concurrent nft transactions on one table only make ebtables retry, and results keep the listing order.
+  await Promise.all([
+    (async () => {
+      for (const rule of found.rules) {
+        try {
+          if ((await deleteRule(run, rule)) === 'deleted') removed.rules.push(rule);
+          else vanished.push(rule);
+        } catch (e) {
+          ruleErrors.push({ target: rule.text, message: messageOf(e) });
+        }
+      }
+    })(),
+    (async () => {
+      for (const n of found.neighbours) {
+        try {
+          if ((await deleteNeighbour(run, n.ip, n.dev)) === 'deleted') removed.neighbours.push(n);
+        } catch (e) {
+          neighErrors.push({ target: `neigh ${n.ip} dev ${n.dev}`, message: messageOf(e) });
+        }
+      }
+    })(),
+  ]);
+  const errors = [...ruleErrors, ...neighErrors];
+
+  // "No such rule" is only believable if the rule is really gone: a listing form that does not re-parse into
+  // the same rule would otherwise make residue look cleaned. Re-list only in that (rare) case.
+  if (vanished.length) {
+    try {
+      const still = new Set((await listPreroutingResidue(run)).rules.map((r) => r.text));
+      for (const r of vanished) {
+        if (still.has(r.text)) errors.push({ target: r.text, message: 'ebtables -D reported no such rule, but it is still listed' });
+      }
+    } catch (e) {
+      errors.push({ target: vanished.map((r) => r.text).join(' | '), message: `re-listing to confirm removal: ${messageOf(e)}` });
+    }
+  }
+
+  if (errors.length && !opts.keepGoing) {
+    throw new CniError(ErrorCode.ResidueCleanupFailed, `cleaning residue for ${ips.join(', ')}`, {
+      details: errors.map((f) => `${f.target}: ${f.message}`).join('; '),
+    });
+  }
+  return { ebtablesAvailable: snap.ebtablesAvailable, removed, errors };
+}
+
+async function snapshot(run: Run, opts: ResidueOptions): Promise<ResidueSnapshot & { ebtablesAvailable: boolean }> {
+  try {
+    const [eb, neighbours] = await Promise.all([
+      opts.ebtables === false ? { available: false, rules: [] } : listPreroutingResidue(run),
+      opts.neigh === false ? [] : listNeighbours(run),
+    ]);
+    return { ebtablesAvailable: eb.available, rules: eb.rules, neighbours };
+  } catch (e) {
+    throw new CniError(ErrorCode.ResidueCleanupFailed, 'listing residue', { details: messageOf(e), cause: e });
+  }
+}
+
+function hostAddress(ip: string): string {
+  const addr = exactIp(ip.split('/')[0] ?? '');
+  if (!addr) throw new TypeError(`not an IP address: ${JSON.stringify(ip)}`);
+  return addr;
+}
+
+function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
