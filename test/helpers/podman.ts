@@ -13,7 +13,7 @@
 //   netns (/run/netns/netns-<uuid>). Network names are unique per bed, and cleanup() removes leftovers of ours.
 import { execa, type Result } from 'execa';
 import { existsSync } from 'node:fs';
-import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { uid } from './netns.js';
@@ -274,25 +274,43 @@ export class PodmanBed {
     return r.exitCode === 0 ? String(r.stdout).trim() : '';
   }
 
-  /** Stray processes of this bed (conmon, runc, the container's): killed by PID. */
+  /**
+   * Stray processes of this bed, killed by PID: conmon/runc name our dirs in their arguments; the container's own
+   * processes have our rootfs as their root mount. The network namespaces those processes sit in (when bind-mounted
+   * under /run/netns) are remembered for deletion: podman may not be able to tell us any more.
+   */
   private async killStrays(): Promise<void> {
+    const netnsInodes = new Set<string>();
     for (const pid of await readdir('/proc')) {
       if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
-      let cmd: string;
-      let root = '';
+      let mine = false;
       try {
-        cmd = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).replaceAll('\0', ' ');
-        root = await readlink(`/proc/${pid}/root`).catch(() => '');
-      } catch {
-        continue;
-      }
-      // conmon/runc name our dirs in their arguments; the container's own processes have our rootfs as their root
-      if (cmd.includes(`${this.baseDir}/`) || root === this.rootfs) {
-        try {
-          process.kill(Number(pid), 'SIGKILL');
-        } catch {
-          // gone already
+        const cmd = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).replaceAll('\0', ' ');
+        if (cmd.includes(`${this.baseDir}/`)) mine = true;
+        else {
+          const rootLine = (await readFile(`/proc/${pid}/mountinfo`, 'utf8')).split('\n').find((l) => l.split(' ')[4] === '/');
+          const src = rootLine?.split(' ')[3] ?? '';
+          if (src === this.rootfs || src.startsWith(`${this.rootfs}/`)) {
+            mine = true;
+            const ns = await readlink(`/proc/${pid}/ns/net`).catch(() => '');
+            const m = /^net:\[(\d+)\]$/.exec(ns);
+            if (m) netnsInodes.add(m[1]!);
+          }
         }
+      } catch {
+        continue; // gone, or a kernel thread
+      }
+      if (!mine) continue;
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+    if (netnsInodes.size && existsSync('/run/netns')) {
+      for (const n of await readdir('/run/netns')) {
+        const st = await stat(path.join('/run/netns', n)).catch(() => undefined);
+        if (st && netnsInodes.has(String(st.ino))) this.netnsPaths.add(path.join('/run/netns', n));
       }
     }
   }
