@@ -2,15 +2,19 @@
 // application (dist/ipam-shim) with a code cache, for nodes without Node.js.
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, writeFileSync, chmodSync, rmSync, mkdirSync } from 'node:fs';
+import { copyFileSync, writeFileSync, chmodSync, rmSync, mkdirSync, renameSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
-const dist = new URL('../dist/', import.meta.url).pathname;
+const finalDist = new URL('../dist/', import.meta.url).pathname;
+// Build into a private directory and rename the results into dist/: a build never leaves dist/ half-written
+// for a test (or a node) that is running the previous one.
+const dist = `${finalDist}.build-${process.pid}/`;
 rmSync(dist, { recursive: true, force: true });
 mkdirSync(dist, { recursive: true });
+mkdirSync(finalDist, { recursive: true });
 // dist/ is CommonJS whatever the project's own "type" is.
-writeFileSync(`${dist}package.json`, JSON.stringify({ type: 'commonjs' }) + '\n');
+writeFileSync(`${finalDist}package.json`, JSON.stringify({ type: 'commonjs' }) + '\n');
 
 const { version } = JSON.parse(execFileSync('cat', [new URL('../package.json', import.meta.url).pathname], { encoding: 'utf8' }));
 await build({
@@ -38,3 +42,7 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
   rmSync(`${dist}sea-prep.blob`);
   rmSync(seaConfig);
 }
+
+renameSync(`${dist}ipam-shim.js`, `${finalDist}ipam-shim.js`);
+if (process.env.IPAM_SHIM_SKIP_SEA !== '1') renameSync(`${dist}ipam-shim`, `${finalDist}ipam-shim`);
+rmSync(dist, { recursive: true, force: true });
