@@ -50,7 +50,9 @@ async function ensureNetns(run: Run, name: string): Promise<string> {
   return path;
 }
 
-function pickFamily(ips: string[], family: Family): string[] {
+/** The addresses of the requested family (all when none was asked for); a missing family is an error. */
+function pickFamily(ips: string[], family: Family | undefined): string[] {
+  if (!family) return ips;
   const want = (ip: string) => family === 'dual' || (family === '6') === ip.includes(':');
   const picked = ips.filter(want);
   const need = family === 'dual' ? ['4', '6'] : [family];
@@ -63,7 +65,7 @@ function pickFamily(ips: string[], family: Family): string[] {
 }
 
 /** Allocate (or keep) the owner's IPs. Serialised per owner, so two agents never double-allocate. */
-export async function allocateAgentIp(d: AgentDeps, owner: string, family: Family): Promise<AgentAllocation> {
+export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Family): Promise<AgentAllocation> {
   validateOwner(owner);
   await d.ledger.open();
   return withLock(join(d.ledger.dir, `agent-${owner}.lock`), async () => {
@@ -110,13 +112,21 @@ export async function allocateAgentIp(d: AgentDeps, owner: string, family: Famil
 /** true when the delegate confirms the allocation (CHECK from 0.4.0 on); otherwise the reason it does not. */
 async function verifyWithDelegate(d: AgentDeps, rec: LedgerRecord, version: string, env: NodeJS.ProcessEnv): Promise<true | string> {
   if (!atLeast(version, '0.4.0')) return true; // no CHECK below 0.4.0: the ledger is all we have
-  const prevResult = { cniVersion: version, ips: rec.ips.map((ip) => ({ address: `${ip}/${ip.includes(':') ? 128 : 32}`, ...(atLeast(version, '1.0.0') ? {} : { version: ip.includes(':') ? '6' : '4' }) })) };
   try {
-    await d.delegate.check(delegateConf(d.conf, version, { prevResult }), env);
+    await d.delegate.check(delegateConf(d.conf, version, { prevResult: agentPrevResult(rec.ips, version) }), env);
     return true;
   } catch (e) {
     return e instanceof Error ? e.message : String(e);
   }
+}
+
+/** A prevResult for the delegate's CHECK built from recorded addresses (host prefixes: only the address matters). */
+export function agentPrevResult(ips: string[], version: string): Record<string, unknown> {
+  const pre1 = !atLeast(version, '1.0.0');
+  return {
+    cniVersion: version,
+    ips: ips.map((ip) => ({ address: `${ip}/${ip.includes(':') ? 128 : 32}`, ...(pre1 ? { version: ip.includes(':') ? '6' : '4' } : {}) })),
+  };
 }
 
 /** Release the owner's IPs (feature turned off): delegate DEL, forget the record, remove the namespace. */

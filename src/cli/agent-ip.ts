@@ -1,0 +1,59 @@
+// `ipam-shim agent-ip allocate | release | list`: cilium-agent's own IPs through the delegate (CFP #13).
+import { parseArgs } from 'node:util';
+import { CniError, ErrorCode } from '../cni/errors.js';
+import { allocateAgentIp, listAgentIps, releaseAgentIp, type Family } from '../agent/agent-ip.js';
+import { NETWORK_FLAGS, openNetwork } from './network.js';
+import { UsageError, type Command } from './command.js';
+
+const USAGE = `ipam-shim agent-ip allocate --owner NAME [--family 4|6|dual (default: whatever the delegate hands out)] [--wait SECONDS]
+ipam-shim agent-ip release  --owner NAME
+ipam-shim agent-ip list
+  common: [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS] [--json]`;
+
+export const agentIpCommand: Command = {
+  name: 'agent-ip',
+  summary: "allocate, release or list cilium-agent's own IPs through the delegated IPAM plugin (never released by GC)",
+  usage: USAGE,
+  async run(argv, ctx) {
+    let parsed;
+    try {
+      parsed = parseArgs({
+        args: argv,
+        allowPositionals: true,
+        strict: true,
+        options: { ...NETWORK_FLAGS, owner: { type: 'string' }, family: { type: 'string' }, wait: { type: 'string', default: '30' } },
+      });
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+    const { values, positionals } = parsed;
+    const [action, ...extra] = positionals;
+    if (!action || !['allocate', 'release', 'list'].includes(action) || extra.length) throw new UsageError('expected one of: allocate, release, list');
+    if (action !== 'list' && !values.owner) throw new UsageError('--owner is required');
+    const family = values.family as Family | undefined;
+    if (family !== undefined && !['4', '6', 'dual'].includes(family)) throw new UsageError('--family must be 4, 6 or dual');
+    const waitSeconds = Number(values.wait);
+    if (!Number.isFinite(waitSeconds) || waitSeconds < 0) throw new UsageError('--wait takes seconds');
+
+    const net = await openNetwork(values, ctx.run, ctx.env, action === 'allocate' ? waitSeconds * 1000 : 0);
+    if (action === 'list') {
+      const records = await listAgentIps(net.ledger);
+      const rows = records.map((r) => ({ owner: r.containerID.replace(/^cilium-agent-/, ''), containerID: r.containerID, ips: r.ips, state: r.state, updatedAt: r.updatedAt, note: r.note }));
+      const text = rows.length
+        ? ['OWNER\tIPS\tSTATE\tUPDATED', ...rows.map((r) => `${r.owner}\t${r.ips.join(',') || '-'}\t${r.state}\t${r.updatedAt}`)].join('\n')
+        : `no agent IPs in network ${net.conf.name}`;
+      return { data: { network: net.conf.name, agentIPs: rows }, text, exitCode: 0 };
+    }
+    if (!net.delegate) {
+      throw new CniError(ErrorCode.InvalidNetworkConfig, `the shim's entry in ${net.shim.path} has no "delegate": agent IPs need the IPAM plugin to allocate from`);
+    }
+    const deps = { conf: net.conf, ledger: net.ledger, delegate: net.delegate, run: net.run, log: net.log };
+    if (action === 'release') {
+      const out = await releaseAgentIp(deps, values.owner!);
+      return { data: out, text: out.released.length ? `released ${out.released.join(', ')}` : `nothing recorded for owner ${out.owner}; delegate DEL sent anyway`, exitCode: 0 };
+    }
+    const out = await allocateAgentIp(deps, values.owner!, family);
+    const text = `${out.ips.join(' ')}\n${out.action}${out.note ? `: ${out.note}` : ''} (container ID ${out.containerID}, network ${out.network})`;
+    return { data: out, text, exitCode: 0 };
+  },
+};

@@ -1,0 +1,212 @@
+// cilium-agent's own IPs and GC, for real: Debian's host-local as the delegate (spoken to at 1.0.0 under a
+// 1.1.0 conflist), the project's libcni-like runner as the runtime, pods in network namespaces.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { execa } from 'execa';
+import { mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CniRunner } from '../runner/runner.js';
+import { TestNet, rootOrSkip, uid } from '../helpers/netns.js';
+import { FIXTURE_BIN, PLUGIN_DIR, SHIM, hostLocalAllocations, invoke, scratch, shimBinDir } from '../helpers/cni.js';
+
+const root = rootOrSkip();
+const d = root ? describe : describe.skip;
+
+interface Bed {
+  s: Awaited<ReturnType<typeof scratch>>;
+  net: TestNet;
+  node: string;
+  network: string;
+  conflistPath: string;
+  confList: any;
+  runner: CniRunner;
+  cniPath: string;
+  owners: string[];
+}
+let b: Bed;
+
+beforeEach(async () => {
+  if (!root) return;
+  const s = await scratch();
+  const net = new TestNet();
+  const node = await net.netns('node');
+  const network = `agn${uid()}`;
+  const ipam = { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.77.0.0/24', rangeStart: '10.77.0.10', rangeEnd: '10.77.0.60' }]] };
+  const confList = {
+    cniVersion: '1.1.0',
+    name: network,
+    plugins: [
+      { type: 'ptp-1.1', ipMasq: false, ipam },
+      { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, residue: { ebtables: false, neigh: false }, delegate: ipam },
+    ],
+  };
+  await mkdir(join(s.dir, 'net.d'));
+  const conflistPath = join(s.dir, 'net.d', '10-cilium.conflist');
+  await writeFile(conflistPath, JSON.stringify(confList, null, 2));
+  const bin = await shimBinDir(s.dir);
+  const cniPath = [bin, FIXTURE_BIN, PLUGIN_DIR].join(':');
+  const runner = new CniRunner({ confList, pluginDirs: cniPath.split(':'), cacheDir: join(s.dir, 'cache'), netns: node });
+  b = { s, net, node, network, conflistPath, confList, runner, cniPath, owners: [] };
+});
+
+afterEach(async () => {
+  if (!root) return;
+  for (const owner of b.owners) await execa('ip', ['netns', 'del', `ipam-shim-agent-${owner}`], { reject: false });
+  await b.net.cleanup();
+  await b.s.cleanup();
+});
+
+async function agentIp(action: string, owner: string, extra: string[] = [], env: Record<string, string> = {}) {
+  if (!b.owners.includes(owner)) b.owners.push(owner);
+  const r = await execa('ip', ['netns', 'exec', b.node, SHIM, 'agent-ip', action, '--owner', owner, '--conflist', b.conflistPath, '--cni-path', b.cniPath, '--json', ...extra], {
+    reject: false,
+    env,
+  });
+  return { ...r, json: r.stdout ? JSON.parse(r.stdout) : undefined };
+}
+
+async function pod(name: string) {
+  const ns = await b.net.netns('pod');
+  const path = `/run/netns/${ns}`;
+  const result: any = await b.runner.add(name, path);
+  return { ns, path, ip: String(result.ips[0].address).split('/')[0] };
+}
+
+/** The shim's GC verb, invoked directly as the runtime would (1.1.0, empty IDs). */
+async function gcVerb(extra: Record<string, unknown>) {
+  return invoke({ ...b.confList.plugins[1], name: b.network, cniVersion: '1.1.0', ...extra }, { command: 'GC', path: b.cniPath.split(':'), inNetns: b.node });
+}
+
+const store = () => hostLocalAllocations(b.s.dataDir, b.network);
+const ledgerIps = async () => {
+  const dir = join(b.s.stateDir, b.network, 'records');
+  const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.endsWith('.json'));
+  const recs = await Promise.all(names.map(async (n) => JSON.parse(await readFile(join(dir, n), 'utf8'))));
+  return recs.flatMap((r) => r.ips as string[]);
+};
+
+d('agent IPs', () => {
+  it('allocates once and returns the same IP on every later allocate (restart)', async () => {
+    const first = await agentIp('allocate', 'health', ['--family', '4']);
+    expect(first.exitCode, first.stderr + first.stdout).toBe(0);
+    expect(first.json).toMatchObject({ containerID: 'cilium-agent-health', action: 'allocated' });
+    const again = await agentIp('allocate', 'health', ['--family', '4']);
+    expect(again.json).toMatchObject({ action: 'reused', ips: first.json.ips });
+    expect(await store()).toEqual(first.json.ips);
+    const list = await execa('ip', ['netns', 'exec', b.node, SHIM, 'agent-ip', 'list', '--conflist', b.conflistPath, '--json']);
+    expect(JSON.parse(list.stdout).agentIPs).toMatchObject([{ owner: 'health', ips: first.json.ips, state: 'attached' }]);
+    const released = await agentIp('release', 'health');
+    expect(released.json.released).toEqual(first.json.ips);
+    expect(await store()).toEqual([]);
+  });
+
+  it('a process killed mid-allocation still ends with exactly one allocation', async () => {
+    b.confList.plugins[1].delegate = { ...b.confList.plugins[1].delegate, type: 'slow-ipam' };
+    await writeFile(b.conflistPath, JSON.stringify(b.confList));
+    const child = execa('ip', ['netns', 'exec', b.node, SHIM, 'agent-ip', 'allocate', '--owner', 'ingress', '--conflist', b.conflistPath, '--cni-path', b.cniPath], {
+      reject: false,
+      env: { SLOW_IPAM_AFTER: '1.5' },
+    });
+    b.owners.push('ingress');
+    // Kill after host-local allocated but before the shim could record it.
+    for (let i = 0; i < 100 && (await store()).length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(await store()).toHaveLength(1);
+    await execa('pkill', ['-KILL', '-f', `agent-ip allocate --owner ingress --conflist ${b.conflistPath}`], { reject: false });
+    await child;
+    await new Promise((r) => setTimeout(r, 1800)); // the orphaned delegate finishes
+    const again = await agentIp('allocate', 'ingress');
+    expect(again.exitCode, again.stderr + again.stdout).toBe(0);
+    expect(again.json.action).toBe('reallocated');
+    expect(await store()).toEqual(again.json.ips);
+  });
+
+  it("recovers when the delegate's store was wiped, and no address is recorded twice", async () => {
+    const first = await agentIp('allocate', 'health');
+    await rm(join(b.s.dataDir, b.network), { recursive: true, force: true });
+    // host-local forgot it handed this address to the agent and offers it to a pod: the ledger refuses (11),
+    // the runtime DELs the failed ADD and retries, and the retry gets another address.
+    const ns = await b.net.netns('pod');
+    await expect(b.runner.add('pod-after-wipe', `/run/netns/${ns}`)).rejects.toMatchObject({ code: 11, msg: expect.stringContaining('cilium-agent-health') });
+    await b.runner.del('pod-after-wipe', `/run/netns/${ns}`);
+    const retried: any = await b.runner.add('pod-after-wipe', `/run/netns/${ns}`);
+    const podIp = String(retried.ips[0].address).split('/')[0];
+    expect(podIp).not.toBe(first.json.ips[0]);
+    // The agent's next start notices the delegate lost its allocation and allocates again.
+    const again = await agentIp('allocate', 'health');
+    expect(again.exitCode, again.stderr + again.stdout).toBe(0);
+    expect(again.json.action).toBe('reallocated');
+    expect(again.json.note).toMatch(/no longer holds/);
+    expect(again.json.ips[0]).not.toBe(podIp);
+    const ips = await ledgerIps();
+    expect(new Set(ips).size).toBe(ips.length);
+    expect((await store()).sort()).toEqual([podIp, again.json.ips[0]].sort());
+  });
+});
+
+d('GC', () => {
+  async function world() {
+    const agent = await agentIp('allocate', 'health');
+    const alive = await pod('pod-alive');
+    const listed = await pod('pod-listed');
+    const dead = await pod('pod-dead');
+    await execa('ip', ['netns', 'del', dead.ns]); // its sandbox is gone: provably dead
+    return { agent: agent.json.ips[0] as string, alive, listed, dead };
+  }
+
+  for (const [label, key] of [
+    ['an empty list', { 'cni.dev/valid-attachments': [] }],
+    ['a missing key', {}],
+    ['the legacy key only', { 'cni.dev/attachments': [] }],
+  ] as const) {
+    it(`with ${label}: keeps the agent's and the living, releases the dead`, async () => {
+      const w = await world();
+      const out = await gcVerb(key);
+      expect(out.exitCode, out.stdout).toBe(0);
+      const left = await store();
+      expect(left).toContain(w.agent);
+      expect(left).toContain(w.alive.ip);
+      expect(left).toContain(w.listed.ip);
+      expect(left).not.toContain(w.dead.ip);
+      expect(await ledgerIps()).not.toContain(w.dead.ip);
+      // Idempotent.
+      expect((await gcVerb(key)).exitCode).toBe(0);
+      expect(await store()).toEqual(left);
+    });
+  }
+
+  it('a valid list without the agent never releases it; listed attachments are kept even if their netns is gone', async () => {
+    const w = await world();
+    await execa('ip', ['netns', 'del', w.listed.ns]);
+    const out = await gcVerb({ 'cni.dev/valid-attachments': [{ containerID: 'pod-listed', ifname: 'eth0' }] });
+    expect(out.exitCode, out.stdout).toBe(0);
+    expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip].sort());
+  });
+
+  it("the runner's full libcni GC on a 1.1.0 conflist: DEL synthesis, then GC releases the uncached leak", async () => {
+    const w = await world();
+    // A leak the runtime no longer knows: cache gone, sandbox gone, IP still allocated.
+    const leak = await pod('pod-leak');
+    await unlink(b.runner.cacheFilePath('pod-leak'));
+    await execa('ip', ['netns', 'del', leak.ns]);
+    const report = await b.runner.gc([{ containerID: 'pod-alive', ifname: 'eth0' }]);
+    expect(report.deleted.map((a) => a.containerID).sort()).toEqual(['pod-dead', 'pod-listed']);
+    expect(report.gcSent).toBe(true);
+    expect((await store()).sort()).toEqual([w.agent, w.alive.ip].sort());
+  });
+
+  it('`ipam-shim gc --apply` releases exactly the uncached pod attachments that are dead', async () => {
+    const w = await world();
+    const uncachedAlive = await pod('pod-uncached-alive');
+    await unlink(b.runner.cacheFilePath('pod-uncached-alive'));
+    await unlink(b.runner.cacheFilePath('pod-dead'));
+    const gc = (apply: boolean) =>
+      execa('ip', ['netns', 'exec', b.node, SHIM, 'gc', '--conflist', b.conflistPath, '--cni-path', b.cniPath, '--cache-dir', join(b.s.dir, 'cache'), '--grace-seconds', '0', '--json', ...(apply ? ['--apply'] : [])], { reject: false });
+    const dry = await gc(false);
+    expect(dry.exitCode, dry.stderr).toBe(1);
+    expect(JSON.parse(dry.stdout).release.map((r: any) => r.containerID)).toEqual(['pod-dead']);
+    expect(await store()).toContain(w.dead.ip);
+    const applied = await gc(true);
+    expect(applied.exitCode, applied.stderr + applied.stdout).toBe(0);
+    expect(JSON.parse(applied.stdout).released).toEqual([{ containerID: 'pod-dead', ifname: 'eth0' }]);
+    expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip, uncachedAlive.ip].sort());
+  });
+});

@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { needsProbe, planGc, type Liveness } from '../../src/gc/plan.js';
+import type { LedgerRecord } from '../../src/effects/ledger.js';
+
+const rec = (containerID: string, over: Partial<LedgerRecord> = {}): LedgerRecord => ({
+  v: 1, containerID, ifname: 'eth0', network: 'n', owner: 'pod', state: 'attached', placement: 'chained',
+  ips: ['10.0.0.1'], netns: `/run/netns/${containerID}`, createdAt: '2026-01-01T00:00:00Z', updatedAt: '2026-01-01T00:00:00Z', ...over,
+});
+const now = Date.parse('2026-06-01T00:00:00Z');
+
+describe('planGc', () => {
+  const records = [rec('valid'), rec('cilium-agent-health', { owner: 'agent' }), rec('alive'), rec('dead'), rec('unknown'), rec('intent', { state: 'intent', ips: [] })];
+  const liveness = new Map<string, Liveness>([['alive:eth0', 'alive'], ['dead:eth0', 'dead'], ['intent:eth0', 'dead']]);
+  const plan = planGc({ records, valid: [{ containerID: 'valid', ifname: 'eth0' }, { containerID: 'elsewhere', ifname: 'eth0' }], liveness, now, graceMs: 0 });
+
+  it('keeps valid, agent, alive and unknowable attachments; releases only proven-dead ones', () => {
+    expect(plan.kept.map((k) => [k.record.containerID, k.reason])).toEqual([
+      ['valid', 'valid'], ['cilium-agent-health', 'agent'], ['alive', 'alive'], ['unknown', 'unknown'],
+    ]);
+    expect(plan.release.map((r) => r.record.containerID)).toEqual(['dead', 'intent']);
+  });
+  it("passes the runtime's list plus everything kept to the delegate", () => {
+    expect(plan.keep.map((a) => a.containerID).sort()).toEqual(['alive', 'cilium-agent-health', 'elsewhere', 'unknown', 'valid']);
+  });
+  it('keeps records younger than the grace period whatever their liveness', () => {
+    const fresh = rec('fresh', { updatedAt: new Date(now - 5_000).toISOString() });
+    const p = planGc({ records: [fresh], valid: [], liveness: new Map([['fresh:eth0', 'dead']]), now, graceMs: 60_000 });
+    expect(p.kept[0]?.reason).toBe('recent');
+    expect(p.release).toEqual([]);
+  });
+  it('probes only what is neither valid nor the agent', () => {
+    expect(needsProbe(records, [{ containerID: 'valid', ifname: 'eth0' }]).map((r) => r.containerID)).toEqual(['alive', 'dead', 'unknown', 'intent']);
+  });
+  it('matches attachments by container ID and ifname together', () => {
+    const p = planGc({ records: [rec('c', { ifname: 'net1' })], valid: [{ containerID: 'c', ifname: 'eth0' }], liveness: new Map([['c:net1', 'dead']]), now, graceMs: 0 });
+    expect(p.release).toHaveLength(1);
+  });
+});
