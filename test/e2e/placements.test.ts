@@ -1,0 +1,90 @@
+// Both placements through a real runtime: the project's libcni-like runner (ADD → CHECK → DEL at 0.3.1,
+// 0.4.0, 1.0.0) and podman 4.3 (ADD on start, DEL on rm), with Debian's ptp and host-local.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { CniRunner } from '../runner/runner.js';
+import { PodmanBed } from '../helpers/podman.js';
+import { TestNet, inNs, rootOrSkip, uid } from '../helpers/netns.js';
+import { FIXTURE_BIN, PLUGIN_DIR, hostLocalAllocations, ledgerRecords, scratch, shimBinDir } from '../helpers/cni.js';
+
+const root = rootOrSkip();
+const d = root ? describe : describe.skip;
+
+type Placement = 'chained' | 'ipam';
+const shimKeys = (s: { stateDir: string; logFile: string }) => ({ stateDir: s.stateDir, logFile: s.logFile });
+
+/** A conflist with the shim in `placement`, host-local storing under dataDir. */
+function confList(placement: Placement, cniVersion: string, name: string, s: { stateDir: string; logFile: string; dataDir: string }, subnet: string) {
+  const hostLocal = { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet }]] };
+  const plugins =
+    placement === 'chained'
+      ? [{ type: 'ptp', ipMasq: false, ipam: hostLocal }, { type: 'ipam-shim', ...shimKeys(s), delegate: hostLocal }]
+      : [{ type: 'ptp', ipMasq: false, ipam: { type: 'ipam-shim', ...shimKeys(s), delegate: hostLocal } }];
+  return { cniVersion, name, plugins };
+}
+
+let s: Awaited<ReturnType<typeof scratch>>;
+let net: TestNet;
+beforeEach(async () => {
+  s = await scratch();
+  net = new TestNet();
+});
+afterEach(async () => {
+  await net.cleanup();
+  await s.cleanup();
+});
+
+d.each(['chained', 'ipam'] as const)('runner, shim %s', (placement) => {
+  it.each(['0.3.1', '0.4.0', '1.0.0'])('ADD → CHECK → DEL at %s leaves nothing behind', async (v) => {
+    const node = await net.netns('node');
+    const pod = await net.netns('pod');
+    const name = `pl${uid()}`;
+    const bin = await shimBinDir(s.dir);
+    const runner = new CniRunner({ confList: confList(placement, v, name, s, '10.66.0.0/24'), pluginDirs: [bin, FIXTURE_BIN, PLUGIN_DIR], cacheDir: join(s.dir, 'cache'), netns: node });
+    const result: any = await runner.add('c1', `/run/netns/${pod}`);
+    expect(result.cniVersion).toBe(v);
+    const ip = String(result.ips[0].address).split('/')[0]!;
+    expect(ip).toMatch(/^10\.66\.0\./);
+    // The pod really has the address and reaches the node through ptp.
+    expect((await inNs(pod, 'ip', ['-j', 'addr', 'show', 'eth0'])).stdout).toContain(ip);
+    expect((await inNs(pod, 'ping', ['-c', '1', '-W', '2', result.ips[0].gateway])).exitCode).toBe(0);
+    expect(await ledgerRecords(s.stateDir, name)).toEqual(['c1:eth0.json']);
+    if (v !== '0.3.1') await runner.check('c1', `/run/netns/${pod}`);
+    await runner.del('c1', `/run/netns/${pod}`);
+    expect(await hostLocalAllocations(s.dataDir, name)).toEqual([]);
+    expect(await ledgerRecords(s.stateDir, name)).toEqual([]);
+    expect(existsSync(runner.cacheFilePath('c1'))).toBe(false);
+  });
+});
+
+d.each(['chained', 'ipam'] as const)('podman, shim %s', (placement) => {
+  let bed: PodmanBed | undefined;
+  afterEach(async () => {
+    await bed?.cleanup();
+    bed = undefined;
+  });
+  it('a real container gets its address from the shim; rm leaves no allocation and no record', async () => {
+    const bin = await shimBinDir(s.dir);
+    const node = await net.netns('node'); // podman's plugins run here, so the host's network is never touched
+    let names = { network: '', dataDir: '' };
+    bed = await PodmanBed.create({
+      netns: node,
+      pluginDirs: [bin, PLUGIN_DIR],
+      confList: (dirs) => {
+        names = { network: dirs.network, dataDir: dirs.dataDir };
+        return confList(placement, '1.0.0', dirs.network, { ...s, dataDir: dirs.dataDir }, '10.67.0.0/24');
+      },
+    });
+    await bed.startContainer('web');
+    const ips = await bed.containerIPs('web');
+    expect(ips).toHaveLength(1);
+    expect(ips[0]).toMatch(/^10\.67\.0\./);
+    const [record] = await ledgerRecords(s.stateDir, names.network);
+    expect(record).toMatch(/:eth0\.json$/);
+    expect(await hostLocalAllocations(names.dataDir, names.network)).toEqual(ips);
+    await bed.rm('web', { force: true });
+    expect(await hostLocalAllocations(names.dataDir, names.network)).toEqual([]);
+    expect(await ledgerRecords(s.stateDir, names.network)).toEqual([]);
+  });
+});
