@@ -2,7 +2,10 @@
 // failure ipam-shim exists for. `npm run demo` (after install-deps and build) or scripts/demo.sh.
 import { createDemo, type DemoSection } from './section.js';
 
-const SECTIONS: Array<() => Promise<DemoSection>> = [];
+const SECTIONS: Array<() => Promise<DemoSection>> = [
+  async () => (await import('./basics.js')).section,
+  async () => (await import('./agent-gc.js')).section,
+];
 
 const d = createDemo();
 const only = process.argv[2];

@@ -1,0 +1,61 @@
+// Small pieces the demo sections share: a scratch node, the shim on a CNI_PATH, the cnitool-shaped runner.
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { TestNet } from '../../test/helpers/netns.js';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const SHIM = join(ROOT, 'dist/ipam-shim');
+export const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
+export const FIXTURE_BIN = join(ROOT, 'test/fixtures/bin');
+export const CNIRUN = join(ROOT, 'test/runner/cnirun.ts');
+export const TSX = join(ROOT, 'node_modules/.bin/tsx');
+
+export interface Stage {
+  net: TestNet;
+  dir: string;
+  confDir: string;
+  cniPath: string;
+  stateDir: string;
+  logFile: string;
+  dataDir: string;
+  cacheDir: string;
+  /** Writes a conflist into confDir and returns its path. */
+  conflist(name: string, body: unknown): Promise<string>;
+  /** argv for the runner inside netns `node`: ['ip','netns','exec',node, tsx, cnirun, ...] */
+  runner(node: string, ...args: string[]): [string, string[]];
+  env(): Record<string, string>;
+  cleanup(): Promise<void>;
+}
+
+export async function stage(): Promise<Stage> {
+  const dir = await mkdtemp(join(tmpdir(), 'ipam-shim-demo-'));
+  const bin = join(dir, 'bin');
+  await mkdir(bin);
+  await symlink(SHIM, join(bin, 'ipam-shim'));
+  const confDir = join(dir, 'net.d');
+  await mkdir(confDir);
+  const net = new TestNet();
+  const s: Stage = {
+    net,
+    dir,
+    confDir,
+    cniPath: [bin, FIXTURE_BIN, PLUGIN_DIR].join(':'),
+    stateDir: join(dir, 'state'),
+    logFile: join(dir, 'ipam-shim.log'),
+    dataDir: join(dir, 'host-local'),
+    cacheDir: join(dir, 'cache'),
+    async conflist(name, body) {
+      const path = join(confDir, `10-${name}.conflist`);
+      await writeFile(path, JSON.stringify(body, null, 2));
+      return path;
+    },
+    runner: (node, ...args) => ['ip', ['netns', 'exec', node, TSX, CNIRUN, ...args, '--cache-dir', s.cacheDir]],
+    env: () => ({ NETCONFPATH: confDir, CNI_PATH: s.cniPath, PATH: process.env.PATH ?? '' }),
+    async cleanup() {
+      await net.cleanup();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+  return s;
+}
