@@ -132,3 +132,20 @@ describe('bad input gets the right CNI error', () => {
     expect(lines.at(-1)).toMatchObject({ code: 7, containerID: 'c1', command: 'ADD', outcome: 'error' });
   });
 });
+
+describe('the single executable', () => {
+  const sea = SHIM.replace(/ipam-shim\.js$/, 'ipam-shim');
+  it('runs VERSION and a real ADD/DEL with no node on PATH', async () => {
+    const env = { PATH: '/usr/sbin:/sbin' }; // ip/ebtables/nft live here; node is in /usr/bin
+    const version = await execa(sea, [], { input: '{"cniVersion":"1.0.0"}', env: { ...env, CNI_COMMAND: 'VERSION' }, extendEnv: false, reject: false });
+    expect(version.exitCode, version.stderr).toBe(0);
+    expect(JSON.parse(version.stdout).supportedVersions).toContain('1.1.0');
+    const base = { ...env, CNI_CONTAINERID: 'sea', CNI_NETNS: '/var/run/netns/x', CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' };
+    const add = await execa(sea, [], { input: JSON.stringify(slot()), env: { ...base, CNI_COMMAND: 'ADD' }, extendEnv: false, reject: false });
+    expect(add.exitCode, add.stdout + add.stderr).toBe(0);
+    expect(JSON.parse(add.stdout).ips[0].address).toMatch(/^10\.98\.0\./);
+    const del = await execa(sea, [], { input: JSON.stringify(slot()), env: { ...base, CNI_COMMAND: 'DEL' }, extendEnv: false, reject: false });
+    expect(del.exitCode, del.stdout).toBe(0);
+    expect(await hostLocalAllocations(s.dataDir, 'proto')).toEqual([]);
+  });
+});
