@@ -18,8 +18,9 @@ export interface PreroutingListing {
  * absent table does not create it. Owns nothing: node-wide and unrecognised rules are parsed but dropped.
  * Tolerates a missing ebtables binary and a missing nat table/chain (→ `available: false, rules: []`); any
  * other failure (e.g. not root) throws ToolError, because "could not look" must not read as "nothing there".
+ * `mayName` skips rules that cannot concern the caller (see parsePrerouting).
  */
-export async function listPreroutingResidue(run: Run): Promise<PreroutingListing> {
+export async function listPreroutingResidue(run: Run, mayName?: (rule: string) => boolean): Promise<PreroutingListing> {
   const args = ['-t', 'nat', '-L', 'PREROUTING'];
   const r = await run(EBTABLES, args, { check: false, timeoutMs: TIMEOUT_MS });
   if (isMissingProgram(r)) return { available: false, rules: [] };
@@ -27,7 +28,7 @@ export async function listPreroutingResidue(run: Run): Promise<PreroutingListing
     if (isAbsentTable(r.stderr)) return { available: false, rules: [] };
     throw new ToolError(EBTABLES, args, r.exitCode, r.stderr, { timedOut: r.timedOut });
   }
-  const parsed = parsePrerouting(r.stdout);
+  const parsed = parsePrerouting(r.stdout, mayName);
   if (!parsed.chainSeen) return { available: false, rules: [] };
   return { available: true, rules: parsed.rules.filter((x): x is ResidueRule => x.kind !== 'other') };
 }

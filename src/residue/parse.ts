@@ -39,7 +39,11 @@ export interface ParsedListing {
  * Parses `ebtables -t nat -L [PREROUTING]` output (any of --Lmac2, --Lc, --Ln) or `ebtables-save [-c]` output.
  * Only rules of the nat table's PREROUTING chain are returned; other chains and tables are skipped.
  */
-export function parsePrerouting(listing: string): ParsedListing {
+/**
+ * `mayName`: an optional cheap pre-filter on a rule's text; rules it rejects are skipped unclassified (a
+ * targeted cleanup on a node with thousands of unrelated rules need not classify them all).
+ */
+export function parsePrerouting(listing: string, mayName?: (rule: string) => boolean): ParsedListing {
   // Text without a table header (a bare `-L PREROUTING` fragment) is taken to be the nat table.
   let table = 'nat';
   let chain: string | undefined;
@@ -66,13 +70,13 @@ export function parsePrerouting(listing: string): ParsedListing {
     if (save) {
       if (table !== 'nat' || save[1] !== 'PREROUTING') continue;
       chainSeen = true;
-      rules.push(classifyRule(save[2]!));
+      if (!mayName || mayName(save[2]!)) rules.push(classifyRule(save[2]!));
       continue;
     }
     if (table !== 'nat' || chain !== 'PREROUTING') continue;
     // --Ln numbering ("1 " with the nft backend, "1. " legacy) precedes the rule.
     const body = line.replace(/^\d+\.?\s+(?=-)/, '');
-    if (body.startsWith('-')) rules.push(classifyRule(body));
+    if (body.startsWith('-') && (!mayName || mayName(body))) rules.push(classifyRule(body));
   }
   return { chainSeen, rules };
 }

@@ -19,6 +19,8 @@ const conf = (cniVersion: string) => ({
     type: 'ipam-shim',
     stateDir: s.stateDir,
     logFile: s.logFile,
+    // These run in the host's namespace: the probe rewrite would install a table on the host (tested in netns elsewhere).
+    ipv6ProbeRewrite: 'off',
     delegate: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.97.0.0/24' }], [{ subnet: 'fd00:97::/120' }]] },
   },
 });

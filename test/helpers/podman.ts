@@ -44,6 +44,8 @@ export interface PodmanBedOptions {
   timeoutMs?: number;
   /** Parent for the temp dir; default os.tmpdir(). */
   tmpParent?: string;
+  /** Run podman (and so the CNI plugins it runs) in this named netns (`nsenter --net`, host mount namespace). */
+  netns?: string;
 }
 
 export interface StartOptions {
@@ -69,6 +71,7 @@ export class PodmanBed {
   private readonly tmpDir: string;
   private readonly env: Record<string, string>;
   private readonly timeoutMs: number;
+  private readonly netns: string | undefined;
   /** Netns paths of containers we started (deleted by cleanup if podman left them behind). */
   private readonly netnsPaths = new Set<string>();
   private readonly containerIds = new Set<string>();
@@ -79,6 +82,7 @@ export class PodmanBed {
     confList: Record<string, unknown>;
     env: Record<string, string>;
     timeoutMs: number;
+    netns?: string | undefined;
   }) {
     this.network = p.network;
     this.baseDir = p.baseDir;
@@ -93,6 +97,7 @@ export class PodmanBed {
     this.tmpDir = path.join(p.baseDir, 'tmp');
     this.env = p.env;
     this.timeoutMs = p.timeoutMs;
+    this.netns = p.netns;
   }
 
   /** Creates the temp dirs, rootfs, containers.conf and conflist. Call cleanup() afterwards in any case. */
@@ -102,7 +107,7 @@ export class PodmanBed {
     try {
       const raw = typeof opts.confList === 'function' ? opts.confList(dirs) : opts.confList;
       const confList = { ...raw, name: typeof raw.name === 'string' ? raw.name : dirs.network };
-      const bed = new PodmanBed({ network: confList.name as string, baseDir, confList, env: opts.env ?? {}, timeoutMs: opts.timeoutMs ?? 60_000 });
+      const bed = new PodmanBed({ network: confList.name as string, baseDir, confList, env: opts.env ?? {}, timeoutMs: opts.timeoutMs ?? 60_000, netns: opts.netns });
       await bed.setup(opts);
       return bed;
     } catch (e) {
@@ -150,7 +155,8 @@ export class PodmanBed {
 
   /** Runs podman against this bed's private store and config. */
   async podman(args: string[], opts: { reject?: boolean; input?: string; timeoutMs?: number } = {}): Promise<Result<{ reject: false }>> {
-    const r = await execa('podman', ['--root', this.root, '--runroot', this.runroot, '--storage-driver', 'vfs', ...args], {
+    const ns = this.netns ? [`--net=/run/netns/${this.netns}`, 'podman'] : [];
+    const r = await execa(this.netns ? 'nsenter' : 'podman', [...ns, '--root', this.root, '--runroot', this.runroot, '--storage-driver', 'vfs', ...args], {
       env: { ...this.env, CONTAINERS_CONF: this.containersConf },
       input: opts.input ?? '',
       reject: false,

@@ -1,0 +1,56 @@
+// doctor: azure-vnet residue on this node. Residue for an address the shim handed out is a problem (that pod is
+// unreachable through the bridged uplink); per-pod rules whose MAC is on no local interface are a warning (they
+// belong to no pod here, but may belong to a live azure-vnet pod, so only the operator may remove them).
+import type { DoctorCheck, Finding } from './check.js';
+import { ledgerTargets, mergeTargets, scanTargets } from '../cli/residue.js';
+
+const NAME = 'residue';
+
+export const residueCheck: DoctorCheck = {
+  name: NAME,
+  async run(net) {
+    const ledger = await ledgerTargets(net);
+    const targets = mergeTargets(ledger.ips, []);
+    const scan = await scanTargets(net.run, targets);
+    const where = `--conflist ${net.shim.path}`;
+    const findings: Finding[] = [];
+
+    for (const t of scan.targets) {
+      const n = t.rules.length + t.neighbours.length;
+      if (!n) continue;
+      findings.push({
+        check: NAME,
+        verdict: 'problem',
+        summary: `stale residue for ${t.ip} (${t.attachments.join(', ')}): ${t.rules.length} ebtables rule(s), ${t.neighbours.length} neighbour entr${t.neighbours.length === 1 ? 'y' : 'ies'}; traffic to it through the uplink is misdelivered`,
+        fix: `ipam-shim residue clean --apply ${where}`,
+        data: t,
+      });
+    }
+    if (ledger.corrupt.length) {
+      findings.push({
+        check: NAME,
+        verdict: 'warn',
+        summary: `${ledger.corrupt.length} unreadable ledger record(s): their IPs were not checked for residue (${ledger.corrupt.join(', ')})`,
+        fix: 'inspect the files; ipam-shim gc reports them too',
+      });
+    }
+    if (scan.orphans.length) {
+      const ips = [...new Set(scan.orphans.map((o) => o.ip))];
+      findings.push({
+        check: NAME,
+        verdict: 'warn',
+        summary: `${scan.orphans.length} per-pod ebtables rule(s) for ${ips.length} other IP(s) whose MAC is on no local interface: ${ips.slice(0, 8).join(', ')}${ips.length > 8 ? ' …' : ''} (left alone)`,
+        fix: `when no azure-vnet pod uses them any more: ipam-shim residue clean --apply ${ips.slice(0, 8).map((ip) => `--ip ${ip}`).join(' ')} ${where}`,
+        data: scan.orphans,
+      });
+    }
+    if (!findings.some((f) => f.verdict === 'problem')) {
+      findings.unshift({
+        check: NAME,
+        verdict: 'ok',
+        summary: `no residue for ${targets.length} ledger IP(s)${scan.ebtablesAvailable ? '' : ' (no ebtables nat table: only neighbour entries can exist)'}`,
+      });
+    }
+    return findings;
+  },
+};

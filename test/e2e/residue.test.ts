@@ -1,0 +1,311 @@
+// The verified azure-vnet reproduction (field-notes §1) as a test, through the REAL built plugin:
+//   netns vnet (client 10.240.0.4/16) ── veth ── netns node: eth0 ⊂ bridge azure0 (10.240.0.5/16), ip_forward=1
+//   a pod attached by the reference ptp plugin + host-local 10.240.0.32–63, with the runtime (CniRunner, or podman)
+//   running inside `node`, so every ebtables rule and neighbour entry lives in `node` and the host is never touched.
+// azure-vnet's exact per-pod rules for the pod's future address are installed BEFORE the pod exists, next to
+// decoys for …3, …30, …33, an IPv6 dnat, node-wide rules and a PERMANENT stale neighbour on azure0.
+// Without the shim the client's ping dies in the dnat rule; with the shim (either placement) it works, and
+// everything else is byte-for-byte what it was.
+import { execa } from 'execa';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { run as hostRun, runInNetns, type Run } from '../../src/effects/exec.js';
+import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
+import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
+import { hasPodman, PodmanBed } from '../helpers/podman.js';
+import { CniRunner, PluginError } from '../runner/runner.js';
+
+const POD = '10.240.0.32';
+const DEAD_MAC = '0:d:3a:30:47:42'; // the MAC of the azure-vnet pod that once had 10.240.0.32
+const RANGE = { subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' };
+
+/** azure-vnet's two per-pod rules (bridge mode, as in the bug report). */
+const podRules = (ip: string, mac: string): string[][] => [
+  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
+  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT'],
+];
+const DNAT_POD = podRules(POD, DEAD_MAC)[1]!;
+
+/** Lines of a listing that are a rule naming exactly the pod's address. */
+const isPodLine = (l: string) => /--(arp-)?ip-dst 10\.240\.0\.32(\/32)? /.test(l);
+
+/** `before` minus the given rule lines, PREROUTING's entry count adjusted: what the listing must become. */
+function withoutLines(before: string, lines: string[]): string {
+  const drop = new Set(lines);
+  return before
+    .split('\n')
+    .filter((l) => !drop.has(l))
+    .map((l) => l.replace(/^(Bridge chain: PREROUTING, entries: )(\d+)/, (_m, p: string, n: string) => `${p}${Number(n) - lines.length}`))
+    .join('\n');
+}
+
+const natListing = async (r: Run) => (await r('ebtables', ['-t', 'nat', '-L'])).stdout;
+const permanentNeigh = async (r: Run) => (await r('ip', ['neigh', 'show', 'nud', 'permanent'])).stdout;
+
+interface Node {
+  vnet: string;
+  node: string;
+  r: Run;
+  eth0Mac: string;
+  dir: Awaited<ReturnType<typeof scratch>>;
+  shimBin: string;
+}
+
+const enabled = rootOrSkip();
+
+describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packets', () => {
+  const net = new TestNet();
+  afterEach(() => net.cleanup());
+
+  /** Client, node with azure0 over the uplink, node-wide rules; no pod yet. */
+  async function azureNode(): Promise<Node> {
+    const dir = await scratch();
+    net.defer(() => dir.cleanup());
+    const vnet = await net.netns('vnet');
+    const node = await net.netns('node');
+    await net.veth(vnet, 'eth0', node, 'eth0');
+    const r = runInNetns(node);
+    await r('ip', ['link', 'add', 'azure0', 'type', 'bridge']);
+    await r('ip', ['link', 'set', 'eth0', 'master', 'azure0']);
+    await r('ip', ['link', 'set', 'azure0', 'up']);
+    await r('ip', ['addr', 'add', '10.240.0.5/16', 'dev', 'azure0']);
+    await r('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+    await inNs(vnet, 'ip', ['addr', 'add', '10.240.0.4/16', 'dev', 'eth0']);
+    await inNs(vnet, 'ip', ['route', 'add', '10.240.0.32/27', 'via', '10.240.0.5']);
+    const eth0Mac = (JSON.parse((await r('ip', ['-j', 'link', 'show', 'eth0'])).stdout) as Array<{ address: string }>)[0]!.address;
+    return { vnet, node, r, eth0Mac, dir, shimBin: await shimBinDir(dir.dir) };
+  }
+
+  /**
+   * What azure-vnet leaves: node-wide rules (kept working: they use eth0's own MAC, as azure-vnet does), the
+   * pod's two rules, decoys for neighbouring and IPv6 addresses, a PERMANENT stale neighbour on azure0.
+   * `bulk` unrelated per-pod rule pairs go in half before, half after the pod's rules (ebtables-restore).
+   */
+  async function plantResidue(n: Node, bulk = 0): Promise<void> {
+    const { r, eth0Mac } = n;
+    const pre: string[][] = [
+      ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', '10.240.0.5', '-j', 'arpreply', '--arpreply-mac', eth0Mac],
+      ...podRules('10.240.0.3', 'a2:96:88:20:cb:c6'),
+      ...podRules('10.240.0.30/32', '0:d:3a:30:47:30'),
+    ];
+    const post: string[][] = [
+      ...podRules('10.240.0.33', '0:d:3a:30:47:33'),
+      ['-p', 'IPv6', '-i', 'eth0', '--ip6-dst', 'fd00:10:240::32', '-j', 'dnat', '--to-dst', DEAD_MAC, '--dnat-target', 'ACCEPT'],
+      ['-p', 'ARP', '-i', 'eth0', '--arp-op', 'Reply', '-j', 'dnat', '--to-dst', 'ff:ff:ff:ff:ff:ff', '--dnat-target', 'ACCEPT'],
+    ];
+    const unrelated = Array.from({ length: bulk }, (_, i) => podRules(`10.241.${Math.floor(i / 250)}.${(i % 250) + 1}`, `0:d:3a:1:${(i >> 8).toString(16)}:${(i & 255).toString(16)}`)).flat();
+    const chain = [...pre, ...unrelated.slice(0, bulk), ...podRules(POD, DEAD_MAC), ...unrelated.slice(bulk), ...post];
+    const save = ['*nat', ...chain.map((rule) => `-A PREROUTING ${rule.join(' ')}`), `-A POSTROUTING -s unicast -o eth0 -j snat --to-src ${eth0Mac} --snat-arp --snat-target ACCEPT`, 'COMMIT', ''];
+    await r('ebtables-restore', ['--noflush'], { input: save.join('\n') });
+    await r('ip', ['neigh', 'add', POD, 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
+    await r('ip', ['neigh', 'add', '10.240.0.33', 'lladdr', '0:d:3a:30:47:33', 'dev', 'azure0', 'nud', 'permanent']);
+  }
+
+  const ping = async (n: Node, count = 3) =>
+    (await inNs(n.vnet, 'ping', ['-c', String(count), '-i', '0.2', '-W', '1', '-q', POD], { reject: false })).exitCode;
+
+  type Placement = 'ptp-only' | 'chained' | 'ipam';
+  function confList(n: Node, placement: Placement, cniVersion = '1.0.0'): Record<string, unknown> {
+    const hostLocal = { type: 'host-local', dataDir: n.dir.dataDir, ranges: [[RANGE]] };
+    const shim = { stateDir: n.dir.stateDir, logFile: n.dir.logFile };
+    const plugins =
+      placement === 'ipam'
+        ? [{ type: 'ptp', ipMasq: false, ipam: { type: 'ipam-shim', ...shim, delegate: hostLocal } }]
+        : [{ type: 'ptp', ipMasq: false, ipam: hostLocal }, ...(placement === 'chained' ? [{ type: 'ipam-shim', ...shim }] : [])];
+    return { cniVersion, name: 'azure', plugins };
+  }
+
+  /** A runtime living in `node` (every plugin runs there through `ip netns exec`). */
+  async function runtime(n: Node, placement: Placement): Promise<{ runner: CniRunner; conflist: string }> {
+    const list = confList(n, placement);
+    const conflist = join(n.dir.dir, `${placement}.conflist`);
+    await writeFile(conflist, JSON.stringify(list));
+    const runner = new CniRunner({ confList: list, pluginDirs: [n.shimBin, PLUGIN_DIR], cacheDir: join(n.dir.dir, 'cache'), netns: n.node });
+    return { runner, conflist };
+  }
+
+  async function pod(runner: CniRunner, id = 'c1'): Promise<{ netns: string; result: Record<string, any> }> {
+    const netns = `/run/netns/${await net.netns('pod')}`;
+    const result = await runner.add(id, netns, 'eth0');
+    net.defer(() => runner.del(id, netns, 'eth0').catch(() => undefined));
+    return { netns, result };
+  }
+
+  /** The operator CLI of the built plugin, run on the node. */
+  async function cli(n: Node, args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string; json: any }> {
+    const r = await inNs(n.node, SHIM, [...args, '--json'], { reject: false });
+    let json: any;
+    try {
+      json = JSON.parse(r.stdout);
+    } catch {
+      json = undefined;
+    }
+    return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr, json };
+  }
+
+  it('without the shim the ping dies in the stale dnat rule; `residue clean --apply --ip` cures it, leaving the rest', async () => {
+    const n = await azureNode();
+    await plantResidue(n);
+    const { runner } = await runtime(n, 'ptp-only');
+    const { result } = await pod(runner);
+    expect(result.ips[0].address).toBe(`${POD}/16`);
+
+    const before = await natListing(n.r);
+    const podLines = before.split('\n').filter(isPodLine);
+    expect(podLines).toHaveLength(2);
+    expect(await ping(n)).not.toBe(0);
+    // It is the dnat rule that eats the pings: its counter rose.
+    const counted = (await n.r('ebtables', ['-t', 'nat', '-L', 'PREROUTING', '--Lc'])).stdout.split('\n').find((l) => l.includes(`--ip-dst ${POD} `));
+    expect(Number(/pcnt = (\d+)/.exec(counted ?? '')?.[1])).toBeGreaterThan(0);
+
+    // No shim conflist on this "node" (an empty conf dir): the CLI works on the named address.
+    const confDir = join(n.dir.dir, 'empty-net.d');
+    await mkdir(confDir, { recursive: true });
+    const scan = await cli(n, ['residue', 'scan', '--ip', POD, '--conf-dir', confDir]);
+    expect(scan.exitCode, scan.stderr).toBe(1);
+    expect(scan.json.ledgerNote).toMatch(/no ipam-shim conflist/);
+    expect(scan.json.targets).toHaveLength(1);
+    expect(scan.json.targets[0]).toMatchObject({ ip: POD, sources: ['named'] });
+    expect(scan.json.targets[0].rules.map((x: any) => x.kind)).toEqual(['arpreply', 'dnat4']);
+    expect(scan.json.targets[0].neighbours).toEqual([{ ip: POD, dev: 'azure0', mac: '00:0d:3a:30:47:42', state: ['PERMANENT'] }]);
+    // Orphans: the decoys' dead MACs are on no interface here; the node IP's ARP reply (eth0's MAC) and the
+    // broadcast rewrite are not per-pod residue.
+    expect(scan.json.orphans.map((o: any) => o.ip).sort()).toEqual(['10.240.0.3', '10.240.0.3', '10.240.0.30', '10.240.0.30', '10.240.0.33', '10.240.0.33', 'fd00:10:240::32']);
+
+    const dry = await cli(n, ['residue', 'clean', '--ip', POD, '--conf-dir', confDir]);
+    expect(dry.exitCode).toBe(1);
+    expect(dry.json.counts).toMatchObject({ rules: 2, neighbours: 1 });
+    expect(await natListing(n.r)).toBe(before);
+
+    const neighBefore = await permanentNeigh(n.r);
+    const applied = await cli(n, ['residue', 'clean', '--apply', '--ip', POD, '--conf-dir', confDir]);
+    expect(applied.exitCode, applied.stdout).toBe(0);
+    expect(applied.json.counts).toMatchObject({ rules: 2, neighbours: 1, leftRules: 0, leftNeighbours: 0, errors: 0 });
+    expect(await natListing(n.r)).toBe(withoutLines(before, podLines));
+    expect(await permanentNeigh(n.r)).toBe(withoutLines(neighBefore, [`${POD} dev azure0 lladdr 00:0d:3a:30:47:42 PERMANENT `]));
+    expect(await ping(n)).toBe(0);
+    expect((await cli(n, ['residue', 'scan', '--ip', POD, '--conf-dir', confDir])).exitCode).toBe(0);
+  });
+
+  describe.each(['chained', 'ipam'] as const)('the shim %s', (placement) => {
+    it('ADD removes exactly the pod’s residue: ping works, decoys and node-wide rules are untouched; CHECK catches a re-added rule (102)', async () => {
+      const n = await azureNode();
+      await plantResidue(n);
+      const before = await natListing(n.r);
+      const neighBefore = await permanentNeigh(n.r);
+      const podLines = before.split('\n').filter(isPodLine);
+      expect(podLines).toHaveLength(2);
+      expect(neighBefore).toContain(`${POD} dev azure0 lladdr 00:0d:3a:30:47:42 PERMANENT`);
+
+      const { runner, conflist } = await runtime(n, placement);
+      const { netns, result } = await pod(runner);
+      expect(result.ips[0].address).toBe(`${POD}/16`);
+      expect(await ledgerRecords(n.dir.stateDir, 'azure')).toEqual(['c1:eth0.json']);
+
+      expect(await ping(n)).toBe(0);
+      expect(await natListing(n.r)).toBe(withoutLines(before, podLines));
+      expect(await permanentNeigh(n.r)).toBe(withoutLines(neighBefore, [`${POD} dev azure0 lladdr 00:0d:3a:30:47:42 PERMANENT `]));
+
+      await runner.check('c1', netns, 'eth0');
+      expect((await cli(n, ['residue', 'scan', '--conflist', conflist])).json).toMatchObject({
+        network: 'azure',
+        ok: true,
+        targets: [{ ip: POD, sources: ['ledger'], attachments: ['c1/eth0'], rules: [], neighbours: [] }],
+      });
+
+      // azure-vnet (or anyone) puts the dnat rule back: CHECK says so, with the rule in details.
+      await n.r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...DNAT_POD]);
+      const err = await runner.check('c1', netns, 'eth0').then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(PluginError);
+      expect((err as PluginError).code).toBe(102);
+      expect((err as PluginError).plugin).toBe(placement === 'chained' ? 'ipam-shim' : 'ptp');
+      expect((err as PluginError).details).toContain(`--ip-dst ${POD} -j dnat`);
+      expect(await ping(n)).not.toBe(0);
+
+      // The operator sees it (doctor and scan name the attachment), cleans it, and CHECK passes again.
+      const doctor = await cli(n, ['doctor', '--conflist', conflist]);
+      const finding = doctor.json.findings.find((f: any) => f.check === 'residue' && f.verdict === 'problem');
+      expect(finding?.summary).toContain(`${POD} (c1/eth0)`);
+      expect(finding?.fix).toBe(`ipam-shim residue clean --apply --conflist ${conflist}`);
+      const scan = await cli(n, ['residue', 'scan', '--conflist', conflist]);
+      expect(scan.exitCode).toBe(1);
+      expect(scan.json.targets[0].rules.map((x: any) => x.kind)).toEqual(['dnat4']);
+      expect((await cli(n, ['residue', 'clean', '--apply', '--conflist', conflist])).exitCode).toBe(0);
+      await runner.check('c1', netns, 'eth0');
+      expect(await ping(n)).toBe(0);
+      expect(await natListing(n.r)).toBe(withoutLines(before, podLines));
+
+      await runner.del('c1', netns, 'eth0');
+      expect(await ledgerRecords(n.dir.stateDir, 'azure')).toEqual([]);
+      expect(await hostLocalAllocations(n.dir.dataDir, 'azure')).toEqual([]);
+    });
+  });
+
+  it('a node with 2,000 unrelated residue rules: ADD (IPAM slot) removes exactly the pod’s two', async () => {
+    const n = await azureNode();
+    await plantResidue(n, 1000);
+    const before = await natListing(n.r);
+    expect(before).toMatch(/Bridge chain: PREROUTING, entries: 2011,/);
+    const podLines = before.split('\n').filter(isPodLine);
+    expect(podLines).toHaveLength(2);
+
+    const { runner } = await runtime(n, 'ipam');
+    const { netns } = await pod(runner);
+    expect(await natListing(n.r)).toBe(withoutLines(before, podLines));
+    expect(await ping(n)).toBe(0);
+    await runner.check('c1', netns, 'eth0');
+  });
+
+  // podman runs inside `node` (PodmanBed's `netns` option: `nsenter --net`, keeping the host's mount namespace so
+  // the container netns podman bind-mounts under /run/netns stays visible to its later stop/rm). The container
+  // netns is podman's own fresh one; ptp's host side, and so all residue and its cleanup, lives in `node`.
+  describe.skipIf(!hasPodman() && process.env.CI !== 'true')('through podman 4.3 (running in the node netns)', () => {
+    let bed: PodmanBed | undefined;
+    afterEach(async () => {
+      await bed?.cleanup();
+      bed = undefined;
+    });
+
+    it('podman start (ADD, chained shim) cleans the residue planted in the node; ping works; the host is untouched', async () => {
+      if (!hasPodman()) throw new Error('CI must have podman installed');
+      const hostNat = await natListing(hostRun);
+      const hostNeigh = (await execa('ip', ['neigh', 'show', 'nud', 'permanent'])).stdout;
+
+      const n = await azureNode();
+      await plantResidue(n);
+      const before = await natListing(n.r);
+      const neighBefore = await permanentNeigh(n.r);
+      const podLines = before.split('\n').filter(isPodLine);
+      expect(podLines).toHaveLength(2);
+
+      bed = await PodmanBed.create({
+        netns: n.node,
+        pluginDirs: [n.shimBin, PLUGIN_DIR],
+        confList: (dirs) => ({
+          cniVersion: '0.4.0',
+          name: dirs.network,
+          plugins: [
+            { type: 'ptp', ipMasq: false, ipam: { type: 'host-local', dataDir: dirs.dataDir, ranges: [[RANGE]] } },
+            { type: 'ipam-shim', stateDir: n.dir.stateDir, logFile: n.dir.logFile },
+          ],
+        }),
+      });
+      await bed.startContainer('c1');
+      expect(await bed.containerIPs('c1')).toEqual([POD]);
+      expect(await ledgerRecords(n.dir.stateDir, bed.network)).toHaveLength(1);
+
+      expect(await ping(n)).toBe(0);
+      expect(await natListing(n.r)).toBe(withoutLines(before, podLines));
+      expect(await permanentNeigh(n.r)).toBe(withoutLines(neighBefore, [`${POD} dev azure0 lladdr 00:0d:3a:30:47:42 PERMANENT `]));
+
+      await bed.stop('c1'); // DEL
+      expect(await ledgerRecords(n.dir.stateDir, bed.network)).toEqual([]);
+      expect(await natListing(hostRun)).toBe(hostNat);
+      expect((await execa('ip', ['neigh', 'show', 'nud', 'permanent'])).stdout).toBe(hostNeigh);
+    });
+  });
+});
