@@ -73,6 +73,8 @@ export interface CniRunnerOptions {
   env?: Record<string, string>;
   /** Per plugin invocation. Default 60 s. */
   timeoutMs?: number;
+  /** Run every plugin inside this named netns (`ip netns exec`), as a runtime on that node would. Default: ours. */
+  netns?: string;
 }
 
 /** One plugin execution, as it happened (kept in CniRunner.invocations, oldest first). */
@@ -389,6 +391,7 @@ export class CniRunner {
   private readonly confBytes: Buffer;
   private readonly env: Record<string, string>;
   private readonly timeoutMs: number;
+  private readonly netns: string | undefined;
 
   constructor(opts: CniRunnerOptions) {
     const list = opts.confList;
@@ -411,6 +414,7 @@ export class CniRunner {
     this.cacheDir = opts.cacheDir ?? DEFAULT_CACHE_DIR;
     this.env = opts.env ?? {};
     this.timeoutMs = opts.timeoutMs ?? 60_000;
+    this.netns = opts.netns;
   }
 
   /** `<cacheDir>/results/<network>-<containerID>-<ifname>` */
@@ -645,7 +649,8 @@ export class CniRunner {
       CNI_PATH: cniPath ?? this.pluginDirs.join(':'),
     };
     const started = Date.now();
-    const r = await execa(pluginPath, [], {
+    const [file, argv] = this.netns ? ['ip', ['netns', 'exec', this.netns, pluginPath]] : [pluginPath, []];
+    const r = await execa(file, argv, {
       input: JSON.stringify(stdin),
       env: { ...process.env, ...this.env, ...env },
       extendEnv: false,

@@ -1,0 +1,169 @@
+// Shared timing and table helpers for the benchmarks in scripts/ (bench.ts and any later bench-*.ts).
+// Rules they implement: every figure is a median with min/max over many runs; cases that are compared are
+// measured in the same run, alternating (round-robin, rotating the starting case), so the noise of a shared
+// machine hits every side equally; child processes get argv arrays, never a shell string.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+// ---------------------------------------------------------------------------------------------------------
+// Processes.
+
+export interface SpawnOptions {
+  input?: string;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  /** Kill after this long (default 120 s). */
+  timeoutMs?: number;
+}
+
+export interface Timed {
+  /** Wall time from spawn() to the child's exit, in ms. */
+  ms: number;
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs argv[0] with argv[1..] (no shell) and returns its wall time, exit code and output. */
+export function timeRun(argv: readonly string[], opts: SpawnOptions = {}): Promise<Timed> {
+  return new Promise((resolve, reject) => {
+    const started = process.hrtime.bigint();
+    const child = spawn(argv[0]!, argv.slice(1), { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      resolve({ ms, code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
+    });
+    child.stdin.on('error', () => undefined); // a child that exits without reading stdin (node -e 0)
+    child.stdin.end(opts.input ?? '');
+  });
+}
+
+/** Like timeRun, but fails loudly on a non-zero exit: a benchmark of a failing call measures nothing. */
+export async function mustRun(argv: readonly string[], opts: SpawnOptions = {}): Promise<Timed> {
+  const r = await timeRun(argv, opts);
+  if (r.code !== 0) throw new Error(`${argv.join(' ')} exited ${r.code}: ${(r.stdout + r.stderr).trim().slice(0, 2000)}`);
+  return r;
+}
+
+const TIME_BIN = '/usr/bin/time';
+
+/** Peak RSS (KiB, the kernel's ru_maxrss of the child) and wall time, via `/usr/bin/time -f %M -o FILE`. */
+export async function rssRun(argv: readonly string[], opts: SpawnOptions = {}): Promise<Timed & { maxRssKiB: number }> {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-rss-'));
+  const file = join(dir, 'rss');
+  try {
+    const r = await timeRun([TIME_BIN, '-f', '%M', '-o', file, ...argv], opts);
+    const maxRssKiB = Number(readFileSync(file, 'utf8').trim().split('\n').at(-1));
+    return { ...r, maxRssKiB };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Statistics.
+
+export interface Stats {
+  n: number;
+  median: number;
+  min: number;
+  max: number;
+  p99: number;
+  mean: number;
+}
+
+/** Nearest-rank percentile (p in 0..100) of an unsorted sample. */
+export function percentile(samples: readonly number[], p: number): number {
+  if (!samples.length) return NaN;
+  const s = [...samples].sort((a, b) => a - b);
+  const rank = Math.ceil((p / 100) * s.length);
+  return s[Math.min(s.length - 1, Math.max(0, rank - 1))]!;
+}
+
+export function stats(samples: readonly number[]): Stats {
+  if (!samples.length) return { n: 0, median: NaN, min: NaN, max: NaN, p99: NaN, mean: NaN };
+  const s = [...samples].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  const median = s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+  return { n: s.length, median, min: s[0]!, max: s.at(-1)!, p99: percentile(s, 99), mean: s.reduce((a, b) => a + b, 0) / s.length };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Alternating measurement.
+
+/** One case of a comparison: `run` performs one measured operation and returns its sample (ms, KiB, …). */
+export interface Case {
+  name: string;
+  run: (iteration: number) => Promise<number>;
+  /** Untimed work after each sample (cleanup such as a DEL), outside the measurement. */
+  after?: (iteration: number) => Promise<void>;
+}
+
+export interface AlternateOptions {
+  runs: number;
+  /** Untimed rounds first (page cache, delegate VERSION cache, JIT of the bench itself). Default 2. */
+  warmup?: number;
+  /** Called once per round after every case ran (untimed). */
+  afterRound?: (iteration: number) => Promise<void>;
+}
+
+/**
+ * Round-robin over the cases, `runs` times, rotating which case goes first each round so no case always
+ * follows the same neighbour. Returns the samples per case name.
+ */
+export async function alternate(cases: readonly Case[], opts: AlternateOptions): Promise<Map<string, number[]>> {
+  const samples = new Map<string, number[]>(cases.map((c) => [c.name, []]));
+  const warmup = opts.warmup ?? 2;
+  for (let i = 0; i < warmup + opts.runs; i++) {
+    for (let k = 0; k < cases.length; k++) {
+      const c = cases[(i + k) % cases.length]!;
+      const v = await c.run(i);
+      if (c.after) await c.after(i);
+      if (i >= warmup) samples.get(c.name)!.push(v);
+    }
+    if (opts.afterRound) await opts.afterRound(i);
+  }
+  return samples;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Formatting.
+
+export const fmtMs = (ms: number): string => (Number.isNaN(ms) ? '–' : ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2));
+export const fmtMiB = (kib: number): string => (Number.isNaN(kib) ? '–' : (kib / 1024).toFixed(1));
+export const fmtRatio = (r: number): string => (Number.isFinite(r) ? `${r.toFixed(2)}×` : '–');
+
+/** "median (min–max)" in ms. */
+export const fmtStats = (s: Stats, fmt: (v: number) => string = fmtMs): string => `${fmt(s.median)} (${fmt(s.min)}–${fmt(s.max)})`;
+
+/** A plain-text table: first row is the header; numbers right-aligned, text left-aligned. */
+export function table(rows: ReadonlyArray<ReadonlyArray<string>>): string {
+  const widths: number[] = [];
+  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
+  const numeric = (c: string) => /^[-–+]?[\d.,]+/.test(c);
+  const line = (r: ReadonlyArray<string>) =>
+    r.map((c, i) => (i > 0 && numeric(c) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  const [head, ...body] = rows;
+  return [line(head!), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
+}
+
+/** Prints a section heading and records the machine's load, so noisy sections can be recognised. */
+export function heading(title: string): void {
+  const [l1] = loadavg();
+  console.log(`\n## ${title}  (load avg ${l1!.toFixed(2)})\n`);
+}
+
+/** Spread of a sample as max/min: a quick noise indicator for the reader. */
+export const spread = (s: Stats): number => s.max / s.min;

@@ -1,0 +1,276 @@
+// The IPv6 LB probe rewrite end to end: the BUILT plugin, driven by the libcni-like runner from inside a node
+// netns, attaches pods through the reference ptp plugin in both placements, and real probe packets prove it:
+//   netns lb (fe80::1234:5678:9abc only) ── eth0 ── netns node6 (fe80::1, forwarding, runs the plugins) ── ptp ── pods
+// Azure's load balancer probes from a link-local address, which node6 must not forward ("Beyond scope"); the
+// shim's ADD installs table ip6 azureSLBProbe, which rewrites the source, and the probes are answered.
+import { execa } from 'execa';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { run, runInNetns, type Run } from '../../src/effects/exec.js';
+import { ledgerRecords, PLUGIN_DIR, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
+import { rootOrSkip, TestNet } from '../helpers/netns.js';
+import { CniRunner, type JsonObject } from '../runner/runner.js';
+
+const root = rootOrSkip();
+const UPLINK = 'eth0';
+const PROBE_SOURCE = 'fe80::1234:5678:9abc';
+const PROBE_GLOBAL = '2603:1062:0:1:fe80:1234:5678:9abc';
+const TABLE = 'azureSLBProbe'; // AgentBaker's name: a contract, spelled out here on purpose
+const SHIM_RANGE = 'fd00:10:240::/64';
+const PLAIN_RANGE = 'fd00:10:241::/64';
+
+type Placement = 'chained' | 'ipam';
+type Mode = 'auto' | 'on' | 'off';
+
+interface Bed {
+  net: TestNet;
+  s: Awaited<ReturnType<typeof scratch>>;
+  node: string;
+  lb: string;
+  inNode: Run;
+  inLb: Run;
+  bin: string;
+}
+
+/** lb ── node6 exactly as verified in the field notes; lb routes both pod ranges via node6. */
+async function makeBed(net: TestNet): Promise<Bed> {
+  const s = await scratch();
+  net.defer(() => s.cleanup());
+  const lb = await net.netns('lb');
+  const node = await net.netns('node6');
+  const [inLb, inNode] = [runInNetns(lb), runInNetns(node)];
+  await net.veth(lb, UPLINK, node, UPLINK);
+  // Otherwise lb sources its pings from its autoconfigured link-local address, which the rewrite rightly ignores.
+  await inLb('ip', ['link', 'set', UPLINK, 'addrgenmode', 'none']);
+  await inLb('ip', ['-6', 'addr', 'flush', 'dev', UPLINK]);
+  await inLb('ip', ['-6', 'addr', 'add', `${PROBE_SOURCE}/64`, 'dev', UPLINK, 'nodad']);
+  await inLb('ip', ['-6', 'route', 'add', 'fd00:10::/32', 'via', 'fe80::1', 'dev', UPLINK]);
+  await inNode('ip', ['-6', 'addr', 'add', 'fe80::1/64', 'dev', UPLINK, 'nodad']);
+  await inNode('sysctl', ['-qw', 'net.ipv6.conf.all.forwarding=1']);
+  // The node's default IPv6 route names the uplink the shim discovers (no "uplink" configured anywhere).
+  await inNode('ip', ['-6', 'route', 'add', 'default', 'via', PROBE_SOURCE, 'dev', UPLINK]);
+  return { net, s, node, lb, inNode, inLb, bin: await shimBinDir(s.dir) };
+}
+
+const hostLocal = (s: Bed['s'], family: 4 | 6, subnet = SHIM_RANGE) => ({
+  type: 'host-local',
+  dataDir: s.dataDir,
+  ranges: [[{ subnet: family === 6 ? subnet : '10.244.7.0/24' }]],
+  routes: [{ dst: family === 6 ? '::/0' : '0.0.0.0/0' }],
+});
+
+/** The node's conflist with the shim in `placement`; written to a file so the CLI can read the same settings. */
+async function shimConflist(bed: Bed, placement: Placement, o: { mode?: Mode; family?: 4 | 6; name?: string } = {}): Promise<{ list: JsonObject; file: string }> {
+  const delegate = hostLocal(bed.s, o.family ?? 6);
+  const settings = { stateDir: bed.s.stateDir, logFile: bed.s.logFile, ...(o.mode ? { ipv6ProbeRewrite: o.mode } : {}) };
+  const name = o.name ?? 'probe6';
+  const list: JsonObject =
+    placement === 'chained'
+      ? { cniVersion: '1.0.0', name, plugins: [{ type: 'ptp', ipam: delegate }, { type: 'ipam-shim', ...settings, delegate }] }
+      : { cniVersion: '1.0.0', name, plugins: [{ type: 'ptp', ipam: { type: 'ipam-shim', ...settings, delegate } }] };
+  const file = join(bed.s.dir, `${name}-${o.mode ?? 'default'}-${o.family ?? 6}.conflist`);
+  await writeFile(file, JSON.stringify(list));
+  return { list, file };
+}
+
+/** A runtime on node6: every plugin runs inside the node netns (CniRunner's `netns`). */
+function runtime(bed: Bed, list: JsonObject): CniRunner {
+  return new CniRunner({ confList: list, pluginDirs: [bed.bin, PLUGIN_DIR], cacheDir: join(bed.s.dir, 'cni-cache'), netns: bed.node });
+}
+
+/** ADD of a fresh pod netns; returns the pod's netns and its first address. */
+async function addPod(bed: Bed, runner: CniRunner, containerID: string): Promise<{ pod: string; ip: string }> {
+  const pod = await bed.net.netns('pod');
+  const result = await runner.add(containerID, `/run/netns/${pod}`, 'eth0');
+  const address = (result.ips as Array<{ address: string }> | undefined)?.[0]?.address;
+  if (!address) throw new Error(`no IP in ${JSON.stringify(result)}`);
+  return { pod, ip: address.split('/')[0]! };
+}
+
+/** A counter on the pod's input path: what actually arrives, and from where. Set up before any ADD. */
+async function watchPodInput(pod: string): Promise<() => Promise<{ echo: number; fromGlobal: number }>> {
+  const inPod = runInNetns(pod);
+  await inPod('nft', ['-f', '-'], {
+    input: [
+      'table inet podwatch {',
+      '  chain input { type filter hook input priority 0;',
+      '    icmpv6 type echo-request counter comment "echo"',
+      `    ip6 saddr ${PROBE_GLOBAL} counter comment "fromGlobal"`,
+      '  }',
+      '}',
+    ].join('\n'),
+  });
+  return async () => {
+    const out = JSON.parse((await inPod('nft', ['-j', 'list', 'table', 'inet', 'podwatch'])).stdout) as { nftables: Array<Record<string, any>> };
+    const packets = (comment: string) =>
+      out.nftables.filter((o) => o.rule?.comment === comment).flatMap((o) => o.rule.expr.filter((e: any) => e.counter).map((e: any) => e.counter.packets as number))[0] ?? -1;
+    return { echo: packets('echo'), fromGlobal: packets('fromGlobal') };
+  };
+}
+
+const ping = (inLb: Run, ip: string) => inLb('ping', ['-6', '-c', '2', '-W', '1', ip], { check: false });
+
+/**
+ * Waits until no address in these netns is still tentative (DAD): the pod's default route points at the host
+ * veth's link-local address, and until that is usable replies cannot leave the pod, probe rewrite or not.
+ */
+async function settled(...netns: string[]): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (const ns of netns) {
+    for (;;) {
+      const out = (await runInNetns(ns)('ip', ['-6', '-j', 'addr', 'show', 'tentative'])).stdout;
+      const tentative = (JSON.parse(out || '[]') as Array<{ addr_info?: unknown[] }>).some((l) => (l.addr_info ?? []).length > 0);
+      if (!tentative) break;
+      if (Date.now() > deadline) throw new Error(`addresses in ${ns} still tentative after 10 s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+/** Tables in node6 ("family name") and the rules of ours. */
+async function nodeTables(inNode: Run): Promise<{ tables: string[]; ourRules: number }> {
+  const out = JSON.parse((await inNode('nft', ['-j', 'list', 'ruleset'])).stdout) as { nftables: Array<Record<string, any>> };
+  const tables = out.nftables.filter((o) => o.table).map((o) => `${o.table.family} ${o.table.name}`);
+  const ourRules = out.nftables.filter((o) => o.rule && o.rule.family === 'ip6' && o.rule.table === TABLE).length;
+  return { tables, ourRules };
+}
+
+/** The operator CLI of the built executable, inside node6 (as an operator would run it on that node). */
+async function cli(bed: Bed, args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string; json: any }> {
+  const r = await execa('ip', ['netns', 'exec', bed.node, SHIM, 'probe-rewrite', ...args], { reject: false, env: { CNI_COMMAND: '' } });
+  let json: any;
+  try {
+    json = JSON.parse(r.stdout);
+  } catch {
+    json = undefined;
+  }
+  return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr, json };
+}
+
+describe.skipIf(!root).each<Placement>(['chained', 'ipam'])('IPv6 probes through the shim (%s placement)', (placement) => {
+  let bed: Bed;
+  beforeEach(async () => {
+    bed = await makeBed(new TestNet());
+  });
+  afterEach(() => bed.net.cleanup());
+
+  it('probes die at the node before the shim’s ADD; after it the pod gets them from the global address and replies return', async () => {
+    // Before: a pod attached the way the node did it without the shim (ptp + host-local alone) is routable, yet
+    // the probe dies at the node and the pod sees nothing; the pod the shim will attach sees nothing either.
+    const plain = runtime(bed, { cniVersion: '1.0.0', name: 'plain6', plugins: [{ type: 'ptp', ipam: hostLocal(bed.s, 6, PLAIN_RANGE) }] });
+    const control = await addPod(bed, plain, 'plain-pod');
+    const controlSeen = await watchPodInput(control.pod);
+    const target = await bed.net.netns('pod');
+    const targetSeen = await watchPodInput(target);
+    await settled(bed.node, control.pod);
+    const before = await ping(bed.inLb, control.ip);
+    expect(before.exitCode).not.toBe(0);
+    expect(before.stdout).toMatch(/Beyond scope of source address/);
+    expect(await controlSeen()).toEqual({ echo: 0, fromGlobal: 0 });
+    expect(await targetSeen()).toEqual({ echo: 0, fromGlobal: 0 });
+    expect((await nodeTables(bed.inNode)).tables).not.toContain(`ip6 ${TABLE}`);
+
+    const { list, file } = await shimConflist(bed, placement);
+    const shim = runtime(bed, list);
+    const result = await shim.add('shim-pod', `/run/netns/${target}`, 'eth0');
+    const ip = (result.ips as Array<{ address: string }>)[0]!.address.split('/')[0]!;
+    expect(ip.startsWith('fd00:10:240::')).toBe(true);
+    expect(await ledgerRecords(bed.s.stateDir, 'probe6')).toEqual(['shim-pod:eth0.json']);
+    expect(await nodeTables(bed.inNode)).toMatchObject({ ourRules: 3 });
+
+    await settled(bed.node, target);
+    const after = await ping(bed.inLb, ip);
+    expect(after.stdout).toMatch(/2 packets transmitted, 2 received/);
+    expect(after.exitCode).toBe(0);
+    expect(await targetSeen()).toEqual({ echo: 2, fromGlobal: 2 });
+    // The rewrite is node-wide: the pod attached without the shim now answers too.
+    expect((await ping(bed.inLb, control.ip)).exitCode).toBe(0);
+
+    const status = await cli(bed, ['status', '--conflist', file, '--json']);
+    expect(status.exitCode, status.stderr).toBe(0);
+    expect(status.json).toMatchObject({ state: 'present', verdict: 'ok', matchesExpected: true, uplink: UPLINK, ipv6Addresses: 1, settingsFrom: file });
+    expect(status.json.counters.postrouting).toEqual({ packets: 4, bytes: 416 }); // two pods × two echo replies of 104 bytes
+
+    await shim.del('shim-pod', `/run/netns/${target}`, 'eth0');
+    expect(await ledgerRecords(bed.s.stateDir, 'probe6')).toEqual([]);
+  });
+
+  it('20 parallel ADDs leave one table with one copy of each rule; the CLI remove restores the original ruleset', async () => {
+    await bed.inNode('nft', ['-f', '-'], {
+      input: ['table inet unrelated {', '  chain input { type filter hook input priority 0; tcp dport 22 counter accept; }', '}'].join('\n'),
+    });
+    const original = (await bed.inNode('nft', ['list', 'ruleset'])).stdout;
+    const { list, file } = await shimConflist(bed, placement);
+    const shim = runtime(bed, list);
+    const pods = await Promise.all(Array.from({ length: 20 }, () => bed.net.netns('pod')));
+
+    const results = await Promise.all(pods.map((pod, i) => shim.add(`par-${i}`, `/run/netns/${pod}`, 'eth0')));
+    expect(new Set(results.map((r) => (r.ips as Array<{ address: string }>)[0]!.address)).size).toBe(20);
+    expect(await ledgerRecords(bed.s.stateDir, 'probe6')).toHaveLength(20);
+    expect(await nodeTables(bed.inNode)).toEqual({ tables: ['inet unrelated', `ip6 ${TABLE}`], ourRules: 3 });
+    const status = await cli(bed, ['status', '--conflist', file, '--json']);
+    expect(status.json).toMatchObject({ verdict: 'ok', matchesExpected: true, ipv6Addresses: 20 });
+
+    const removed = await cli(bed, ['remove', '--conflist', file]);
+    expect(removed.exitCode, removed.stderr).toBe(0);
+    expect(removed.stdout).toMatch(/removed table ip6 azureSLBProbe/);
+    expect((await bed.inNode('nft', ['list', 'ruleset'])).stdout).toBe(original);
+    // Now it is needed and missing: status says so with exit 1.
+    const missing = await cli(bed, ['status', '--conflist', file, '--json']);
+    expect(missing.exitCode).toBe(1);
+    expect(missing.json).toMatchObject({ state: 'absent', verdict: 'absent', problem: true });
+  });
+
+  it('an IPv4-only pod never creates the table', async () => {
+    const { list } = await shimConflist(bed, placement, { family: 4, mode: 'auto' });
+    const shim = runtime(bed, list);
+    const { ip } = await addPod(bed, shim, 'v4-pod');
+    expect(ip).toMatch(/^10\.244\.7\./);
+    expect(await ledgerRecords(bed.s.stateDir, 'probe6')).toEqual(['v4-pod:eth0.json']); // the shim did run
+    expect((await nodeTables(bed.inNode)).tables).toEqual([]);
+  });
+
+  it('with a clsact BPF filter on the uplink, auto leaves probes to BPF; on installs regardless; off never', async () => {
+    await bed.inNode('tc', ['qdisc', 'add', 'dev', UPLINK, 'clsact']);
+    await bed.inNode('tc', ['filter', 'add', 'dev', UPLINK, 'ingress', ...(await bpfFilterArgs(bed.net))]);
+
+    const auto = await shimConflist(bed, placement, { mode: 'auto' });
+    await addPod(bed, runtime(bed, auto.list), 'bpf-auto');
+    expect((await nodeTables(bed.inNode)).tables).toEqual([]);
+    const handled = await cli(bed, ['status', '--conflist', auto.file, '--json']);
+    expect(handled.exitCode, handled.stdout).toBe(0);
+    expect(handled.json).toMatchObject({ state: 'handled-by-bpf', verdict: 'handled-by-bpf', tablePresent: false });
+
+    const on = await shimConflist(bed, placement, { mode: 'on' });
+    await addPod(bed, runtime(bed, on.list), 'bpf-on');
+    expect(await nodeTables(bed.inNode)).toEqual({ tables: [`ip6 ${TABLE}`], ourRules: 3 });
+
+    expect((await cli(bed, ['remove', '--conflist', on.file])).exitCode).toBe(0);
+    expect((await nodeTables(bed.inNode)).tables).toEqual([]);
+    await bed.inNode('tc', ['qdisc', 'del', 'dev', UPLINK, 'clsact']);
+
+    // off: never, even with nothing else handling probes.
+    const off = await shimConflist(bed, placement, { mode: 'off' });
+    await addPod(bed, runtime(bed, off.list), 'no-bpf-off');
+    expect((await nodeTables(bed.inNode)).tables).toEqual([]);
+    expect(await ledgerRecords(bed.s.stateDir, 'probe6')).toEqual(['bpf-auto:eth0.json', 'bpf-on:eth0.json', 'no-bpf-off:eth0.json']);
+  });
+});
+
+/**
+ * A real eBPF classifier compiled from LLVM IR when llc is installed; otherwise classic BPF through tc's bytecode
+ * form (no ELF needed). Both are `kind: bpf` filters, as ACN's ipv6-hp-bpf attaches.
+ */
+async function bpfFilterArgs(net: TestNet): Promise<string[]> {
+  const dir = await mkdtemp(join(tmpdir(), 'probe6-bpf-'));
+  net.defer(() => rm(dir, { recursive: true, force: true }));
+  const obj = join(dir, 'ipv6_hp_ingress.o');
+  const ir = fileURLToPath(new URL('../fixtures/nft/tc-pass-classifier.ll', import.meta.url));
+  const llc = await run('llc', ['-march=bpf', '-filetype=obj', ir, '-o', obj], { check: false });
+  if (llc.exitCode === 0) return ['bpf', 'da', 'obj', obj, 'sec', 'classifier'];
+  console.warn('llc unavailable: using a classic BPF filter (tc bytecode) instead of eBPF');
+  return ['bpf', 'bytecode', '1,6 0 0 4294967295,'];
+}
