@@ -3,33 +3,61 @@ import { dispatch, type Verbs } from './cni/skel.js';
 import { readStdin } from './cni/stdin.js';
 import { createLogger, silentLogger, type Logger } from './log.js';
 import { createContext } from './verbs/context.js';
-import { cmdAdd } from './verbs/add.js';
-import { cmdDel } from './verbs/del.js';
-import { cmdCheck } from './verbs/check.js';
-import { cmdGc } from './verbs/gc.js';
-import { cmdStatus } from './verbs/status.js';
 
 const DEFAULT_LOG_FILE = '/var/log/ipam-shim.log';
 
-export async function runPlugin(procEnv: NodeJS.ProcessEnv, stdin: NodeJS.ReadableStream): Promise<{ stdout: string; exitCode: number }> {
+/** When main() started and when it had this module loaded (performance.now(), ms since process start). */
+export interface StartMarks {
+  main?: number;
+  loaded?: number;
+  /** stdin as main() already read it (its VERSION fast path), instead of reading `stdin` again. */
+  stdinText?: Promise<string>;
+}
+
+const round1 = (ms: number) => Math.round(ms * 10) / 10;
+
+/**
+ * The ADD log line's `timings` (ms): boot (process start → main), modules (loading the plugin), config (env,
+ * stdin, config parse), logger, every performance.measure() the verb recorded (delegate.add, residue.list, …),
+ * verb, total (process start → now). Spans the shim runs concurrently overlap.
+ */
+function timings(marks: StartMarks, started: number, configAt: number, loggerAt: number): Record<string, number> {
+  const now = performance.now();
+  const t: Record<string, number> = {};
+  if (marks.main !== undefined) t.boot = round1(marks.main);
+  if (marks.main !== undefined && marks.loaded !== undefined) t.modules = round1(marks.loaded - marks.main);
+  t.config = round1(configAt - started);
+  t.logger = round1(loggerAt - configAt);
+  for (const m of performance.getEntriesByType('measure')) t[m.name] = round1(m.duration);
+  t.verb = round1(now - loggerAt);
+  t.total = round1(now);
+  return t;
+}
+
+export async function runPlugin(procEnv: NodeJS.ProcessEnv, stdin: NodeJS.ReadableStream, marks: StartMarks = {}): Promise<{ stdout: string; exitCode: number }> {
   const started = performance.now();
+  let configAt = started;
+  let loggerAt = started;
   let log: Logger = silentLogger;
   const verbs = async (): Promise<Verbs> => {
     const ctx = (req: Parameters<Verbs['ADD']>[0]) => createContext(req, log, procEnv);
     return {
-      ADD: (req) => cmdAdd(ctx(req)),
-      DEL: (req) => cmdDel(ctx(req)),
-      CHECK: (req) => cmdCheck(ctx(req)),
-      GC: (req) => cmdGc(ctx(req)),
-      STATUS: (req) => cmdStatus(ctx(req)),
+      // One verb per process: load only its modules (GC's planner, STATUS's checks… stay unevaluated on ADD).
+      ADD: async (req) => (await import('./verbs/add.js')).cmdAdd(ctx(req)),
+      DEL: async (req) => (await import('./verbs/del.js')).cmdDel(ctx(req)),
+      CHECK: async (req) => (await import('./verbs/check.js')).cmdCheck(ctx(req)),
+      GC: async (req) => (await import('./verbs/gc.js')).cmdGc(ctx(req)),
+      STATUS: async (req) => (await import('./verbs/status.js')).cmdStatus(ctx(req)),
     };
   };
-  const outcome = await dispatch(procEnv, () => readStdin(stdin), verbs, (conf, env) => {
+  const outcome = await dispatch(procEnv, () => marks.stdinText ?? readStdin(stdin), verbs, (conf, env) => {
+    configAt = performance.now();
     log = createLogger({
       file: conf.settings.logFile,
       level: conf.settings.logLevel,
       base: { command: env.command, network: conf.name, containerID: env.containerID || undefined, ifname: env.ifname || undefined, netns: env.netns || undefined },
     });
+    loggerAt = performance.now();
   });
   const ms = Math.round((performance.now() - started) * 10) / 10;
   if (outcome.command === 'VERSION' && !outcome.error) return outcome;
@@ -40,7 +68,8 @@ export async function runPlugin(procEnv: NodeJS.ProcessEnv, stdin: NodeJS.Readab
   if (outcome.error) {
     log.error({ code: outcome.error.code, msg: outcome.error.msg, details: outcome.error.details, ms, outcome: 'error' }, 'CNI call failed');
   } else {
-    log.info({ ms, outcome: 'ok' }, 'CNI call done');
+    log.info(outcome.command === 'ADD' ? { ms, outcome: 'ok', timings: timings(marks, started, configAt, loggerAt) } : { ms, outcome: 'ok' }, 'CNI call done');
   }
+  if (outcome.conf?.settings.metricsFile) await (await import('./metrics.js')).recordInvocation(outcome, log); // never throws
   return outcome;
 }

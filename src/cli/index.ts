@@ -6,6 +6,12 @@ import { ABOUT } from '../cni/skel.js';
 const COMMANDS: Record<string, () => Promise<Command>> = {
   plan: async () => (await import('./plan.js')).planCommand,
   doctor: async () => (await import('./doctor.js')).doctorCommand,
+  residue: async () => (await import('./residue.js')).residueCommand,
+  'probe-rewrite': async () => (await import('./probe-rewrite.js')).probeRewriteCommand,
+  'agent-ip': async () => (await import('./agent-ip.js')).agentIpCommand,
+  gc: async () => (await import('./gc.js')).gcCommand,
+  install: async () => (await import('./install.js')).installCommand,
+  uninstall: async () => (await import('./install.js')).uninstallCommand,
 };
 
 export interface CliOutcome {

@@ -1,8 +1,9 @@
 // What the shim does with every address it hands out or passes through, in both placements: refuse
 // reserved ones, remove azure-vnet residue naming them, keep the IPv6 probe rewrite in place.
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { findReservedHit, hostLocalRanges, parseCidrs, rangesInReserved, type Cidr } from '../reserved.js';
+import { findReservedHit, hostLocalRanges, parseCidrs, rangesInReserved, type Cidr, type IpRange } from '../reserved.js';
 import { cleanResidue, listResidueFor } from '../residue/clean.js';
+import { noteResidueRemoved } from '../metrics.js';
 import {
   defaultUplink6,
   ensureProbeRewrite,
@@ -11,6 +12,9 @@ import {
   type ProbeRewriteOptions,
 } from '../effects/probe-rewrite.js';
 import type { VerbContext } from './context.js';
+import { prefetching, type Run } from '../effects/exec.js';
+import { LIST_PREROUTING } from '../effects/ebtables.js';
+import { LIST_NEIGHBOURS } from '../effects/neigh.js';
 
 export interface AddressContext {
   /** Host-side interfaces of this attachment: their neighbour entries are the pod's own, not residue. */
@@ -41,6 +45,15 @@ function refuseReserved(ctx: VerbContext, ips: string[]): void {
   }
 }
 
+/**
+ * IPAM slot: starts the residue listing (ebtables, neighbours) now, so it runs while the delegate allocates;
+ * prepareAddresses called with the returned Run as `ctx.run` takes the listing from it.
+ */
+export function prefetchResidue(ctx: VerbContext): Run {
+  const { ebtables, neigh } = ctx.conf.settings.residue;
+  return prefetching(ctx.run, [...(ebtables ? [LIST_PREROUTING] : []), ...(neigh ? [LIST_NEIGHBOURS] : [])], 'residue.prefetch');
+}
+
 const residueOpts = (ctx: VerbContext) => ({ ebtables: ctx.conf.settings.residue.ebtables, neigh: ctx.conf.settings.residue.neigh });
 
 /** ADD: runs the per-address steps; throws a CniError when the address must not be used. */
@@ -50,11 +63,16 @@ export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: Addr
   if (residue.ebtables || residue.neigh) {
     const cleaned = await cleanResidue(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
     const { rules, neighbours } = cleaned.removed;
+    noteResidueRemoved(rules.length, neighbours.length);
     if (rules.length || neighbours.length) {
       ctx.log.warn({ ips, rules: rules.map((r) => r.text), neighbours: neighbours.map((n) => `${n.ip} dev ${n.dev}`) }, 'removed stale residue');
     }
   }
-  if (ips.some((ip) => ip.includes(':'))) await ensureProbeRewriteIfDue(ctx);
+  if (ips.some((ip) => ip.includes(':'))) {
+    performance.mark('probe6');
+    await ensureProbeRewriteIfDue(ctx);
+    performance.measure('probe6', 'probe6'); // the ADD log line's timings
+  }
 }
 
 /** `auto`: ensure only when the table is missing and no BPF program handles probes; `on`: failures fail the ADD. */
@@ -106,11 +124,31 @@ export async function statusProblems(ctx: VerbContext): Promise<string | undefin
     return undefined; // not host-local shaped: nothing we can tell
   }
   const ranges = new Set(hits.map((h) => h.range.text));
-  const fully = new Set(hits.filter((h) => h.fully).map((h) => h.range.text));
-  const total = hostLocalRanges(delegate).length;
-  if (total > 0 && fully.size === total) {
-    return `every delegate range lies inside reserved CIDRs (${[...ranges].join(', ')}): ADD can only be refused`;
+  // host-local hands out one address from each range set: one set wholly inside the union of the reserved CIDRs
+  // (one CIDR or several together) refuses every ADD.
+  const d = delegate as Record<string, unknown>;
+  const sets = [
+    ...(d.subnet !== undefined ? [{ subnet: d.subnet, rangeStart: d.rangeStart, rangeEnd: d.rangeEnd }] : []),
+    ...(Array.isArray(d.ranges) ? d.ranges.map((set) => ({ ranges: [set] })) : []),
+  ].map((set) => hostLocalRanges(set));
+  const dead = sets.filter((rs) => rs.length > 0 && rs.every((r) => coveredBy(r, cidrs)));
+  if (dead.length) {
+    const texts = dead.flat().map((r) => r.text).join(', ');
+    return dead.length === sets.length
+      ? `every delegate range lies inside reserved CIDRs (${texts}): ADD can only be refused`
+      : `delegate range set ${texts} lies inside reserved CIDRs: host-local takes an address from every set, so ADD can only be refused`;
   }
   if (ranges.size) ctx.log.warn({ ranges: [...ranges] }, 'delegate ranges overlap reserved CIDRs: some ADDs will be refused');
   return undefined;
+}
+
+/** Whether the union of `cidrs` covers every address of `r`. */
+function coveredBy(r: IpRange, cidrs: readonly Cidr[]): boolean {
+  let next = r.first;
+  for (const c of [...cidrs].filter((c) => c.family === r.family).sort((a, b) => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0))) {
+    if (c.first > next) return false;
+    if (c.last >= next) next = c.last + 1n;
+    if (next > r.last) return true;
+  }
+  return next > r.last;
 }

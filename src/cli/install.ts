@@ -1,0 +1,142 @@
+// `ipam-shim install` and `ipam-shim uninstall`: put the shim on a node (binary + chained conflist entry after
+// cilium-cni) and take it off again. `install --watch` is what the DaemonSet in deploy/ runs.
+import { parseArgs } from 'node:util';
+import { DEFAULT_CONF_DIR } from '../conflist.js';
+import { CniError } from '../cni/errors.js';
+import { createLogger } from '../log.js';
+import { DEFAULT_CNI_PATH } from './network.js';
+import { UsageError, type Command, type CommandOutput } from './command.js';
+import { defaultSource, installBinary, installConflist, uninstall, watchInstall, type ConflistOutcome } from '../install/install.js';
+import { parseShimSettings } from '../cni/config.js';
+
+export const DEFAULT_WATCH_INTERVAL_S = 30;
+
+const INSTALL_USAGE =
+  'ipam-shim install [--cni-bin-dir DIR] [--conf-dir DIR] [--source PATH] [--shim-config JSON] [--watch [--interval SECONDS]] [--json]';
+const UNINSTALL_USAGE = 'ipam-shim uninstall [--cni-bin-dir DIR] [--conf-dir DIR] [--keep-binary] [--json]';
+
+function usage<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
+/** --shim-config: a JSON object of the entry's keys, checked with the plugin's own schema. */
+export function parseShimConfig(text: string | undefined): Record<string, unknown> {
+  if (text === undefined || text.trim() === '') return {};
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    throw new UsageError(`--shim-config is not JSON: ${(e as Error).message}`);
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new UsageError('--shim-config must be a JSON object');
+  try {
+    parseShimSettings(v as Record<string, unknown>, '');
+  } catch (e) {
+    if (e instanceof CniError) throw new UsageError(`--shim-config: ${e.message}`);
+    throw e;
+  }
+  return v as Record<string, unknown>;
+}
+
+function conflistLine(c: ConflistOutcome, confDir: string): string {
+  const where = c.path ?? confDir;
+  switch (c.action) {
+    case 'missing':
+      return `conflist: no conflist with cilium-cni in ${confDir}${c.unreadable?.length ? ` (unreadable: ${c.unreadable.join(', ')})` : ''}`;
+    case 'ipam-slot':
+      return `conflist: ${where} already has the shim in an IPAM slot; left as it is`;
+    default:
+      return `conflist: ${where}: shim entry ${c.action}`;
+  }
+}
+
+export const installCommand: Command = {
+  name: 'install',
+  summary: 'copy the executable into the CNI bin dir and chain the shim after cilium-cni; --watch keeps it there',
+  usage: INSTALL_USAGE,
+  async run(argv): Promise<CommandOutput> {
+    const { values: v } = usage(() =>
+      parseArgs({
+        args: argv,
+        strict: true,
+        options: {
+          'cni-bin-dir': { type: 'string' },
+          'conf-dir': { type: 'string' },
+          source: { type: 'string' },
+          'shim-config': { type: 'string' },
+          watch: { type: 'boolean' },
+          interval: { type: 'string' },
+        },
+      }),
+    );
+    const binDir = (v['cni-bin-dir']) ?? DEFAULT_CNI_PATH;
+    const confDir = (v['conf-dir']) ?? DEFAULT_CONF_DIR;
+    const shimKeys = parseShimConfig(v['shim-config']);
+    const intervalText = v.interval;
+    if (intervalText !== undefined && (!v.watch || !/^\d+(\.\d+)?$/.test(intervalText) || Number(intervalText) < 0.1)) {
+      throw new UsageError('--interval takes seconds (≥ 0.1) and only goes with --watch');
+    }
+    let source: string;
+    try {
+      source = (v.source) ?? defaultSource();
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+
+    if (v.watch) {
+      const ac = new AbortController();
+      const stop = () => ac.abort();
+      process.once('SIGTERM', stop);
+      process.once('SIGINT', stop);
+      // A long-running command logs its progress as JSON lines on stderr (the container log).
+      const log = createLogger({ level: 'info', base: { command: 'install --watch' } });
+      try {
+        const summary = await watchInstall({
+          source,
+          binDir,
+          confDir,
+          shimKeys,
+          intervalMs: Number(intervalText ?? DEFAULT_WATCH_INTERVAL_S) * 1000,
+          signal: ac.signal,
+          log,
+        });
+        const text = `stopped after ${summary.checks} checks: ${summary.restores} restores, ${summary.binaryReinstalls} binary reinstalls, ${summary.errors} errors`;
+        return { data: { watch: true, ...summary }, text, exitCode: 0 };
+      } finally {
+        process.removeListener('SIGTERM', stop);
+        process.removeListener('SIGINT', stop);
+      }
+    }
+
+    const binary = await installBinary(source, binDir);
+    const conflist = await installConflist(confDir, shimKeys);
+    const ok = conflist.action !== 'missing';
+    const text = [`binary: ${binary.path} ${binary.action}`, conflistLine(conflist, confDir)];
+    if (!ok) text.push('the conflist is written by cilium-agent: run again once it exists, or run with --watch');
+    return { data: { binary, conflist }, text: text.join('\n'), exitCode: ok ? 0 : 1 };
+  },
+};
+
+export const uninstallCommand: Command = {
+  name: 'uninstall',
+  summary: 'take the chained shim entry out of the cilium-cni conflist and remove the executable',
+  usage: UNINSTALL_USAGE,
+  async run(argv): Promise<CommandOutput> {
+    const { values: v } = usage(() =>
+      parseArgs({ args: argv, strict: true, options: { 'cni-bin-dir': { type: 'string' }, 'conf-dir': { type: 'string' }, 'keep-binary': { type: 'boolean' } } }),
+    );
+    const out = await uninstall({
+      binDir: (v['cni-bin-dir']) ?? DEFAULT_CNI_PATH,
+      confDir: (v['conf-dir']) ?? DEFAULT_CONF_DIR,
+      keepBinary: Boolean(v['keep-binary']),
+    });
+    const lines = out.conflists.length ? out.conflists.map((c) => `conflist: ${c.path}: removed ${c.removed} shim entr${c.removed === 1 ? 'y' : 'ies'}`) : ['conflist: no chained shim entry found'];
+    lines.push(`binary: ${out.binary.path} ${out.binary.action}`);
+    if (out.stillReferenced.length) lines.push(`still referenced by ${out.stillReferenced.join(', ')}: binary kept`);
+    return { data: out, text: lines.join('\n'), exitCode: 0 };
+  },
+};

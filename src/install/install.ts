@@ -1,0 +1,329 @@
+// Putting the shim on a node: the executable into the CNI bin dir (temp file in the same directory, fsync,
+// rename: a runtime never finds a half-written binary, and a running copy keeps its old inode), and its
+// chained entry into the conflist that holds cilium-cni (text splice, atomic replace). `watchInstall` keeps
+// both in place while cilium-agent rewrites its conflist.
+import { constants, createReadStream, watch, type FSWatcher } from 'node:fs';
+import { chmod, copyFile, lstat, mkdir, open, readdir, readFile, realpath, rename, stat, unlink } from 'node:fs/promises';
+import { createHash, randomBytes } from 'node:crypto';
+import { basename, join } from 'node:path';
+import { isSea } from 'node:sea';
+import { parseShimSettings, PLUGIN_TYPE } from '../cni/config.js';
+import { conflistFiles, holdsShim } from '../conflist.js';
+import { isErrno, syncDir, writeFileAtomic } from '../effects/fs-atomic.js';
+import type { Logger } from '../log.js';
+import { ConflistEditError, DEFAULT_ANCHOR, inspectConflist, removeShimEntry, upsertShimEntry, type ConflistShape, type UpsertAction } from './conflist-edit.js';
+
+export const BINARY_NAME = PLUGIN_TYPE;
+const STALE_TEMP_MS = 10 * 60_000;
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The executable to install by default: the single executable itself, or the bundled script under node. */
+export function defaultSource(): string {
+  if (isSea()) return process.execPath;
+  const script = process.argv[1];
+  if (!script || /\.[cm]?ts$/.test(script)) throw new Error('running from sources: pass --source (e.g. dist/ipam-shim)');
+  return script;
+}
+
+async function sha256(path: string): Promise<string> {
+  const h = createHash('sha256');
+  for await (const chunk of createReadStream(path)) h.update(chunk as Buffer);
+  return h.digest('hex');
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// the executable
+
+export interface BinaryOutcome {
+  path: string;
+  action: 'installed' | 'updated' | 'unchanged';
+  bytes: number;
+  sha256: string;
+}
+
+/** Temp files of an installer that died mid-copy (older than 10 minutes: a concurrent installer's are younger). */
+async function removeStaleTemps(binDir: string): Promise<void> {
+  const names = await readdir(binDir).catch(() => [] as string[]);
+  for (const n of names.filter((n) => n.startsWith(`.${BINARY_NAME}.`) && n.endsWith('.tmp'))) {
+    const st = await lstat(join(binDir, n)).catch(() => undefined);
+    if (st?.isFile() && Date.now() - st.mtimeMs > STALE_TEMP_MS) await unlink(join(binDir, n)).catch(() => undefined);
+  }
+}
+
+/** Copies `source` to `<binDir>/ipam-shim` (0755) atomically; nothing is written when the bytes already match. */
+export async function installBinary(source: string, binDir: string): Promise<BinaryOutcome> {
+  const dest = join(binDir, BINARY_NAME);
+  const src = await realpath(source);
+  const st = await stat(src);
+  if (!st.isFile()) throw new Error(`source ${source} is not a file`);
+  await mkdir(binDir, { recursive: true, mode: 0o755 });
+  await removeStaleTemps(binDir);
+  const hash = await sha256(src);
+  const existing = await lstat(dest).catch((e) => (isErrno(e, 'ENOENT') ? undefined : Promise.reject(e)));
+  if (existing?.isFile() && existing.size === st.size && (existing.mode & 0o777) === 0o755 && (await sha256(dest)) === hash) {
+    return { path: dest, action: 'unchanged', bytes: st.size, sha256: hash };
+  }
+  const tmp = join(binDir, `.${BINARY_NAME}.${randomBytes(6).toString('hex')}.tmp`);
+  try {
+    await copyFile(src, tmp, constants.COPYFILE_EXCL);
+    await chmod(tmp, 0o755);
+    const fh = await open(tmp, constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    // The source may have been replaced while we copied (a rebuild): never publish a mixture.
+    if ((await sha256(tmp)) !== hash) throw new Error(`source ${source} changed while it was copied; run install again`);
+    await rename(tmp, dest);
+  } catch (e) {
+    await unlink(tmp).catch(() => undefined);
+    throw e;
+  }
+  await syncDir(binDir);
+  return { path: dest, action: existing ? 'updated' : 'installed', bytes: st.size, sha256: hash };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// the conflist
+
+export interface ConflistOutcome {
+  /** The file edited (or that would be), absent when none holds cilium-cni. */
+  path?: string;
+  action: UpsertAction | 'missing';
+  entry?: Record<string, unknown>;
+  /** Files skipped because they did not parse (cilium-agent may be writing one in place). */
+  unreadable?: string[];
+}
+
+interface Target {
+  path: string;
+  text: string;
+  shape: ConflistShape;
+}
+
+/** The first conflist (lexical order, as runtimes read them) that holds cilium-cni or the shim. */
+export async function findTargetConflist(confDir: string, anchorType = DEFAULT_ANCHOR): Promise<{ target?: Target; unreadable: string[] }> {
+  const unreadable: string[] = [];
+  for (const path of await conflistFiles(confDir)) {
+    let text: string;
+    let shape: ConflistShape;
+    try {
+      text = await readFile(path, 'utf8');
+      shape = inspectConflist(text, anchorType);
+    } catch (e) {
+      if (!(e instanceof ConflistEditError) || !/single-plugin|not a JSON object/.test(e.message)) unreadable.push(path);
+      continue;
+    }
+    if (shape.anchor >= 0 || shape.chained.length || shape.ipamSlot >= 0) return { target: { path, text, shape }, unreadable };
+  }
+  return { unreadable };
+}
+
+/**
+ * The chained entry: `type` first, then the operator's keys. Without a `delegate` the entry takes the IPAM
+ * config cilium-cni uses, so GC, STATUS and agent IPs talk to the same IPAM plugin. Validated with the
+ * schema the plugin uses (throws CniError 2/7).
+ */
+export function buildEntry(shimKeys: Record<string, unknown>, shape: ConflistShape): Record<string, unknown> {
+  const keys = { ...shimKeys };
+  const anchor = shape.anchor >= 0 ? shape.plugins[shape.anchor]!.value : undefined;
+  if (keys.delegate === undefined && isObject(anchor) && isObject(anchor.ipam) && typeof anchor.ipam.type === 'string' && anchor.ipam.type !== PLUGIN_TYPE) {
+    keys.delegate = anchor.ipam;
+  }
+  parseShimSettings(keys, '');
+  const { delegate, ...rest } = keys;
+  return { type: PLUGIN_TYPE, ...(delegate === undefined ? {} : { delegate }), ...rest };
+}
+
+/** Replaces `path` with `text` unless someone changed it since we read `before` (then false: read again). */
+async function replaceIfUnchanged(path: string, before: string, text: string): Promise<boolean> {
+  const st = await stat(path);
+  if ((await readFile(path, 'utf8')) !== before) return false;
+  const mode = st.mode & 0o777;
+  await writeFileAtomic(path, text, mode);
+  if (((await stat(path)).mode & 0o777) !== mode) await chmod(path, mode);
+  return true;
+}
+
+/** Inserts or updates the shim's entry after cilium-cni; `missing` when no conflist holds cilium-cni yet. */
+export async function installConflist(confDir: string, shimKeys: Record<string, unknown>): Promise<ConflistOutcome> {
+  for (let attempt = 0; ; attempt++) {
+    const { target, unreadable } = await findTargetConflist(confDir);
+    const extra = unreadable.length ? { unreadable } : {};
+    if (!target) return { action: 'missing', ...extra };
+    if (target.shape.ipamSlot >= 0) return { path: target.path, action: 'ipam-slot', ...extra };
+    if (target.shape.anchor < 0) {
+      // Only a chained shim is left (cilium-cni gone from the list): nothing to anchor to.
+      return { path: target.path, action: 'missing', ...extra };
+    }
+    const entry = buildEntry(shimKeys, target.shape);
+    const r = upsertShimEntry(target.text, entry);
+    if (!r.changed || (await replaceIfUnchanged(target.path, target.text, r.text))) return { path: target.path, action: r.action, entry, ...extra };
+    if (attempt >= 5) throw new Error(`${target.path} keeps changing while it is edited; try again`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// uninstall
+
+export interface UninstallOutcome {
+  conflists: Array<{ path: string; removed: number }>;
+  binary: { path: string; action: 'removed' | 'absent' | 'kept' };
+  /** Conflists that still name the shim (an IPAM slot, or a list without cilium-cni): the binary stays for them. */
+  stillReferenced: string[];
+}
+
+/** Removes the chained entries install put in (lists holding cilium-cni), then the binary unless still used. */
+export async function uninstall(o: { binDir: string; confDir: string; keepBinary?: boolean }): Promise<UninstallOutcome> {
+  const out: UninstallOutcome = { conflists: [], binary: { path: join(o.binDir, BINARY_NAME), action: 'kept' }, stillReferenced: [] };
+  for (const path of await conflistFiles(o.confDir)) {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const text = await readFile(path, 'utf8').catch(() => undefined);
+      if (text === undefined) break;
+      let shape: ConflistShape;
+      try {
+        shape = inspectConflist(text);
+      } catch {
+        break;
+      }
+      if (shape.anchor < 0 || shape.chained.length === 0) break;
+      const r = removeShimEntry(text);
+      if (await replaceIfUnchanged(path, text, r.text)) {
+        out.conflists.push({ path, removed: r.removed });
+        break;
+      }
+    }
+  }
+  for (const path of await conflistFiles(o.confDir)) {
+    const list = await readFile(path, 'utf8').then((t) => JSON.parse(t) as unknown).catch(() => undefined);
+    if (isObject(list) && Array.isArray(list.plugins) ? list.plugins.some(holdsShim) : holdsShim(list)) out.stillReferenced.push(path);
+  }
+  if (!o.keepBinary && out.stillReferenced.length === 0) {
+    try {
+      await unlink(out.binary.path);
+      await syncDir(o.binDir);
+      out.binary.action = 'removed';
+    } catch (e) {
+      if (!isErrno(e, 'ENOENT')) throw e;
+      out.binary.action = 'absent';
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// --watch
+
+export interface WatchOptions {
+  source: string;
+  binDir: string;
+  confDir: string;
+  shimKeys: Record<string, unknown>;
+  /** Periodic re-check, whatever the watcher says (it can miss events on some filesystems). */
+  intervalMs: number;
+  signal: AbortSignal;
+  log: Logger;
+  /** Wait this long after a change event before looking (a writer may not be done). */
+  debounceMs?: number;
+  /** At most this many restores per minute; beyond that the loop only re-checks on the interval. */
+  maxRestoresPerMinute?: number;
+}
+
+export interface WatchSummary {
+  checks: number;
+  restores: number;
+  binaryReinstalls: number;
+  errors: number;
+  last: ConflistOutcome | undefined;
+}
+
+const RESTORING: ReadonlySet<string> = new Set(['inserted', 'updated', 'moved']);
+
+/** Keeps the binary and the conflist entry in place until `signal` aborts (SIGTERM). */
+export async function watchInstall(o: WatchOptions): Promise<WatchSummary> {
+  const summary: WatchSummary = { checks: 0, restores: 0, binaryReinstalls: 0, errors: 0, last: undefined };
+  const debounceMs = o.debounceMs ?? 200;
+  const maxPerMinute = o.maxRestoresPerMinute ?? 12;
+  const restoreTimes: number[] = [];
+  let installed = await installBinary(o.source, o.binDir);
+  o.log.info({ binary: installed.path, action: installed.action }, 'binary in place');
+  let installedStat = await stat(installed.path);
+
+  let watcher: FSWatcher | undefined;
+  let pending = true; // look once right away
+  let wake: () => void = () => undefined;
+  const startWatcher = () => {
+    if (watcher) return;
+    try {
+      watcher = watch(o.confDir, { persistent: false }, (_event, file) => {
+        if (file && basename(String(file)).startsWith('.')) return; // our own (and others') temp files
+        pending = true;
+        wake();
+      });
+      watcher.on('error', (e) => {
+        o.log.warn({ err: e }, 'watcher failed; relying on the periodic check');
+        watcher?.close();
+        watcher = undefined;
+      });
+    } catch (e) {
+      if (!isErrno(e, 'ENOENT')) o.log.warn({ err: e }, 'cannot watch the conf dir; relying on the periodic check');
+    }
+  };
+  const sleep = (ms: number) =>
+    new Promise<void>((res) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        o.signal.removeEventListener('abort', done);
+        wake = () => undefined;
+        res();
+      }
+      wake = done;
+      o.signal.addEventListener('abort', done, { once: true });
+    });
+
+  try {
+    while (!o.signal.aborted) {
+      startWatcher();
+      if (!pending) await sleep(o.intervalMs);
+      if (o.signal.aborted) break;
+      if (pending) await sleep(debounceMs);
+      if (o.signal.aborted) break;
+      const fromEvent = pending;
+      pending = false;
+      const now = Date.now();
+      while (restoreTimes.length && now - restoreTimes[0]! > 60_000) restoreTimes.shift();
+      if (fromEvent && restoreTimes.length >= maxPerMinute) {
+        o.log.warn({ restoresLastMinute: restoreTimes.length }, 'something keeps removing the entry; slowing down to the periodic check');
+        continue;
+      }
+      summary.checks++;
+      try {
+        const cur = await stat(installed.path).catch(() => undefined);
+        if (!cur || cur.ino !== installedStat.ino || cur.size !== installedStat.size || cur.mtimeMs !== installedStat.mtimeMs) {
+          installed = await installBinary(o.source, o.binDir);
+          installedStat = await stat(installed.path);
+          if (installed.action !== 'unchanged') {
+            summary.binaryReinstalls++;
+            o.log.warn({ binary: installed.path }, 'binary was missing or changed: installed again');
+          }
+        }
+        const r = await installConflist(o.confDir, o.shimKeys);
+        if (r.action !== summary.last?.action || r.path !== summary.last?.path) o.log.info({ conflist: r.path, action: r.action, unreadable: r.unreadable }, 'conflist checked');
+        summary.last = r;
+        if (RESTORING.has(r.action) && summary.checks > 1) {
+          summary.restores++;
+          restoreTimes.push(Date.now());
+          o.log.warn({ conflist: r.path, action: r.action }, 'shim entry was missing or different: put back');
+        }
+      } catch (e) {
+        summary.errors++;
+        o.log.error({ err: e }, 'check failed; will retry');
+      }
+    }
+  } finally {
+    watcher?.close();
+  }
+  return summary;
+}

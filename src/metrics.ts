@@ -1,0 +1,209 @@
+// Metrics without a daemon: every CNI invocation updates one Prometheus text-format file for node-exporter's
+// textfile collector (setting `metricsFile`). Read-modify-write under a small lock (concurrent invocations must
+// not lose counts), written atomically (the collector never reads half a file), mode 0644 (it runs as another
+// user). Nothing here may change a CNI outcome: every failure is logged and swallowed.
+import { mkdir, readdir, readFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { readFileNoFollow, writeFileAtomic } from './effects/fs-atomic.js';
+import { matchesAny } from './effects/ledger.js';
+import { withLock } from './effects/lock.js';
+import type { Outcome } from './cni/skel.js';
+import type { Logger } from './log.js';
+
+export const METRICS_LOCK_TIMEOUT_MS = 2_000;
+
+interface Family {
+  type: 'counter' | 'gauge';
+  help: string;
+}
+
+/** Every series the shim writes. Names and labels are a contract with dashboards: add, never rename. */
+export const FAMILIES: Record<string, Family> = {
+  ipam_shim_invocations_total: { type: 'counter', help: 'CNI invocations by network and verb.' },
+  ipam_shim_errors_total: { type: 'counter', help: 'Failed CNI invocations by network, verb and CNI error code.' },
+  ipam_shim_residue_removed_total: { type: 'counter', help: 'azure-vnet residue removed for handed-out addresses, by kind (ebtables rule, neighbour entry).' },
+  ipam_shim_reserved_refusals_total: { type: 'counter', help: 'ADDs refused because the address lies in a reserved CIDR (error 100).' },
+  ipam_shim_gc_released_total: { type: 'counter', help: 'Attachments released by the GC verb.' },
+  ipam_shim_agent_ips: { type: 'gauge', help: 'Addresses held for cilium-agent (agentContainerIDs) in the ledger.' },
+  ipam_shim_ledger_attachments: { type: 'gauge', help: 'Attachments recorded in the ledger.' },
+  ipam_shim_last_invocation_timestamp_seconds: { type: 'gauge', help: 'Unix time of the last invocation, by network and verb.' },
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// per-invocation counters: one process is one CNI invocation, so module state is that invocation's
+
+const noted = { residueRules: 0, residueNeighbours: 0, gcReleased: 0 };
+
+/** Hook for the residue cleanup (ADD). */
+export function noteResidueRemoved(rules: number, neighbours: number): void {
+  noted.residueRules += rules;
+  noted.residueNeighbours += neighbours;
+}
+
+/** Hook for the GC verb. */
+export function noteGcReleased(count: number): void {
+  noted.gcReleased += count;
+}
+
+/** What this process noted (tests); reset clears it. */
+export function notedCounters(reset = false): typeof noted {
+  const copy = { ...noted };
+  if (reset) Object.assign(noted, { residueRules: 0, residueNeighbours: 0, gcReleased: 0 });
+  return copy;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// the text format (PURE)
+
+export type Labels = Record<string, string>;
+
+export interface Series {
+  name: string;
+  labels: Labels;
+  value: number;
+}
+
+const escapeLabel = (v: string) => v.replaceAll('\\', '\\\\').replaceAll('"', '\\"').replaceAll('\n', '\\n');
+const unescapeLabel = (v: string) => v.replace(/\\(.)/g, (_m, c: string) => (c === 'n' ? '\n' : c));
+
+export const seriesKey = (name: string, labels: Labels): string =>
+  `${name}{${Object.keys(labels)
+    .sort()
+    .map((k) => `${k}="${escapeLabel(labels[k]!)}"`)
+    .join(',')}}`;
+
+/** Parses the series of a text-format file (comments skipped; lines it does not understand dropped). */
+export function parseMetrics(text: string): Map<string, Series> {
+  const out = new Map<string, Series>();
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)\s*$/.exec(line.trim());
+    if (!m || line.startsWith('#')) continue;
+    const labels: Labels = {};
+    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = unescapeLabel(l[2]!);
+    const value = Number(m[3]);
+    if (!Number.isFinite(value)) continue;
+    out.set(seriesKey(m[1]!, labels), { name: m[1]!, labels, value });
+  }
+  return out;
+}
+
+/** Renders known families (HELP/TYPE once each), series sorted for stable diffs. */
+export function renderMetrics(series: Map<string, Series>): string {
+  const lines: string[] = [];
+  for (const [name, fam] of Object.entries(FAMILIES)) {
+    const rows = [...series.entries()].filter(([, s]) => s.name === name).sort(([a], [b]) => a.localeCompare(b));
+    if (!rows.length) continue;
+    lines.push(`# HELP ${name} ${fam.help}`, `# TYPE ${name} ${fam.type}`);
+    for (const [key, s] of rows) lines.push(`${key.replace('{}', '')} ${s.value}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+export interface Update {
+  network: string;
+  verb: string;
+  /** 0 for success, else the CNI error code. */
+  code: number;
+  residueRules: number;
+  residueNeighbours: number;
+  gcReleased: number;
+  /** undefined when the ledger could not be read (gauges keep their last value). */
+  ledger?: { attachments: number; agentIps: number };
+  nowSeconds: number;
+}
+
+/** PURE: applies one invocation to the series. */
+export function applyUpdate(series: Map<string, Series>, u: Update): Map<string, Series> {
+  const add = (name: string, labels: Labels, by: number) => {
+    const key = seriesKey(name, labels);
+    series.set(key, { name, labels, value: (series.get(key)?.value ?? 0) + by });
+  };
+  const set = (name: string, labels: Labels, value: number) => series.set(seriesKey(name, labels), { name, labels, value });
+  const net = { network: u.network };
+  add('ipam_shim_invocations_total', { ...net, verb: u.verb }, 1);
+  if (u.code !== 0) add('ipam_shim_errors_total', { ...net, verb: u.verb, code: String(u.code) }, 1);
+  if (u.verb === 'ADD' && u.code === 100) add('ipam_shim_reserved_refusals_total', net, 1);
+  if (u.residueRules) add('ipam_shim_residue_removed_total', { ...net, kind: 'ebtables' }, u.residueRules);
+  if (u.residueNeighbours) add('ipam_shim_residue_removed_total', { ...net, kind: 'neigh' }, u.residueNeighbours);
+  if (u.gcReleased) add('ipam_shim_gc_released_total', net, u.gcReleased);
+  // Counters that exist from the first invocation on, so rate() works from zero.
+  for (const [name, labels] of [
+    ['ipam_shim_reserved_refusals_total', net],
+    ['ipam_shim_gc_released_total', net],
+    ['ipam_shim_residue_removed_total', { ...net, kind: 'ebtables' }],
+    ['ipam_shim_residue_removed_total', { ...net, kind: 'neigh' }],
+  ] as const) add(name, labels, 0);
+  if (u.ledger) {
+    set('ipam_shim_ledger_attachments', net, u.ledger.attachments);
+    set('ipam_shim_agent_ips', net, u.ledger.agentIps);
+  }
+  set('ipam_shim_last_invocation_timestamp_seconds', { ...net, verb: u.verb }, Math.floor(u.nowSeconds));
+  return series;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// effects
+
+/** Ledger gauges from the record file names (`<containerID>:<ifname>.json`); only agent records are opened. */
+export async function ledgerGauges(stateDir: string, network: string, agentPatterns: readonly string[]): Promise<{ attachments: number; agentIps: number }> {
+  const dir = join(stateDir, network, 'records');
+  const names = (await readdir(dir).catch((e) => ((e as { code?: string }).code === 'ENOENT' ? [] : Promise.reject(e)))).filter(
+    (n) => n.endsWith('.json') && !n.startsWith('.'),
+  );
+  let agentIps = 0;
+  for (const n of names) {
+    const containerID = n.slice(0, n.indexOf(':'));
+    if (!matchesAny(containerID, agentPatterns)) continue;
+    const rec = JSON.parse((await readFileNoFollow(join(dir, n))) ?? '{}') as { ips?: unknown };
+    if (Array.isArray(rec.ips)) agentIps += rec.ips.length;
+  }
+  return { attachments: names.length, agentIps };
+}
+
+/**
+ * Applies `u` to the file under its lock. `gauges` runs inside the lock, so the last writer's gauges are read
+ * after every earlier writer's ledger change: the file ends with the ledger's final state. Throws on failure
+ * (callers in CNI mode use recordInvocation).
+ */
+export async function updateMetricsFile(file: string, u: Update, gauges?: () => Promise<Update['ledger']>): Promise<void> {
+  await mkdir(dirname(file), { recursive: true, mode: 0o755 });
+  await withLock(
+    `${file}.lock`,
+    async () => {
+      const text = await readFile(file, 'utf8').catch((e) => ((e as { code?: string }).code === 'ENOENT' ? '' : Promise.reject(e)));
+      const ledger = gauges ? await gauges() : u.ledger;
+      await writeFileAtomic(file, renderMetrics(applyUpdate(parseMetrics(text), { ...u, ...(ledger ? { ledger } : {}) })), 0o644);
+    },
+    METRICS_LOCK_TIMEOUT_MS,
+  );
+}
+
+/** CNI mode: one call after the outcome. Never throws, never changes the outcome. */
+export async function recordInvocation(outcome: Outcome, log: Logger): Promise<void> {
+  const conf = outcome.conf;
+  const file = conf?.settings.metricsFile;
+  if (!conf || !file || !outcome.command) return;
+  try {
+    const counters = notedCounters(true);
+    const gauges = () =>
+      ledgerGauges(conf.settings.stateDir, conf.name, conf.settings.agentContainerIDs).catch((e) => {
+        log.warn({ err: e }, 'metrics: ledger not readable; gauges keep their last value');
+        return undefined;
+      });
+    await updateMetricsFile(
+      file,
+      {
+        network: conf.name,
+        verb: outcome.command,
+        code: outcome.error?.code ?? 0,
+        residueRules: counters.residueRules,
+        residueNeighbours: counters.residueNeighbours,
+        gcReleased: counters.gcReleased,
+        nowSeconds: Date.now() / 1000,
+      },
+      gauges,
+    );
+  } catch (e) {
+    log.warn({ err: e, metricsFile: file }, 'metrics not written (the CNI outcome is unaffected)');
+  }
+}

@@ -1,0 +1,155 @@
+// doctor's node checks (src/doctor/node.ts) against a real attachment and planted problems: a conflist made
+// by the shipped example, the built shim and Debian's ptp + host-local on CNI_PATH, a pod attached by the
+// libcni-like runner inside a throwaway "node" namespace; then the files are broken one way at a time.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { execa } from 'execa';
+import { chmod, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { openNetwork } from '../../src/cli/network.js';
+import { run } from '../../src/effects/exec.js';
+import { NODE_CHECKS } from '../../src/doctor/node.js';
+import type { Finding } from '../../src/doctor/check.js';
+import { CniRunner, type JsonObject } from '../runner/runner.js';
+import { TestNet, rootOrSkip } from '../helpers/netns.js';
+import { FIXTURE_BIN, PLUGIN_DIR, ROOT, SHIM, scratch, shimBinDir } from '../helpers/cni.js';
+
+const root = rootOrSkip();
+const d = root ? describe : describe.skip;
+const NAMES = new Set(NODE_CHECKS.map((c) => c.name));
+
+let s: Awaited<ReturnType<typeof scratch>>;
+let net: TestNet;
+let confDir: string;
+let bin: string;
+let conflist: string;
+let store: string;
+let list: JsonObject;
+
+beforeEach(async () => {
+  s = await scratch();
+  net = new TestNet();
+});
+afterEach(async () => {
+  await net.cleanup();
+  await s.cleanup();
+});
+
+/** The chained generic example, localised to temp dirs, plus one pod attached through it. */
+async function attachedNode(file = 'generic-host-local-chained.conflist'): Promise<{ node: string; ip: string }> {
+  list = JSON.parse(await readFile(join(ROOT, 'conflist', file), 'utf8'));
+  for (const p of list.plugins as JsonObject[]) {
+    const shim = p.type === 'ipam-shim' ? p : (p.ipam as JsonObject).type === 'ipam-shim' ? (p.ipam as JsonObject) : undefined;
+    if (shim) Object.assign(shim, { stateDir: s.stateDir, logFile: s.logFile });
+    const ipam = (shim ? shim.delegate : p.ipam) as JsonObject;
+    ipam.dataDir = s.dataDir;
+  }
+  confDir = join(s.dir, 'net.d');
+  await mkdir(confDir);
+  conflist = join(confDir, '10-generic.conflist');
+  await writeFile(conflist, JSON.stringify(list, null, 2));
+  bin = await shimBinDir(s.dir);
+  store = join(s.dataDir, String(list.name));
+  const node = await net.netns('node');
+  const pod = await net.netns('pod');
+  const runner = new CniRunner({ confList: list, pluginDirs: [bin, FIXTURE_BIN, PLUGIN_DIR], cacheDir: join(s.dir, 'cache'), netns: node });
+  const result: any = await runner.add('c1', `/run/netns/${pod}`);
+  return { node, ip: String(result.ips[0].address).split('/')[0]! };
+}
+
+async function findings(cniPath = `${bin}:${PLUGIN_DIR}`): Promise<Finding[]> {
+  const n = await openNetwork({ 'conf-dir': confDir, 'cni-path': cniPath }, run, process.env);
+  return (await Promise.all(NODE_CHECKS.map((c) => c.run(n)))).flat();
+}
+const of = (fs: Finding[], check: string) => fs.filter((f) => f.check === check);
+const bad = (fs: Finding[]) => fs.filter((f) => f.verdict === 'problem' || f.verdict === 'warn');
+
+d('doctor node checks', () => {
+  it('a healthy node: every node check ok, through the built CLI too (exit 0 for these checks)', async () => {
+    const { node, ip } = await attachedNode();
+    const fs = await findings();
+    expect(bad(fs), JSON.stringify(bad(fs))).toEqual([]);
+    expect(of(fs, 'ledger')[0]!.summary).toMatch(/1 ledger record\(s\) match 1 reservation\(s\)/);
+    expect(of(fs, 'state-dir')[0]!.summary).toContain('private (0700, ours), 1 record(s)');
+    expect(await readdir(store)).toContain(ip);
+
+    const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`, '--json'], { reject: false });
+    const out = JSON.parse(r.stdout);
+    const mine = out.findings.filter((f: Finding) => NAMES.has(f.check));
+    expect(new Set(mine.map((f: Finding) => f.check))).toEqual(NAMES);
+    expect(mine.every((f: Finding) => f.verdict === 'ok')).toBe(true);
+    // Whatever the other checks say, the exit code follows the verdicts.
+    expect(r.exitCode).toBe(out.findings.some((f: Finding) => f.verdict === 'problem' || f.verdict === 'warn') ? 1 : 0);
+  });
+
+  it('ledger vs host-local: a lost reservation, a stranger\'s reservation, a conflicting one; never modifies either', async () => {
+    const { node, ip } = await attachedNode();
+    await rm(join(store, ip));
+    await writeFile(join(store, '10.86.0.77'), 'stranger\r\neth0');
+    let fs = of(await findings(), 'ledger');
+    expect(fs.map((f) => f.verdict).sort()).toEqual(['problem', 'warn']);
+    expect(fs.find((f) => f.verdict === 'problem')!.summary).toContain(`${ip} (c1/eth0)`);
+    expect(fs.find((f) => f.verdict === 'warn')!.summary).toContain('10.86.0.77 (stranger/eth0)');
+    // The same IP held by someone else in the store.
+    await writeFile(join(store, ip), 'other\r\neth0');
+    fs = of(await findings(), 'ledger');
+    expect(fs.map((f) => f.verdict)).toEqual(['problem', 'warn']);
+    expect(fs[0]!.summary).toContain(`${ip} ledger c1/eth0, store other/eth0`);
+    // Report, never modify.
+    expect((await readdir(store)).sort()).toEqual([ip, '10.86.0.77', 'last_reserved_ip.0', 'lock'].sort());
+    expect(await readFile(join(store, ip), 'utf8')).toBe('other\r\neth0');
+    // The built CLI exits 1 on these findings.
+    const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`], { reject: false });
+    expect(r.exitCode).toBe(1);
+    expect(r.stdout).toMatch(/PROBLEM\s+ledger/);
+    expect(r.stdout).toContain('fix: ');
+  });
+
+  it('state dir: group-writable is a problem, world-readable a warning, a corrupt record a problem', async () => {
+    await attachedNode();
+    await chmod(s.stateDir, 0o777);
+    expect(of(await findings(), 'state-dir')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('writable by group or others (mode 777)') }]);
+    await chmod(s.stateDir, 0o755);
+    expect(of(await findings(), 'state-dir')).toMatchObject([{ verdict: 'warn' }]);
+    await chmod(s.stateDir, 0o700);
+    await writeFile(join(s.stateDir, String(list.name), 'records', 'c2:eth0.json'), '{"v":1,');
+    expect(of(await findings(), 'state-dir')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('c2:eth0.json') }]);
+  });
+
+  it('conflist: delegate drifted from ptp\'s IPAM, wrong delegate type, shim first, another list sorting first, a broken file', async () => {
+    await attachedNode();
+    const write = (l: JsonObject) => writeFile(conflist, JSON.stringify(l, null, 2));
+    const plugins = list.plugins as JsonObject[];
+    const shim = plugins[1]!;
+    await write({ ...list, plugins: [plugins[0], { ...shim, delegate: { ...(shim.delegate as JsonObject), routes: [] } }] });
+    expect(bad(of(await findings(), 'conflist'))).toMatchObject([{ verdict: 'warn', summary: expect.stringContaining('differ in routes') }]);
+    await write({ ...list, plugins: [plugins[0], { ...shim, delegate: { type: 'static' } }] });
+    expect(bad(of(await findings(), 'conflist'))).toMatchObject([{ verdict: 'problem', summary: 'delegate is static but ptp allocates with host-local' }]);
+    await write({ ...list, plugins: [shim, plugins[0]] });
+    expect(bad(of(await findings(), 'conflist'))[0]).toMatchObject({ verdict: 'problem', summary: expect.stringContaining('first plugin') });
+    await write(list);
+    await writeFile(join(confDir, '05-other.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'other', plugins: [{ type: 'bridge' }] }));
+    await writeFile(join(confDir, '50-broken.conflist'), '{"cniVersion": "1.0.0", "plugins": [');
+    const fs = bad(of(await findings(), 'conflist'));
+    expect(fs.map((f) => f.verdict).sort()).toEqual(['problem', 'warn']);
+    expect(fs.find((f) => f.verdict === 'warn')!.summary).toContain('05-other.conflist first');
+    expect(fs.find((f) => f.verdict === 'problem')!.summary).toContain('50-broken.conflist is not a valid network config');
+  });
+
+  it('binaries: shim missing or not answering, delegate missing; a delegate whose store cannot be read is skipped', async () => {
+    await attachedNode();
+    await rm(join(bin, 'ipam-shim'));
+    expect(of(await findings(), 'shim-binary')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('not on the CNI path') }]);
+    await writeFile(join(bin, 'ipam-shim'), '#!/bin/sh\necho half-written >&2; exit 1\n', { mode: 0o755 });
+    expect(of(await findings(), 'shim-binary')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('does not answer VERSION') }]);
+    await rm(join(bin, 'ipam-shim'));
+    await execa('ln', ['-s', SHIM, join(bin, 'ipam-shim')]);
+    expect(of(await findings(bin), 'delegate')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('host-local is not on the CNI path') }]);
+    // fake-ipam as the delegate (IPAM slot): answering, but its store is not host-local's.
+    const slot = { cniVersion: '1.0.0', name: 'fakenet', plugins: [{ type: 'ptp', ipam: { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, delegate: { type: 'fake-ipam' } } }] };
+    await writeFile(conflist, JSON.stringify(slot));
+    const fs = await findings(`${bin}:${FIXTURE_BIN}`);
+    expect(of(fs, 'delegate')[0]!.verdict).toBe('ok');
+    expect(of(fs, 'ledger')).toMatchObject([{ verdict: 'skipped', summary: expect.stringContaining("cannot compare the ledger with fake-ipam's store") }]);
+    expect(of(fs, 'conflist')).toMatchObject([{ verdict: 'ok', summary: expect.stringContaining('IPAM slot of ptp') }]);
+  });
+});

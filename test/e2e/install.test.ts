@@ -1,0 +1,269 @@
+// `ipam-shim install` / `uninstall` on a simulated node (temp dirs shaped like /opt/cni/bin and
+// /etc/cni/net.d holding AKS's 0.3.1 cilium conflist), run through the BUILT CLI; `--watch` against a
+// cilium-agent-style rewrite; and the metrics file written by real plugin invocations.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { execa, type ResultPromise } from 'execa';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, readdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseMetrics } from '../../src/metrics.js';
+import { TestNet, inNs, rootOrSkip } from '../helpers/netns.js';
+import { PLUGIN_DIR, ROOT, SHIM, invoke, ledgerRecords, scratch } from '../helpers/cni.js';
+
+const SEA = join(ROOT, 'dist/ipam-shim');
+// AKS's /etc/cni/net.d/05-cilium.conflist as a node shows it: tabs, cniVersion 0.3.1, cilium-cni + azure-ipam.
+const AKS_CILIUM = '{\n\t"cniVersion": "0.3.1",\n\t"name": "cilium",\n\t"plugins": [\n\t\t{\n\t\t\t"type": "cilium-cni",\n\t\t\t"ipam": {\n\t\t\t\t"type": "azure-ipam"\n\t\t\t},\n\t\t\t"enable-debug": true,\n\t\t\t"log-file": "/var/log/cilium-cni.log"\n\t\t}\n\t]\n}\n';
+const OTHER_FILES: Record<string, string> = {
+  '10-azure.conflist.cilium_bak': '{"cniVersion":"0.3.0","name":"azure","plugins":[{"type":"azure-vnet","mode":"transparent","ipam":{"type":"azure-vnet-ipam"}}]}\n',
+  '99-loopback.conf': '{\n  "cniVersion": "0.3.1",\n  "name": "lo",\n  "type": "loopback"\n}\n',
+};
+const SHIM_CONFIG = '{"reservedCIDRs":["10.224.0.0/24"]}';
+
+let s: Awaited<ReturnType<typeof scratch>>;
+let binDir: string;
+let confDir: string;
+let conflist: string;
+const children: ResultPromise[] = [];
+
+beforeEach(async () => {
+  s = await scratch();
+  binDir = join(s.dir, 'node/opt/cni/bin');
+  confDir = join(s.dir, 'node/etc/cni/net.d');
+  conflist = join(confDir, '05-cilium.conflist');
+  await mkdir(binDir, { recursive: true });
+  await mkdir(confDir, { recursive: true });
+  await writeFile(join(binDir, 'loopback'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+  await writeFile(conflist, AKS_CILIUM, { mode: 0o644 });
+  for (const [n, t] of Object.entries(OTHER_FILES)) await writeFile(join(confDir, n), t);
+});
+afterEach(async () => {
+  for (const c of children.splice(0)) {
+    if (c.pid && c.exitCode === null) c.kill('SIGKILL');
+    await c.catch(() => undefined);
+  }
+  await s.cleanup();
+});
+
+const cli = (args: string[], file = SHIM) => execa(file, args, { reject: false, timeout: 60_000 });
+const layout = ['--cni-bin-dir', () => binDir, '--conf-dir', () => confDir] as const;
+const flags = () => layout.map((x) => (typeof x === 'function' ? x() : x));
+const sha = async (p: string) => createHash('sha256').update(await readFile(p)).digest('hex');
+async function othersUnchanged(): Promise<void> {
+  for (const [n, t] of Object.entries(OTHER_FILES)) expect(await readFile(join(confDir, n), 'utf8')).toBe(t);
+  expect(await readFile(join(binDir, 'loopback'), 'utf8')).toBe('#!/bin/sh\nexit 0\n');
+  expect((await readdir(binDir)).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+  expect((await readdir(confDir)).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+}
+
+async function waitFor(what: string, pred: () => Promise<boolean>, ms = 15_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await pred().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('install / uninstall on a simulated node', () => {
+  it('installs the running executable and chains the shim after cilium-cni, touching nothing else', async () => {
+    const r = await cli(['install', ...flags(), '--shim-config', SHIM_CONFIG]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toContain('shim entry inserted');
+    // The default source under node is the bundled script itself.
+    const installed = join(binDir, 'ipam-shim');
+    expect(await sha(installed)).toBe(await sha(SHIM));
+    expect((await stat(installed)).mode & 0o777).toBe(0o755);
+    // Byte for byte what the shipped example shows: cilium-cni's entry and every other byte are as AKS wrote them.
+    expect(await readFile(conflist, 'utf8')).toBe(await readFile(join(ROOT, 'conflist/aks-cilium-0.3.1.conflist'), 'utf8'));
+    expect((await stat(conflist)).mode & 0o777).toBe(0o644);
+    await othersUnchanged();
+    // The installed copy is a working plugin.
+    const v = await execa(installed, [], { env: { CNI_COMMAND: 'VERSION' }, input: '{"cniVersion":"0.3.1"}' });
+    expect(JSON.parse(v.stdout).supportedVersions).toContain('0.3.1');
+  });
+
+  it('is idempotent: a second install writes nothing', async () => {
+    expect((await cli(['install', ...flags(), '--shim-config', SHIM_CONFIG])).exitCode).toBe(0);
+    const before = { conf: await stat(conflist), bin: await stat(join(binDir, 'ipam-shim')) };
+    const r = await cli(['install', ...flags(), '--shim-config', SHIM_CONFIG, '--json']);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ binary: { action: 'unchanged' }, conflist: { action: 'unchanged' } });
+    const after = { conf: await stat(conflist), bin: await stat(join(binDir, 'ipam-shim')) };
+    expect([after.conf.ino, after.conf.mtimeMs, after.bin.ino, after.bin.mtimeMs]).toEqual([before.conf.ino, before.conf.mtimeMs, before.bin.ino, before.bin.mtimeMs]);
+  });
+
+  it('updates the entry for a new --shim-config and uninstall restores the original bytes', async () => {
+    expect((await cli(['install', ...flags(), '--shim-config', SHIM_CONFIG])).exitCode).toBe(0);
+    const r = await cli(['install', ...flags(), '--shim-config', '{"reservedCIDRs":[],"logLevel":"debug"}', '--json']);
+    expect(JSON.parse(r.stdout).conflist.action).toBe('updated');
+    const list = JSON.parse(await readFile(conflist, 'utf8'));
+    expect(list.plugins[1]).toEqual({ type: 'ipam-shim', delegate: { type: 'azure-ipam' }, reservedCIDRs: [], logLevel: 'debug' });
+    const u = await cli(['uninstall', ...flags()]);
+    expect(u.exitCode, u.stderr).toBe(0);
+    expect(await readFile(conflist, 'utf8')).toBe(AKS_CILIUM);
+    expect(existsSync(join(binDir, 'ipam-shim'))).toBe(false);
+    await othersUnchanged();
+    // Uninstalling again is a no-op.
+    const again = await cli(['uninstall', ...flags(), '--json']);
+    expect(JSON.parse(again.stdout)).toMatchObject({ conflists: [], binary: { action: 'absent' } });
+  });
+
+  it('refuses a bad --shim-config (exit 2) and writes nothing', async () => {
+    const r = await cli(['install', ...flags(), '--shim-config', '{"reservedCIDR":["10.0.0.0/8"]}']);
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain('unsupported field "reservedCIDR"');
+    const bad = await cli(['install', ...flags(), '--shim-config', '{"delegateTimeoutMs":1}']);
+    expect(bad.exitCode).toBe(2);
+    expect(existsSync(join(binDir, 'ipam-shim'))).toBe(false);
+    expect(await readFile(conflist, 'utf8')).toBe(AKS_CILIUM);
+  });
+
+  it('exits 1 when no conflist holds cilium-cni (yet), after installing the binary', async () => {
+    await rename(conflist, join(s.dir, 'away'));
+    const r = await cli(['install', ...flags()]);
+    expect(r.exitCode).toBe(1);
+    expect(r.stdout).toContain('no conflist with cilium-cni');
+    expect(existsSync(join(binDir, 'ipam-shim'))).toBe(true);
+  });
+
+  it('replaces a running binary by rename: where an in-place write fails (ETXTBSY), install succeeds', async () => {
+    // The single executable, installed and running (its own install --watch on a second layout keeps it alive).
+    const r = await cli(['install', ...flags(), '--source', SEA]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const installed = join(binDir, 'ipam-shim');
+    expect(await sha(installed)).toBe(await sha(SEA));
+    const other = join(s.dir, 'other');
+    await mkdir(join(other, 'net.d'), { recursive: true });
+    const running = execa(installed, ['install', '--watch', '--cni-bin-dir', join(other, 'bin'), '--conf-dir', join(other, 'net.d')], { reject: false });
+    children.push(running);
+    await waitFor('the running copy to install itself', async () => existsSync(join(other, 'bin/ipam-shim')));
+    await expect(writeFile(installed, 'x')).rejects.toMatchObject({ code: 'ETXTBSY' });
+    const oldIno = (await stat(installed)).ino;
+    const again = await cli(['install', ...flags(), '--source', SHIM, '--json']);
+    expect(again.exitCode, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout).binary.action).toBe('updated');
+    expect(await sha(installed)).toBe(await sha(SHIM));
+    expect((await stat(installed)).ino).not.toBe(oldIno);
+    expect(running.exitCode).toBeNull(); // the running copy kept its inode and runs on
+    running.kill('SIGTERM');
+    expect((await running).exitCode).toBe(0);
+    await othersUnchanged();
+  });
+});
+
+describe('docs/operations.md walkthrough', () => {
+  it('"Try it on a simulated node" runs as written: install, doctor, uninstall on temp dirs', async () => {
+    const md = await readFile(join(ROOT, 'docs/operations.md'), 'utf8');
+    const block = [...md.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!).find((b) => b.startsWith('# Try it on a simulated node'));
+    expect(block).toBeDefined();
+    const r = await execa('bash', ['-euo', 'pipefail', '-c', block!], { cwd: ROOT, reject: false, timeout: 120_000 });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toContain('shim entry inserted');
+    expect(r.stdout).toMatch(/"type": "ipam-shim",\n\t\t\t"delegate": \{\n\t\t\t\t"type": "azure-ipam"/);
+    expect(r.stdout).toMatch(/^ok +conflist +chained after cilium-cni/m);
+    expect(r.stdout).toMatch(/^ok +delegate +.*azure-ipam answers VERSION/m);
+    expect(r.stdout).toContain('removed 1 shim entry');
+  });
+});
+
+describe('install --watch', () => {
+  it('waits for the conflist, puts the entry back after cilium-agent rewrites the file, exits 0 on SIGTERM', async () => {
+    await rename(conflist, join(s.dir, 'away'));
+    const watch = execa(SHIM, ['install', ...flags(), '--shim-config', SHIM_CONFIG, '--watch', '--interval', '1', '--json'], { reject: false });
+    children.push(watch);
+    const expected = await readFile(join(ROOT, 'conflist/aks-cilium-0.3.1.conflist'), 'utf8');
+    await waitFor('the binary', async () => existsSync(join(binDir, 'ipam-shim')));
+    // cilium-agent starts and writes its conflist (temp file + rename).
+    await writeFile(join(confDir, '.05-cilium.conflist.tmp1'), AKS_CILIUM);
+    await rename(join(confDir, '.05-cilium.conflist.tmp1'), conflist);
+    await waitFor('the entry after the first write', async () => (await readFile(conflist, 'utf8')) === expected);
+    // cilium-agent restarts and rewrites the file in place.
+    await writeFile(conflist, AKS_CILIUM);
+    await waitFor('the entry after an in-place rewrite', async () => (await readFile(conflist, 'utf8')) === expected);
+    // ... and by rename once more.
+    await writeFile(join(confDir, '.05-cilium.conflist.tmp2'), AKS_CILIUM);
+    await rename(join(confDir, '.05-cilium.conflist.tmp2'), conflist);
+    await waitFor('the entry after a rename rewrite', async () => (await readFile(conflist, 'utf8')) === expected);
+    watch.kill('SIGTERM');
+    const done = await watch;
+    expect(done.exitCode, done.stderr).toBe(0);
+    const summary = JSON.parse(done.stdout);
+    expect(summary).toMatchObject({ watch: true, errors: 0 });
+    expect(summary.restores).toBeGreaterThanOrEqual(2);
+    // Progress is logged on stderr as JSON lines.
+    expect(done.stderr).toContain('put back');
+    await othersUnchanged();
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+
+const root = rootOrSkip();
+(root ? describe : describe.skip)('metrics file from real invocations', () => {
+  let net: TestNet;
+  beforeEach(() => {
+    net = new TestNet();
+  });
+  afterEach(async () => {
+    await net.cleanup();
+  });
+
+  it('counts invocations, errors, refusals, residue removed and GC releases without losing concurrent updates', async () => {
+    const node = await net.netns('node');
+    const metricsFile = join(s.dir, 'textfile/ipam-shim.prom');
+    const conf = (name: string, subnet: string, reserved: string[] = []) => ({
+      cniVersion: '1.1.0',
+      name,
+      type: 'ptp',
+      ipam: { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, metricsFile, reservedCIDRs: reserved, delegate: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet }]] } },
+    });
+    const mnet = conf('mnet', '10.97.0.0/24');
+    const env = (command: string, containerID: string, netns = '/run/netns/whatever') => ({ command, containerID, netns, ifname: 'eth0', path: [PLUGIN_DIR], inNetns: node });
+    // azure-vnet residue for the first address host-local hands out.
+    await inNs(node, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', '-p', 'IPv4', '-i', 'eth0', '--ip-dst', '10.97.0.2', '-j', 'dnat', '--to-dst', '02:00:00:00:00:01', '--dnat-target', 'ACCEPT']);
+
+    const ids = Array.from({ length: 8 }, (_, i) => `m${i}`);
+    const adds = await Promise.all(ids.map((id) => invoke(mnet, env('ADD', id))));
+    for (const a of adds) expect(a.exitCode, a.stdout).toBe(0);
+    expect((await inNs(node, 'ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout).not.toContain('10.97.0.2');
+    // A range wholly inside a reserved CIDR: refused twice (code 100), on another network in the same file.
+    for (let i = 0; i < 2; i++) expect((await invoke(conf('mres', '10.98.0.0/29', ['10.98.0.0/29']), env('ADD', `r${i}`))).json).toMatchObject({ code: 100 });
+    // An attachment whose netns is gone: GC releases it.
+    expect((await invoke(mnet, env('ADD', 'ghost', '/run/netns/does-not-exist'))).exitCode).toBe(0);
+    const gc = await invoke({ ...mnet, 'cni.dev/valid-attachments': ids.map((containerID) => ({ containerID, ifname: 'eth0' })) }, { command: 'GC', path: [PLUGIN_DIR], inNetns: node });
+    expect(gc.exitCode, gc.stdout).toBe(0);
+    expect(await ledgerRecords(s.stateDir, 'mnet')).toHaveLength(8);
+    await Promise.all(ids.slice(0, 6).map((id) => invoke(mnet, env('DEL', id))));
+
+    const text = await readFile(metricsFile, 'utf8');
+    expect((await stat(metricsFile)).mode & 0o777).toBe(0o644);
+    // Text format: HELP and TYPE before each family, "name{labels} value" lines.
+    for (const line of text.trim().split('\n')) expect(line).toMatch(/^(# (HELP|TYPE) ipam_shim_\w+ .+|ipam_shim_\w+\{[^}]*\} \d+)$/);
+    const m = parseMetrics(text);
+    const v = (name: string, labels: string) => m.get(`${name}{${labels}}`)?.value;
+    expect(v('ipam_shim_invocations_total', 'network="mnet",verb="ADD"')).toBe(9);
+    expect(v('ipam_shim_invocations_total', 'network="mnet",verb="GC"')).toBe(1);
+    expect(v('ipam_shim_invocations_total', 'network="mnet",verb="DEL"')).toBe(6);
+    expect(v('ipam_shim_invocations_total', 'network="mres",verb="ADD"')).toBe(2);
+    expect(v('ipam_shim_errors_total', 'code="100",network="mres",verb="ADD"')).toBe(2);
+    expect(v('ipam_shim_reserved_refusals_total', 'network="mres"')).toBe(2);
+    expect(v('ipam_shim_residue_removed_total', 'kind="ebtables",network="mnet"')).toBe(1);
+    expect(v('ipam_shim_gc_released_total', 'network="mnet"')).toBe(1);
+    expect(v('ipam_shim_ledger_attachments', 'network="mnet"')).toBe(2);
+    expect(v('ipam_shim_agent_ips', 'network="mnet"')).toBe(0);
+    expect([...m.values()].some((x) => x.name === 'ipam_shim_errors_total' && x.labels.network === 'mnet')).toBe(false);
+  });
+
+  it('a metrics file that cannot be written never changes the CNI outcome', async () => {
+    const blocker = join(s.dir, 'not-a-dir');
+    await writeFile(blocker, '');
+    await chmod(blocker, 0o444);
+    const c = { cniVersion: '1.0.0', name: 'mfail', type: 'ptp', ipam: { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, metricsFile: join(blocker, 'x.prom'), delegate: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.96.0.0/24' }]] } } };
+    const a = await invoke(c, { command: 'ADD', containerID: 'f1', netns: '/run/netns/x', ifname: 'eth0', path: [PLUGIN_DIR] });
+    expect(a.exitCode, a.stdout).toBe(0);
+    expect(a.json.ips[0].address).toBe('10.96.0.2/24');
+    expect(await readFile(s.logFile, 'utf8')).toContain('metrics not written');
+    expect((await invoke(c, { command: 'DEL', containerID: 'f1', ifname: 'eth0', path: [PLUGIN_DIR] })).exitCode).toBe(0);
+  });
+});

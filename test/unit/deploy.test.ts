@@ -1,0 +1,97 @@
+// deploy/ against the code: the DaemonSet mounts every host path the shim uses by default, at the same path
+// inside the container (so no flag has to repeat a default), runs `install --watch` with the executable the
+// Containerfile ships, and its shim config passes the plugin's own schema.
+import { describe, expect, it } from 'vitest';
+import { readFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { ShimSettingsSchema } from '../../src/cni/config.js';
+import { DEFAULT_CONF_DIR } from '../../src/conflist.js';
+import { DEFAULT_CNI_PATH } from '../../src/cli/network.js';
+import { HOST_LOCAL_DEFAULT_DATA_DIR } from '../../src/doctor/node.js';
+import { parseShimConfig } from '../../src/cli/install.js';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const DEFAULTS = ShimSettingsSchema.parse({});
+/** Where `ip netns` (and the agent-IP code) keep named namespaces. */
+const NETNS_DIR = '/run/netns';
+
+type Obj = Record<string, any>;
+
+async function manifests(): Promise<Obj[]> {
+  const docs = parseAllDocuments(await readFile(join(ROOT, 'deploy/daemonset.yaml'), 'utf8'));
+  for (const d of docs) expect(d.errors, String(d.errors)).toEqual([]);
+  return docs.map((d) => d.toJS() as Obj);
+}
+
+async function containerfile(): Promise<{ from: string; run: string; copies: Array<[string, string]>; entrypoint: string[] }> {
+  const text = (await readFile(join(ROOT, 'deploy/Containerfile'), 'utf8')).replace(/\\\n/g, ' ');
+  const lines = text.split('\n').filter((l) => l.trim() && !l.startsWith('#'));
+  const from = lines.find((l) => l.startsWith('FROM '))!.slice(5).trim();
+  const copies = lines.filter((l) => l.startsWith('COPY ')).map((l) => l.slice(5).trim().split(/\s+/) as [string, string]);
+  const entrypoint = JSON.parse(lines.find((l) => l.startsWith('ENTRYPOINT '))!.slice(11)) as string[];
+  const run = lines.filter((l) => l.startsWith('RUN ')).join('\n');
+  return { from, run, copies, entrypoint };
+}
+
+describe('deploy/daemonset.yaml', () => {
+  it('is a hostNetwork, privileged DaemonSet whose container runs install --watch', async () => {
+    const ds = (await manifests()).find((m) => m.kind === 'DaemonSet')!;
+    expect(ds).toBeDefined();
+    const spec = ds.spec.template.spec;
+    expect(spec.hostNetwork).toBe(true);
+    expect(spec.containers).toHaveLength(1);
+    const c = spec.containers[0];
+    expect(c.securityContext.privileged).toBe(true);
+    const argv = [...(c.command ?? []), ...(c.args ?? [])];
+    expect(argv.slice(1, 3)).toEqual(['install', '--watch']);
+    // Defaults, not flags: the mounts put the host paths where the code looks by default.
+    expect(argv).not.toContain('--cni-bin-dir');
+    expect(argv).not.toContain('--conf-dir');
+    expect(ds.spec.selector.matchLabels).toEqual(ds.spec.template.metadata.labels);
+  });
+
+  it('mounts each host path at the same path, covering every default the shim uses', async () => {
+    const spec = (await manifests()).find((m) => m.kind === 'DaemonSet')!.spec.template.spec;
+    const volumes = new Map<string, Obj>(spec.volumes.map((v: Obj) => [v.name, v]));
+    const mounts: Obj[] = spec.containers[0].volumeMounts;
+    for (const m of mounts) {
+      const v = volumes.get(m.name);
+      expect(v?.hostPath?.path, m.name).toBe(m.mountPath);
+      expect(m.readOnly ?? false, m.name).toBe(false);
+    }
+    const mounted = mounts.map((m) => m.mountPath as string);
+    const covered = (path: string) => mounted.some((p) => path === p || path.startsWith(`${p}/`));
+    for (const path of [DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, DEFAULTS.stateDir, DEFAULTS.logFile, HOST_LOCAL_DEFAULT_DATA_DIR, NETNS_DIR]) {
+      expect(covered(path), path).toBe(true);
+    }
+    // Exactly the five the issue names, nothing broader (no / or /var).
+    expect(mounted.sort()).toEqual([DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, dirname(DEFAULTS.stateDir), dirname(DEFAULTS.logFile), NETNS_DIR].sort());
+    expect(mounts.find((m) => m.mountPath === NETNS_DIR)!.mountPropagation).toBe('HostToContainer');
+  });
+
+  it('passes a shim config that the plugin schema accepts', async () => {
+    const all = await manifests();
+    const c = all.find((m) => m.kind === 'DaemonSet')!.spec.template.spec.containers[0];
+    const ref = c.env.find((e: Obj) => e.name === 'SHIM_CONFIG').valueFrom.configMapKeyRef;
+    expect(c.args).toContain('$(SHIM_CONFIG)');
+    const cm = all.find((m) => m.kind === 'ConfigMap' && m.metadata.name === ref.name)!;
+    expect(cm.metadata.namespace).toBe(all.find((m) => m.kind === 'DaemonSet')!.metadata.namespace);
+    expect(() => parseShimConfig(cm.data[ref.key])).not.toThrow();
+  });
+});
+
+describe('deploy/Containerfile', () => {
+  it('ships the single executable the build writes, at the path the DaemonSet runs', async () => {
+    const cf = await containerfile();
+    const build = await readFile(join(ROOT, 'scripts/build.mjs'), 'utf8');
+    expect(build).toContain('`${finalDist}ipam-shim`'); // the SEA the build renames into dist/
+    expect(cf.copies).toEqual([['dist/ipam-shim', '/usr/local/bin/ipam-shim']]);
+    expect(cf.entrypoint).toEqual(['/usr/local/bin/ipam-shim']);
+    const c = (await manifests()).find((m) => m.kind === 'DaemonSet')!.spec.template.spec.containers[0];
+    expect(c.command[0]).toBe(cf.entrypoint[0]);
+    // The SEA links glibc and libstdc++ (Debian has both); the operator commands call ip, ebtables and nft.
+    expect(cf.from).toMatch(/^(docker\.io\/library\/)?debian:\d+-slim$/);
+    for (const tool of ['iproute2', 'ebtables', 'nftables']) expect(cf.run).toMatch(new RegExp(`\\b${tool}\\b`));
+  });
+});

@@ -1,0 +1,58 @@
+// The metrics file's pure parts: one invocation applied to the series, and the text format both ways.
+import { describe, expect, it } from 'vitest';
+import { applyUpdate, parseMetrics, renderMetrics, seriesKey, type Update } from '../../src/metrics.js';
+
+const base: Update = { network: 'cilium', verb: 'ADD', code: 0, residueRules: 0, residueNeighbours: 0, gcReleased: 0, ledger: { attachments: 3, agentIps: 1 }, nowSeconds: 1700000000.7 };
+const value = (text: string, name: string, labels: Record<string, string>) => parseMetrics(text).get(seriesKey(name, labels))?.value;
+
+describe('applyUpdate', () => {
+  it('counts an invocation, sets gauges, and creates zero counters so rate() starts at 0', () => {
+    const text = renderMetrics(applyUpdate(new Map(), base));
+    expect(value(text, 'ipam_shim_invocations_total', { network: 'cilium', verb: 'ADD' })).toBe(1);
+    expect(value(text, 'ipam_shim_reserved_refusals_total', { network: 'cilium' })).toBe(0);
+    expect(value(text, 'ipam_shim_residue_removed_total', { network: 'cilium', kind: 'neigh' })).toBe(0);
+    expect(value(text, 'ipam_shim_ledger_attachments', { network: 'cilium' })).toBe(3);
+    expect(value(text, 'ipam_shim_agent_ips', { network: 'cilium' })).toBe(1);
+    expect(value(text, 'ipam_shim_last_invocation_timestamp_seconds', { network: 'cilium', verb: 'ADD' })).toBe(1700000000);
+    expect(text).not.toContain('ipam_shim_errors_total{');
+  });
+
+  it('errors by verb and code; refusals only for ADD with 100; residue and GC add their counts', () => {
+    let m = applyUpdate(new Map(), { ...base, code: 100 });
+    m = applyUpdate(m, { ...base, verb: 'CHECK', code: 100 });
+    m = applyUpdate(m, { ...base, residueRules: 2, residueNeighbours: 1 });
+    m = applyUpdate(m, { ...base, verb: 'GC', gcReleased: 4 });
+    const text = renderMetrics(m);
+    expect(value(text, 'ipam_shim_errors_total', { network: 'cilium', verb: 'ADD', code: '100' })).toBe(1);
+    expect(value(text, 'ipam_shim_errors_total', { network: 'cilium', verb: 'CHECK', code: '100' })).toBe(1);
+    expect(value(text, 'ipam_shim_reserved_refusals_total', { network: 'cilium' })).toBe(1);
+    expect(value(text, 'ipam_shim_residue_removed_total', { network: 'cilium', kind: 'ebtables' })).toBe(2);
+    expect(value(text, 'ipam_shim_residue_removed_total', { network: 'cilium', kind: 'neigh' })).toBe(1);
+    expect(value(text, 'ipam_shim_gc_released_total', { network: 'cilium' })).toBe(4);
+    expect(value(text, 'ipam_shim_invocations_total', { network: 'cilium', verb: 'ADD' })).toBe(2);
+  });
+
+  it('keeps the gauges when the ledger could not be read', () => {
+    const m = applyUpdate(new Map(), base);
+    const { ledger: _drop, ...noLedger } = base;
+    const text = renderMetrics(applyUpdate(m, noLedger));
+    expect(value(text, 'ipam_shim_ledger_attachments', { network: 'cilium' })).toBe(3);
+  });
+});
+
+describe('text format', () => {
+  it('round-trips, with HELP/TYPE once per family and escaped label values', () => {
+    const m = applyUpdate(applyUpdate(new Map(), base), { ...base, network: 'we"ird\\net\nx' });
+    const text = renderMetrics(m);
+    expect(parseMetrics(text)).toEqual(m);
+    expect(text.match(/^# TYPE ipam_shim_invocations_total counter$/gm)).toHaveLength(1);
+    expect(text).toContain('network="we\\"ird\\\\net\\nx"');
+    expect(renderMetrics(parseMetrics(text))).toBe(text);
+  });
+
+  it('drops comments, garbage and families it does not own', () => {
+    const m = parseMetrics('# HELP x y\nnot a metric line\nother_metric{a="b"} 5\nipam_shim_gc_released_total{network="n"} 2\nipam_shim_gc_released_total{network="m"} NaN\n');
+    expect([...m.keys()]).toEqual(['other_metric{a="b"}', 'ipam_shim_gc_released_total{network="n"}']);
+    expect(renderMetrics(m)).not.toContain('other_metric');
+  });
+});
