@@ -4,7 +4,10 @@ import { createDemo, type DemoSection } from './section.js';
 
 const SECTIONS: Array<() => Promise<DemoSection>> = [
   async () => (await import('./basics.js')).section,
+  async () => (await import('./residue.js')).section,
   async () => (await import('./agent-gc.js')).section,
+  async () => (await import('./reserved.js')).section,
+  async () => (await import('./probe.js')).section,
 ];
 
 const d = createDemo();

@@ -1,0 +1,279 @@
+// doctor: reserved subnets (issue 7, field notes §4). Three looks, one registered check:
+// - reserved-routes: routes on this node that capture all or part of a reserved CIDR through something other
+//   than the uplink (the seed case: a node CIDR handed out over a firewall subnet, routed to another node);
+// - reserved-ledger: addresses the ledger holds that lie inside reserved CIDRs (handed out before the CIDR was
+//   reserved: CHECK already fails for them);
+// - reserved-ranges: host-local ranges (the delegate's, and in the chained placement the main plugin's `ipam`)
+//   that overlap reserved CIDRs: a warning while some addresses are usable, a problem when none is.
+// Read-only: every finding carries the command or config change that fixes it; nothing is repaired here.
+import type { OpenNetwork } from '../cli/network.js';
+import { defaultUplink, findCapturingRoutes, listRoutes, type CapturingRoute, type Route } from '../effects/routes.js';
+import { findReservedHit, formatIp, hostLocalRanges, parseCidrs, type Cidr, type HostLocalRange, type IpRange } from '../reserved.js';
+import type { LedgerRecord } from '../effects/ledger.js';
+import type { DoctorCheck, Finding } from './check.js';
+
+export const ROUTES_CHECK = 'reserved-routes';
+export const LEDGER_CHECK = 'reserved-ledger';
+export const RANGES_CHECK = 'reserved-ranges';
+
+/** (a) PURE: findings for the node's routes. `uplink` undefined = none configured and no default route. */
+export function routeFindings(routes: readonly Route[], reserved: readonly Cidr[], uplink: string | undefined, uplinkSource: 'config' | 'default route'): Finding[] {
+  if (!uplink) {
+    return [
+      {
+        check: ROUTES_CHECK,
+        verdict: 'warn',
+        summary: `cannot judge ${routes.length} routes: no "uplink" is configured and the node has no default route`,
+        fix: 'set "uplink" in the shim\'s config to the interface reserved subnets are reached through (e.g. "eth0")',
+      },
+    ];
+  }
+  const found = findCapturingRoutes(routes, reserved, { uplink });
+  if (!found.length) {
+    return [
+      {
+        check: ROUTES_CHECK,
+        verdict: 'ok',
+        summary: `no route captures a reserved CIDR (${routes.length} routes, ${reserved.length} reserved CIDRs, uplink ${uplink} from ${uplinkSource})`,
+      },
+    ];
+  }
+  return found.map((c) => routeFinding(c, uplink));
+}
+
+const REASON_TEXT: Record<CapturingRoute['reason'], string> = {
+  'other-device': 'through another device',
+  'other-gateway': 'to another host on the uplink',
+  blackhole: 'into a blackhole',
+  unreachable: 'as unreachable',
+  prohibit: 'as prohibited',
+  'no-nexthop': 'with no nexthop',
+};
+
+function routeFinding(c: CapturingRoute, uplink: string): Finding {
+  const part = c.overlap === 'full' ? 'all of' : 'part of';
+  return {
+    check: ROUTES_CHECK,
+    verdict: 'problem',
+    summary: `route "${c.text}" sends ${part} reserved ${c.reserved} ${REASON_TEXT[c.reason]} instead of ${uplink}`,
+    fix: c.fix,
+    data: { route: c.text, table: c.route.table, family: c.route.family, reserved: c.reserved, overlap: c.overlap, reason: c.reason, uplink },
+  };
+}
+
+/** (b) PURE: ledger records holding addresses inside reserved CIDRs. */
+export function ledgerFindings(records: readonly LedgerRecord[], reserved: readonly Cidr[], network: string): Finding[] {
+  const out: Finding[] = [];
+  let addresses = 0;
+  for (const rec of records) {
+    for (const ip of rec.ips) {
+      addresses++;
+      let hit;
+      try {
+        hit = findReservedHit(ip, reserved);
+      } catch {
+        continue; // an unparseable address is the ledger check's business, not ours
+      }
+      if (!hit) continue;
+      const who = `${rec.containerID}/${rec.ifname}`;
+      const fix =
+        rec.owner === 'agent'
+          ? `release and re-allocate cilium-agent's address: \`ipam-shim agent-ip release --owner <owner>\` then \`ipam-shim agent-ip allocate --owner <owner>\` (the new address is checked), after moving the delegate's range off ${hit.cidr.text}`
+          : `delete the pod using container ${rec.containerID} (its DEL releases ${hit.ip}); its replacement gets an address outside ${hit.cidr.text} once the range avoids it (see the ${RANGES_CHECK} finding)`;
+      out.push({
+        check: LEDGER_CHECK,
+        verdict: 'problem',
+        summary: `${rec.owner} attachment ${who} holds ${hit.ip}, inside reserved ${hit.cidr.text} (network ${network}${rec.state === 'intent' ? ', unfinished ADD' : ''})`,
+        fix,
+        data: { containerID: rec.containerID, ifname: rec.ifname, owner: rec.owner, state: rec.state, ip: hit.ip, reserved: hit.cidr.text, network },
+      });
+    }
+  }
+  if (!out.length) {
+    out.push({ check: LEDGER_CHECK, verdict: 'ok', summary: `no ledger address lies in a reserved CIDR (${records.length} attachments, ${addresses} addresses)` });
+  }
+  return out;
+}
+
+/** Where a host-local IPAM config was found in the conflist. */
+export interface IpamSource {
+  /** e.g. `delegate`, `plugins[0].ipam`. */
+  where: string;
+  ipam: unknown;
+}
+
+/** The IPAM configs whose ranges hand out this network's addresses: the delegate, and chained, the others' `ipam`. */
+export function ipamSources(net: Pick<OpenNetwork, 'conf' | 'shim'>): IpamSource[] {
+  const out: IpamSource[] = [];
+  if (net.conf.settings.delegate) out.push({ where: 'delegate', ipam: net.conf.settings.delegate });
+  if (net.conf.placement === 'chained') {
+    const plugins = Array.isArray(net.shim.list.plugins) ? (net.shim.list.plugins as unknown[]) : [];
+    plugins.forEach((p, i) => {
+      if (i === net.shim.index || !p || typeof p !== 'object') return;
+      const ipam = (p as Record<string, unknown>).ipam;
+      if (ipam && typeof ipam === 'object' && !out.some((o) => JSON.stringify(o.ipam) === JSON.stringify(ipam))) out.push({ where: `plugins[${i}].ipam`, ipam });
+    });
+  }
+  return out;
+}
+
+/** Sorted, merged intervals of the reserved CIDRs of one family. */
+function mergedReserved(reserved: readonly Cidr[], family: 4 | 6): IpRange[] {
+  const list = reserved.filter((r) => r.family === family).sort((a, b) => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0));
+  const out: IpRange[] = [];
+  for (const r of list) {
+    const last = out.at(-1);
+    if (last && r.first <= last.last + 1n) {
+      if (r.last > last.last) last.last = r.last;
+    } else out.push({ family, first: r.first, last: r.last });
+  }
+  return out;
+}
+
+/** PURE: the parts of `range` outside every reserved CIDR, ascending. */
+export function unreservedPieces(range: IpRange, reserved: readonly Cidr[]): IpRange[] {
+  const out: IpRange[] = [];
+  let cursor = range.first;
+  for (const r of mergedReserved(reserved, range.family)) {
+    if (r.last < cursor) continue;
+    if (r.first > range.last) break;
+    if (r.first > cursor) out.push({ family: range.family, first: cursor, last: r.first - 1n });
+    cursor = r.last + 1n;
+    if (cursor > range.last) return out;
+  }
+  if (cursor <= range.last) out.push({ family: range.family, first: cursor, last: range.last });
+  return out;
+}
+
+const MAX_PIECES = 8;
+
+/** (c) PURE: host-local ranges overlapping reserved CIDRs. */
+export function rangeFindings(sources: readonly IpamSource[], reserved: readonly Cidr[]): Finding[] {
+  const out: Finding[] = [];
+  let checked = 0;
+  for (const src of sources) {
+    // host-local hands out one address from each range set: a set with no usable address refuses every ADD.
+    let sets: HostLocalRange[][];
+    try {
+      sets = rangeSets(src.ipam).map((set) => hostLocalRanges(set));
+    } catch (e) {
+      out.push({
+        check: RANGES_CHECK,
+        verdict: 'warn',
+        summary: `cannot read the ranges of ${src.where}: ${(e as Error).message}`,
+        fix: `fix ${src.where} in the conflist (host-local needs "subnet" CIDRs and rangeStart/rangeEnd inside them)`,
+      });
+      continue;
+    }
+    const type = (src.ipam as { type?: unknown }).type;
+    const ranges = sets.flatMap((rs, set) => rs.map((range) => ({ range, set })));
+    if (!ranges.length) continue;
+    checked += ranges.length;
+    const results = ranges.map(({ range, set }) => {
+      const size = range.last - range.first + 1n;
+      const pieces = unreservedPieces(range, reserved);
+      const usable = pieces.reduce((n, p) => n + (p.last - p.first + 1n), 0n);
+      const touching = reserved.filter((r) => r.family === range.family && r.first <= range.last && range.first <= r.last).map((r) => r.text);
+      return { range, set, size, pieces, usable, touching };
+    });
+    const deadSet = (set: number) => results.every((r) => r.set !== set || r.usable === 0n);
+    const allDead = sets.every((_, i) => deadSet(i));
+    for (const r of results) {
+      if (!r.touching.length) continue;
+      const reservedCount = r.size - r.usable;
+      const where = `${src.where}${type ? ` (${String(type)})` : ''} range ${r.range.text} of ${r.range.subnet}`;
+      const listed = [...new Set(r.touching)].slice(0, 5).join(', ') + (r.touching.length > 5 ? ` (+${r.touching.length - 5} more)` : '');
+      const data = {
+        source: src.where,
+        subnet: r.range.subnet,
+        range: r.range.text,
+        reserved: [...new Set(r.touching)],
+        addresses: r.size.toString(),
+        reservedAddresses: reservedCount.toString(),
+        usable: r.pieces.map((p) => pieceText(p)),
+      };
+      if (r.usable === 0n) {
+        const dead = deadSet(r.set);
+        const why = !dead ? '' : allDead ? ': every ADD is refused (STATUS reports 50)' : ': host-local takes an address from every range set, so every ADD is refused (STATUS reports 50)';
+        out.push({
+          check: RANGES_CHECK,
+          verdict: dead ? 'problem' : 'warn',
+          summary: `${where}: every address lies in reserved ${listed}${why}`,
+          fix: `move ${src.where}'s range out of ${listed}: pick a subnet (or rangeStart/rangeEnd) that no reserved CIDR covers, or drop the range`,
+          data,
+        });
+        continue;
+      }
+      const pieces = r.pieces.slice(0, MAX_PIECES).map((p) => ({ subnet: r.range.subnet, rangeStart: formatIp(p.family, p.first), rangeEnd: formatIp(p.family, p.last) }));
+      out.push({
+        check: RANGES_CHECK,
+        verdict: 'warn',
+        summary: `${where}: ${reservedCount} of ${r.size} addresses lie in reserved ${listed}; ADDs handed one of them are refused with code 100`,
+        fix:
+          `replace the range in ${src.where} with its unreserved parts (one range set): ${JSON.stringify(pieces)}` +
+          (r.pieces.length > MAX_PIECES ? ` … and ${r.pieces.length - MAX_PIECES} more pieces` : ''),
+        data,
+      });
+    }
+  }
+  if (!out.length) {
+    out.push(
+      checked
+        ? { check: RANGES_CHECK, verdict: 'ok', summary: `no host-local range overlaps a reserved CIDR (${checked} ranges)` }
+        : { check: RANGES_CHECK, verdict: 'skipped', summary: `no host-local ranges to compare (${sources.map((s) => s.where).join(', ') || 'no IPAM config'})` },
+    );
+  }
+  return out;
+}
+
+/** host-local's range sets, each as a config hostLocalRanges reads: top-level `subnet` first, then `ranges`. */
+export function rangeSets(ipam: unknown): unknown[] {
+  if (!ipam || typeof ipam !== 'object' || Array.isArray(ipam)) return [];
+  const o = ipam as Record<string, unknown>;
+  return [
+    ...(o.subnet !== undefined ? [{ subnet: o.subnet, rangeStart: o.rangeStart, rangeEnd: o.rangeEnd }] : []),
+    ...(Array.isArray(o.ranges) ? o.ranges.map((set) => ({ ranges: [set] })) : o.ranges !== undefined ? [{ ranges: o.ranges }] : []),
+  ];
+}
+
+function pieceText(p: IpRange): string {
+  return p.first === p.last ? formatIp(p.family, p.first) : `${formatIp(p.family, p.first)}-${formatIp(p.family, p.last)}`;
+}
+
+/** Runs one part, turning a crash into that part's own problem finding so the others still report. */
+async function guarded(check: string, fn: () => Promise<Finding[]> | Finding[]): Promise<Finding[]> {
+  try {
+    return await fn();
+  } catch (e) {
+    return [{ check, verdict: 'problem', summary: `check failed: ${(e as Error).message}`, fix: 'see the log file; run doctor again' }];
+  }
+}
+
+export const reservedCheck: DoctorCheck = {
+  name: 'reserved',
+  async run(net: OpenNetwork): Promise<Finding[]> {
+    let reserved: Cidr[];
+    try {
+      reserved = parseCidrs(net.conf.settings.reservedCIDRs);
+    } catch (e) {
+      return [{ check: 'reserved', verdict: 'problem', summary: (e as Error).message, fix: 'correct reservedCIDRs in the conflist: every ADD fails with code 7 until then' }];
+    }
+    if (!reserved.length) {
+      return [{ check: 'reserved', verdict: 'skipped', summary: 'no reservedCIDRs configured: routes, ledger and ranges not compared' }];
+    }
+    const routes = await guarded(ROUTES_CHECK, async () => {
+      const all = await listRoutes(net.run);
+      const configured = net.conf.settings.uplink;
+      const uplink = configured ?? defaultUplink(all);
+      const found = routeFindings(all, reserved, uplink, configured ? 'config' : 'default route');
+      for (const f of found) if (f.verdict === 'problem') net.log.warn({ finding: f.data }, f.summary);
+      return found;
+    });
+    const ledger = await guarded(LEDGER_CHECK, async () => {
+      const { records } = await net.ledger.list();
+      return ledgerFindings(records, reserved, net.conf.name);
+    });
+    const ranges = await guarded(RANGES_CHECK, () => rangeFindings(ipamSources(net), reserved));
+    return [...routes, ...ledger, ...ranges];
+  },
+};

@@ -1,0 +1,371 @@
+// Reserved CIDRs through real ADDs of the BUILT plugin over Debian's host-local: a range that straddles a reserved
+// CIDR is allocated until it is exhausted, in the IPAM slot (the shim invoked directly as the IPAM plugin, and
+// under ptp through the libcni-like runner) and chained after ptp. Every address inside the reserved CIDR is
+// refused with code 100 naming the address, the CIDR and the network; nothing leaks (host-local's store and the
+// ledger are read after every refusal, before and after the runtime's DEL); addresses outside work. Then CHECK
+// for an attachment whose address became reserved, STATUS at 1.1.0, IPv6 and dual-stack.
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { hostLocalAllocations, invoke, ledgerRecords, PLUGIN_DIR, scratch, shimBinDir } from '../helpers/cni.js';
+import { inNs, rootOrSkip, TestNet, uid } from '../helpers/netns.js';
+import { CniRunner, PluginError, type JsonObject } from '../runner/runner.js';
+
+const root = rootOrSkip();
+
+let s: Awaited<ReturnType<typeof scratch>>;
+let net: TestNet;
+
+beforeEach(async () => {
+  s = await scratch();
+  net = new TestNet();
+});
+afterEach(async () => {
+  await net.cleanup();
+  await s.cleanup();
+});
+
+/** One family's straddling range: 19 addresses, 8 of them (the middle /29 or /125) reserved. */
+interface Case {
+  family: string;
+  subnet: string;
+  rangeStart: string;
+  rangeEnd: string;
+  reserved: string;
+  /** Addresses host-local hands out, in its order (computed here by hand, not with the code under test). */
+  outside: string[];
+  inside: string[];
+}
+
+function v4Case(third: number, base = '10.96'): Case {
+  const a = (i: number) => `${base}.${third}.${i}`;
+  return {
+    family: 'IPv4',
+    subnet: `${base}.${third}.0/24`,
+    rangeStart: a(2),
+    rangeEnd: a(20),
+    reserved: `${base}.${third}.8/29`,
+    outside: [2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20].map(a),
+    inside: [8, 9, 10, 11, 12, 13, 14, 15].map(a),
+  };
+}
+
+function v6Case(): Case {
+  const a = (i: number) => `fd00:96::${i.toString(16)}`;
+  return {
+    family: 'IPv6',
+    subnet: 'fd00:96::/120',
+    rangeStart: a(2),
+    rangeEnd: a(0x14),
+    reserved: 'fd00:96::8/125',
+    outside: [2, 3, 4, 5, 6, 7, 0x10, 0x11, 0x12, 0x13, 0x14].map(a),
+    inside: [8, 9, 10, 11, 12, 13, 14, 15].map(a),
+  };
+}
+
+const hostLocal = (c: Case) => ({ type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: c.subnet, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd }]] });
+
+/** The shim's own keys: temp dirs only, no IPv6 probe rewrite on the machine. */
+const shimKeys = (reserved: string[]) => ({ stateDir: s.stateDir, logFile: s.logFile, reservedCIDRs: reserved, ipv6ProbeRewrite: 'off' });
+
+const bare = (address: string) => address.split('/')[0]!;
+const sorted = (xs: string[]) => [...xs].sort();
+
+/** Every address the ledger knows: from the records and from its per-IP index. */
+async function ledgerAddresses(network: string): Promise<{ records: string[]; index: string[] }> {
+  const dir = join(s.stateDir, network);
+  const records: string[] = [];
+  for (const f of await ledgerRecords(s.stateDir, network)) {
+    const rec = JSON.parse(await readFile(join(dir, 'records', f), 'utf8')) as { ips: string[] };
+    records.push(...rec.ips.map(bare));
+  }
+  const index = (await readdir(join(dir, 'ips')).catch(() => [] as string[])).filter((f) => !f.startsWith('.')).map((f) => f.replaceAll('_', ':'));
+  return { records: sorted(records), index: sorted(index) };
+}
+
+/** host-local's store and the ledger hold exactly `held` (address → container ID) and the ledger `recorded`. */
+async function expectStores(network: string, hostLocalHeld: Map<string, string>, recorded: Map<string, string>) {
+  const files = await hostLocalAllocations(s.dataDir, network);
+  expect(sorted(files)).toEqual(sorted([...hostLocalHeld.keys()]));
+  for (const [ip, cid] of hostLocalHeld) {
+    expect((await readFile(join(s.dataDir, network, ip), 'utf8')).split('\r\n')[0]).toBe(cid);
+  }
+  const l = await ledgerAddresses(network);
+  expect(l.records).toEqual(sorted([...recorded.keys()]));
+  expect(l.index).toEqual(sorted([...recorded.keys()]));
+  expect(await ledgerRecords(s.stateDir, network)).toEqual(sorted([...new Set(recorded.values())].map((cid) => `${cid}:eth0.json`)));
+}
+
+/** The refusal names the address, the reserved CIDR and the network. */
+function expectRefusal(err: { code?: unknown; msg?: unknown; details?: unknown }, ip: string, cidr: string, network: string) {
+  expect(err.code).toBe(100);
+  const msg = String(err.msg);
+  expect(msg).toContain(ip);
+  expect(msg).toContain(cidr);
+  expect(msg).toContain(network);
+  expect(String(err.details)).toContain(ip);
+  expect(String(err.details)).toContain(cidr);
+}
+
+const refusedIp = (msg: string): string => /address (\S+) is inside reserved/.exec(msg)?.[1] ?? '';
+
+describe.skipIf(!root)('reserved CIDRs in the IPAM slot (the shim invoked as the IPAM plugin)', () => {
+  let node: string;
+  beforeEach(async () => {
+    node = await net.netns('rsv');
+  });
+
+  for (const make of [() => v4Case(0), v6Case]) {
+    const c = make();
+    it(`${c.family}: allocating ${c.rangeStart}-${c.rangeEnd} to exhaustion refuses exactly ${c.reserved}, leaks nothing, and hands out the rest`, async () => {
+      const network = `rsv${uid(4)}`;
+      const conf = { cniVersion: '1.0.0', name: network, type: 'ptp', ipam: { type: 'ipam-shim', ...shimKeys([c.reserved]), delegate: hostLocal(c) } };
+      const inv = (command: string, containerID: string) => ({ command, containerID, netns: `/run/netns/${node}`, ifname: 'eth0', inNetns: node });
+      const held = new Map<string, string>();
+      const okOrder: string[] = [];
+      const refusedOrder: string[] = [];
+      // 19 addresses: 11 handed out, 8 refused; then host-local wraps around and offers only reserved ones.
+      for (let i = 0; i < 27; i++) {
+        const cid = `rsv-${i}`;
+        const out = await invoke(conf, inv('ADD', cid));
+        if (out.exitCode === 0) {
+          const ip = bare(out.json.ips[0].address);
+          expect(c.outside).toContain(ip);
+          held.set(ip, cid);
+          okOrder.push(ip);
+          await expectStores(network, held, held);
+          continue;
+        }
+        expect(out.stdout.trim().split('\n'), out.stderr).toHaveLength(1);
+        const ip = refusedIp(out.json.msg);
+        expect(c.inside, out.stdout).toContain(ip);
+        expectRefusal(out.json, ip, c.reserved, network);
+        refusedOrder.push(ip);
+        // The shim released it (delegate DEL) and forgot it before answering …
+        await expectStores(network, held, held);
+        // … and the runtime's DEL after the failed ADD succeeds and touches nobody else's address.
+        const del = await invoke(conf, inv('DEL', cid));
+        expect(del.exitCode, del.stdout).toBe(0);
+        await expectStores(network, held, held);
+      }
+      expect(okOrder).toEqual(c.outside);
+      expect(refusedOrder).toEqual([...c.inside, ...c.inside]);
+      const log = await readFile(s.logFile, 'utf8');
+      // One error-level line per refusal carries the address and the CIDR as fields.
+      const refusals = log.split('\n').filter((l) => l.includes(`"reservedCIDR":"${c.reserved}"`)).map((l) => JSON.parse(l));
+      expect(refusals.map((l) => [l.level, l.ip])).toEqual(refusedOrder.map((ip) => [50, ip]));
+
+      // The pods outside go away normally.
+      for (const [ip, cid] of held) {
+        expect((await invoke(conf, inv('DEL', cid))).exitCode).toBe(0);
+        held.delete(ip);
+      }
+      await expectStores(network, held, held);
+    });
+  }
+
+  it('dual-stack: an IPv6 address in a reserved CIDR refuses the ADD and releases its good IPv4 address too', async () => {
+    const network = `rsv${uid(4)}`;
+    const delegate = {
+      type: 'host-local',
+      dataDir: s.dataDir,
+      ranges: [[{ subnet: '10.96.1.0/24', rangeStart: '10.96.1.2', rangeEnd: '10.96.1.20' }], [{ subnet: 'fd00:96:1::/120' }]],
+    };
+    const conf = { cniVersion: '1.0.0', name: network, type: 'ptp', ipam: { type: 'ipam-shim', ...shimKeys(['fd00:96:1::/64']), delegate } };
+    for (let i = 0; i < 3; i++) {
+      const out = await invoke(conf, { command: 'ADD', containerID: `ds-${i}`, netns: `/run/netns/${node}`, ifname: 'eth0', inNetns: node });
+      expect(out.exitCode).not.toBe(0);
+      expectRefusal(out.json, `fd00:96:1::${(i + 2).toString(16)}`, 'fd00:96:1::/64', network);
+      await expectStores(network, new Map(), new Map());
+    }
+    // STATUS at 1.1.0: the IPv6 range set is wholly reserved, so every ADD is refused.
+    const st = await invoke({ ...conf, cniVersion: '1.1.0' }, { command: 'STATUS', path: [PLUGIN_DIR], inNetns: node });
+    expect(st.exitCode).not.toBe(0);
+    expect(st.json).toMatchObject({ code: 50 });
+  });
+
+  it('CHECK fails with 100 once the attachment\'s address is made reserved (config changed after ADD)', async () => {
+    const c = v4Case(2);
+    const network = `rsv${uid(4)}`;
+    const conf = (reserved: string[]) => ({ cniVersion: '1.0.0', name: network, type: 'ptp', ipam: { type: 'ipam-shim', ...shimKeys(reserved), delegate: hostLocal(c) } });
+    const inv = (command: string) => ({ command, containerID: 'chk', netns: `/run/netns/${node}`, ifname: 'eth0', inNetns: node });
+    const added = await invoke(conf([c.reserved]), inv('ADD'));
+    expect(added.exitCode, added.stdout).toBe(0);
+    const ip = bare(added.json.ips[0].address);
+    expect(ip).toBe(c.rangeStart);
+    const ok = await invoke({ ...conf([c.reserved]), prevResult: added.json }, inv('CHECK'));
+    expect(ok.exitCode, ok.stdout).toBe(0);
+
+    const later = conf([c.reserved, `${c.subnet.split('.').slice(0, 3).join('.')}.0/30`]);
+    const bad = await invoke({ ...later, prevResult: added.json }, inv('CHECK'));
+    expect(bad.exitCode).not.toBe(0);
+    expectRefusal(bad.json, ip, `${c.subnet.split('.').slice(0, 3).join('.')}.0/30`, network);
+    // CHECK is read-only: the attachment is still held until the runtime DELs it.
+    await expectStores(network, new Map([[ip, 'chk']]), new Map([[ip, 'chk']]));
+    expect((await invoke({ ...later, prevResult: added.json }, inv('DEL'))).exitCode).toBe(0);
+    await expectStores(network, new Map(), new Map());
+  });
+
+  it('STATUS at 1.1.0: 0 while some addresses are usable, 50 when every range is reserved (also by several CIDRs together)', async () => {
+    const v4 = v4Case(3);
+    const v6 = v6Case();
+    const status = async (c: Case, reserved: string[]) => {
+      const conf = { cniVersion: '1.1.0', name: `st${uid(4)}`, type: 'ptp', ipam: { type: 'ipam-shim', ...shimKeys(reserved), delegate: hostLocal(c) } };
+      return invoke(conf, { command: 'STATUS', path: [PLUGIN_DIR], inNetns: node });
+    };
+    for (const [c, partly, wholly, together] of [
+      [v4, [v4.reserved], ['10.96.3.0/24'], ['10.96.3.0/28', '10.96.3.16/28']],
+      [v6, [v6.reserved], ['fd00:96::/64'], ['fd00:96::/124', 'fd00:96::10/124']],
+    ] as const) {
+      const none = await status(c, []);
+      expect(none.exitCode, none.stdout).toBe(0);
+      expect(none.stdout).toBe('');
+      const some = await status(c, [...partly]);
+      expect(some.exitCode, some.stdout).toBe(0);
+      for (const reserved of [wholly, together]) {
+        const all = await status(c, [...reserved]);
+        expect(all.exitCode, `${c.family} ${reserved.join(',')}`).not.toBe(0);
+        expect(all.json).toMatchObject({ code: 50 });
+        expect(all.json.msg).toContain(`${c.rangeStart}-${c.rangeEnd}`);
+      }
+    }
+  });
+});
+
+/** A third octet for the ptp tests' subnets: ptp puts the gateway on a host-side veth in this netns. */
+const third = 100 + (process.pid % 100);
+
+async function errorOf(p: Promise<unknown>): Promise<PluginError> {
+  const e = await p.then(
+    () => undefined,
+    (x: unknown) => x,
+  );
+  expect(e).toBeInstanceOf(PluginError);
+  return e as PluginError;
+}
+
+async function eth0Addresses(ns: string): Promise<string[] | undefined> {
+  const r = await inNs(ns, 'ip', ['-j', '-4', 'addr', 'show', 'dev', 'eth0'], { reject: false });
+  if (r.exitCode !== 0) return undefined;
+  return (JSON.parse(String(r.stdout)) as Array<{ addr_info: Array<{ local: string }> }>).flatMap((l) => l.addr_info.map((a) => a.local));
+}
+
+describe.skipIf(!root)('reserved CIDRs under ptp, through the libcni-like runner', () => {
+  it('IPAM slot: ptp passes the 100 through, nothing is created or kept, the runtime DEL is clean; CHECK fails after the config change', async () => {
+    const c = v4Case(third, '10.196');
+    const network = `rsp${uid(4)}`;
+    const list = (reserved: string[]): JsonObject => ({
+      cniVersion: '1.0.0',
+      name: network,
+      plugins: [{ type: 'ptp', ipMasq: false, ipam: { type: 'ipam-shim', ...shimKeys(reserved), delegate: hostLocal(c) } }],
+    });
+    const bin = await shimBinDir(s.dir);
+    const runner = (reserved = [c.reserved]) => new CniRunner({ confList: list(reserved), pluginDirs: [bin, PLUGIN_DIR], cacheDir: join(s.dir, 'cache') });
+    const r = runner();
+    const held = new Map<string, string>();
+    const pods = new Map<string, string>(); // cid → netns path
+    const refused: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const cid = `ptp-${i}`;
+      const ns = await net.netns('rp');
+      const netns = `/run/netns/${ns}`;
+      try {
+        const result = await r.add(cid, netns);
+        const ip = bare((result.ips as Array<{ address: string }>)[0]!.address);
+        expect(c.outside).toContain(ip);
+        expect(await eth0Addresses(ns)).toEqual([ip]);
+        held.set(ip, cid);
+        pods.set(cid, netns);
+        await expectStores(network, held, held);
+        continue;
+      } catch (e) {
+        expect(e).toBeInstanceOf(PluginError);
+        const err = e as PluginError;
+        expect(err.plugin).toBe('ptp');
+        const ip = refusedIp(err.msg);
+        expect(c.inside).toContain(ip);
+        expectRefusal(err, ip, c.reserved, network);
+        refused.push(ip);
+      }
+      // Before the runtime's DEL: no interface, no allocation, no record, no cached result.
+      expect(await eth0Addresses(ns)).toBeUndefined();
+      await expectStores(network, held, held);
+      expect(await r.cacheEntry(cid)).toBeUndefined();
+      await r.del(cid, netns);
+      await expectStores(network, held, held);
+    }
+    expect(sorted([...held.keys()])).toEqual(sorted(c.outside));
+    expect(refused).toEqual([...c.inside, c.inside[0]!]);
+
+    // CHECK: fine as configured; 100 once the first pod's address is reserved too.
+    const [firstIp, firstCid] = [...held.entries()][0]!;
+    await r.check(firstCid, pods.get(firstCid)!);
+    const err = await errorOf(runner([c.reserved, `${firstIp}/32`]).check(firstCid, pods.get(firstCid)!));
+    expectRefusal(err, firstIp, `${firstIp}/32`, network);
+
+    for (const [cid, netns] of pods) await r.del(cid, netns);
+    await expectStores(network, new Map(), new Map());
+  });
+
+  it('chained after ptp: the shim refuses with 100, and the runtime DEL releases the address through ptp', async () => {
+    const c = v4Case(third, '10.197');
+    const network = `rsc${uid(4)}`;
+    const list = (reserved: string[]): JsonObject => ({
+      cniVersion: '1.0.0',
+      name: network,
+      plugins: [
+        { type: 'ptp', ipMasq: false, ipam: hostLocal(c) },
+        { type: 'ipam-shim', ...shimKeys(reserved), delegate: hostLocal(c) },
+      ],
+    });
+    const bin = await shimBinDir(s.dir);
+    const runner = (reserved = [c.reserved]) => new CniRunner({ confList: list(reserved), pluginDirs: [bin, PLUGIN_DIR], cacheDir: join(s.dir, 'cache') });
+    const r = runner();
+    const held = new Map<string, string>();
+    const pods = new Map<string, string>();
+    const refused: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const cid = `chn-${i}`;
+      const ns = await net.netns('rc');
+      const netns = `/run/netns/${ns}`;
+      const out = await r.add(cid, netns).then(
+        (result) => ({ result }),
+        (e: unknown) => ({ e }),
+      );
+      if ('result' in out) {
+        const ip = bare((out.result.ips as Array<{ address: string }>)[0]!.address);
+        expect(c.outside).toContain(ip);
+        held.set(ip, cid);
+        pods.set(cid, netns);
+        await expectStores(network, held, held);
+        continue;
+      }
+      expect(out.e).toBeInstanceOf(PluginError);
+      const err = out.e as PluginError;
+      expect(err.plugin).toBe('ipam-shim');
+      const ip = refusedIp(err.msg);
+      expect(c.inside).toContain(ip);
+      expectRefusal(err, ip, c.reserved, network);
+      refused.push(ip);
+      // Before the runtime's DEL: ptp's allocation and interface are still there (ptp made them), but the shim
+      // recorded nothing.
+      expect(await eth0Addresses(ns)).toEqual([ip]);
+      await expectStores(network, new Map([...held, [ip, cid]]), held);
+      // The runtime's DEL (plugins in reverse: shim, then ptp) releases it through ptp.
+      await r.del(cid, netns);
+      expect(await eth0Addresses(ns)).toBeUndefined();
+      await expectStores(network, held, held);
+    }
+    expect(sorted([...held.keys()])).toEqual(sorted(c.outside));
+    expect(refused).toEqual([...c.inside, c.inside[0]!]);
+
+    const [firstIp, firstCid] = [...held.entries()][0]!;
+    await r.check(firstCid, pods.get(firstCid)!);
+    const err = await errorOf(runner([c.reserved, `${firstIp}/32`]).check(firstCid, pods.get(firstCid)!));
+    expect(err.plugin).toBe('ipam-shim');
+    expectRefusal(err, firstIp, `${firstIp}/32`, network);
+
+    for (const [cid, netns] of pods) await r.del(cid, netns);
+    await expectStores(network, new Map(), new Map());
+  });
+});
