@@ -1,6 +1,6 @@
 // Crash-safe files: write a temp file, fsync, rename over the target, fsync the directory. Never follow
 // symlinks (a planted link must not redirect a root-owned write).
-import { constants } from 'node:fs';
+import { constants, type Stats } from 'node:fs';
 import { lstat, mkdir, open, readFile, rename, unlink, chmod } from 'node:fs/promises';
 import { dirname, basename, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -76,12 +76,21 @@ export async function removeFile(path: string): Promise<void> {
  */
 export async function ensurePrivateDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
+  const st = await assertPrivateDir(dir);
+  if (st.mode & 0o055) await chmod(dir, 0o700);
+}
+
+/**
+ * The checks of ensurePrivateDir on an existing directory, creating and changing nothing (ENOENT propagates).
+ * For directories the shim does not own the layout of (the configured stateDir itself) and for read-only paths.
+ */
+export async function assertPrivateDir(dir: string): Promise<Stats> {
   const st = await lstat(dir);
   const uid = process.getuid?.() ?? st.uid;
   if (st.isSymbolicLink() || !st.isDirectory()) throw new UnsafePathError(dir, 'is not a directory (symlink?)');
   if (st.uid !== uid) throw new UnsafePathError(dir, `is owned by uid ${st.uid}, not ${uid}`);
   if (st.mode & 0o022) throw new UnsafePathError(dir, `is writable by group or others (mode ${(st.mode & 0o777).toString(8)})`);
-  if (st.mode & 0o055) await chmod(dir, 0o700);
+  return st;
 }
 
 export class UnsafePathError extends Error {

@@ -1,12 +1,12 @@
 // The shim's record of what it handed out: one JSON file per attachment under <stateDir>/<network>/records,
 // plus an index file per IP so a second owner for one address is caught in O(1). Layout and record shape
 // are an upgrade contract: never rename them (records carry `v` so old ones keep reading).
-import { readdir } from 'node:fs/promises';
+import { mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
 import type { Attachment } from '../cni/config.js';
-import { ensurePrivateDir, readFileNoFollow, removeFile, writeFileAtomic, UnsafePathError } from './fs-atomic.js';
+import { assertPrivateDir, ensurePrivateDir, readFileNoFollow, removeFile, writeFileAtomic, UnsafePathError } from './fs-atomic.js';
 import { withLock, LockTimeoutError } from './lock.js';
 
 export const LedgerRecordSchema = z.object({
@@ -28,6 +28,21 @@ export type LedgerRecord = z.infer<typeof LedgerRecordSchema>;
 
 export const sameAttachment = (a: Attachment, b: Attachment): boolean => a.containerID === b.containerID && a.ifname === b.ifname;
 
+/**
+ * How long a writer waits for the network's lock. Holders keep it for a few file writes, but with many
+ * parallel ADDs on a starved node (64 at once on 2 busy cores: p50 1.5 s, max 9 s measured) 10 s was too
+ * short and ADDs failed with 11. A dead holder's lock is broken at once, so waiting longer costs nothing
+ * else; host-local itself waits on its flock without any limit.
+ */
+const LEDGER_LOCK_WAIT_MS = 30_000;
+
+/** NAME_MAX (255) minus what writeFileAtomic adds for its temp file ("." + name + "." + 12 hex + ".tmp"). */
+const MAX_RECORD_NAME_BYTES = 255 - 18;
+
+function unsafe(e: UnsafePathError): CniError {
+  return new CniError(ErrorCode.LedgerCorrupt, `unsafe ledger directory: ${e.message}`, { details: e.path, cause: e });
+}
+
 /** containerID cannot contain ':' (spec regex), so "<cid>:<ifname>" is unambiguous. */
 const keyOf = (a: Attachment): string => `${a.containerID}:${a.ifname}`;
 
@@ -43,7 +58,7 @@ export class Ledger {
   private readonly ipsDir: string;
   private ready = false;
 
-  constructor(stateDir: string, readonly network: string) {
+  constructor(private readonly stateDir: string, readonly network: string) {
     this.dir = join(stateDir, network);
     this.recordsDir = join(this.dir, 'records');
     this.ipsDir = join(this.dir, 'ips');
@@ -53,22 +68,50 @@ export class Ledger {
   async open(): Promise<this> {
     if (this.ready) return this;
     try {
+      // The configured root is checked, never created-and-chmodded over: it may be a path the shim does not own.
+      await mkdir(this.stateDir, { recursive: true, mode: 0o700 });
+      await assertPrivateDir(this.stateDir);
       for (const d of [this.dir, this.recordsDir, this.ipsDir]) await ensurePrivateDir(d);
     } catch (e) {
-      if (e instanceof UnsafePathError) throw new CniError(ErrorCode.LedgerCorrupt, `unsafe ledger directory: ${e.message}`, { details: e.path, cause: e });
+      if (e instanceof UnsafePathError) throw unsafe(e);
       throw new CniError(ErrorCode.IoFailure, `cannot create ledger directory ${this.dir}`, { details: (e as Error).message, cause: e });
     }
     this.ready = true;
     return this;
   }
 
+  /**
+   * Read paths (get, list) create nothing but still refuse a ledger someone else could have written (code 103):
+   * GC decides what to release from it. Missing directories are fine (nothing recorded).
+   */
+  private async verify(): Promise<void> {
+    if (this.ready) return;
+    for (const d of [this.stateDir, this.dir, this.recordsDir, this.ipsDir]) {
+      try {
+        await assertPrivateDir(d);
+      } catch (e) {
+        if (e instanceof UnsafePathError) throw unsafe(e);
+        if ((e as { code?: string }).code === 'ENOENT') return;
+        throw new CniError(ErrorCode.LedgerCorrupt, `ledger directory unreadable: ${d}`, { details: (e as Error).message, cause: e });
+      }
+    }
+  }
+
   recordPath(a: Attachment): string {
-    return join(this.recordsDir, `${keyOf(a)}.json`);
+    const name = `${keyOf(a)}.json`;
+    if (Buffer.byteLength(name) > MAX_RECORD_NAME_BYTES) {
+      throw new CniError(ErrorCode.InvalidEnvironment, 'CNI_CONTAINERID too long for the ledger', {
+        details: `container ID and interface name may take ${MAX_RECORD_NAME_BYTES - 6} bytes together (file name limit); got ${Buffer.byteLength(name) - 6}`,
+      });
+    }
+    return join(this.recordsDir, name);
   }
 
   /** The record, or undefined. A file that does not parse → code 103 naming it. */
   async get(a: Attachment): Promise<LedgerRecord | undefined> {
-    return this.readRecord(this.recordPath(a));
+    const path = this.recordPath(a);
+    await this.verify();
+    return this.readRecord(path);
   }
 
   private async readRecord(path: string): Promise<LedgerRecord | undefined> {
@@ -113,6 +156,8 @@ export class Ledger {
 
   /** Removes a record and its index entries; a missing record is success (DEL is idempotent). */
   async remove(a: Attachment): Promise<LedgerRecord | undefined> {
+    // A key too long to be a file name was never recorded.
+    if (Buffer.byteLength(`${keyOf(a)}.json`) > MAX_RECORD_NAME_BYTES) return undefined;
     return this.locked(async () => {
       const rec = await this.get(a).catch((e) => {
         if (e instanceof CniError && e.code === ErrorCode.LedgerCorrupt) return undefined; // forgetting a corrupt record is fine
@@ -126,6 +171,7 @@ export class Ledger {
 
   /** Every record (read-only); corrupt files are listed, not thrown. */
   async list(): Promise<LedgerListing> {
+    await this.verify();
     let names: string[];
     try {
       names = await readdir(this.recordsDir);
@@ -155,9 +201,13 @@ export class Ledger {
   async locked<T>(fn: () => Promise<T>): Promise<T> {
     await this.open();
     try {
-      return await withLock(join(this.dir, 'lock'), fn);
+      return await withLock(join(this.dir, 'lock'), fn, LEDGER_LOCK_WAIT_MS);
     } catch (e) {
       if (e instanceof LockTimeoutError) throw new CniError(ErrorCode.TryAgainLater, e.message);
+      // A file system error (ENOSPC, EROFS, EIO…) is an I/O failure with its path, not an internal error (999).
+      if (!(e instanceof CniError) && typeof (e as { code?: unknown }).code === 'string') {
+        throw new CniError(ErrorCode.IoFailure, `ledger write failed in ${this.dir}`, { details: (e as Error).message, cause: e });
+      }
       throw e;
     }
   }
@@ -167,7 +217,10 @@ export class Ledger {
   }
 
   private async ipHolder(ip: string): Promise<LedgerRecord | undefined> {
-    const key = await readFileNoFollow(this.ipPath(ip));
+    const path = this.ipPath(ip);
+    const key = await readFileNoFollow(path).catch((e) => {
+      throw new CniError(ErrorCode.LedgerCorrupt, `ledger index entry unreadable: ${path}`, { details: (e as Error).message, cause: e });
+    });
     if (!key) return undefined;
     const sep = key.indexOf(':');
     const holder = await this.get({ containerID: key.slice(0, sep), ifname: key.slice(sep + 1) }).catch(() => undefined);

@@ -25,6 +25,8 @@ function startTime(pid: number): string | undefined {
 }
 
 const OWN_ID = `${process.pid} ${startTime(process.pid) ?? '?'}`;
+/** An empty lock file younger than this belongs to a live holder that has not written its id yet. */
+const EMPTY_LOCK_STALE_MS = 5_000;
 
 function holderAlive(content: string): boolean {
   const [pidText, start] = content.trim().split(' ');
@@ -37,7 +39,14 @@ function holderAlive(content: string): boolean {
 async function tryCreate(path: string, content: string): Promise<boolean> {
   try {
     const fh = await open(path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW, 0o600);
-    await fh.writeFile(content);
+    try {
+      await fh.writeFile(content);
+    } catch (e) {
+      // ENOSPC and the like: leave no empty lock behind for everyone else to wait out.
+      await fh.close().catch(() => undefined);
+      await unlink(path).catch(() => undefined);
+      throw e;
+    }
     await fh.close();
     return true;
   } catch (e) {
@@ -50,6 +59,11 @@ async function tryCreate(path: string, content: string): Promise<boolean> {
 async function breakIfStale(path: string): Promise<void> {
   const content = await readFile(path, 'utf8').catch(() => undefined);
   if (content === undefined || holderAlive(content)) return;
+  if (content.trim() === '') {
+    // A holder between its O_EXCL create and its write: alive. Only a long-empty file was left by a crash there.
+    const st = await stat(path).catch(() => undefined);
+    if (!st || Date.now() - st.mtimeMs < EMPTY_LOCK_STALE_MS) return;
+  }
   const breaker = `${path}.break`;
   if (!(await tryCreate(breaker, OWN_ID))) {
     // A breaker that died mid-break leaves this file; it is only ever held for microseconds.

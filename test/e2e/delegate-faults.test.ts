@@ -1,0 +1,226 @@
+// The delegate misbehaving, beyond the bad-input cases of protocol.test.ts: the real host-local behind
+// test/fixtures/bin/wrap-ipam, which allocates and then fails (or fails first), hangs, dies by a signal, is not
+// executable, or vanishes between ADD and DEL. Each case: the right CNI error, and nothing leaked in
+// host-local's store or the ledger (what ADD allocated before failing is released again).
+import { execa } from 'execa';
+import { chmod, copyFile, mkdir, readFile, rm, symlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { invoke, PLUGIN_DIR, scratch, type PluginOutput } from '../helpers/cni.js';
+import { uid } from '../helpers/netns.js';
+import { disagreements, hostLocalStore, pidsIn, readLedger, waitGone, waitReaped, WRAP_IPAM, WRAP_IPAM_PATH } from '../helpers/robust.js';
+
+let s: Awaited<ReturnType<typeof scratch>>;
+let network: string;
+let bin: string;
+beforeEach(async () => {
+  s = await scratch();
+  network = `flt-${uid()}`;
+  // A private plugin dir: the wrapper (copied, so it can be chmodded or removed) and host-local next to it.
+  bin = join(s.dir, 'bin');
+  await mkdir(bin);
+  await copyFile(WRAP_IPAM_PATH, join(bin, WRAP_IPAM));
+  await chmod(join(bin, WRAP_IPAM), 0o755);
+  await symlink(join(PLUGIN_DIR, 'host-local'), join(bin, 'host-local'));
+});
+afterEach(async () => {
+  // Whatever a failing test left running from this scratch dir is ended by pid (never by name).
+  for (const pid of await pidsIn(join(s.dir, 'pids'))) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+  await s.cleanup();
+});
+
+const conf = (cniVersion = '1.0.0', ipamOver: Record<string, unknown> = {}) => ({
+  cniVersion,
+  name: network,
+  type: 'ptp',
+  ipam: {
+    type: 'ipam-shim',
+    stateDir: s.stateDir,
+    logFile: s.logFile,
+    delegateTimeoutMs: 1500,
+    delegate: { type: WRAP_IPAM, dataDir: s.dataDir, ranges: [[{ subnet: '10.235.0.0/24' }]] },
+    ...ipamOver,
+  },
+});
+
+function call(command: string, wrap: Record<string, string> = {}, extra: Partial<Parameters<typeof invoke>[1]> = {}) {
+  return invoke(conf(), {
+    command,
+    containerID: 'ctr-1',
+    netns: '/run/netns/does-not-exist',
+    ifname: 'eth0',
+    path: [bin],
+    env: { WRAP_IPAM_PIDFILE: join(s.dir, 'pids'), WRAP_IPAM_LOG: join(s.dir, 'calls'), ...wrap },
+    ...extra,
+  });
+}
+
+function expectError(out: PluginOutput, code: number): void {
+  expect(out.exitCode, out.stdout + out.stderr).not.toBe(0);
+  expect(out.stdout.trim().split('\n')).toHaveLength(1);
+  expect(out.json, out.stdout).toMatchObject({ code, cniVersion: '1.0.0' });
+  expect(typeof out.json.msg).toBe('string');
+}
+
+async function expectNothingLeft(): Promise<void> {
+  expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
+  const ledger = await readLedger(s.stateDir, network);
+  expect([...ledger.records.keys()]).toEqual([]);
+  expect(disagreements(ledger, new Map())).toEqual([]);
+}
+
+async function calls(): Promise<string[]> {
+  return (await readFile(join(s.dir, 'calls'), 'utf8').catch(() => '')).split('\n').filter(Boolean);
+}
+
+describe('delegate faults during ADD: the right error, and what it allocated is released', () => {
+  it('allocates, then prints garbage with exit 0 → 101, delegate DELed', async () => {
+    const out = await call('ADD', { WRAP_IPAM_MODE: 'garbage-after' });
+    expectError(out, 101);
+    expect(out.json.details).toContain('panic: runtime error');
+    expect(await calls()).toEqual(['VERSION  ', 'ADD ctr-1 eth0', 'DEL ctr-1 eth0']);
+    await expectNothingLeft();
+  });
+
+  it('allocates, then returns a result with no IPs → 101, delegate DELed', async () => {
+    const out = await call('ADD', { WRAP_IPAM_MODE: 'noips-after' });
+    expectError(out, 101);
+    expect(out.json.msg).toMatch(/no IP addresses/);
+    await expectNothingLeft();
+  });
+
+  it('allocates, then prints its own error object → passed through unchanged, delegate DELed', async () => {
+    const out = await call('ADD', { WRAP_IPAM_MODE: 'error-after', WRAP_IPAM_CODE: '102', WRAP_IPAM_MSG: 'CNS pool exhausted' });
+    expectError(out, 102);
+    expect(out.json).toMatchObject({ msg: 'CNS pool exhausted', details: 'wrap-ipam error-after on ADD' });
+    await expectNothingLeft();
+  });
+
+  it('exits 1 without any CNI error → 101 carrying its stderr', async () => {
+    const out = await call('ADD', { WRAP_IPAM_MODE: 'exit-before' });
+    expectError(out, 101);
+    expect(out.json.details).toContain('refusing without a CNI error');
+    await expectNothingLeft();
+  });
+
+  for (const mode of ['crash-before', 'crash-after']) {
+    it(`dies by SIGSEGV (${mode}) → 101 naming the signal, nothing left`, async () => {
+      const out = await call('ADD', { WRAP_IPAM_MODE: mode });
+      expectError(out, 101);
+      expect(out.json.msg).toMatch(/failed without a CNI error \(exit signal\)/);
+      await expectNothingLeft();
+    });
+  }
+
+  for (const mode of ['hang-before', 'hang-after']) {
+    it(`hangs (${mode}) → 11 within the timeout, its whole process group killed, no zombie, nothing left`, async () => {
+      const started = Date.now();
+      const out = await call('ADD', { WRAP_IPAM_MODE: mode });
+      expectError(out, 11);
+      expect(out.json.msg).toMatch(/timed out after 1500 ms/);
+      expect(Date.now() - started).toBeLessThan(15_000);
+      // wrap-ipam wrote its own pid and its two `sleep 300` children: all of them are gone, none is a zombie.
+      const pids = await pidsIn(join(s.dir, 'pids'));
+      expect(pids.length).toBeGreaterThanOrEqual(3);
+      // Killed at once (nothing still running a moment later)...
+      expect(await waitGone(pids, 2000)).toEqual([]);
+      // ...and no zombie stays: the shim reaped its child, the orphaned sleeps are reaped by init.
+      expect(await waitReaped(pids)).toEqual([]);
+      await expectNothingLeft();
+    });
+  }
+
+  it('is not executable (chmod -x) → 7 before anything is allocated or recorded', async () => {
+    await chmod(join(bin, WRAP_IPAM), 0o644);
+    const out = await call('ADD');
+    expectError(out, 7);
+    expect(out.json.msg).toMatch(/failed to find delegate plugin "wrap-ipam"/);
+    expect(await calls()).toEqual([]);
+    await expectNothingLeft();
+  });
+});
+
+describe('delegate faults during DEL', () => {
+  async function addOk(): Promise<PluginOutput> {
+    const out = await call('ADD');
+    expect(out.exitCode, out.stdout).toBe(0);
+    expect([...(await hostLocalStore(s.dataDir, network)).keys()]).toEqual(['10.235.0.2']);
+    return out;
+  }
+
+  it("its error object passes through, the record stays (GC can still find it), and a retried DEL cleans up", async () => {
+    const added = await addOk();
+    const out = await call('DEL', { WRAP_IPAM_ON: 'DEL', WRAP_IPAM_MODE: 'error-before', WRAP_IPAM_CODE: '11', WRAP_IPAM_MSG: 'CNS unreachable' }, {});
+    expectError(out, 11);
+    expect(out.json).toMatchObject({ msg: 'CNS unreachable', details: 'wrap-ipam error-before on DEL' });
+    expect([...(await readLedger(s.stateDir, network)).records.keys()]).toEqual(['ctr-1:eth0']);
+    expect([...(await hostLocalStore(s.dataDir, network)).keys()]).toEqual(['10.235.0.2']);
+    const retry = await invoke({ ...conf(), prevResult: added.json }, { command: 'DEL', containerID: 'ctr-1', ifname: 'eth0', path: [bin] });
+    expect(retry.exitCode, retry.stdout).toBe(0);
+    await expectNothingLeft();
+  });
+
+  it('a hung DEL → 11, group killed, record kept; the retry succeeds', async () => {
+    await addOk();
+    const out = await call('DEL', { WRAP_IPAM_ON: 'DEL', WRAP_IPAM_MODE: 'hang-before' });
+    expectError(out, 11);
+    expect(await waitGone(await pidsIn(join(s.dir, 'pids')), 5000)).toEqual([]);
+    expect([...(await readLedger(s.stateDir, network)).records.keys()]).toEqual(['ctr-1:eth0']);
+    expect((await call('DEL')).exitCode).toBe(0);
+    await expectNothingLeft();
+  });
+
+  it('the delegate disappears between ADD and DEL → DEL fails with 7 and keeps the record; back in place, DEL releases', async () => {
+    // By the spec DEL is best effort about *missing resources*; a missing IPAM plugin is not that: succeeding
+    // would leak the address silently. The reference plugins fail the same way (ipam.ExecDel: plugin not found).
+    await addOk();
+    await rm(join(bin, WRAP_IPAM));
+    const out = await call('DEL');
+    expectError(out, 7);
+    expect(out.json.msg).toMatch(/failed to find delegate plugin "wrap-ipam"/);
+    expect([...(await readLedger(s.stateDir, network)).records.keys()]).toEqual(['ctr-1:eth0']);
+    expect([...(await hostLocalStore(s.dataDir, network)).keys()]).toEqual(['10.235.0.2']);
+    // DEL without a netns and without prevResult (libcni after a lost cache) after the plugin is reinstalled.
+    await copyFile(WRAP_IPAM_PATH, join(bin, WRAP_IPAM));
+    await chmod(join(bin, WRAP_IPAM), 0o755);
+    const again = await call('DEL', {}, { netns: '' });
+    expect(again.exitCode, again.stdout).toBe(0);
+    await expectNothingLeft();
+  });
+
+  it('the delegate loses its state (store wiped) → DEL still succeeds and forgets the record', async () => {
+    await addOk();
+    await rm(join(s.dataDir, network), { recursive: true, force: true });
+    const out = await call('DEL');
+    expect(out.exitCode, out.stdout).toBe(0);
+    await expectNothingLeft();
+  });
+
+  it('a delegate that handed out an address the ledger already holds (lost state) → ADD refused with 11, no double record', async () => {
+    await addOk();
+    await rm(join(s.dataDir, network), { recursive: true, force: true }); // host-local forgets 10.235.0.2
+    const out = await call('ADD', {}, { containerID: 'ctr-2' });
+    expectError(out, 11);
+    expect(out.json.msg).toMatch(/10\.235\.0\.2 is already recorded for ctr-1:eth0/);
+    // The second allocation was released again; the first attachment's record is untouched.
+    expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
+    expect([...(await readLedger(s.stateDir, network)).records.keys()]).toEqual(['ctr-1:eth0']);
+  });
+});
+
+describe('no stray processes', () => {
+  it('a normal ADD/DEL leaves no child of the shim behind', async () => {
+    expect((await call('ADD')).exitCode).toBe(0);
+    expect((await call('DEL')).exitCode).toBe(0);
+    const pids = await pidsIn(join(s.dir, 'pids'));
+    expect(await waitGone(pids, 5000)).toEqual([]);
+    const r = await execa('pgrep', ['-f', join(bin, WRAP_IPAM)], { reject: false });
+    expect(r.stdout.trim()).toBe('');
+  });
+});
