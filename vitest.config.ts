@@ -10,6 +10,7 @@ export default defineConfig({
           name: 'integration',
           include: ['test/integration/**/*.test.ts', 'test/e2e/**/*.test.ts'],
           pool: 'forks',
+          globalSetup: ['test/helpers/host-guard.ts'],
           testTimeout: 120_000,
           hookTimeout: 120_000,
         },
