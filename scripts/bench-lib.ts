@@ -2,8 +2,8 @@
 // Rules they implement: every figure is a median with min/max over many runs; cases that are compared are
 // measured in the same run, alternating (round-robin, rotating the starting case), so the noise of a shared
 // machine hits every side equally; child processes get argv arrays, never a shell string.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -19,22 +19,78 @@ export interface SpawnOptions {
 }
 
 export interface Timed {
-  /** Wall time from spawn() to the child's exit, in ms. */
+  /** Wall time of the child, fork to exit, in ms (from spawn() to 'close' without the runner). */
   ms: number;
+  /** User + system CPU of the child and every descendant it waited for (a plugin's delegate, its tools), in ms. */
+  cpuMs?: number;
+  /** The kernel's ru_maxrss for the child (the largest of it and its waited-for descendants), KiB. */
+  maxRssKiB?: number;
   code: number | null;
   stdout: string;
   stderr: string;
 }
 
-/** Runs argv[0] with argv[1..] (no shell) and returns its wall time, exit code and output. */
+// A 20-line C runner measures what Node cannot see: the child's rusage (CPU time, peak RSS) from wait4(), and a
+// wall time that excludes Node's own spawn overhead. CPU time is the steadier figure on a shared machine: waiting
+// for a core inflates wall time, not CPU time. Built once per run with the system C compiler; without one the
+// helpers fall back to Node's wall time and /usr/bin/time for RSS.
+const RUNNER_C = `#define _GNU_SOURCE
+#include <stdio.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <sys/resource.h>
+int main(int argc, char **argv) {
+  if (argc < 2) return 127;
+  fcntl(3, F_SETFD, FD_CLOEXEC);
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  pid_t pid = fork();
+  if (pid == 0) { execvp(argv[1], argv + 1); _exit(127); }
+  int status; struct rusage ru;
+  if (pid < 0 || wait4(pid, &status, 0, &ru) < 0) return 126;
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double wall = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+  double cpu = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  dprintf(3, "%.3f %.3f %ld %d\\n", wall, cpu, ru.ru_maxrss, code);
+  return code;
+}
+`;
+
+let runner: string | null | undefined;
+
+/** The compiled runner's path, or null when there is no C compiler (then: Node wall time, /usr/bin/time RSS). */
+export function runnerPath(): string | null {
+  if (runner !== undefined) return runner;
+  runner = null;
+  if (process.env.BENCH_NO_RUNNER === '1') return runner;
+  try {
+    const dir = mkdtempSync(join(tmpdir(), 'bench-runner-'));
+    process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'runner.c'), RUNNER_C);
+    execFileSync('cc', ['-O2', '-o', join(dir, 'runner'), join(dir, 'runner.c')], { stdio: 'ignore' });
+    if (existsSync(join(dir, 'runner'))) runner = join(dir, 'runner');
+  } catch {
+    runner = null;
+  }
+  return runner;
+}
+
+/** Runs argv[0] with argv[1..] (no shell) and returns its wall time (and, with the runner, CPU and RSS). */
 export function timeRun(argv: readonly string[], opts: SpawnOptions = {}): Promise<Timed> {
+  const r = runnerPath();
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
-    const child = spawn(argv[0]!, argv.slice(1), { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+    const [file, args] = r ? [r, [...argv]] : [argv[0]!, argv.slice(1)];
+    const child = spawn(file, args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe', ...(r ? (['pipe'] as const) : [])] });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
+    const stat: Buffer[] = [];
+    child.stdout!.on('data', (b: Buffer) => out.push(b));
+    child.stderr!.on('data', (b: Buffer) => err.push(b));
+    if (r) (child.stdio[3] as NodeJS.ReadableStream).on('data', (b: Buffer) => stat.push(b));
     const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
     child.on('error', (e) => {
       clearTimeout(timer);
@@ -43,10 +99,15 @@ export function timeRun(argv: readonly string[], opts: SpawnOptions = {}): Promi
     child.on('close', (code) => {
       clearTimeout(timer);
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      resolve({ ms, code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
+      const base = { code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') };
+      const line = Buffer.concat(stat).toString('utf8').trim();
+      if (r && line) {
+        const [wall, cpu, rss] = line.split(' ').map(Number);
+        resolve({ ...base, ms: wall!, cpuMs: cpu!, maxRssKiB: rss! });
+      } else resolve({ ...base, ms });
     });
-    child.stdin.on('error', () => undefined); // a child that exits without reading stdin (node -e 0)
-    child.stdin.end(opts.input ?? '');
+    child.stdin!.on('error', () => undefined); // a child that exits without reading stdin (node -e 0)
+    child.stdin!.end(opts.input ?? '');
   });
 }
 
@@ -59,8 +120,12 @@ export async function mustRun(argv: readonly string[], opts: SpawnOptions = {}):
 
 const TIME_BIN = '/usr/bin/time';
 
-/** Peak RSS (KiB, the kernel's ru_maxrss of the child) and wall time, via `/usr/bin/time -f %M -o FILE`. */
+/** Peak RSS (KiB, the kernel's ru_maxrss of the child) and wall time: the runner, else `/usr/bin/time -f %M`. */
 export async function rssRun(argv: readonly string[], opts: SpawnOptions = {}): Promise<Timed & { maxRssKiB: number }> {
+  if (runnerPath()) {
+    const r = await timeRun(argv, opts);
+    if (r.maxRssKiB !== undefined) return { ...r, maxRssKiB: r.maxRssKiB };
+  }
   const dir = mkdtempSync(join(tmpdir(), 'bench-rss-'));
   const file = join(dir, 'rss');
   try {
@@ -103,10 +168,35 @@ export function stats(samples: readonly number[]): Stats {
 // ---------------------------------------------------------------------------------------------------------
 // Alternating measurement.
 
-/** One case of a comparison: `run` performs one measured operation and returns its sample (ms, KiB, …). */
+/** One measurement: wall ms, and CPU ms / peak RSS KiB where the runner measured them. */
+export interface Sample {
+  ms: number;
+  cpuMs?: number;
+  rssKiB?: number;
+}
+
+export const sampleOf = (t: Timed): Sample => ({ ms: t.ms, cpuMs: t.cpuMs, rssKiB: t.maxRssKiB });
+
+/** Samples of one case, one array per figure (cpu/rss only hold the samples that had them). */
+export interface Samples {
+  ms: number[];
+  cpu: number[];
+  rss: number[];
+}
+
+export const emptySamples = (): Samples => ({ ms: [], cpu: [], rss: [] });
+
+export function pushSample(into: Samples, v: number | Sample): void {
+  const s = typeof v === 'number' ? { ms: v } : v;
+  into.ms.push(s.ms);
+  if (s.cpuMs !== undefined) into.cpu.push(s.cpuMs);
+  if (s.rssKiB !== undefined) into.rss.push(s.rssKiB);
+}
+
+/** One case of a comparison: `run` performs one measured operation and returns its sample (ms, or a Sample). */
 export interface Case {
   name: string;
-  run: (iteration: number) => Promise<number>;
+  run: (iteration: number) => Promise<number | Sample>;
   /** Untimed work after each sample (cleanup such as a DEL), outside the measurement. */
   after?: (iteration: number) => Promise<void>;
 }
@@ -123,15 +213,15 @@ export interface AlternateOptions {
  * Round-robin over the cases, `runs` times, rotating which case goes first each round so no case always
  * follows the same neighbour. Returns the samples per case name.
  */
-export async function alternate(cases: readonly Case[], opts: AlternateOptions): Promise<Map<string, number[]>> {
-  const samples = new Map<string, number[]>(cases.map((c) => [c.name, []]));
+export async function alternate(cases: readonly Case[], opts: AlternateOptions): Promise<Map<string, Samples>> {
+  const samples = new Map<string, Samples>(cases.map((c) => [c.name, emptySamples()]));
   const warmup = opts.warmup ?? 2;
   for (let i = 0; i < warmup + opts.runs; i++) {
     for (let k = 0; k < cases.length; k++) {
       const c = cases[(i + k) % cases.length]!;
       const v = await c.run(i);
       if (c.after) await c.after(i);
-      if (i >= warmup) samples.get(c.name)!.push(v);
+      if (i >= warmup) pushSample(samples.get(c.name)!, v);
     }
     if (opts.afterRound) await opts.afterRound(i);
   }
@@ -152,7 +242,7 @@ export const fmtStats = (s: Stats, fmt: (v: number) => string = fmtMs): string =
 export function table(rows: ReadonlyArray<ReadonlyArray<string>>): string {
   const widths: number[] = [];
   for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-  const numeric = (c: string) => /^[-–+]?[\d.,]+/.test(c);
+  const numeric = (c: string) => /^[-–+]?\d[\d.,]*(×|%)?( \(.*\))?$/.test(c);
   const line = (r: ReadonlyArray<string>) =>
     r.map((c, i) => (i > 0 && numeric(c) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
   const [head, ...body] = rows;

@@ -1,5 +1,5 @@
 // Build: one esbuild bundle (dist/ipam-shim.js, CommonJS, runs with `node`), then a Node single-executable
-// application (dist/ipam-shim) with a code cache, for nodes without Node.js.
+// application (dist/ipam-shim) for nodes without Node.js, started from a V8 startup snapshot (see below).
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, writeFileSync, chmodSync, rmSync, mkdirSync, renameSync } from 'node:fs';
@@ -16,31 +16,85 @@ mkdirSync(finalDist, { recursive: true });
 // dist/ is CommonJS whatever the project's own "type" is.
 writeFileSync(`${finalDist}package.json`, JSON.stringify({ type: 'commonjs' }) + '\n');
 
+// Bundle diet (measured with `npm run bench`, docs/performance.md): the plugin runs as a fresh process per CNI call,
+// so every bundled line is parsed (node ipam-shim.js) or carried in the code cache (SEA) on every call. zod's
+// classic entry drags in ~45 locale modules and the JSON-Schema importer, neither of which the shim uses (it never
+// calls z.config(z.locales.…) or z.fromJSONSchema): English only, no importer.
+const zodDiet = {
+  name: 'zod-diet',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({ contents: 'export { default as en } from "./en.js";\n', loader: 'js' }));
+    b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]classic[\\/]from-json-schema\.js$/ }, () => ({
+      contents: 'export function fromJSONSchema() { throw new Error("z.fromJSONSchema is not bundled in ipam-shim"); }\n',
+      loader: 'js',
+    }));
+  },
+};
+// ip-num builds a dozen well-known ranges (private, documentation, link-local, …) as static class fields when it
+// loads, validating each IPv6 one with its regular expressions: ~10 ms of CPU on every ADD, which only ever parses
+// and normalises addresses. The fields become lazy: computed on first access, identical afterwards.
+const IPNUM_STATIC = /^(IPv4|IPv6)\.([A-Z_]+) = ([^;]*(?:\n {4}[^;]*)*\n?\]?);$/gm;
+const ipnumLazyRanges = {
+  name: 'ip-num-lazy-ranges',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]ip-num[\\/]dist[\\/]src[\\/]IPNumber\.js$/ }, async (args) => {
+      const { readFile } = await import('node:fs/promises');
+      const src = await readFile(args.path, 'utf8');
+      let n = 0;
+      const contents = src.replace(IPNUM_STATIC, (_m, cls, key, expr) => {
+        n++;
+        return `__lazyStatic(${cls}, ${JSON.stringify(key)}, () => (${expr}));`;
+      });
+      if (n === 0) return { warnings: [{ text: 'ip-num: no static ranges found to make lazy (new ip-num layout?)' }] };
+      const helper =
+        'function __lazyStatic(o, k, f) { const set = (v) => Object.defineProperty(o, k, { value: v, writable: true, configurable: true, enumerable: true }); ' +
+        'Object.defineProperty(o, k, { configurable: true, enumerable: true, get() { const v = f(); set(v); return v; }, set }); }\n';
+      return { contents: helper + contents, loader: 'js' };
+    });
+  },
+};
+const diet = process.env.IPAM_SHIM_DIET !== '0';
+// Whitespace and syntax minification: a third less to parse for `node ipam-shim.js`, a smaller snapshot.
+const minify = process.env.IPAM_SHIM_MINIFY !== '0';
+// The single executable starts from a V8 startup snapshot that already holds zod and the config schemas
+// (src/main.ts warm()); IPAM_SHIM_SNAPSHOT=0 builds it with a plain code cache instead (for comparisons).
+const snapshot = process.env.IPAM_SHIM_SNAPSHOT !== '0';
+
 const { version } = JSON.parse(execFileSync('cat', [new URL('../package.json', import.meta.url).pathname], { encoding: 'utf8' }));
-await build({
-  entryPoints: ['src/main.ts'],
-  bundle: true,
-  platform: 'node',
-  target: 'node20',
-  format: 'cjs',
-  outfile: `${dist}ipam-shim.js`,
-  banner: { js: '#!/usr/bin/env node' },
-  define: { 'process.env.IPAM_SHIM_VERSION': JSON.stringify(version) },
-  legalComments: 'none',
-  logLevel: 'warning',
-});
+/** One bundle, no dynamic requires; `snapshotEntry` marks the copy the SEA's startup snapshot is built from. */
+const bundle = (outfile, snapshotEntry) =>
+  build({
+    entryPoints: ['src/main.ts'],
+    bundle: true,
+    platform: 'node',
+    target: 'node20',
+    format: 'cjs',
+    outfile,
+    banner: { js: '#!/usr/bin/env node' },
+    define: { 'process.env.IPAM_SHIM_VERSION': JSON.stringify(version), 'process.env.IPAM_SHIM_SNAPSHOT_ENTRY': JSON.stringify(snapshotEntry ? '1' : '0') },
+    legalComments: 'none',
+    plugins: diet ? [zodDiet, ipnumLazyRanges] : [],
+    // Whitespace and syntax only: identifiers stay, so class names in logged errors (pino's err.type) do not change.
+    minifyWhitespace: minify,
+    minifySyntax: minify,
+    logLevel: 'warning',
+  });
+await bundle(`${dist}ipam-shim.js`, false);
 chmodSync(`${dist}ipam-shim.js`, 0o755);
 
 if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
   const seaConfig = `${dist}sea-config.json`;
-  writeFileSync(seaConfig, JSON.stringify({ main: `${dist}ipam-shim.js`, output: `${dist}sea-prep.blob`, useCodeCache: true, disableExperimentalSEAWarning: true }));
-  execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'inherit' });
+  if (snapshot) await bundle(`${dist}sea-main.js`, true);
+  writeFileSync(seaConfig, JSON.stringify({ main: snapshot ? `${dist}sea-main.js` : `${dist}ipam-shim.js`, output: `${dist}sea-prep.blob`, ...(snapshot ? { useSnapshot: true } : { useCodeCache: true }), disableExperimentalSEAWarning: true }));
+  // Building the snapshot runs the bundle once; its "experimental" warning is noise here.
+  execFileSync(process.execPath, ['--no-warnings', '--experimental-sea-config', seaConfig], { stdio: 'inherit' });
   copyFileSync(process.execPath, `${dist}ipam-shim`);
   const postject = require.resolve('postject/dist/cli.js');
   execFileSync(process.execPath, [postject, `${dist}ipam-shim`, 'NODE_SEA_BLOB', `${dist}sea-prep.blob`, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'], { stdio: ['ignore', 'ignore', 'inherit'] });
   chmodSync(`${dist}ipam-shim`, 0o755);
   rmSync(`${dist}sea-prep.blob`);
   rmSync(seaConfig);
+  rmSync(`${dist}sea-main.js`, { force: true });
 }
 
 renameSync(`${dist}ipam-shim.js`, `${finalDist}ipam-shim.js`);

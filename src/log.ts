@@ -1,6 +1,6 @@
 // pino to a file with synchronous writes (a CNI plugin exits right after its answer: nothing may be lost).
 // Never stdout: stdout is the protocol.
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import pino, { type Logger } from 'pino';
 
@@ -12,13 +12,33 @@ export function createLogger(opts: { file?: string; level?: string; base?: Recor
   try {
     if (!opts.file) throw new Error('no log file');
     mkdirSync(dirname(opts.file), { recursive: true, mode: 0o755 });
-    dest = pino.destination({ dest: opts.file, sync: true, mode: 0o640 });
+    dest = neverThrows(openSync(opts.file, 'a', 0o640));
   } catch {
     // The log file cannot be opened: stderr is the only other place that is not the protocol.
-    dest = pino.destination({ dest: 2, sync: true });
+    dest = neverThrows(2);
   }
   return pino({ level, base: { pid: process.pid, ...opts.base }, timestamp: pino.stdTimeFunctions.isoTime }, dest);
 }
 
-/** A logger that drops everything, for code paths that run before the config says where to log. */
-export const silentLogger: Logger = pino({ level: 'silent' });
+/**
+ * Synchronous appends that swallow write errors: a full or failing log disk (ENOSPC, EIO) or a closed stderr
+ * must cost the log line, never the CNI call (pino's own destination throws them into the verb).
+ */
+function neverThrows(fd: number): pino.DestinationStream {
+  return {
+    write(line: string) {
+      try {
+        writeSync(fd, line);
+      } catch {
+        // dropped
+      }
+    },
+  };
+}
+
+/**
+ * A logger that drops everything, for code paths that run before the config says where to log. Its destination
+ * is a no-op: without one pino opens process.stdout, and creating that stream (a net.Socket for a pipe) costs
+ * every invocation a few ms of CPU for a logger that never writes.
+ */
+export const silentLogger: Logger = pino({ level: 'silent' }, { write() {} });

@@ -10,8 +10,6 @@ const DEFAULT_LOG_FILE = '/var/log/ipam-shim.log';
 export interface StartMarks {
   main?: number;
   loaded?: number;
-  /** stdin as main() already read it (its VERSION fast path), instead of reading `stdin` again. */
-  stdinText?: Promise<string>;
 }
 
 const round1 = (ms: number) => Math.round(ms * 10) / 10;
@@ -34,7 +32,15 @@ function timings(marks: StartMarks, started: number, configAt: number, loggerAt:
   return t;
 }
 
-export async function runPlugin(procEnv: NodeJS.ProcessEnv, stdin: NodeJS.ReadableStream, marks: StartMarks = {}): Promise<{ stdout: string; exitCode: number }> {
+/**
+ * `stdin`: the stream to read the config from, or a function that reads it (main reads fd 0 directly: creating
+ * process.stdin costs more than some verbs). Only called for verbs that need stdin, after the env is valid.
+ */
+export async function runPlugin(
+  procEnv: NodeJS.ProcessEnv,
+  stdin: NodeJS.ReadableStream | (() => Promise<string>),
+  marks: StartMarks = {},
+): Promise<{ stdout: string; exitCode: number }> {
   const started = performance.now();
   let configAt = started;
   let loggerAt = started;
@@ -50,7 +56,7 @@ export async function runPlugin(procEnv: NodeJS.ProcessEnv, stdin: NodeJS.Readab
       STATUS: async (req) => (await import('./verbs/status.js')).cmdStatus(ctx(req)),
     };
   };
-  const outcome = await dispatch(procEnv, () => marks.stdinText ?? readStdin(stdin), verbs, (conf, env) => {
+  const outcome = await dispatch(procEnv, typeof stdin === 'function' ? stdin : () => readStdin(stdin), verbs, (conf, env) => {
     configAt = performance.now();
     log = createLogger({
       file: conf.settings.logFile,

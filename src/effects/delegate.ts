@@ -2,11 +2,11 @@
 // environment with CNI_COMMAND changed, the config on stdin, its own error objects passed through unchanged.
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { parseResult, convertResult, type Result } from '../cni/result.js';
 import { bridgeVersion, LATEST_VERSION } from '../cni/versions.js';
-import { readJsonFile, writeFileAtomic } from './fs-atomic.js';
+import { assertPrivateDir, ensurePrivateDir, readFileNoFollow, writeFileAtomic } from './fs-atomic.js';
 import { run as defaultRun, type Run } from './exec.js';
 import type { Logger } from '../log.js';
 
@@ -57,9 +57,11 @@ export class Delegate {
     const path = await this.find();
     const st = await stat(path);
     const key = { path, size: st.size, mtimeMs: st.mtimeMs, ino: st.ino };
-    const cacheFile = this.o.cacheDir ? join(this.o.cacheDir, `${this.o.type}.json`) : undefined;
+    // Only under a state dir that is safe to write (not a symlink, ours, private); else probe every time.
+    const cacheDir = this.o.cacheDir && (await assertPrivateDir(dirname(this.o.cacheDir)).then(() => true, () => false)) ? this.o.cacheDir : undefined;
+    const cacheFile = cacheDir ? join(cacheDir, `${this.o.type}.json`) : undefined;
     if (cacheFile) {
-      const cached = await readJsonFile<{ key: typeof key; versions: string[] }>(cacheFile).catch(() => undefined);
+      const cached = await readFileNoFollow(cacheFile).then((t) => (t === undefined ? undefined : (JSON.parse(t) as { key: typeof key; versions: string[] })), () => undefined).catch(() => undefined);
       if (cached && JSON.stringify(cached.key) === JSON.stringify(key) && Array.isArray(cached.versions)) return (this.supported = cached.versions);
     }
     const out = await this.exec('VERSION', { cniVersion: LATEST_VERSION }, { CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '' });
@@ -68,7 +70,8 @@ export class Delegate {
       throw new CniError(ErrorCode.DelegateFailed, `delegate ${this.o.type} VERSION answered without supportedVersions`);
     }
     this.supported = versions as string[];
-    if (cacheFile) await writeFileAtomic(cacheFile, JSON.stringify({ key, versions })).catch(() => undefined);
+    // The cache directory may not exist yet (writeFileAtomic creates no directories): without it every call probed.
+    if (cacheFile) await ensurePrivateDir(cacheDir!).then(() => writeFileAtomic(cacheFile, JSON.stringify({ key, versions }))).catch(() => undefined);
     return this.supported;
   }
 

@@ -1,7 +1,7 @@
 // ebtables nat PREROUTING: list azure-vnet's per-pod rules and delete them one by one. Argv arrays only.
 import { ToolError } from '../cni/errors.js';
 import { parsePrerouting, type ResidueRule } from '../residue/parse.js';
-import type { Run, RunResult } from './exec.js';
+import type { Run, RunCall, RunResult } from './exec.js';
 
 const EBTABLES = 'ebtables';
 const TIMEOUT_MS = 15_000;
@@ -12,6 +12,9 @@ export interface PreroutingListing {
   rules: ResidueRule[];
 }
 
+/** The one call listPreroutingResidue makes (the IPAM slot starts it early, alongside the delegate ADD). */
+export const LIST_PREROUTING: RunCall = [EBTABLES, ['-t', 'nat', '-L', 'PREROUTING'], { check: false, timeoutMs: TIMEOUT_MS }];
+
 /**
  * Lists the per-pod rules (arpreply/dnat4/dnat6 shapes) of the nat PREROUTING chain with one
  * `ebtables -t nat -L PREROUTING` call. Read-only, so trivially idempotent; with the nft backend listing an
@@ -21,8 +24,8 @@ export interface PreroutingListing {
  * `mayName` skips rules that cannot concern the caller (see parsePrerouting).
  */
 export async function listPreroutingResidue(run: Run, mayName?: (rule: string) => boolean): Promise<PreroutingListing> {
-  const args = ['-t', 'nat', '-L', 'PREROUTING'];
-  const r = await run(EBTABLES, args, { check: false, timeoutMs: TIMEOUT_MS });
+  const [, args, opts] = LIST_PREROUTING;
+  const r = await run(EBTABLES, args, opts);
   if (isMissingProgram(r)) return { available: false, rules: [] };
   if (r.exitCode !== 0 || r.timedOut) {
     if (isAbsentTable(r.stderr)) return { available: false, rules: [] };

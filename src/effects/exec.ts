@@ -1,5 +1,5 @@
 // The single wrapper around child processes: argv arrays only, never a shell.
-import { execa } from 'execa';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { ToolError } from '../cni/errors.js';
 
 export interface RunOptions {
@@ -21,45 +21,127 @@ export interface RunResult {
   notFound: boolean;
 }
 
+const MAX_BUFFER = 64 * 1024 * 1024;
+
 /**
  * Runs `file` with `args`. The child gets its own process group so a timeout kills everything it started
- * (a hung delegate's children included) and leaves no zombie.
+ * (a hung delegate's children included) and leaves no zombie. node:child_process directly: loading execa
+ * (~8k bundled lines, evaluated on every invocation) cost more than most of the processes it starts.
  */
 export async function run(file: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
-  const sub = execa(file, args, {
-    input: opts.input ?? '',
-    env: opts.env,
-    extendEnv: opts.extendEnv ?? true,
-    detached: true,
-    reject: false,
-    stripFinalNewline: false,
-    encoding: 'utf8',
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  // Our own timer kills the whole group: execa's timeout kills only the child, and a grandchild holding the
-  // stdout pipe would keep us waiting.
+  return checked(file, args, opts, await spawnRun(file, args, opts));
+}
+
+interface Spawned {
+  result: RunResult;
+  failed: boolean;
+  message: string;
+}
+
+function checked(file: string, args: readonly string[], opts: RunOptions, r: Spawned): RunResult {
+  if ((opts.check ?? true) && (r.failed || r.result.exitCode !== 0)) {
+    throw new ToolError(file, args, r.result.exitCode, r.result.stderr || r.message, { timedOut: r.result.timedOut });
+  }
+  return r.result;
+}
+
+/** Runs the process; never rejects (a program that cannot start is `notFound`/`failed`). */
+async function spawnRun(file: string, args: readonly string[], opts: RunOptions): Promise<Spawned> {
+  const env = (opts.extendEnv ?? true) ? { ...process.env, ...opts.env } : (opts.env ?? {});
   let timedOut = false;
-  const timer =
-    opts.timeoutMs === undefined
-      ? undefined
-      : setTimeout(() => {
-          timedOut = true;
-          if (sub.pid) killGroup(sub.pid);
-        }, opts.timeoutMs);
-  const r = await sub;
-  if (timer) clearTimeout(timer);
-  const code = (r as { code?: string }).code;
+  const r = await new Promise<{ stdout: string; stderr: string; exitCode: number | undefined; failed: boolean; code?: string; message: string }>((resolve) => {
+    let sub: ChildProcess;
+    try {
+      sub = spawn(file, args, { env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+    } catch (e) {
+      resolve({ stdout: '', stderr: '', exitCode: undefined, failed: true, code: (e as { code?: string }).code, message: String((e as Error).message ?? e) });
+      return;
+    }
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let size = 0;
+    let overflow = false;
+    let spawnError: (Error & { code?: string }) | undefined;
+    const collect = (into: Buffer[]) => (b: Buffer) => {
+      size += b.length;
+      if (size > MAX_BUFFER) {
+        if (!overflow && sub.pid) killGroup(sub.pid);
+        overflow = true;
+        return;
+      }
+      into.push(b);
+    };
+    sub.stdout!.on('data', collect(out));
+    sub.stderr!.on('data', collect(err));
+    // Our own timer kills the whole group: killing only the child would leave a grandchild holding the stdout
+    // pipe, and 'close' waits for it.
+    const timer =
+      opts.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            timedOut = true;
+            if (sub.pid) killGroup(sub.pid);
+          }, opts.timeoutMs);
+    let done = false;
+    const finish = (exitCode: number | undefined, signal: NodeJS.Signals | null) => {
+      if (done) return;
+      done = true;
+      if (timer) clearTimeout(timer);
+      const stderr = Buffer.concat(err).toString('utf8');
+      const failed = Boolean(spawnError) || overflow || exitCode !== 0;
+      const message = spawnError
+        ? `Command failed with ${spawnError.code ?? 'an error'}: ${file} ${args.join(' ')}\n${spawnError.message}`
+        : overflow
+          ? `Command's combined output was larger than ${MAX_BUFFER} bytes: ${file} ${args.join(' ')}`
+          : signal
+            ? `Command was killed with ${signal}: ${file} ${args.join(' ')}`
+            : `Command failed with exit code ${exitCode}: ${file} ${args.join(' ')}`;
+      resolve({ stdout: Buffer.concat(out).toString('utf8'), stderr, exitCode, failed, code: spawnError?.code, message });
+    };
+    sub.on('error', (e) => {
+      spawnError = e;
+      // A program that could not be started emits no 'close' of its own on every Node version.
+      if (sub.pid === undefined) finish(undefined, null);
+    });
+    sub.on('close', (code, signal) => {
+      if (spawnError && sub.pid === undefined) return;
+      finish(code ?? undefined, signal);
+    });
+    sub.stdin!.on('error', () => undefined); // a child that exits without reading its input (EPIPE)
+    sub.stdin!.end(opts.input ?? '');
+  });
   const result: RunResult = {
-    stdout: String(r.stdout ?? ''),
-    stderr: String(r.stderr ?? ''),
+    stdout: r.stdout,
+    stderr: r.stderr,
     exitCode: r.exitCode,
     timedOut,
-    notFound: code === 'ENOENT' || code === 'EACCES',
+    notFound: r.code === 'ENOENT' || r.code === 'EACCES',
   };
-  if ((opts.check ?? true) && (r.failed || r.exitCode !== 0)) {
-    throw new ToolError(file, args, r.exitCode, result.stderr || String(r.message ?? ''), { timedOut });
-  }
-  return result;
+  return { result, failed: r.failed, message: r.message };
+}
+
+/** A call as `run` takes it. */
+export type RunCall = readonly [file: string, args: readonly string[], opts: RunOptions];
+
+/**
+ * Starts `calls` now (read-only commands whose answer is needed later) and returns a Run that answers the
+ * first later call with the same file, args and input from the early run, with the later caller's `check`;
+ * every other call runs normally. An early run that nobody asks for is simply dropped. `span` names a
+ * performance.measure (the ADD log line's timings) from now until every early run has finished.
+ */
+export function prefetching(run: Run, calls: readonly RunCall[], span?: string): Run {
+  if (run !== defaultRun) return run; // an injected Run (tests, runInNetns) is left alone
+  const key = (file: string, args: readonly string[], opts: RunOptions = {}) => JSON.stringify([file, args, opts.input ?? '']);
+  if (span) performance.mark(span);
+  const early = new Map(calls.map(([file, args, opts]) => [key(file, args, opts), spawnRun(file, args, opts)]));
+  if (span) void Promise.all(early.values()).then(() => performance.measure(span, span));
+  return async (file, args, opts = {}) => {
+    const k = key(file, args, opts);
+    const pending = early.get(k);
+    if (!pending) return run(file, args, opts);
+    early.delete(k);
+    return checked(file, args, opts, await pending);
+  };
 }
 
 function killGroup(pid: number): void {
@@ -71,6 +153,7 @@ function killGroup(pid: number): void {
 }
 
 export type Run = typeof run;
+const defaultRun: Run = run;
 
 /**
  * A Run that executes every program inside network namespace `ns` (`ip netns exec`). The shim itself runs in

@@ -2,9 +2,12 @@
 // on its bridge; such an entry never expires, so it has to be deleted explicitly.
 import { ToolError } from '../cni/errors.js';
 import { exactIp, normaliseMac } from '../residue/parse.js';
-import type { Run } from './exec.js';
+import type { Run, RunCall } from './exec.js';
 
 const TIMEOUT_MS = 10_000;
+
+/** listNeighbours' call for both families (the IPAM slot starts it early, alongside the delegate ADD). */
+export const LIST_NEIGHBOURS: RunCall = ['ip', ['-j', 'neigh', 'show'], { timeoutMs: TIMEOUT_MS }];
 
 export interface Neighbour {
   /** Normalised address (canonical IPv6). */

@@ -9,6 +9,9 @@ import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
 import { attachmentKey, needsProbe, planGc, type GcPlan, type Liveness } from './plan.js';
 
+/** Delegate DELs GC runs at once. */
+const RELEASE_PARALLEL = 4;
+
 export interface GcOptions {
   conf: NetConf;
   ledger: Ledger;
@@ -54,24 +57,37 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
       report.errors.push(errorEntry(e));
     }
   }
-  for (const { record } of plan.release) {
-    const attachment = { containerID: record.containerID, ifname: record.ifname };
-    try {
-      if (o.delegate) {
-        const version = await o.delegate.versionFor(o.conf.cniVersion);
-        await o.delegate.del(delegateConf(o.conf, version), {
-          CNI_CONTAINERID: record.containerID,
-          CNI_IFNAME: record.ifname,
-          CNI_NETNS: '',
-          CNI_ARGS: '',
-        });
+  // A few releases at a time (different attachments: what a runtime's parallel DELs do anyway); the report keeps
+  // the plan's order. One at a time, a large GC spent most of its time waiting for each delegate DEL in turn.
+  const outcomes: Array<{ attachment: Attachment; error?: GcReport['errors'][number] }> = [];
+  let next = 0;
+  const releaser = async () => {
+    while (next < plan.release.length) {
+      const i = next++;
+      const { record } = plan.release[i]!;
+      const attachment = { containerID: record.containerID, ifname: record.ifname };
+      try {
+        if (o.delegate) {
+          const version = await o.delegate.versionFor(o.conf.cniVersion);
+          await o.delegate.del(delegateConf(o.conf, version), {
+            CNI_CONTAINERID: record.containerID,
+            CNI_IFNAME: record.ifname,
+            CNI_NETNS: '',
+            CNI_ARGS: '',
+          });
+        }
+        await o.ledger.remove(attachment);
+        outcomes[i] = { attachment };
+        o.log.info({ containerID: record.containerID, ifname: record.ifname, ips: record.ips }, 'GC released');
+      } catch (e) {
+        outcomes[i] = { attachment, error: { attachment, ...errorEntry(e) } };
       }
-      await o.ledger.remove(attachment);
-      report.released.push(attachment);
-      o.log.info({ containerID: record.containerID, ifname: record.ifname, ips: record.ips }, 'GC released');
-    } catch (e) {
-      report.errors.push({ attachment, ...errorEntry(e) });
     }
+  };
+  await Promise.all(Array.from({ length: Math.min(RELEASE_PARALLEL, plan.release.length) }, releaser));
+  for (const out of outcomes) {
+    if (out.error) report.errors.push(out.error);
+    else report.released.push(out.attachment);
   }
   return report;
 }

@@ -3,7 +3,7 @@ import { delegateConf } from '../cni/config.js';
 import { convertResult, resultAddresses, type Result } from '../cni/result.js';
 import type { LedgerRecord } from '../effects/ledger.js';
 import { attachmentOf, ownerOf, type VerbContext } from './context.js';
-import { prepareAddresses } from './address-steps.js';
+import { prefetchResidue, prepareAddresses } from './address-steps.js';
 
 /** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */
 export async function cmdAdd(ctx: VerbContext): Promise<Result> {
@@ -35,34 +35,47 @@ async function addChained(ctx: VerbContext): Promise<Result> {
   }
   const ips = resultAddresses(prev);
   const ownDevs = (prev.interfaces ?? []).filter((i) => !i.sandbox).map((i) => i.name);
-  await prepareAddresses(ctx, ips, { ownDevs });
+  await timed('address', () => prepareAddresses(ctx, ips, { ownDevs }));
   await ctx.ledger.open();
-  await ctx.ledger.put(record(ctx, 'attached', ips, await ctx.ledger.get(attachmentOf(ctx))));
+  await timed('ledger.write', async () => ctx.ledger.put(record(ctx, 'attached', ips, await ctx.ledger.get(attachmentOf(ctx)))));
   ctx.log.info({ ips }, 'chained ADD');
   return convertResult(prev, ctx.conf.cniVersion);
 }
 
 async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
   const delegate = ctx.delegate!;
+  const run = prefetchResidue(ctx); // the residue listing runs while the delegate allocates
   // Resolving the delegate first: a missing or mute delegate fails the ADD before anything is written.
-  const version = await delegate.versionFor(ctx.conf.cniVersion);
+  const version = await timed('delegate.version', () => delegate.versionFor(ctx.conf.cniVersion));
+  performance.mark('ledger.intent');
   await ctx.ledger.open();
   const previous = await ctx.ledger.get(attachmentOf(ctx));
   // The intent record comes next: if we die after the delegate allocated, GC still finds the attachment.
   await ctx.ledger.put(record(ctx, 'intent', previous?.ips ?? [], previous));
+  performance.measure('ledger.intent', 'ledger.intent');
   const conf = delegateConf(ctx.conf, version);
   let result: Result;
   try {
-    result = await delegate.add(conf, ctx.conf.cniVersion);
+    result = await timed('delegate.add', () => delegate.add(conf, ctx.conf.cniVersion));
     const ips = resultAddresses(result);
     if (ips.length === 0) throw new CniError(ErrorCode.DelegateFailed, `delegate ${delegate.type} returned no IP addresses`);
-    await prepareAddresses(ctx, ips, { ownDevs: [] });
-    await ctx.ledger.put(record(ctx, 'attached', ips, previous));
+    await timed('address', () => prepareAddresses({ ...ctx, run }, ips, { ownDevs: [] }));
+    await timed('ledger.write', () => ctx.ledger.put(record(ctx, 'attached', ips, previous)));
     ctx.log.info({ ips, delegateVersion: version }, 'IPAM ADD');
     return result;
   } catch (e) {
     await undoAllocation(ctx, conf);
     throw e;
+  }
+}
+
+/** A span for the ADD log line's `timings` (plugin.ts reads every performance.measure). */
+async function timed<T>(name: string, fn: () => Promise<T>): Promise<T> {
+  performance.mark(name);
+  try {
+    return await fn();
+  } finally {
+    performance.measure(name, name);
   }
 }
 
