@@ -16,5 +16,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  npm ci --no-audit --no-fund --loglevel=error
+  # npm 11 refuses `npm ci` when an optional platform package of another OS (rollup's, via vitest) is missing
+  # from the registry's metadata and so from the lock file; `npm install` then installs the same locked versions.
+  npm ci --no-audit --no-fund --loglevel=error 2>/dev/null || {
+    echo "install-deps: npm ci refused the lock file; installing the locked versions with npm install" >&2
+    npm install --no-audit --no-fund --loglevel=error
+  }
 fi
