@@ -9,7 +9,7 @@
 // - the single executable is built with a V8 startup snapshot that already holds zod and the schemas (warm()).
 import { writeSync } from 'node:fs';
 import { readStdin, readStdinFd, parseJsonObject } from './cni/stdin.js';
-import { isSupported, LATEST_VERSION, SUPPORTED_VERSIONS } from './cni/versions.js';
+import { versionReply } from './cni/versions.js';
 
 /** process start → here (node bootstrap + the bundle, or the snapshot); the ADD log line reports it. */
 let mainAt = performance.now();
@@ -84,7 +84,7 @@ function versionFast(): string | undefined {
     }
   }
   const v = raw?.cniVersion;
-  return JSON.stringify({ cniVersion: typeof v === 'string' && isSupported(v) ? v : LATEST_VERSION, supportedVersions: SUPPORTED_VERSIONS });
+  return versionReply(v);
 }
 
 let pause: Int32Array | undefined;

@@ -5,7 +5,7 @@ import { CniError, ErrorCode, toCniError } from './errors.js';
 import { readCniEnv, type CniEnv, type Command } from './env.js';
 import { parseJsonObject } from './stdin.js';
 import { parseNetConf, type NetConf } from './config.js';
-import { assertVersionAllows, isSupported, LATEST_VERSION, SUPPORTED_VERSIONS } from './versions.js';
+import { answerVersion, assertVersionAllows, SUPPORTED_VERSIONS, versionReply } from './versions.js';
 import type { Result } from './result.js';
 
 export interface Request {
@@ -33,14 +33,7 @@ export interface Outcome {
 export const ABOUT = `ipam-shim CNI plugin: delegated-IPAM fixes for Cilium (supports ${SUPPORTED_VERSIONS.join(', ')})`;
 
 /** The version to stamp on an error: the config's when it is one we speak. */
-function errorVersion(raw: Record<string, unknown> | undefined): string {
-  const v = raw?.cniVersion;
-  return typeof v === 'string' && isSupported(v) ? v : LATEST_VERSION;
-}
-
-export function versionReply(raw: Record<string, unknown> | undefined): string {
-  return JSON.stringify({ cniVersion: errorVersion(raw), supportedVersions: SUPPORTED_VERSIONS });
-}
+const errorVersion = (raw: Record<string, unknown> | undefined): string => answerVersion(raw?.cniVersion);
 
 /**
  * Runs one CNI invocation. `readInput` is only called for verbs that need stdin (VERSION tolerates none).
@@ -61,7 +54,7 @@ export async function dispatch(
     const text = await readInput();
     if (command === 'VERSION') {
       raw = text.trim() ? safeObject(text) : undefined;
-      return { stdout: versionReply(raw), exitCode: 0, command, conf, error: undefined };
+      return { stdout: versionReply(raw?.cniVersion), exitCode: 0, command, conf, error: undefined };
     }
     raw = parseJsonObject(text);
     conf = parseNetConf(raw);

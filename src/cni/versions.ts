@@ -39,3 +39,13 @@ export function bridgeVersion(wanted: string, theirs: readonly string[]): string
     .sort(compareVersions)
     .at(-1);
 }
+
+/** The version to answer in: the requested one when we speak it, else the latest. */
+export function answerVersion(requested: unknown): string {
+  return typeof requested === 'string' && isSupported(requested) ? requested : LATEST_VERSION;
+}
+
+/** The VERSION reply (shared by the dispatcher and main's fast path, which must not load the dispatcher). */
+export function versionReply(requested: unknown): string {
+  return JSON.stringify({ cniVersion: answerVersion(requested), supportedVersions: SUPPORTED_VERSIONS });
+}
