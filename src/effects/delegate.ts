@@ -64,7 +64,7 @@ export class Delegate {
       const cached = await readFileNoFollow(cacheFile).then((t) => (t === undefined ? undefined : (JSON.parse(t) as { key: typeof key; versions: string[] })), () => undefined).catch(() => undefined);
       if (cached && JSON.stringify(cached.key) === JSON.stringify(key) && Array.isArray(cached.versions)) return (this.supported = cached.versions);
     }
-    const out = await this.exec('VERSION', { cniVersion: LATEST_VERSION }, { CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '' });
+    const out = await this.call('VERSION', { cniVersion: LATEST_VERSION }, { CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '' });
     const versions = (out as { supportedVersions?: unknown } | undefined)?.supportedVersions;
     if (!Array.isArray(versions) || !versions.every((v) => typeof v === 'string')) {
       throw new CniError(ErrorCode.DelegateFailed, `delegate ${this.o.type} VERSION answered without supportedVersions`);
@@ -92,29 +92,29 @@ export class Delegate {
 
   /** ADD: the delegate's result, converted to `resultVersion`. */
   async add(conf: Record<string, unknown>, resultVersion: string, env: NodeJS.ProcessEnv = {}): Promise<Result> {
-    const out = await this.exec('ADD', conf, env);
+    const out = await this.call('ADD', conf, env);
     const result = parseResult(out ?? {}, `delegate ${this.o.type} ADD result`);
     return convertResult(result, resultVersion);
   }
 
   async del(conf: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<void> {
-    await this.exec('DEL', conf, env);
+    await this.call('DEL', conf, env);
   }
 
   async check(conf: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<void> {
-    await this.exec('CHECK', conf, env);
+    await this.call('CHECK', conf, env);
   }
 
   async gc(conf: Record<string, unknown>): Promise<void> {
-    await this.exec('GC', conf, { CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '', CNI_ARGS: '' });
+    await this.call('GC', conf, { CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '', CNI_ARGS: '' });
   }
 
   async status(conf: Record<string, unknown>): Promise<void> {
-    await this.exec('STATUS', conf, { CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '', CNI_ARGS: '' });
+    await this.call('STATUS', conf, { CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '', CNI_ARGS: '' });
   }
 
   /** One invocation. Returns parsed stdout (undefined when empty); throws CniError on any failure. */
-  async exec(command: string, conf: Record<string, unknown>, envOverride: NodeJS.ProcessEnv = {}): Promise<unknown> {
+  async call(command: string, conf: Record<string, unknown>, envOverride: NodeJS.ProcessEnv = {}): Promise<unknown> {
     const path = await this.find();
     const run = this.o.run ?? defaultRun;
     const env = { ...this.o.env, ...envOverride, CNI_COMMAND: command };
