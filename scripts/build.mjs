@@ -94,6 +94,9 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
   chmodSync(`${dist}ipam-shim`, 0o755);
   rmSync(`${dist}sea-prep.blob`);
   rmSync(seaConfig);
+  // For profiling the snapshot path: `node --snapshot-blob s.blob --build-snapshot FILE`, then
+  // `node --snapshot-blob s.blob --cpu-prof` runs what the single executable runs, with node's flags.
+  if (process.env.IPAM_SHIM_KEEP_SNAPSHOT_ENTRY && snapshot) copyFileSync(`${dist}sea-main.js`, process.env.IPAM_SHIM_KEEP_SNAPSHOT_ENTRY);
   rmSync(`${dist}sea-main.js`, { force: true });
 }
 

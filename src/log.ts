@@ -17,7 +17,12 @@ export function createLogger(opts: { file?: string; level?: string; base?: Recor
     // The log file cannot be opened: stderr is the only other place that is not the protocol.
     dest = neverThrows(2);
   }
-  return pino({ level, base: { pid: process.pid, ...opts.base }, timestamp: pino.stdTimeFunctions.isoTime }, dest);
+  return loggerTo(dest, { level, base: { pid: process.pid, ...opts.base } });
+}
+
+/** The shim's logger shape (ISO times, the given base fields) on any destination. */
+export function loggerTo(dest: pino.DestinationStream, opts: { level: string; base: Record<string, unknown> }): Logger {
+  return pino({ level: opts.level, base: opts.base, timestamp: pino.stdTimeFunctions.isoTime }, dest);
 }
 
 /**
@@ -41,4 +46,4 @@ function neverThrows(fd: number): pino.DestinationStream {
  * is a no-op: without one pino opens process.stdout, and creating that stream (a net.Socket for a pipe) costs
  * every invocation a few ms of CPU for a logger that never writes.
  */
-export const silentLogger: Logger = pino({ level: 'silent' }, { write() {} });
+export const silentLogger: Logger = pino({ level: 'silent', base: undefined }, { write() {} });

@@ -114,26 +114,27 @@ function start(): void {
 }
 
 /**
- * Build time of the single executable (scripts/build.mjs, sea-config `useSnapshot`): evaluate the pure,
- * process-independent modules into the V8 startup snapshot, so no invocation pays for them: zod and the
- * schemas built from it, ip-num and the residue parser, pino's module (no logger: a logger opens its file), and
- * the built-in modules an ADD needs (child processes, fs/promises, crypto for temp names; pino's worker_threads).
- * Nothing that reads the process (pid, environment, clock, stdio) may be evaluated here: the lock's owner id,
- * the logger and the verbs load at run time.
+ * Build time of the single executable (scripts/build.mjs, sea-config `useSnapshot`): what goes into the V8 startup
+ * snapshot. zod is set jitless first (as at run time), src/warm.ts evaluates and exercises the pure modules, and
+ * the built-in modules an ADD needs are loaded (child processes, fs/promises, crypto for temp names; pino's
+ * worker_threads). Nothing that reads the process may be evaluated here.
  */
 async function warm(): Promise<void> {
   (await import('zod')).config({ jitless: true });
-  await import('./cni/config.js');
-  await import('./cni/result.js');
-  await import('./residue/parse.js'); // ip-num: its static ranges are made lazy by the build (regexp code cannot be snapshotted)
-  await import('pino');
+  await (await import('./warm.js')).warm();
   for (const m of ['node:child_process', 'node:crypto', 'node:fs/promises', 'node:net', 'node:worker_threads']) process.getBuiltinModule(m);
 }
 
 // Only the bundle the single executable's snapshot is built from has this set (scripts/build.mjs): node:v8 loads
 // the stream machinery, which the plain bundle must not pay for on every call.
 if (process.env.IPAM_SHIM_SNAPSHOT_ENTRY === '1' && process.getBuiltinModule('node:v8').startupSnapshot.isBuildingSnapshot()) {
-  const { startupSnapshot } = process.getBuiltinModule('node:v8');
+  const { startupSnapshot, setFlagsFromString } = process.getBuiltinModule('node:v8');
+  // warm() runs regular expressions: compiled to machine code (V8 tiers a regexp up after one run) they cannot be
+  // serialized and the snapshot build aborts; interpreted (bytecode) they can, and they tier up at run time.
+  // The flag goes back before serializing: the snapshot records the flags it was built with and refuses to
+  // load under others.
+  setFlagsFromString('--regexp-interpret-all');
+  startupSnapshot.addSerializeCallback(() => setFlagsFromString('--no-regexp-interpret-all --regexp-tier-up'));
   void warm();
   startupSnapshot.setDeserializeMainFunction(() => {
     mainAt = performance.now();

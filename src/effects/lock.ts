@@ -1,8 +1,8 @@
 // A per-network lock file: O_EXCL create holding "pid starttime". A holder that died (SIGKILL by kubelet's
 // timeout) is detected by pid + start time and its lock broken under a second, short-lived lock.
-import { open, readFile, unlink, stat } from 'node:fs/promises';
-import { readFileSync } from 'node:fs';
-import { constants } from 'node:fs';
+// File operations are synchronous (see fs-atomic.ts: thread-pool hops cost more than these tiny calls); only the
+// wait between attempts yields.
+import { closeSync, constants, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { isErrno } from './fs-atomic.js';
 
 const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW } = constants;
@@ -24,7 +24,9 @@ function startTime(pid: number): string | undefined {
   }
 }
 
-const OWN_ID = `${process.pid} ${startTime(process.pid) ?? '?'}`;
+/** "pid starttime" of this process; computed on first use (the module may be evaluated into the startup snapshot). */
+let ownId: string | undefined;
+const OWN_ID = (): string => (ownId ??= `${process.pid} ${startTime(process.pid) ?? '?'}`);
 /** An empty lock file younger than this belongs to a live holder that has not written its id yet. */
 const EMPTY_LOCK_STALE_MS = 5_000;
 
@@ -36,18 +38,44 @@ function holderAlive(content: string): boolean {
   return actual !== undefined && (start === '?' || actual === start);
 }
 
-async function tryCreate(path: string, content: string): Promise<boolean> {
+const readQuiet = (path: string): string | undefined => {
   try {
-    const fh = await open(path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW, 0o600);
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
+};
+const statQuiet = (path: string) => {
+  try {
+    return statSync(path);
+  } catch {
+    return undefined;
+  }
+};
+const unlinkQuiet = (path: string): void => {
+  try {
+    unlinkSync(path);
+  } catch {
+    // gone already
+  }
+};
+
+function tryCreate(path: string, content: string): boolean {
+  try {
+    const fd = openSync(path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW, 0o600);
     try {
-      await fh.writeFile(content);
+      writeSync(fd, content);
     } catch (e) {
       // ENOSPC and the like: leave no empty lock behind for everyone else to wait out.
-      await fh.close().catch(() => undefined);
-      await unlink(path).catch(() => undefined);
+      try {
+        closeSync(fd);
+      } catch {
+        // the write error is the one to report
+      }
+      unlinkQuiet(path);
       throw e;
     }
-    await fh.close();
+    closeSync(fd);
     return true;
   } catch (e) {
     if (isErrno(e, 'EEXIST')) return false;
@@ -56,26 +84,25 @@ async function tryCreate(path: string, content: string): Promise<boolean> {
 }
 
 /** Breaks `path` if its holder is dead; the check-and-unlink runs under `<path>.break` so two breakers cannot race. */
-async function breakIfStale(path: string): Promise<void> {
-  const content = await readFile(path, 'utf8').catch(() => undefined);
+function breakIfStale(path: string): void {
+  const content = readQuiet(path);
   if (content === undefined || holderAlive(content)) return;
   if (content.trim() === '') {
     // A holder between its O_EXCL create and its write: alive. Only a long-empty file was left by a crash there.
-    const st = await stat(path).catch(() => undefined);
+    const st = statQuiet(path);
     if (!st || Date.now() - st.mtimeMs < EMPTY_LOCK_STALE_MS) return;
   }
   const breaker = `${path}.break`;
-  if (!(await tryCreate(breaker, OWN_ID))) {
+  if (!tryCreate(breaker, OWN_ID())) {
     // A breaker that died mid-break leaves this file; it is only ever held for microseconds.
-    const st = await stat(breaker).catch(() => undefined);
-    if (st && Date.now() - st.mtimeMs > 10_000) await unlink(breaker).catch(() => undefined);
+    const st = statQuiet(breaker);
+    if (st && Date.now() - st.mtimeMs > 10_000) unlinkQuiet(breaker);
     return;
   }
   try {
-    const again = await readFile(path, 'utf8').catch(() => undefined);
-    if (again === content) await unlink(path).catch(() => undefined);
+    if (readQuiet(path) === content) unlinkQuiet(path);
   } finally {
-    await unlink(breaker).catch(() => undefined);
+    unlinkQuiet(breaker);
   }
 }
 
@@ -83,15 +110,15 @@ async function breakIfStale(path: string): Promise<void> {
 export async function withLock<T>(path: string, fn: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let delay = 2;
-  while (!(await tryCreate(path, OWN_ID))) {
-    await breakIfStale(path);
-    if (Date.now() > deadline) throw new LockTimeoutError(path, (await readFile(path, 'utf8').catch(() => '')).trim());
+  while (!tryCreate(path, OWN_ID())) {
+    breakIfStale(path);
+    if (Date.now() > deadline) throw new LockTimeoutError(path, (readQuiet(path) ?? '').trim());
     await new Promise((r) => setTimeout(r, delay + Math.random() * delay));
     delay = Math.min(delay * 2, 50);
   }
   try {
     return await fn();
   } finally {
-    await unlink(path).catch(() => undefined);
+    unlinkQuiet(path);
   }
 }
