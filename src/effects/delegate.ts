@@ -1,12 +1,11 @@
 // Runs the wrapped IPAM plugin the way libcni's invoke package does: found on CNI_PATH, the caller's
 // environment with CNI_COMMAND changed, the config on stdin, its own error objects passed through unchanged.
-import { constants } from 'node:fs';
-import { access, stat } from 'node:fs/promises';
+import { accessSync, constants, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { parseResult, convertResult, type Result } from '../cni/result.js';
 import { bridgeVersion, LATEST_VERSION } from '../cni/versions.js';
-import { assertPrivateDir, ensurePrivateDir, readFileNoFollow, writeFileAtomic } from './fs-atomic.js';
+import { assertPrivateDirSync, ensurePrivateDir, readFileNoFollowSync, writeFileAtomic } from './fs-atomic.js';
 import { run as defaultRun, type Run } from './exec.js';
 import type { Logger } from '../log.js';
 
@@ -39,9 +38,9 @@ export class Delegate {
     for (const dir of this.o.cniPath) {
       const p = join(dir, this.o.type);
       try {
-        await access(p, constants.X_OK);
-        const st = await stat(p);
-        if (st.isFile()) return (this.path = p);
+        // Synchronous: a few stat calls cost less than thread-pool round trips (fs-atomic.ts).
+        accessSync(p, constants.X_OK);
+        if (statSync(p).isFile()) return (this.path = p);
       } catch {
         // next directory
       }
@@ -55,15 +54,13 @@ export class Delegate {
   async supportedVersions(): Promise<string[]> {
     if (this.supported) return this.supported;
     const path = await this.find();
-    const st = await stat(path);
+    const st = statSync(path);
     const key = { path, size: st.size, mtimeMs: st.mtimeMs, ino: st.ino };
     // Only under a state dir that is safe to write (not a symlink, ours, private); else probe every time.
-    const cacheDir = this.o.cacheDir && (await assertPrivateDir(dirname(this.o.cacheDir)).then(() => true, () => false)) ? this.o.cacheDir : undefined;
+    const cacheDir = this.o.cacheDir && safeDir(dirname(this.o.cacheDir)) ? this.o.cacheDir : undefined;
     const cacheFile = cacheDir ? join(cacheDir, `${this.o.type}.json`) : undefined;
-    if (cacheFile) {
-      const cached = await readFileNoFollow(cacheFile).then((t) => (t === undefined ? undefined : (JSON.parse(t) as { key: typeof key; versions: string[] })), () => undefined).catch(() => undefined);
-      if (cached && JSON.stringify(cached.key) === JSON.stringify(key) && Array.isArray(cached.versions)) return (this.supported = cached.versions);
-    }
+    const cached = cacheFile ? readCache(cacheFile) : undefined;
+    if (cached && JSON.stringify(cached.key) === JSON.stringify(key) && Array.isArray(cached.versions)) return (this.supported = cached.versions);
     const out = await this.call('VERSION', { cniVersion: LATEST_VERSION }, { CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '' });
     const versions = (out as { supportedVersions?: unknown } | undefined)?.supportedVersions;
     if (!Array.isArray(versions) || !versions.every((v) => typeof v === 'string')) {
@@ -141,6 +138,25 @@ export class Delegate {
     } catch {
       throw new CniError(ErrorCode.DelegateFailed, `delegate ${this.o.type} ${command} printed output that is not JSON`, { details: excerpt(text) });
     }
+  }
+}
+
+function safeDir(dir: string): boolean {
+  try {
+    assertPrivateDirSync(dir);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The cached VERSION answer; anything unreadable is a miss. */
+function readCache(file: string): { key: unknown; versions: string[] } | undefined {
+  try {
+    const text = readFileNoFollowSync(file);
+    return text === undefined ? undefined : (JSON.parse(text) as { key: unknown; versions: string[] });
+  } catch {
+    return undefined;
   }
 }
 

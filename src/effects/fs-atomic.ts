@@ -1,65 +1,73 @@
 // Crash-safe files: write a temp file, fsync, rename over the target, fsync the directory. Never follow
 // symlinks (a planted link must not redirect a root-owned write).
-import { closeSync, constants, openSync, readFileSync, type Stats } from 'node:fs';
-import { lstat, mkdir, open, readFile, rename, unlink, chmod } from 'node:fs/promises';
+import { chmodSync, closeSync, constants, fsyncSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync, type Stats } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { dirname, basename, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
 const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW, O_RDONLY, O_DIRECTORY } = constants;
 
+// The calls below are synchronous behind async signatures. A CNI call is one short process doing a handful of
+// small file operations in a row: each async fs call is a round trip through libuv's thread pool, and those
+// hops cost more than the operations (measured on ADD: docs/performance.md). Children the verb started (the
+// delegate, ebtables, ip) keep running meanwhile; only their output waits to be read.
+
 /** Atomically replaces `path` with `data` (mode 0600 unless given). Idempotent; a crash leaves old or new. */
 export async function writeFileAtomic(path: string, data: string, mode = 0o600): Promise<void> {
+  writeFileAtomicSync(path, data, mode);
+}
+
+export function writeFileAtomicSync(path: string, data: string, mode = 0o600): void {
   const dir = dirname(path);
   const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
-  const fh = await open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW, mode);
+  const fd = openSync(tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW, mode);
   try {
-    await fh.writeFile(data);
-    await fh.sync();
+    const buf = Buffer.from(data, 'utf8');
+    for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off, buf.length - off);
+    fsyncSync(fd);
   } catch (e) {
-    await fh.close();
-    await unlink(tmp).catch(() => undefined);
+    closeSync(fd);
+    unlinkQuiet(tmp);
     throw e;
   }
-  await fh.close();
+  closeSync(fd);
   try {
     // rename replaces a symlink at `path` itself rather than writing through it.
-    await rename(tmp, path);
+    renameSync(tmp, path);
   } catch (e) {
-    await unlink(tmp).catch(() => undefined);
+    unlinkQuiet(tmp);
     throw e;
   }
-  await syncDir(dir);
+  syncDirSync(dir);
+}
+
+function unlinkQuiet(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // already gone, or the directory went away: nothing left to clean
+  }
 }
 
 export async function syncDir(dir: string): Promise<void> {
-  const fh = await open(dir, O_RDONLY | O_DIRECTORY);
+  syncDirSync(dir);
+}
+
+function syncDirSync(dir: string): void {
+  const fd = openSync(dir, O_RDONLY | O_DIRECTORY);
   try {
-    await fh.sync();
+    fsyncSync(fd);
   } finally {
-    await fh.close();
+    closeSync(fd);
   }
 }
 
 /** Reads a file without following a symlink at its last component. ENOENT → undefined. */
 export async function readFileNoFollow(path: string): Promise<string | undefined> {
-  let fh;
-  try {
-    fh = await open(path, O_RDONLY | O_NOFOLLOW);
-  } catch (e) {
-    if (isErrno(e, 'ENOENT')) return undefined;
-    throw e;
-  }
-  try {
-    return await fh.readFile('utf8');
-  } finally {
-    await fh.close();
-  }
+  return readFileNoFollowSync(path);
 }
 
-/**
- * readFileNoFollow, synchronously: for reading thousands of small files in a row (GC listing the ledger), where
- * a round trip through the thread pool per open/stat/read/close costs more than the reads themselves.
- */
+/** readFileNoFollow for synchronous callers. */
 export function readFileNoFollowSync(path: string): string | undefined {
   let fd: number;
   try {
@@ -83,7 +91,7 @@ export async function readJsonFile<T>(path: string): Promise<T | undefined> {
 /** Removes a file; missing is success. */
 export async function removeFile(path: string): Promise<void> {
   try {
-    await unlink(path);
+    unlinkSync(path);
   } catch (e) {
     if (!isErrno(e, 'ENOENT')) throw e;
   }
@@ -94,9 +102,9 @@ export async function removeFile(path: string): Promise<void> {
  * or writable by group/others: the ledger decides which IPs get released, so nobody else may write it.
  */
 export async function ensurePrivateDir(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const st = await assertPrivateDir(dir);
-  if (st.mode & 0o055) await chmod(dir, 0o700);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const st = assertPrivateDirSync(dir);
+  if (st.mode & 0o055) chmodSync(dir, 0o700);
 }
 
 /**
@@ -104,7 +112,11 @@ export async function ensurePrivateDir(dir: string): Promise<void> {
  * For directories the shim does not own the layout of (the configured stateDir itself) and for read-only paths.
  */
 export async function assertPrivateDir(dir: string): Promise<Stats> {
-  const st = await lstat(dir);
+  return assertPrivateDirSync(dir);
+}
+
+export function assertPrivateDirSync(dir: string): Stats {
+  const st = lstatSync(dir);
   const uid = process.getuid?.() ?? st.uid;
   if (st.isSymbolicLink() || !st.isDirectory()) throw new UnsafePathError(dir, 'is not a directory (symlink?)');
   if (st.uid !== uid) throw new UnsafePathError(dir, `is owned by uid ${st.uid}, not ${uid}`);

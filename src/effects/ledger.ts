@@ -1,7 +1,8 @@
 // The shim's record of what it handed out: one JSON file per attachment under <stateDir>/<network>/records,
 // plus an index file per IP so a second owner for one address is caught in O(1). Layout and record shape
 // are an upgrade contract: never rename them (records carry `v` so old ones keep reading).
-import { mkdir, readdir } from 'node:fs/promises';
+import { mkdirSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
@@ -69,7 +70,7 @@ export class Ledger {
     if (this.ready) return this;
     try {
       // The configured root is checked, never created-and-chmodded over: it may be a path the shim does not own.
-      await mkdir(this.stateDir, { recursive: true, mode: 0o700 });
+      mkdirSync(this.stateDir, { recursive: true, mode: 0o700 });
       await assertPrivateDir(this.stateDir);
       for (const d of [this.dir, this.recordsDir, this.ipsDir]) await ensurePrivateDir(d);
     } catch (e) {
