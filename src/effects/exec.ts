@@ -52,7 +52,8 @@ async function spawnRun(file: string, args: readonly string[], opts: RunOptions)
   const r = await new Promise<{ stdout: string; stderr: string; exitCode: number | undefined; failed: boolean; code?: string; message: string }>((resolve) => {
     let sub: ChildProcess;
     try {
-      sub = spawn(file, args, { env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+      // No input: /dev/null, the same end-of-file as an empty pipe, without a pipe and a stream to set up.
+      sub = spawn(file, args, { env, detached: true, stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
     } catch (e) {
       resolve({ stdout: '', stderr: '', exitCode: undefined, failed: true, code: (e as { code?: string }).code, message: String((e as Error).message ?? e) });
       return;
@@ -107,8 +108,10 @@ async function spawnRun(file: string, args: readonly string[], opts: RunOptions)
       if (spawnError && sub.pid === undefined) return;
       finish(code ?? undefined, signal);
     });
-    sub.stdin!.on('error', () => undefined); // a child that exits without reading its input (EPIPE)
-    sub.stdin!.end(opts.input ?? '');
+    if (sub.stdin) {
+      sub.stdin.on('error', () => undefined); // a child that exits without reading its input (EPIPE)
+      sub.stdin.end(opts.input);
+    }
   });
   const result: RunResult = {
     stdout: r.stdout,

@@ -260,7 +260,7 @@ export function parseBpfProbeHandler(qdiscJson: string, ingressFilterJson: strin
 const LIST_ARGS = ['-j', 'list', 'table', 'ip6', PROBE_TABLE] as const;
 
 /** One `nft -j list table`. null table = absent. Only "nft unusable here" becomes a result; other failures throw. */
-async function listProbeTable(run: Run): Promise<NftUnavailable | { available: true; table: ProbeTable | null }> {
+export async function listProbeTable(run: Run): Promise<NftUnavailable | { available: true; table: ProbeTable | null }> {
   const r = await run('nft', LIST_ARGS, { check: false, timeoutMs: NFT_TIMEOUT_MS });
   const unavailable = nftUnavailable(r);
   if (unavailable) return unavailable;
@@ -314,7 +314,12 @@ export async function removeProbeRewrite(run: Run): Promise<NftUnavailable | { a
  */
 export async function probeRewriteDue(run: Run, opts: ProbeRewriteOptions): Promise<ProbeRewriteDue> {
   resolveOptions(opts); // bad options must fail before we spend a process on them
-  const listed = await listProbeTable(run);
+  return probeDue(await listProbeTable(run), opts);
+}
+
+/** PURE. probeRewriteDue's verdict on a listing already made (callers that list while finding the uplink). */
+export function probeDue(listed: Awaited<ReturnType<typeof listProbeTable>>, opts: ProbeRewriteOptions): ProbeRewriteDue {
+  resolveOptions(opts);
   if (!listed.available) return listed;
   const table = listed.table;
   return { available: true, tablePresent: table !== null, due: table === null || !probeTableMatches(table, opts) };

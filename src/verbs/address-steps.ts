@@ -8,7 +8,8 @@ import {
   defaultUplink6,
   ensureProbeRewrite,
   isProbeHandledByBpf,
-  probeRewriteDue,
+  listProbeTable,
+  probeDue,
   type ProbeRewriteOptions,
 } from '../effects/probe-rewrite.js';
 import type { VerbContext } from './context.js';
@@ -59,19 +60,24 @@ const residueOpts = (ctx: VerbContext) => ({ ebtables: ctx.conf.settings.residue
 /** ADD: runs the per-address steps; throws a CniError when the address must not be used. */
 export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: AddressContext): Promise<void> {
   refuseReserved(ctx, ips);
+  // The residue cleanup and the probe-rewrite check touch different things (ebtables/neighbours, one nft table):
+  // they run side by side, and a residue failure is reported first whatever finished first.
+  const [residue, probe] = await Promise.allSettled([
+    cleanResidueFor(ctx, ips, ac),
+    ips.some((ip) => ip.includes(':')) ? ensureProbeRewriteIfDue(ctx) : Promise.resolve(),
+  ]);
+  if (residue.status === 'rejected') throw residue.reason;
+  if (probe.status === 'rejected') throw probe.reason;
+}
+
+async function cleanResidueFor(ctx: VerbContext, ips: string[], ac: AddressContext): Promise<void> {
   const { residue } = ctx.conf.settings;
-  if (residue.ebtables || residue.neigh) {
-    const cleaned = await cleanResidue(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
-    const { rules, neighbours } = cleaned.removed;
-    noteResidueRemoved(rules.length, neighbours.length);
-    if (rules.length || neighbours.length) {
-      ctx.log.warn({ ips, rules: rules.map((r) => r.text), neighbours: neighbours.map((n) => `${n.ip} dev ${n.dev}`) }, 'removed stale residue');
-    }
-  }
-  if (ips.some((ip) => ip.includes(':'))) {
-    performance.mark('probe6');
-    await ensureProbeRewriteIfDue(ctx);
-    performance.measure('probe6', 'probe6'); // the ADD log line's timings
+  if (!residue.ebtables && !residue.neigh) return;
+  const cleaned = await cleanResidue(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
+  const { rules, neighbours } = cleaned.removed;
+  noteResidueRemoved(rules.length, neighbours.length);
+  if (rules.length || neighbours.length) {
+    ctx.log.warn({ ips, rules: rules.map((r) => r.text), neighbours: neighbours.map((n) => `${n.ip} dev ${n.dev}`) }, 'removed stale residue');
   }
 }
 
@@ -79,11 +85,16 @@ export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: Addr
 async function ensureProbeRewriteIfDue(ctx: VerbContext): Promise<void> {
   const { ipv6ProbeRewrite: mode, uplink: configured, probeSource, probeGlobal } = ctx.conf.settings;
   if (mode === 'off') return;
+  performance.mark('probe6');
   try {
-    const uplink = configured ?? (await defaultUplink6(ctx.run));
+    // The uplink lookup and the table listing are independent reads: one `ip` and one `nft` at once.
+    const [found, listing] = await Promise.allSettled([configured ?? defaultUplink6(ctx.run), listProbeTable(ctx.run)]);
+    if (found.status === 'rejected') throw found.reason; // the uplink's failure first, as when they ran in turn
+    const uplink = found.value;
     if (!uplink) throw new CniError(ErrorCode.InvalidNetworkConfig, 'no uplink for the IPv6 probe rewrite', { details: 'no default route; set "uplink"' });
     const opts: ProbeRewriteOptions = { uplink, ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) };
-    const due = await probeRewriteDue(ctx.run, opts);
+    if (listing.status === 'rejected') throw listing.reason;
+    const due = probeDue(listing.value, opts);
     if (!due.available) throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: due.reason });
     if (!due.due) return;
     if (mode === 'auto' && !due.tablePresent && (await isProbeHandledByBpf(ctx.run, uplink))) {
@@ -96,6 +107,8 @@ async function ensureProbeRewriteIfDue(ctx: VerbContext): Promise<void> {
   } catch (e) {
     if (mode === 'on') throw e;
     ctx.log.warn({ err: e }, 'IPv6 probe rewrite not ensured (ipv6ProbeRewrite=auto: continuing)');
+  } finally {
+    performance.measure('probe6', 'probe6'); // the ADD log line's timings
   }
 }
 
