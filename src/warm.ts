@@ -13,6 +13,7 @@ import { parseNeighbours } from './effects/neigh.js';
 import { findReservedHit, parseCidrs } from './reserved.js';
 import { bridgeVersion } from './cni/versions.js';
 import { loggerTo } from './log.js';
+import { parseDefaultRouteDev, parseProbeTable, probeDue } from './effects/probe-rewrite.js';
 
 const CONF = {
   cniVersion: '1.0.0',
@@ -38,6 +39,9 @@ const EBTABLES = [
   '-p IPv4 -i eth0 --ip-dst 10.0.0.2 -j dnat --to-dst 12:34:56:78:9a:bc --dnat-target ACCEPT',
   '-p IPv6 -i eth0 --ip6-dst fd00::2 -j dnat --to-dst 12:34:56:78:9a:bc --dnat-target ACCEPT',
 ].join('\n');
+// `nft -j list table ip6 azureSLBProbe` as nft 1.0.6 prints the rewrite this shim installs.
+const NFT = "{\"nftables\": [{\"metainfo\": {\"version\": \"1.0.6\", \"release_name\": \"Lester Gooch #5\", \"json_schema_version\": 1}}, {\"table\": {\"family\": \"ip6\", \"name\": \"azureSLBProbe\", \"handle\": 2}}, {\"chain\": {\"family\": \"ip6\", \"table\": \"azureSLBProbe\", \"name\": \"prerouting\", \"handle\": 1, \"type\": \"filter\", \"hook\": \"prerouting\", \"prio\": -300, \"policy\": \"accept\"}}, {\"chain\": {\"family\": \"ip6\", \"table\": \"azureSLBProbe\", \"name\": \"postrouting\", \"handle\": 2, \"type\": \"filter\", \"hook\": \"postrouting\", \"prio\": -300, \"policy\": \"accept\"}}, {\"rule\": {\"family\": \"ip6\", \"table\": \"azureSLBProbe\", \"chain\": \"prerouting\", \"handle\": 4, \"expr\": [{\"match\": {\"op\": \"==\", \"left\": {\"meta\": {\"key\": \"iifname\"}}, \"right\": \"eth0\"}}, {\"match\": {\"op\": \"==\", \"left\": {\"payload\": {\"protocol\": \"icmpv6\", \"field\": \"type\"}}, \"right\": {\"set\": [\"nd-router-advert\", \"nd-neighbor-solicit\", \"nd-neighbor-advert\"]}}}, {\"counter\": {\"packets\": 0, \"bytes\": 0}}, {\"accept\": null}]}}, {\"rule\": {\"family\": \"ip6\", \"table\": \"azureSLBProbe\", \"chain\": \"prerouting\", \"handle\": 5, \"expr\": [{\"match\": {\"op\": \"==\", \"left\": {\"meta\": {\"key\": \"iifname\"}}, \"right\": \"eth0\"}}, {\"match\": {\"op\": \"==\", \"left\": {\"payload\": {\"protocol\": \"ip6\", \"field\": \"saddr\"}}, \"right\": \"fe80::1234:5678:9abc\"}}, {\"mangle\": {\"key\": {\"payload\": {\"protocol\": \"ip6\", \"field\": \"saddr\"}}, \"value\": \"2603:1062:0:1:fe80:1234:5678:9abc\"}}, {\"counter\": {\"packets\": 0, \"bytes\": 0}}]}}, {\"rule\": {\"family\": \"ip6\", \"table\": \"azureSLBProbe\", \"chain\": \"postrouting\", \"handle\": 6, \"expr\": [{\"match\": {\"op\": \"==\", \"left\": {\"meta\": {\"key\": \"oifname\"}}, \"right\": \"eth0\"}}, {\"match\": {\"op\": \"==\", \"left\": {\"payload\": {\"protocol\": \"ip6\", \"field\": \"daddr\"}}, \"right\": \"2603:1062:0:1:fe80:1234:5678:9abc\"}}, {\"mangle\": {\"key\": {\"payload\": {\"protocol\": \"ip6\", \"field\": \"daddr\"}}, \"value\": \"fe80::1234:5678:9abc\"}}, {\"counter\": {\"packets\": 0, \"bytes\": 0}}]}}]}";
+const ROUTE6 = '[{"dst":"default","gateway":"fe80::1","dev":"eth0","protocol":"ra","metric":1024,"flags":[],"pref":"medium"}]';
 const NEIGH = '[{"dst":"10.0.0.2","dev":"eth0","lladdr":"12:34:56:78:9a:bc","state":["PERMANENT"]},{"dst":"fd00::2","dev":"eth0","state":["STALE"]}]';
 
 export async function warm(): Promise<void> {
@@ -56,6 +60,7 @@ export async function warm(): Promise<void> {
       findReservedHit(ips[0]!, parseCidrs(['192.0.2.0/24', '2001:db8::/32']));
       findReservedHit(ips[1]!, parseCidrs(['192.0.2.0/24', '2001:db8::/32']));
       const found = findResidue(ips, { rules: parsePrerouting(EBTABLES).rules.filter((r): r is ResidueRule => r.kind !== 'other'), neighbours: parseNeighbours(NEIGH) });
+      probeDue({ available: true, table: parseProbeTable(NFT) }, { uplink: parseDefaultRouteDev(ROUTE6) ?? 'eth0' });
       convertResult(result, '0.4.0');
       bridgeVersion('1.0.0', ['0.3.1', '0.4.0', '1.0.0']);
       LedgerRecordSchema.parse({

@@ -209,7 +209,10 @@ export class Ledger {
         out.corrupt.push(path);
       }
     }
-    out.records.sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
+    // A stable order for callers and reports; code-unit order, not localeCompare (ICU collation took 16 ms of a
+    // 5,000-record GC, for an order nobody reads as language).
+    const keyed = out.records.map((r) => [keyOf(r), r] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    out.records = keyed.map(([, r]) => r);
     return out;
   }
 
