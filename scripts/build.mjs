@@ -17,17 +17,12 @@ mkdirSync(finalDist, { recursive: true });
 writeFileSync(`${finalDist}package.json`, JSON.stringify({ type: 'commonjs' }) + '\n');
 
 // Bundle diet (measured with `npm run bench`, docs/performance.md): the plugin runs as a fresh process per CNI call,
-// so every bundled line is parsed (node ipam-shim.js) or carried in the code cache (SEA) on every call. zod's
-// classic entry drags in ~45 locale modules and the JSON-Schema importer, neither of which the shim uses (it never
-// calls z.config(z.locales.…) or z.fromJSONSchema): English only, no importer.
+// so every bundled line is parsed (node ipam-shim.js) or held in the startup snapshot (SEA) on every call. zod's
+// `locales` export drags in ~45 locale modules; the shim configures English only (src/cni/zod.ts).
 const zodDiet = {
   name: 'zod-diet',
   setup(b) {
     b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({ contents: 'export { default as en } from "./en.js";\n', loader: 'js' }));
-    b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]classic[\\/]from-json-schema\.js$/ }, () => ({
-      contents: 'export function fromJSONSchema() { throw new Error("z.fromJSONSchema is not bundled in ipam-shim"); }\n',
-      loader: 'js',
-    }));
   },
 };
 // ip-num builds a dozen well-known ranges (private, documentation, link-local, …) as static class fields when it

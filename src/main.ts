@@ -23,10 +23,6 @@ async function main(): Promise<number> {
         return 0;
       }
     }
-    // zod compiles a parser per object schema on first use (new Function): a loss in a process that parses each
-    // schema once or twice (ADD: ~8 ms of CPU), and no gain measured even for GC over 5,000 records. The setting
-    // is read when a schema is built, so it goes first.
-    (await import('zod')).config({ jitless: true });
     const { runPlugin } = await import('./plugin.js');
     const { stdout, exitCode } = await runPlugin(process.env, readInput, { main: mainAt, loaded: performance.now() });
     write(stdout);
@@ -115,12 +111,11 @@ function start(): void {
 
 /**
  * Build time of the single executable (scripts/build.mjs, sea-config `useSnapshot`): what goes into the V8 startup
- * snapshot. zod is set jitless first (as at run time), src/warm.ts evaluates and exercises the pure modules, and
+ * snapshot. src/warm.ts evaluates and exercises the pure modules, and
  * the built-in modules an ADD needs are loaded (child processes, fs/promises, crypto for temp names; pino's
  * worker_threads). Nothing that reads the process may be evaluated here.
  */
 async function warm(): Promise<void> {
-  (await import('zod')).config({ jitless: true });
   await (await import('./warm.js')).warm();
   for (const m of ['node:child_process', 'node:crypto', 'node:fs/promises', 'node:net', 'node:worker_threads']) process.getBuiltinModule(m);
 }

@@ -1,6 +1,6 @@
 // The network config on stdin: where the shim sits (chained or IPAM slot), its own keys (zod-validated,
 // unknown keys → code 2, bad values → code 7), and the config the delegate gets.
-import { z } from 'zod';
+import * as z from './zod.js';
 import { CniError, ErrorCode, formatIssues } from './errors.js';
 import { isSupported, SUPPORTED_VERSIONS } from './versions.js';
 import { parseResult, type Result } from './result.js';
@@ -8,28 +8,30 @@ import { validContainerID } from './env.js';
 
 export const PLUGIN_TYPE = 'ipam-shim';
 
-const PluginName = z
-  .string()
-  .min(1, 'must not be empty')
-  .refine((s) => !s.includes('/') && s !== '.' && s !== '..', 'must be a plain plugin name (no "/")');
+const PluginName = z.string().check(
+  z.minLength(1, 'must not be empty'),
+  z.refine((s: string) => !s.includes('/') && s !== '.' && s !== '..', 'must be a plain plugin name (no "/")'),
+);
+
+const absolutePath = () => z.string().check(z.startsWith('/', 'must be an absolute path'));
 
 export const DelegateSchema = z.looseObject({ type: PluginName });
 
 export const ShimSettingsSchema = z.strictObject({
-  delegate: DelegateSchema.optional(),
+  delegate: z.optional(DelegateSchema),
   /** Ledger root: never rename the default, upgrades depend on it. */
-  stateDir: z.string().startsWith('/', 'must be an absolute path').default('/var/lib/cni/ipam-shim'),
-  logFile: z.string().startsWith('/', 'must be an absolute path').default('/var/log/ipam-shim.log'),
-  logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
-  metricsFile: z.string().startsWith('/', 'must be an absolute path').optional(),
-  delegateTimeoutMs: z.number().int().min(100).max(600_000).default(30_000),
-  residue: z.strictObject({ ebtables: z.boolean().default(true), neigh: z.boolean().default(true) }).default({ ebtables: true, neigh: true }),
-  reservedCIDRs: z.array(z.string()).max(10_000).default([]),
-  ipv6ProbeRewrite: z.enum(['auto', 'on', 'off']).default('auto'),
-  probeSource: z.string().optional(),
-  probeGlobal: z.string().optional(),
-  uplink: z.string().min(1).max(15).optional(),
-  agentContainerIDs: z.array(z.string().min(1)).default(['cilium-agent-*', 'cilium-ingress-*']),
+  stateDir: z._default(absolutePath(), '/var/lib/cni/ipam-shim'),
+  logFile: z._default(absolutePath(), '/var/log/ipam-shim.log'),
+  logLevel: z._default(z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']), 'info'),
+  metricsFile: z.optional(absolutePath()),
+  delegateTimeoutMs: z._default(z.int().check(z.gte(100), z.lte(600_000)), 30_000),
+  residue: z._default(z.strictObject({ ebtables: z._default(z.boolean(), true), neigh: z._default(z.boolean(), true) }), { ebtables: true, neigh: true }),
+  reservedCIDRs: z._default(z.array(z.string()).check(z.maxLength(10_000)), []),
+  ipv6ProbeRewrite: z._default(z.enum(['auto', 'on', 'off']), 'auto'),
+  probeSource: z.optional(z.string()),
+  probeGlobal: z.optional(z.string()),
+  uplink: z.optional(z.string().check(z.minLength(1), z.maxLength(15))),
+  agentContainerIDs: z._default(z.array(z.string().check(z.minLength(1))), ['cilium-agent-*', 'cilium-ingress-*']),
 });
 
 export type ShimSettings = z.infer<typeof ShimSettingsSchema>;

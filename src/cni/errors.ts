@@ -76,7 +76,7 @@ interface ZodLikeIssue {
   message: string;
 }
 function isZodError(e: unknown): e is { issues: ZodLikeIssue[] } {
-  return typeof e === 'object' && e !== null && (e as { name?: unknown }).name === 'ZodError' && Array.isArray((e as { issues?: unknown }).issues);
+  return typeof e === 'object' && e !== null && /^\$?ZodError$/.test(String((e as { name?: unknown }).name)) && Array.isArray((e as { issues?: unknown }).issues);
 }
 
 /** Formats zod issues as "path: message" lines, the way operators read them. */

@@ -1,23 +1,23 @@
 // Results between spec versions. Inside the shim a result is 1.x-shaped; 0.3.x/0.4.0 add `ips[].version`.
-import { z } from 'zod';
+import * as z from './zod.js';
 import { atLeast } from './versions.js';
 import { CniError, ErrorCode, formatIssues } from './errors.js';
 
 const IpConfigSchema = z.looseObject({
   address: z.string(),
-  gateway: z.string().optional(),
-  interface: z.number().int().nonnegative().optional(),
-  version: z.enum(['4', '6']).optional(),
+  gateway: z.optional(z.string()),
+  interface: z.optional(z.int().check(z.nonnegative())),
+  version: z.optional(z.enum(['4', '6'])),
 });
 
-const InterfaceSchema = z.looseObject({ name: z.string(), mac: z.string().optional(), sandbox: z.string().optional() });
+const InterfaceSchema = z.looseObject({ name: z.string(), mac: z.optional(z.string()), sandbox: z.optional(z.string()) });
 
 export const ResultSchema = z.looseObject({
-  cniVersion: z.string().optional(),
-  interfaces: z.array(InterfaceSchema).optional(),
-  ips: z.array(IpConfigSchema).optional(),
-  routes: z.array(z.looseObject({ dst: z.string() })).optional(),
-  dns: z.looseObject({}).optional(),
+  cniVersion: z.optional(z.string()),
+  interfaces: z.optional(z.array(InterfaceSchema)),
+  ips: z.optional(z.array(IpConfigSchema)),
+  routes: z.optional(z.array(z.looseObject({ dst: z.string() }))),
+  dns: z.optional(z.looseObject({})),
 });
 
 export type Result = z.infer<typeof ResultSchema>;

@@ -4,7 +4,7 @@
 import { mkdirSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { z } from 'zod';
+import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
 import type { Attachment } from '../cni/config.js';
 import { assertPrivateDir, ensurePrivateDir, readFileNoFollow, readFileNoFollowSync, removeFile, writeFileAtomic, UnsafePathError } from './fs-atomic.js';
@@ -23,7 +23,7 @@ export const LedgerRecordSchema = z.object({
   netns: z.string(),
   createdAt: z.string(),
   updatedAt: z.string(),
-  note: z.string().optional(),
+  note: z.optional(z.string()),
 });
 export type LedgerRecord = z.infer<typeof LedgerRecordSchema>;
 

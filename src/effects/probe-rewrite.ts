@@ -2,7 +2,7 @@
 // source, which a node must not forward, so the node rewrites it to a global address on the way in and back on
 // the way out. Stateless, at raw priority (-300, before conntrack): iptables cannot express this.
 import { exactIPv6 } from '../residue/parse.js';
-import { z } from 'zod';
+import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, ToolError } from '../cni/errors.js';
 import type { Run } from './exec.js';
 
@@ -219,11 +219,15 @@ export function probeCounters(table: ProbeTable | null): { prerouting: PacketCou
   return out;
 }
 
+const DefaultRoutesSchema = z.array(
+  z.object({ dev: z.optional(z.string()), metric: z.optional(z.number()), nexthops: z.optional(z.array(z.object({ dev: z.optional(z.string()) }))) }),
+);
+const QdiscsSchema = z.array(z.object({ kind: z.string() }));
+const FiltersSchema = z.array(z.object({ kind: z.string(), options: z.optional(z.object({ bpf_name: z.optional(z.string()) })) }));
+
 /** The interface of the best (lowest metric) default route in `ip -j route show default` stdout. PURE. */
 export function parseDefaultRouteDev(stdout: string): string | null {
-  const routes = z
-    .array(z.object({ dev: z.string().optional(), metric: z.number().optional(), nexthops: z.array(z.object({ dev: z.string().optional() })).optional() }))
-    .parse(JSON.parse(stdout.trim() || '[]'));
+  const routes = DefaultRoutesSchema.parse(JSON.parse(stdout.trim() || '[]'));
   const sorted = [...routes].sort((a, b) => (a.metric ?? 0) - (b.metric ?? 0));
   for (const r of sorted) {
     const dev = r.dev ?? r.nexthops?.find((n) => n.dev)?.dev; // multipath routes name their devs per nexthop
@@ -243,11 +247,9 @@ const CILIUM_FILTER = /^(cil_|bpf_(host|netdev|overlay|lxc))/;
  * BPF filter on ingress that is not Cilium's. PURE.
  */
 export function parseBpfProbeHandler(qdiscJson: string, ingressFilterJson: string): boolean {
-  const qdiscs = z.array(z.object({ kind: z.string() })).parse(JSON.parse(qdiscJson.trim() || '[]'));
+  const qdiscs = QdiscsSchema.parse(JSON.parse(qdiscJson.trim() || '[]'));
   if (!qdiscs.some((q) => q.kind === 'clsact')) return false;
-  const filters = z
-    .array(z.object({ kind: z.string(), options: z.object({ bpf_name: z.string().optional() }).optional() }))
-    .parse(JSON.parse(ingressFilterJson.trim() || '[]'));
+  const filters = FiltersSchema.parse(JSON.parse(ingressFilterJson.trim() || '[]'));
   // tc prints a header entry per (pref, kind) without options, then one entry per filter with options.
   return filters.some((f) => f.kind === 'bpf' && f.options !== undefined && !CILIUM_FILTER.test(f.options.bpf_name ?? ''));
 }
