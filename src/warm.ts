@@ -76,7 +76,9 @@ export async function warm(): Promise<void> {
     STATUS: fail,
   });
   const input = (conf: unknown) => () => Promise.resolve(JSON.stringify(conf));
-  await dispatch(env, input(CONF), verbs);
+  const added = await dispatch(env, input(CONF), verbs);
+  // A warm-up that quietly took the error path would leave the ADD path cold: fail the build instead.
+  if (added.exitCode !== 0) throw new Error(`snapshot warm-up: the sample ADD failed: ${added.stdout}`);
   await dispatch({ ...env, CNI_COMMAND: 'DEL' }, input(CONF), verbs).then((o) => log.error({ code: o.error?.code, msg: o.error?.msg }, 'warm'));
   await dispatch(env, input({ ...CONF, ipam: { ...CONF.ipam, delegate: 'x' } }), verbs); // an invalid config: the error path
 }
