@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { readFile } from 'node:fs/promises';
 import { hostLocalAllocations, invoke, ledgerRecords, scratch, SHIM } from '../helpers/cni.js';
+import { pidsIn, waitGone } from '../helpers/robust.js';
 
 let s: Awaited<ReturnType<typeof scratch>>;
 beforeEach(async () => {
@@ -109,11 +110,15 @@ describe('bad input gets the right CNI error', () => {
   });
   it('delegate that hangs → 11 within the timeout, its process group killed', async () => {
     const started = Date.now();
-    const out = await invoke(slot({}, { delegate: { type: 'fake-ipam' } }), { ...add, env: { FAKE_IPAM_MODE: 'hang' } });
+    const pidFile = `${s.dir}/hang.pids`;
+    const out = await invoke(slot({}, { delegate: { type: 'fake-ipam' } }), { ...add, env: { FAKE_IPAM_MODE: 'hang', FAKE_IPAM_PIDS: pidFile } });
     await expectError(out, 11);
     expect(Date.now() - started).toBeLessThan(10_000);
-    const ps = await execa('pgrep', ['-f', 'sleep 300'], { reject: false });
-    expect(ps.stdout.trim()).toBe('');
+    // Exactly this delegate's processes (a global `pgrep sleep` also saw other suites' hanging delegates). SIGKILL
+    // is delivered asynchronously, so "gone" may take a moment after the shim has answered.
+    const pids = await pidsIn(pidFile);
+    expect(pids).toHaveLength(3);
+    expect(await waitGone(pids, 2000)).toEqual([]);
   });
   it('delegate result without IPs → 101, and the delegate is DELed', async () => {
     const log = `${s.dir}/fake.log`;
