@@ -101,6 +101,24 @@ describe('config', () => {
     expect(codeOf(() => parseNetConf({ ...chained, ipv6ProbeRewrite: 'maybe' }))).toBe(7);
     expect(codeOf(() => parseNetConf({ cniVersion: '1.0.0', name: 'n', type: 'ptp', mtu: 1400, ipam: { type: 'ipam-shim', delegate: { type: 'host-local' } } }))).toBeUndefined();
   });
+  it("bad values are explained in the operator's words: the path, then zod's English message or ours", () => {
+    const details = (raw: Record<string, unknown>) => {
+      try {
+        parseNetConf(raw);
+      } catch (e) {
+        return (e as { details?: string }).details;
+      }
+      return undefined;
+    };
+    // zod/mini ships no locale of its own (src/cni/zod.ts configures English): without it these read "Invalid input".
+    expect(details({ ...chained, delegateTimeoutMs: 1.5 })).toBe('delegateTimeoutMs: Invalid input: expected int, received number');
+    expect(details({ ...chained, delegateTimeoutMs: 50 })).toBe('delegateTimeoutMs: Too small: expected number to be >=100');
+    expect(details({ ...chained, ipv6ProbeRewrite: 'maybe' })).toBe('ipv6ProbeRewrite: Invalid option: expected one of "auto"|"on"|"off"');
+    expect(details({ ...chained, stateDir: 'var/lib' })).toBe('stateDir: must be an absolute path');
+    expect(details({ cniVersion: '1.0.0', name: 'n', type: 'ptp', ipam: { type: 'ipam-shim', delegate: { type: '../x' } } })).toBe(
+      'ipam.delegate.type: must be a plain plugin name (no "/")',
+    );
+  });
   it('reads valid-attachments, falls back to the legacy key, absent means empty', () => {
     const a = [{ containerID: 'c', ifname: 'eth0' }];
     expect(parseNetConf({ ...chained, 'cni.dev/valid-attachments': a }).validAttachments).toEqual(a);
