@@ -6,7 +6,7 @@
 //   evaluates a statically imported module, and everything it imports, before main() runs;
 // - stdin and stdout are read and written through their file descriptors: process.stdin/process.stdout on a
 //   pipe are net.Sockets, and loading that machinery costs more CPU than answering VERSION;
-// - the single executable is built with a V8 startup snapshot that already holds zod and the schemas (warm()).
+// - the single executable is built with a V8 startup snapshot that already holds the verbs, evaluated (src/warm.ts).
 import { writeSync } from 'node:fs';
 import { readStdin, readStdinFd, parseJsonObject } from './cni/stdin.js';
 import { versionReply } from './cni/versions.js';
@@ -109,28 +109,18 @@ function start(): void {
   );
 }
 
-/**
- * Build time of the single executable (scripts/build.mjs, sea-config `useSnapshot`): what goes into the V8 startup
- * snapshot. src/warm.ts evaluates and exercises the pure modules, and
- * the built-in modules an ADD needs are loaded (child processes, fs/promises, crypto for temp names; pino's
- * worker_threads). Nothing that reads the process may be evaluated here.
- */
-async function warm(): Promise<void> {
-  await (await import('./warm.js')).warm();
-  for (const m of ['node:child_process', 'node:crypto', 'node:fs/promises', 'node:net', 'node:worker_threads']) process.getBuiltinModule(m);
-}
-
 // Only the bundle the single executable's snapshot is built from has this set (scripts/build.mjs): node:v8 loads
 // the stream machinery, which the plain bundle must not pay for on every call.
 if (process.env.IPAM_SHIM_SNAPSHOT_ENTRY === '1' && process.getBuiltinModule('node:v8').startupSnapshot.isBuildingSnapshot()) {
   const { startupSnapshot, setFlagsFromString } = process.getBuiltinModule('node:v8');
-  // warm() runs regular expressions: compiled to machine code (V8 tiers a regexp up after one run) they cannot be
-  // serialized and the snapshot build aborts; interpreted (bytecode) they can, and they tier up at run time.
-  // The flag goes back before serializing: the snapshot records the flags it was built with and refuses to
-  // load under others.
+  // Build time of the single executable (scripts/build.mjs, sea-config `useSnapshot`): src/warm.ts fills the V8
+  // startup snapshot. It runs regular expressions: compiled to machine code (V8 tiers a regexp up after one run)
+  // they cannot be serialized and the build aborts; interpreted (bytecode) they can, and tier up at run time.
+  // The flags go back before serializing (--regexp-interpret-all also turned off --regexp-tier-up): a snapshot
+  // records the flags it was built with and refuses to load under others. A failing warm-up fails the build.
   setFlagsFromString('--regexp-interpret-all');
   startupSnapshot.addSerializeCallback(() => setFlagsFromString('--no-regexp-interpret-all --regexp-tier-up'));
-  void warm();
+  void import('./warm.js').then((m) => m.warm());
   startupSnapshot.setDeserializeMainFunction(() => {
     mainAt = performance.now();
     start();

@@ -45,6 +45,8 @@ const ROUTE6 = '[{"dst":"default","gateway":"fe80::1","dev":"eth0","protocol":"r
 const NEIGH = '[{"dst":"10.0.0.2","dev":"eth0","lladdr":"12:34:56:78:9a:bc","state":["PERMANENT"]},{"dst":"fd00::2","dev":"eth0","state":["STALE"]}]';
 
 export async function warm(): Promise<void> {
+  // The built-in modules an ADD needs: child processes, fs/promises, crypto (temp names), pino's worker_threads.
+  for (const m of ['node:child_process', 'node:crypto', 'node:fs/promises', 'node:net', 'node:worker_threads']) process.getBuiltinModule(m);
   // The modules the verbs load at run time, evaluated now (their top levels are pure).
   await import('./plugin.js');
   await import('./verbs/add.js');

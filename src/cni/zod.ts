@@ -1,5 +1,5 @@
-// The one zod the shim uses: zod/mini, configured once. Every schema module imports it from here (`import * as z`), so the
-// settings are in place before any schema is built (ES modules evaluate their imports first).
+// The one zod the shim uses: zod/mini, configured once. Every schema module imports it from here
+// (`import * as z`), so the settings are in place before any schema is built (imports evaluate first).
 //
 // zod/mini, not the classic API: a classic schema carries dozens of per-instance methods and lazy getters, and
 // every schema object is in the single executable's startup snapshot, deserialized by every call (VERSION

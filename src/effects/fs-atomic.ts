@@ -17,7 +17,7 @@ export async function writeFileAtomic(path: string, data: string, mode = 0o600):
   writeFileAtomicSync(path, data, mode);
 }
 
-export function writeFileAtomicSync(path: string, data: string, mode = 0o600): void {
+function writeFileAtomicSync(path: string, data: string, mode = 0o600): void {
   const dir = dirname(path);
   const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
   const fd = openSync(tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW, mode);
@@ -41,7 +41,8 @@ export function writeFileAtomicSync(path: string, data: string, mode = 0o600): v
   syncDirSync(dir);
 }
 
-function unlinkQuiet(path: string): void {
+/** Removes a file if it is there; never throws (cleanup after another error, lock release). */
+export function unlinkQuiet(path: string): void {
   try {
     unlinkSync(path);
   } catch {

@@ -2,8 +2,8 @@
 // timeout) is detected by pid + start time and its lock broken under a second, short-lived lock.
 // File operations are synchronous (see fs-atomic.ts: thread-pool hops cost more than these tiny calls); only the
 // wait between attempts yields.
-import { closeSync, constants, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
-import { isErrno } from './fs-atomic.js';
+import { closeSync, constants, openSync, readFileSync, statSync, writeSync } from 'node:fs';
+import { isErrno, unlinkQuiet } from './fs-atomic.js';
 
 const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW } = constants;
 
@@ -50,13 +50,6 @@ const statQuiet = (path: string) => {
     return statSync(path);
   } catch {
     return undefined;
-  }
-};
-const unlinkQuiet = (path: string): void => {
-  try {
-    unlinkSync(path);
-  } catch {
-    // gone already
   }
 };
 
