@@ -72,7 +72,8 @@ export async function runPlugin(
     log = createLogger({ file: DEFAULT_LOG_FILE, base: { command: outcome.command ?? procEnv.CNI_COMMAND, containerID: procEnv.CNI_CONTAINERID || undefined } });
   }
   if (outcome.error) {
-    log.error({ code: outcome.error.code, msg: outcome.error.msg, details: outcome.error.details, ms, outcome: 'error' }, 'CNI call failed');
+    const { code, msg, details, logFields } = outcome.error;
+    log.error({ ...logFields, code, msg, details, ms, outcome: 'error' }, 'CNI call failed');
   } else {
     log.info(outcome.command === 'ADD' ? { ms, outcome: 'ok', timings: timings(marks, started, configAt, loggerAt) } : { ms, outcome: 'ok' }, 'CNI call done');
   }

@@ -33,13 +33,16 @@ export class CniError extends Error {
   readonly code: number;
   readonly msg: string;
   readonly details: string | undefined;
+  /** Extra fields for the call's error log line (an address, a CIDR): logged, never printed on stdout. */
+  readonly logFields: Record<string, unknown> | undefined;
 
-  constructor(code: number, msg: string, opts: { details?: string; cause?: unknown } = {}) {
+  constructor(code: number, msg: string, opts: { details?: string; cause?: unknown; logFields?: Record<string, unknown> } = {}) {
     super(opts.details ? `${msg}; ${opts.details}` : msg, { cause: opts.cause });
     this.name = 'CniError';
     this.code = code;
     this.msg = msg;
     this.details = opts.details;
+    this.logFields = opts.logFields;
   }
 
   toJSON(cniVersion: string): CniErrorJson {

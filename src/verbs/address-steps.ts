@@ -22,12 +22,23 @@ export interface AddressContext {
   ownDevs: string[];
 }
 
-function reservedCidrs(ctx: VerbContext): Cidr[] {
-  try {
-    return parseCidrs(ctx.conf.settings.reservedCIDRs);
-  } catch (e) {
-    throw new CniError(ErrorCode.InvalidNetworkConfig, 'invalid reservedCIDRs', { details: (e as Error).message });
+const parsedReserved = new WeakMap<object, Cidr[]>();
+
+/**
+ * The configured reservedCIDRs, parsed once per config; code 7 when one is not a CIDR. ADD calls it before
+ * anything is allocated or recorded (DEL never needs it, so a typo cannot stop a pod from going away).
+ */
+export function reservedCidrs(ctx: Pick<VerbContext, 'conf'>): Cidr[] {
+  let cidrs = parsedReserved.get(ctx.conf);
+  if (!cidrs) {
+    try {
+      cidrs = parseCidrs(ctx.conf.settings.reservedCIDRs);
+    } catch (e) {
+      throw new CniError(ErrorCode.InvalidNetworkConfig, 'invalid reservedCIDRs', { details: (e as Error).message });
+    }
+    parsedReserved.set(ctx.conf, cidrs);
   }
+  return cidrs;
 }
 
 /** Code 100 for the first address inside a reserved CIDR. */
@@ -37,9 +48,10 @@ function refuseReserved(ctx: VerbContext, ips: string[]): void {
   for (const ip of ips) {
     const hit = findReservedHit(ip, cidrs);
     if (hit) {
+      // Logged once, on the call's error line (plugin.ts), with the address and the CIDR as fields.
       const msg = `address ${hit.ip} is inside reserved CIDR ${hit.cidr.text} (network ${ctx.conf.name})`;
-      ctx.log.error({ ip: hit.ip, reservedCIDR: hit.cidr.text }, msg);
       throw new CniError(ErrorCode.ReservedAddress, msg, {
+        logFields: { ip: hit.ip, reservedCIDR: hit.cidr.text },
         details: `replies to ${hit.ip} would be routed to ${hit.cidr.text}'s owner and lost; shrink the IPAM range or the pool so it avoids ${hit.cidr.text}`,
       });
     }

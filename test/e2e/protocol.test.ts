@@ -126,6 +126,16 @@ describe('bad input gets the right CNI error', () => {
     await expectError(out, 101);
     expect((await readFile(log, 'utf8')).split('\n').map((l) => l.split(' ')[0])).toContain('DEL');
   });
+  it('reservedCIDRs with a typo → 7 before the delegate is asked for anything', async () => {
+    const log = `${s.dir}/fake.log`;
+    const conf = slot({}, { delegate: { type: 'fake-ipam' }, reservedCIDRs: ['10.0.0.0/8', '10.1.0.0/33'] });
+    const out = await invoke(conf, { ...add, env: { FAKE_IPAM_LOG: log } });
+    await expectError(out, 7);
+    expect(out.json.msg).toBe('invalid reservedCIDRs');
+    await expect(readFile(log, 'utf8')).rejects.toMatchObject({ code: 'ENOENT' }); // not even VERSION
+    // DEL does not need the list: a typo added later cannot keep a pod from going away.
+    expect((await invoke(conf, { ...add, command: 'DEL', env: { FAKE_IPAM_LOG: log } })).exitCode).toBe(0);
+  });
   it('delegate result that is not JSON → 101', async () =>
     expectError(await invoke(slot({}, { delegate: { type: 'fake-ipam' } }), { ...add, env: { FAKE_IPAM_MODE: 'badjson' } }), 101));
   it('stdin too large → 5', async () => expectError(await invoke(JSON.stringify({ ...slot(), pad: 'x'.repeat(5 * 1024 * 1024) }), add), 5));
