@@ -1,13 +1,13 @@
 // The shim's record of what it handed out: one JSON file per attachment under <stateDir>/<network>/records,
 // plus an index file per IP so a second owner for one address is caught in O(1). Layout and record shape
 // are an upgrade contract: never rename them (records carry `v` so old ones keep reading).
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readdirSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
 import type { Attachment } from '../cni/config.js';
-import { assertPrivateDir, ensurePrivateDir, readFileNoFollow, readFileNoFollowSync, removeFile, writeFileAtomic, UnsafePathError } from './fs-atomic.js';
+import { assertPrivateDir, ensurePrivateDir, isErrno, readFileNoFollow, readFileNoFollowSync, removeFile, writeFileAtomic, UnsafePathError } from './fs-atomic.js';
 import { withLock, LockTimeoutError } from './lock.js';
 
 export const LedgerRecordSchema = z.object({
@@ -44,6 +44,29 @@ function unsafe(e: UnsafePathError): CniError {
   return new CniError(ErrorCode.LedgerCorrupt, `unsafe ledger directory: ${e.message}`, { details: e.path, cause: e });
 }
 
+/** What a network's ledger directory holds: the two subdirectories, the locks, and dot-named temp/probe files. */
+const OWN_ENTRY = /^(records|ips|lock(\.break)?|agent-.+\.lock(\.break)?|\..+)$/;
+
+/**
+ * `<stateDir>/<network>` may exist already, and open() tightens it to 0700. One that holds anything else is not
+ * ours to chmod or write into (stateDir "/" with a network named "etc" would otherwise lock the node out of
+ * /etc): refused, untouched. Missing is fine.
+ */
+function assertLedgerLayout(dir: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch (e) {
+    if (isErrno(e, 'ENOENT')) return;
+    throw e;
+  }
+  const foreign = names.filter((n) => !OWN_ENTRY.test(n));
+  if (foreign.length) {
+    const shown = foreign.slice(0, 3).join(', ') + (foreign.length > 3 ? ', …' : '');
+    throw new UnsafePathError(dir, `holds files that are not an ipam-shim ledger's (${shown}): check stateDir and the network name`);
+  }
+}
+
 /** containerID cannot contain ':' (spec regex), so "<cid>:<ifname>" is unambiguous. */
 const keyOf = (a: Attachment): string => `${a.containerID}:${a.ifname}`;
 
@@ -72,6 +95,7 @@ export class Ledger {
       // The configured root is checked, never created-and-chmodded over: it may be a path the shim does not own.
       mkdirSync(this.stateDir, { recursive: true, mode: 0o700 });
       await assertPrivateDir(this.stateDir);
+      assertLedgerLayout(this.dir);
       for (const d of [this.dir, this.recordsDir, this.ipsDir]) await ensurePrivateDir(d);
     } catch (e) {
       if (e instanceof UnsafePathError) throw unsafe(e);

@@ -136,6 +136,19 @@ describe.skipIf(!haveRoot)('state dirs the shim refuses (103), allocating nothin
     });
   }
 
+  it('a network dir holding files that are not a ledger\'s (stateDir "/", network "etc") → 103, never chmodded or written', async () => {
+    const dir = join(s.stateDir, network);
+    await mkdir(dir, { recursive: true, mode: 0o755 });
+    await chmod(dir, 0o755);
+    await writeFile(join(dir, 'passwd'), 'root:x:0:0:root:/root:/bin/sh\n');
+    const add = await call('ADD');
+    expect(add.json, add.stdout).toMatchObject({ code: 103 });
+    expect(`${add.json.msg} ${add.json.details ?? ''}`).toContain(dir);
+    expect((await stat(dir)).mode & 0o777).toBe(0o755);
+    expect(await readdir(dir)).toEqual(['passwd']);
+    expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
+  });
+
   it('a regular file where the state dir should be → 103 (or 5), not a crash', async () => {
     await mkdir(s.stateDir, { recursive: true, mode: 0o700 });
     await writeFile(join(s.stateDir, network), 'not a directory');
