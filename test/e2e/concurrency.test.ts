@@ -10,9 +10,10 @@ import { build } from 'esbuild';
 import { execa } from 'execa';
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { invoke, PLUGIN_DIR, ROOT, scratch, shimBinDir } from '../helpers/cni.js';
-import { TestNet, inNs, rootOrSkip, uid } from '../helpers/netns.js';
+import { describe, expect, it } from 'vitest';
+import { invoke, PLUGIN_DIR, ROOT, shimBinDir } from '../helpers/cni.js';
+import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
+import { useScratchNet } from '../helpers/scratch-net.js';
 import { disagreements, envInt, hostLocalStore, pool, readLedger } from '../helpers/robust.js';
 import { CniRunner, type JsonObject } from '../runner/runner.js';
 
@@ -22,16 +23,7 @@ const INTERLEAVE_N = envInt('IPAM_SHIM_INTERLEAVE_N', 40);
 const LOCK_PROCS = envInt('IPAM_SHIM_LOCK_PROCS', 24);
 const LOCK_ITERS = envInt('IPAM_SHIM_LOCK_ITERS', 60);
 
-let s: Awaited<ReturnType<typeof scratch>>;
-let net: TestNet;
-beforeEach(async () => {
-  s = await scratch();
-  net = new TestNet();
-});
-afterEach(async () => {
-  await net.cleanup();
-  await s.cleanup();
-});
+const { s, net } = useScratchNet();
 
 /** The shim in the IPAM slot (as ptp would call it), dual-stack host-local below it. */
 function slotConf(name: string): JsonObject {

@@ -8,15 +8,16 @@
 // (names, versions, the shim's entry, its position) is the file as shipped. Debian's ptp speaks ≤ 1.0.0, so the
 // 1.1.0 AKS list is driven at 1.0.0 for ADD/CHECK/DEL and the 1.1.0 verbs a runtime sends to a chained
 // plugin (GC, STATUS) go to the shim's entry directly, at 1.1.0.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readdir, readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { readShimConflist, listVersion } from '../../src/conflist.js';
 import { parseMetrics } from '../../src/metrics.js';
 import { CniRunner, type JsonObject } from '../runner/runner.js';
-import { TestNet, inNs, rootOrSkip, uid } from '../helpers/netns.js';
-import { FIXTURE_BIN, PLUGIN_DIR, ROOT, hostLocalAllocations, invoke, ledgerRecords, scratch, shimBinDir } from '../helpers/cni.js';
+import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
+import { useScratchNet } from '../helpers/scratch-net.js';
+import { FIXTURE_BIN, PLUGIN_DIR, ROOT, hostLocalAllocations, invoke, ledgerRecords, shimBinDir } from '../helpers/cni.js';
 
 const DIR = join(ROOT, 'conflist');
 const EXAMPLES = ['aks-cilium-0.3.1.conflist', 'aks-cilium-1.1.0.conflist', 'generic-host-local.conflist', 'generic-host-local-chained.conflist'];
@@ -51,16 +52,7 @@ describe('conflist/ examples parse like the plugin reads them', () => {
 
 const d = root ? describe : describe.skip;
 
-let s: Awaited<ReturnType<typeof scratch>>;
-let net: TestNet;
-beforeEach(async () => {
-  s = await scratch();
-  net = new TestNet();
-});
-afterEach(async () => {
-  await net.cleanup();
-  await s.cleanup();
-});
+const { s, net } = useScratchNet();
 
 /** The temp-dir substitutions (and, for AKS, the stand-ins) applied to an example. */
 function localise(list: JsonObject, opts: { standIns?: boolean; metricsFile?: string } = {}): JsonObject {

@@ -11,9 +11,10 @@ import { execa, type ResultPromise } from 'execa';
 import { existsSync, watch, type FSWatcher } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FIXTURE_BIN, invoke, scratch, SHIM } from '../helpers/cni.js';
-import { TestNet, inNs, rootOrSkip, uid } from '../helpers/netns.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FIXTURE_BIN, invoke, SHIM } from '../helpers/cni.js';
+import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
+import { useScratchNet } from '../helpers/scratch-net.js';
 import { disagreements, envInt, hostLocalStore, pidsIn, pool, readLedger, waitGone, WRAP_IPAM } from '../helpers/robust.js';
 
 const haveRoot = rootOrSkip();
@@ -23,12 +24,9 @@ const RUNS = envInt('IPAM_SHIM_CRASH_N', 30);
 const PHASES = ['early', 'delegate-pre', 'ledger-intent', 'none', 'delegate-post', 'ledger-attached', 'late', 'none'] as const;
 type Phase = (typeof PHASES)[number];
 
-let s: Awaited<ReturnType<typeof scratch>>;
-let net: TestNet;
-beforeEach(async () => {
-  s = await scratch();
-  net = new TestNet();
-});
+const { s, net } = useScratchNet();
+// Registered after the fixture's hooks, so it runs before them (vitest runs after-hooks in reverse): no killed
+// run's process may outlive its namespace or directory.
 afterEach(async () => {
   for (const pid of await pidsIn(join(s.dir, 'pids'))) {
     try {
@@ -37,8 +35,6 @@ afterEach(async () => {
       // gone
     }
   }
-  await net.cleanup();
-  await s.cleanup();
 });
 
 interface Campaign {

@@ -1,7 +1,7 @@
 // doctor's node checks (src/doctor/node.ts) against a real attachment and planted problems: a conflist made
 // by the shipped example, the built shim and Debian's ptp + host-local on CNI_PATH, a pod attached by the
 // libcni-like runner inside a throwaway "node" namespace; then the files are broken one way at a time.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { chmod, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -10,29 +10,20 @@ import { run } from '../../src/effects/exec.js';
 import { NODE_CHECKS } from '../../src/doctor/node.js';
 import type { Finding } from '../../src/doctor/check.js';
 import { CniRunner, type JsonObject } from '../runner/runner.js';
-import { TestNet, rootOrSkip } from '../helpers/netns.js';
-import { FIXTURE_BIN, PLUGIN_DIR, ROOT, SHIM, scratch, shimBinDir } from '../helpers/cni.js';
+import { rootOrSkip } from '../helpers/netns.js';
+import { useScratchNet } from '../helpers/scratch-net.js';
+import { FIXTURE_BIN, PLUGIN_DIR, ROOT, SHIM, shimBinDir } from '../helpers/cni.js';
 
 const root = rootOrSkip();
 const d = root ? describe : describe.skip;
 const NAMES = new Set(NODE_CHECKS.map((c) => c.name));
 
-let s: Awaited<ReturnType<typeof scratch>>;
-let net: TestNet;
+const { s, net } = useScratchNet();
 let confDir: string;
 let bin: string;
 let conflist: string;
 let store: string;
 let list: JsonObject;
-
-beforeEach(async () => {
-  s = await scratch();
-  net = new TestNet();
-});
-afterEach(async () => {
-  await net.cleanup();
-  await s.cleanup();
-});
 
 /** The chained generic example, localised to temp dirs, plus one pod attached through it. */
 async function attachedNode(file = 'generic-host-local-chained.conflist'): Promise<{ node: string; ip: string }> {

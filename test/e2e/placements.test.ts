@@ -1,12 +1,13 @@
 // Both placements through a real runtime: the project's libcni-like runner (ADD → CHECK → DEL at 0.3.1,
 // 0.4.0, 1.0.0) and podman 4.3 (ADD on start, DEL on rm), with Debian's ptp and host-local.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { CniRunner } from '../runner/runner.js';
 import { PodmanBed } from '../helpers/podman.js';
-import { TestNet, inNs, rootOrSkip, uid } from '../helpers/netns.js';
-import { FIXTURE_BIN, PLUGIN_DIR, hostLocalAllocations, ledgerRecords, scratch, shimBinDir } from '../helpers/cni.js';
+import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
+import { useScratchNet } from '../helpers/scratch-net.js';
+import { FIXTURE_BIN, PLUGIN_DIR, hostLocalAllocations, ledgerRecords, shimBinDir } from '../helpers/cni.js';
 
 const root = rootOrSkip();
 const d = root ? describe : describe.skip;
@@ -24,16 +25,7 @@ function confList(placement: Placement, cniVersion: string, name: string, s: { s
   return { cniVersion, name, plugins };
 }
 
-let s: Awaited<ReturnType<typeof scratch>>;
-let net: TestNet;
-beforeEach(async () => {
-  s = await scratch();
-  net = new TestNet();
-});
-afterEach(async () => {
-  await net.cleanup();
-  await s.cleanup();
-});
+const { s, net } = useScratchNet();
 
 d.each(['chained', 'ipam'] as const)('runner, shim %s', (placement) => {
   it.each(['0.3.1', '0.4.0', '1.0.0'])('ADD → CHECK → DEL at %s leaves nothing behind', async (v) => {

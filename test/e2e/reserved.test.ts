@@ -6,24 +6,15 @@
 // for an attachment whose address became reserved, STATUS at 1.1.0, IPv6 and dual-stack.
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { hostLocalAllocations, invoke, ledgerRecords, PLUGIN_DIR, scratch, shimBinDir } from '../helpers/cni.js';
-import { inNs, rootOrSkip, TestNet, uid } from '../helpers/netns.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { hostLocalAllocations, invoke, ledgerRecords, PLUGIN_DIR, shimBinDir } from '../helpers/cni.js';
+import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
+import { useScratchNet } from '../helpers/scratch-net.js';
 import { CniRunner, PluginError, type JsonObject } from '../runner/runner.js';
 
 const root = rootOrSkip();
 
-let s: Awaited<ReturnType<typeof scratch>>;
-let net: TestNet;
-
-beforeEach(async () => {
-  s = await scratch();
-  net = new TestNet();
-});
-afterEach(async () => {
-  await net.cleanup();
-  await s.cleanup();
-});
+const { s, net } = useScratchNet();
 
 /** One family's straddling range: 19 addresses, 8 of them (the middle /29 or /125) reserved. */
 interface Case {
