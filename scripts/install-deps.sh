@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(containernetworking-plugins podman runc busybox-static ebtables nftables iproute2 iputils-ping util-linux procps)
+PACKAGES=(containernetworking-plugins containerd podman runc busybox-static ebtables nftables iproute2 iputils-ping util-linux procps)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -16,10 +16,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  # npm 11 refuses `npm ci` when an optional platform package of another OS (rollup's, via vitest) is missing
-  # from the registry's metadata and so from the lock file; `npm install` then installs the same locked versions.
-  npm ci --no-audit --no-fund --loglevel=error 2>/dev/null || {
-    echo "install-deps: npm ci refused the lock file; installing the locked versions with npm install" >&2
-    npm install --no-audit --no-fund --loglevel=error
-  }
+  # Strict: the lock file is complete (rollup is pinned by `overrides` to a release whose platform packages all
+  # exist in the registry), so `npm ci` installs exactly what it records or fails.
+  npm ci --no-audit --no-fund --loglevel=error
 fi
