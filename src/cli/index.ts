@@ -2,6 +2,7 @@
 import { run } from '../effects/exec.js';
 import { UsageError, type Command } from './command.js';
 import { ABOUT } from '../cni/skel.js';
+import { versionText } from './version.js';
 
 const COMMANDS: Record<string, () => Promise<Command>> = {
   plan: async () => (await import('./plan.js')).planCommand,
@@ -28,7 +29,7 @@ function help(): string {
 export async function runCli(argv: string[], env: NodeJS.ProcessEnv): Promise<CliOutcome> {
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help') return { stdout: help(), stderr: '', exitCode: 0 };
-  if (name === '--version') return { stdout: `${process.env.IPAM_SHIM_VERSION ?? '0.1.0'}\n`, stderr: '', exitCode: 0 };
+  if (name === '--version') return { stdout: versionText(), stderr: '', exitCode: 0 };
   const load = COMMANDS[name];
   if (!load) return { stdout: '', stderr: `ipam-shim: unknown command "${name}"\n\n${help()}`, exitCode: 2 };
   const command = await load();
