@@ -37,6 +37,7 @@ export const SANDBOX_IMAGE = 'localhost/ipam-shim-test/pause:1';
 const CNI_RESULTS = '/var/lib/cni/results';
 const SHIM_SOCKETS = '/run/containerd/s';
 const K8S_NAMESPACE = 'k8s.io';
+const CONFLIST_NAME = '10-ipam-shim-test.conflist';
 /** A node's environment: containerd and the plugins it runs get nothing else from the test process. */
 const NODE_ENV = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' };
 
@@ -247,8 +248,8 @@ export class CriBed implements CriBedDirs {
    * With containerd running, waits until the reload is logged.
    */
   async setConfList(list: Record<string, unknown>): Promise<void> {
-    const final = path.join(this.confDir, '10-ipam-shim-test.conflist');
-    const tmp = path.join(this.confDir, '.10-ipam-shim-test.conflist.tmp');
+    const final = this.confListPath;
+    const tmp = path.join(this.confDir, `.${CONFLIST_NAME}.tmp`);
     const before = this.pid ? await this.reloadCount() : 0;
     await writeFile(tmp, `${JSON.stringify({ ...list, name: list.name ?? this.network }, null, 2)}\n`);
     await rename(tmp, final);
@@ -305,6 +306,55 @@ export class CriBed implements CriBedDirs {
   async removePod(id: string): Promise<void> {
     await this.cri.stopPodSandbox(id);
     await this.cri.removePodSandbox(id);
+  }
+
+  /**
+   * The node loses its runtime: containerd and every sandbox of this bed are killed (no StopPodSandbox, so no CNI
+   * DEL), and what would not survive is wiped — the pods' netns, libcni's cache entries, containerd's root and
+   * state. host-local's store and the shim's ledger (node state of their own) stay. Then containerd starts afresh.
+   */
+  async crashAndWipe(): Promise<void> {
+    await this.stop('SIGKILL');
+    await this.killStrays();
+    await unmountBelow(this.baseDir);
+    for (const ns of this.netnsPaths) {
+      if (!existsSync(ns)) continue;
+      await execa('umount', [ns], { reject: false });
+      await rm(ns, { force: true });
+    }
+    for (const f of await this.cachedResults()) await rm(path.join(CNI_RESULTS, f), { force: true });
+    for (const id of this.sandboxIds) {
+      await rm(path.join(CNI_RESULTS, `cni-loopback-${id}-lo`), { force: true });
+      await rm(shimSocket(this.socket, id), { force: true });
+    }
+    await removeCgroups(this.cgroupParent);
+    for (const d of ['root', 'state', 'runc']) {
+      await rm(path.join(this.baseDir, d), { recursive: true, force: true, maxRetries: 3 });
+      await mkdir(path.join(this.baseDir, d), { mode: 0o700 });
+    }
+    await this.start();
+    await this.importImage();
+  }
+
+  /** The path of the conflist containerd uses (for the operator CLI's --conflist). */
+  get confListPath(): string {
+    return path.join(this.confDir, CONFLIST_NAME);
+  }
+
+  /** Runs the built shim's operator CLI on the node (its netns, the host's mount namespace, a node's env). */
+  async cli(args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string; json: any }> {
+    const r = await execa('nsenter', [`--net=/run/netns/${this.node}`, CRI_SHIM, ...args, '--conflist', this.confListPath, '--cni-path', this.binDir, '--json'], {
+      env: NODE_ENV,
+      extendEnv: false,
+      reject: false,
+    });
+    let json: any;
+    try {
+      json = JSON.parse(r.stdout);
+    } catch {
+      json = undefined;
+    }
+    return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr, json };
   }
 
   /** Sandbox ids this bed has seen (RunPodSandbox or ListPodSandbox). */
