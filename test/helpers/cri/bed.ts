@@ -357,6 +357,18 @@ export class CriBed implements CriBedDirs {
     return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr, json };
   }
 
+  /** Stop and remove every sandbox containerd lists (best effort: each one is tried). */
+  async removeAllPods(): Promise<void> {
+    if (!this.client) return;
+    const items = await this.cri.listPodSandbox();
+    for (const s of items) {
+      this.sandboxIds.add(s.id);
+      await this.inspect(s.id).catch(() => undefined);
+      await this.cri.stopPodSandbox(s.id).catch(() => undefined);
+      await this.cri.removePodSandbox(s.id).catch(() => undefined);
+    }
+  }
+
   /** Sandbox ids this bed has seen (RunPodSandbox or ListPodSandbox). */
   knownSandboxes(): string[] {
     return [...this.sandboxIds];
@@ -388,17 +400,7 @@ export class CriBed implements CriBedDirs {
         errors.push(`${what}: ${(e as Error).message}`);
       }
     };
-    if (this.client) {
-      await step('remove sandboxes', async () => {
-        const items = await this.cri.listPodSandbox();
-        for (const s of items) this.sandboxIds.add(s.id);
-        for (const s of items) await this.inspect(s.id).catch(() => undefined);
-        for (const s of items) {
-          await this.cri.stopPodSandbox(s.id).catch(() => undefined);
-          await this.cri.removePodSandbox(s.id).catch(() => undefined);
-        }
-      });
-    }
+    if (this.client) await step('remove sandboxes', () => this.removeAllPods());
     await step('stop containerd', () => this.stop());
     await step('kill strays', () => this.killStrays());
     await step('unmount', () => unmountBelow(this.baseDir));

@@ -33,7 +33,8 @@ export interface ShimConfListOptions {
 }
 
 export function hostLocal(dirs: CriBedDirs, ranges: Range[][]): Record<string, unknown> {
-  return { type: 'host-local', dataDir: dirs.dataDir, ranges, routes: [{ dst: '0.0.0.0/0' }] };
+  const v6 = ranges.some((set) => set.some((r) => r.subnet.includes(':')));
+  return { type: 'host-local', dataDir: dirs.dataDir, ranges, routes: [{ dst: '0.0.0.0/0' }, ...(v6 ? [{ dst: '::/0' }] : [])] };
 }
 
 /**

@@ -1,6 +1,6 @@
 // The per-file fixture of the CRI suites: one node netns and one private containerd shared by the file's tests
 // (starting containerd and importing the image costs ~2 s), torn down after the last test even when tests failed.
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { rootOrSkip, TestNet } from '../netns.js';
 import { CriBed, hasContainerd, type CriBedOptions } from './bed.js';
 
@@ -31,6 +31,10 @@ export function useCriBed(opts: Omit<CriBedOptions, 'node'> & { prepare?: (node:
     suite.node = await suite.net.netns('crinode');
     await opts.prepare?.(suite.node, suite.net);
     suite.bed = await CriBed.create({ ...opts, node: suite.node });
+  });
+  // A failed test's pods must not spill into the next test: remove whatever is left, through CRI (DELs included).
+  afterEach(async () => {
+    await suite.bed?.removeAllPods();
   });
   afterAll(async () => {
     await suite.bed?.cleanup();
