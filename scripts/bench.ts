@@ -2,7 +2,7 @@
 // plugins it sits beside. Prints tables; never asserts. Every figure is a median over --runs runs with min/max,
 // and everything compared in one table was measured in the same run, alternating (see scripts/bench-lib.ts).
 //
-//   --only a,b        sections: version,add,split,concurrency,gc,residue,plan,rss (default: all)
+//   --only a,b        sections: version,add,split,concurrency,gc,residue,plan,rss,cri (default: all)
 //   --runs N          runs per figure (default 20); --scale-runs N for concurrency/gc/residue/plan (default --runs)
 //   --sizes a,b,c     scale sizes for gc, residue and plan (default 1000,5000,20000; CI: --sizes 200,1000)
 //   --parallel N      concurrent ADDs in the concurrency section (default 64)
@@ -48,7 +48,7 @@ import {
 } from './bench-lib.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
-const SECTIONS = ['version', 'add', 'split', 'concurrency', 'gc', 'residue', 'plan', 'rss'] as const;
+const SECTIONS = ['version', 'add', 'split', 'concurrency', 'gc', 'residue', 'plan', 'rss', 'cri'] as const;
 type Section = (typeof SECTIONS)[number];
 
 const { values: flags } = parseArgs({
@@ -959,6 +959,11 @@ try {
     residue: sectionResidue,
     plan: sectionPlan,
     rss: sectionRss,
+    // The kubelet path through containerd CRI: its own script (it runs its own containerd and node netns).
+    cri: () =>
+      new Promise<void>((res, rej) =>
+        spawn(NODE, [...process.execArgv, join(ROOT, 'scripts/bench-cri.ts'), '--runs', String(RUNS)], { stdio: 'inherit' }).on('close', (c) => (c === 0 ? res() : rej(new Error(`bench-cri exited ${c}`)))),
+      ),
   };
   for (const s of SECTIONS) if (only.has(s)) await run[s]();
   summary();
