@@ -426,7 +426,15 @@ export class CriBed implements CriBedDirs {
 
   /** Processes of this bed, by pid: shims name our socket in their arguments, pause processes sit in our cgroup. */
   async killStrays(): Promise<void> {
-    for (const pid of await bedPids(this.baseDir, this.cgroupParent)) signalPid(pid, 'SIGKILL');
+    // SIGKILL is delivered asynchronously: wait until they are gone, so their mounts and cgroups can be removed.
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const pids = await bedPids(this.baseDir, this.cgroupParent);
+      if (!pids.length) return;
+      if (Date.now() > deadline) throw new Error(`processes of the bed survive SIGKILL: ${pids.join(' ')}`);
+      for (const pid of pids) signalPid(pid, 'SIGKILL');
+      await sleep(50);
+    }
   }
 }
 
@@ -435,12 +443,14 @@ export function shimSocket(containerdSocket: string, id: string): string {
   return path.join(SHIM_SOCKETS, createHash('sha256').update(path.join(containerdSocket, K8S_NAMESPACE, id)).digest('hex'));
 }
 
-/** Pids whose command line names `baseDir` or whose cgroup lies below `cgroupParent` (the caller's own excluded). */
+/** Live pids whose command line names `baseDir` or whose cgroup lies below `cgroupParent` (the caller's own excluded). */
 export async function bedPids(baseDir: string, cgroupParent: string): Promise<number[]> {
   const out: number[] = [];
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
     try {
+      // a zombie holds nothing any more (and its parent reaps it)
+      if (/^\d+ \(.*\) Z /.test(await readFile(`/proc/${entry}/stat`, 'utf8'))) continue;
       const cmd = (await readFile(`/proc/${entry}/cmdline`, 'utf8')).replaceAll('\0', ' ');
       const cgroups = await readFile(`/proc/${entry}/cgroup`, 'utf8');
       if (cmd.includes(`${baseDir}/`) || cgroups.split('\n').some((l) => l.split(':')[2]?.startsWith(`${cgroupParent}/`))) out.push(Number(entry));
