@@ -21,6 +21,7 @@ interface Call {
   args: string;
   cniVersion: string;
   prevResultIPs: string[] | null;
+  runtimeConfig: Record<string, unknown> | null;
 }
 
 describe.skipIf(!enabled)('containerd CRI → libcni → ipam-shim', () => {
@@ -82,6 +83,22 @@ describe.skipIf(!enabled)('containerd CRI → libcni → ipam-shim', () => {
       const args = Object.fromEntries(sent[0]!.args.split(';').map((kv) => kv.split('=') as [string, string]));
       expect(args).toEqual({ K8S_POD_NAMESPACE: 'default', K8S_POD_NAME: `life-${placement}`, K8S_POD_INFRA_CONTAINER_ID: pod.id, K8S_POD_UID: pod.status.metadata.uid, IgnoreUnknown: '1' });
     });
+  });
+
+  it('a plugin that declares capabilities gets runtimeConfig (port mappings); plugins that do not, none', async () => {
+    const list = shimConfList(s.bed, { placement: 'chained', cniVersion: '1.0.0', ranges: RANGES, loggerLog: loggerLog() });
+    const plugins = list.plugins as Array<Record<string, unknown>>;
+    plugins[plugins.length - 1]!.capabilities = { portMappings: true };
+    await s.bed.setConfList(list);
+    const pod = await s.bed.runPod('caps', { port_mappings: [{ protocol: 'TCP', container_port: 80, host_port: 8080 }] });
+    const [add] = await calls(pod.id);
+    // go-cni 1.1.7 marshals its PortMapping struct without JSON tags: capitalised keys (Go's decoders accept them)
+    expect(add!.runtimeConfig).toEqual({ portMappings: [{ HostPort: 8080, ContainerPort: 80, Protocol: 'tcp', HostIP: '' }] });
+    await s.bed.removePod(pod.id);
+    await use('chained', '1.0.0');
+    const plain = await s.bed.runPod('no-caps', { port_mappings: [{ protocol: 'TCP', container_port: 80, host_port: 8080 }] });
+    expect((await calls(plain.id))[0]!.runtimeConfig).toBeNull();
+    await s.bed.removePod(plain.id);
   });
 
   it('a containerd restart with a pod running makes no CNI call; the pod keeps its address and record', async () => {
