@@ -3,7 +3,7 @@
 // ledger, host-local's store and libcni's cache are empty.
 import { describe, expect, it } from 'vitest';
 import { hostLocalAllocations, ledgerRecords } from '../helpers/cni.js';
-import { shimConfList, type CniVersion, type Placement } from '../helpers/cri/conflists.js';
+import { PLACEMENTS, shimConfList, VERSIONS, type CniVersion, type Placement } from '../helpers/cri/conflists.js';
 import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
 
 const enabled = criOrSkip();
@@ -12,11 +12,7 @@ const HALF = 12;
 describe.skipIf(!enabled)('24 pods in parallel through containerd CRI', () => {
   const s = useCriBed({ confList: (dirs) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges: [[{ subnet: '10.99.0.0/24' }]] }) });
 
-  // The AKS shape (chained, 0.3.1) and the IPAM slot at 1.0.0; the lifecycle suite covers the other two pairings.
-  it.each([
-    ['chained', '0.3.1'],
-    ['ipam', '1.0.0'],
-  ] as Array<[Placement, CniVersion]>)('%s at %s: distinct addresses, a restart loses nothing, removal leaves nothing', async (placement, cniVersion) => {
+  it.each(PLACEMENTS.flatMap((p) => VERSIONS.map((v) => [p, v] as [Placement, CniVersion])))('%s at %s: distinct addresses, a restart loses nothing, removal leaves nothing', async (placement, cniVersion) => {
     await s.bed.setConfList(shimConfList(s.bed, { placement, cniVersion, ranges: [[{ subnet: '10.99.0.0/24' }]] }));
     const batch = (from: number) => Promise.all(Array.from({ length: HALF }, (_, i) => s.bed.runPod(`load-${placement}-${from + i}`)));
     const first = await batch(0);
