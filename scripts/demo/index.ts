@@ -8,6 +8,7 @@ const SECTIONS: Array<() => Promise<DemoSection>> = [
   async () => (await import('./agent-gc.js')).section,
   async () => (await import('./reserved.js')).section,
   async () => (await import('./probe.js')).section,
+  async () => (await import('./cri.js')).section,
 ];
 
 const d = createDemo();

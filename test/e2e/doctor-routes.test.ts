@@ -6,13 +6,12 @@ import { execa } from 'execa';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { invoke, scratch, shimBinDir, SHIM } from '../helpers/cni.js';
+import { invoke, PLUGIN_DIR, scratch, shimBinDir, SHIM } from '../helpers/cni.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
 import { LEDGER_CHECK, RANGES_CHECK, ROUTES_CHECK, ledgerFindings, rangeFindings, routeFindings, unreservedPieces } from '../../src/doctor/routes.js';
 import { formatIp, hostLocalRanges, parseCidrs } from '../../src/reserved.js';
 
 const root = rootOrSkip();
-const PLUGIN_DIR = '/usr/lib/cni';
 
 interface Finding {
   check: string;
@@ -195,8 +194,12 @@ describe.skipIf(!root)('ipam-shim doctor: reserved subnets', () => {
 
   it('ledger addresses inside reserved CIDRs (reserved after ADD) and host-local ranges over them', async () => {
     const delegate = { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: POD_RANGE }]] };
+    // The plugins run in the node; the pods are namespaces of their own, as a runtime makes them (newer reference
+    // plugins refuse a CNI_NETNS that is their own netns).
+    const podNetns = async () => `/run/netns/${await net.netns('dpod')}`;
     // A pod ADDed (in the IPAM slot, inside the node) before anyone reserved its address.
-    const added = await invoke(slotConf([], delegate), { command: 'ADD', containerID: 'early-pod', netns: `/run/netns/${node}`, ifname: 'eth0', inNetns: node });
+    const earlyPod = await podNetns();
+    const added = await invoke(slotConf([], delegate), { command: 'ADD', containerID: 'early-pod', netns: earlyPod, ifname: 'eth0', inNetns: node });
     expect(added.exitCode, added.stdout).toBe(0);
     expect(added.json.ips[0].address).toBe('10.241.0.2/24');
 
@@ -216,14 +219,14 @@ describe.skipIf(!root)('ipam-shim doctor: reserved subnets', () => {
 
     // Using the suggested range: a new pod gets an address outside the reserved CIDR, and the range is clean.
     const fixed = { ...delegate, ranges: [pieces] };
-    const next = await invoke(slotConf(['10.241.0.0/28'], fixed), { command: 'ADD', containerID: 'new-pod', netns: `/run/netns/${node}`, ifname: 'eth0', inNetns: node });
+    const next = await invoke(slotConf(['10.241.0.0/28'], fixed), { command: 'ADD', containerID: 'new-pod', netns: await podNetns(), ifname: 'eth0', inNetns: node });
     expect(next.exitCode, next.stdout).toBe(0);
     expect(next.json.ips[0].address).toBe('10.241.0.16/24');
     const ranged = await doctor(await slotConflist(['10.241.0.0/28'], fixed));
     expect(bad(ranged.mine).map((f) => f.check)).toEqual([LEDGER_CHECK]);
 
     // The fix for the ledger finding: the pod goes away (its DEL), and doctor is clean.
-    const del = await invoke(slotConf(['10.241.0.0/28'], fixed), { command: 'DEL', containerID: 'early-pod', netns: `/run/netns/${node}`, ifname: 'eth0', inNetns: node });
+    const del = await invoke(slotConf(['10.241.0.0/28'], fixed), { command: 'DEL', containerID: 'early-pod', netns: earlyPod, ifname: 'eth0', inNetns: node });
     expect(del.exitCode, del.stdout).toBe(0);
     const clean = await doctor(await slotConflist(['10.241.0.0/28'], fixed));
     expect(bad(clean.mine)).toEqual([]);

@@ -1,0 +1,43 @@
+// The CRI bed's own promise: whatever state a failed test leaves (containerd killed with a pod running, its shim
+// and pause process alive, the pod's netns mounted), cleanup() leaves nothing of the bed on the machine.
+import { existsSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { TestNet } from '../helpers/netns.js';
+import { bedPids, CriBed, shimSocket } from '../helpers/cri/bed.js';
+import { shimConfList } from '../helpers/cri/conflists.js';
+import { criOrSkip } from '../helpers/cri/suite.js';
+
+const enabled = criOrSkip();
+
+describe.skipIf(!enabled)('CriBed.cleanup', () => {
+  const net = new TestNet();
+  afterAll(() => net.cleanup());
+
+  it('after containerd was SIGKILLed with a pod running: no process, netns, cache entry, shim socket, cgroup or dir is left', async () => {
+    const node = await net.netns('crinode');
+    const bed = await CriBed.create({ node, confList: (dirs) => shimConfList(dirs, { placement: 'ipam', cniVersion: '1.0.0', ranges: [[{ subnet: '10.104.0.0/24' }]] }) });
+    try {
+      const pod = await bed.runPod('orphan');
+      await bed.stop('SIGKILL'); // a test that failed half-way: no StopPodSandbox, the shim and pause process live on
+      expect(await bedPids(bed.baseDir, bed.cgroupParent)).not.toEqual([]);
+      expect(existsSync(pod.netnsPath)).toBe(true);
+      expect(await bed.cachedResults()).toEqual([`${bed.network}-${pod.id}-eth0`]);
+      const socket = shimSocket(bed.socket, pod.id);
+      expect(existsSync(socket)).toBe(true); // also proves shimSocket() names containerd's socket path
+
+      await bed.cleanup();
+      expect(await bedPids(bed.baseDir, bed.cgroupParent)).toEqual([]);
+      expect(existsSync(pod.netnsPath)).toBe(false);
+      expect(await bed.cachedResults()).toEqual([]);
+      expect(existsSync(path.join('/var/lib/cni/results', `cni-loopback-${pod.id}-lo`))).toBe(false);
+      expect(existsSync(socket)).toBe(false);
+      const cgroups = (await readdir('/sys/fs/cgroup')).map((c) => path.join('/sys/fs/cgroup', c, bed.cgroupParent));
+      expect(cgroups.filter((d) => existsSync(d))).toEqual([]);
+      expect(existsSync(bed.baseDir)).toBe(false);
+    } finally {
+      await bed.cleanup();
+    }
+  });
+});

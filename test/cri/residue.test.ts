@@ -1,0 +1,116 @@
+// Failure 1 through CRI: azure-vnet's per-pod ebtables rules (arpreply + dnat) and a PERMANENT neighbour for the
+// address the pod will get are planted in the node, next to decoys and node-wide rules (the verified reproduction,
+// as in test/e2e/residue.test.ts):
+//   netns vnet (10.240.0.4/16) ── veth ── node netns: eth0 ⊂ bridge azure0 (10.240.0.5/16), ip_forward=1,
+//   containerd running there; pods attached by ptp + host-local 10.240.0.32–63.
+// After RunPodSandbox the VNet host reaches the pod with real ping; decoys and node-wide rules are intact.
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runInNetns, type Run } from '../../src/effects/exec.js';
+import { hostLocalAllocations, ledgerRecords } from '../helpers/cni.js';
+import { inNs } from '../helpers/netns.js';
+import { PLACEMENTS, shimConfList, VERSIONS } from '../helpers/cri/conflists.js';
+import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
+
+const enabled = criOrSkip();
+const POD = '10.240.0.32';
+const DEAD_MAC = '0:d:3a:30:47:42';
+const RANGES = [[{ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' }]];
+
+const podRules = (ip: string, mac: string): string[][] => [
+  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
+  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT'],
+];
+const isPodLine = (l: string) => /--(arp-)?ip-dst 10\.240\.0\.32(\/32)? /.test(l);
+
+/** `before` minus the given rule lines, PREROUTING's entry count adjusted. */
+function withoutLines(before: string, lines: string[]): string {
+  const drop = new Set(lines);
+  return before
+    .split('\n')
+    .filter((l) => !drop.has(l))
+    .map((l) => l.replace(/^(Bridge chain: PREROUTING, entries: )(\d+)/, (_m, p: string, n: string) => `${p}${Number(n) - lines.length}`))
+    .join('\n');
+}
+
+describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
+  let vnet = '';
+  let r: Run;
+  let eth0Mac = '';
+  const s = useCriBed({
+    confList: (dirs) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges: RANGES }),
+    async prepare(node, net) {
+      vnet = await net.netns('vnet');
+      await net.veth(vnet, 'eth0', node, 'eth0');
+      r = runInNetns(node);
+      await r('ip', ['link', 'add', 'azure0', 'type', 'bridge']);
+      await r('ip', ['link', 'set', 'eth0', 'master', 'azure0']);
+      await r('ip', ['link', 'set', 'azure0', 'up']);
+      await r('ip', ['addr', 'add', '10.240.0.5/16', 'dev', 'azure0']);
+      await r('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+      await inNs(vnet, 'ip', ['addr', 'add', '10.240.0.4/16', 'dev', 'eth0']);
+      await inNs(vnet, 'ip', ['route', 'add', '10.240.0.32/27', 'via', '10.240.0.5']);
+      eth0Mac = (JSON.parse((await r('ip', ['-j', 'link', 'show', 'eth0'])).stdout) as Array<{ address: string }>)[0]!.address;
+    },
+  });
+
+  /** A clean slate in the node, then azure-vnet's leftovers: node-wide rules, the pod's rules, decoys, neighbours. */
+  async function plantResidue(): Promise<void> {
+    await r('ebtables', ['-t', 'nat', '-F']);
+    await r('ip', ['neigh', 'flush', 'nud', 'permanent']);
+    const chain = [
+      ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', '10.240.0.5', '-j', 'arpreply', '--arpreply-mac', eth0Mac],
+      ...podRules('10.240.0.3', 'a2:96:88:20:cb:c6'),
+      ...podRules('10.240.0.30/32', '0:d:3a:30:47:30'),
+      ...podRules(POD, DEAD_MAC),
+      ...podRules('10.240.0.33', '0:d:3a:30:47:33'),
+      ['-p', 'IPv6', '-i', 'eth0', '--ip6-dst', 'fd00:10:240::32', '-j', 'dnat', '--to-dst', DEAD_MAC, '--dnat-target', 'ACCEPT'],
+    ];
+    const save = ['*nat', ...chain.map((rule) => `-A PREROUTING ${rule.join(' ')}`), `-A POSTROUTING -s unicast -o eth0 -j snat --to-src ${eth0Mac} --snat-arp --snat-target ACCEPT`, 'COMMIT', ''];
+    await r('ebtables-restore', ['--noflush'], { input: save.join('\n') });
+    await r('ip', ['neigh', 'add', POD, 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
+    await r('ip', ['neigh', 'add', '10.240.0.33', 'lladdr', '0:d:3a:30:47:33', 'dev', 'azure0', 'nud', 'permanent']);
+  }
+  const natListing = async () => (await r('ebtables', ['-t', 'nat', '-L'])).stdout;
+  const permanentNeigh = async () => (await r('ip', ['neigh', 'show', 'nud', 'permanent'])).stdout;
+  const ping = async () => (await inNs(vnet, 'ping', ['-c', '3', '-i', '0.2', '-W', '1', '-q', POD], { reject: false })).exitCode;
+  /** host-local hands out round-robin: forget its last reservation so every case's pod gets POD again. */
+  const resetHostLocal = () => rm(path.join(s.bed.dataDir, s.bed.network), { recursive: true, force: true });
+
+  it('without the shim the residue eats the pod’s traffic (the failure is real in this bed)', async () => {
+    await s.bed.setConfList(shimConfList(s.bed, { placement: 'chained', cniVersion: '0.3.1', ranges: RANGES, withoutShim: true }));
+    await resetHostLocal();
+    await plantResidue();
+    const pod = await s.bed.runPod('no-shim');
+    expect(pod.ips).toEqual([POD]);
+    expect(await ping()).not.toBe(0);
+    await s.bed.removePod(pod.id);
+  });
+
+  describe.each(VERSIONS)('cniVersion %s', (cniVersion) => {
+    it.each(PLACEMENTS)('%s: after RunPodSandbox the VNet host pings the pod; exactly the pod’s rules and neighbour are gone', async (placement) => {
+      await s.bed.setConfList(shimConfList(s.bed, { placement, cniVersion, ranges: RANGES }));
+      await resetHostLocal();
+      await plantResidue();
+      const before = await natListing();
+      const neighBefore = await permanentNeigh();
+      const podLines = before.split('\n').filter(isPodLine);
+      expect(podLines).toHaveLength(2);
+      expect(neighBefore).toContain(`${POD} dev azure0 lladdr 00:0d:3a:30:47:42 PERMANENT`);
+
+      const pod = await s.bed.runPod(`residue-${placement}`);
+      expect(pod.ips).toEqual([POD]);
+      expect(await ledgerRecords(s.bed.stateDir, s.bed.network)).toEqual([`${pod.id}:eth0.json`]);
+      expect(await ping()).toBe(0);
+      expect(await natListing()).toBe(withoutLines(before, podLines));
+      expect(await permanentNeigh()).toBe(withoutLines(neighBefore, [`${POD} dev azure0 lladdr 00:0d:3a:30:47:42 PERMANENT `]));
+
+      await s.bed.removePod(pod.id);
+      expect(await ledgerRecords(s.bed.stateDir, s.bed.network)).toEqual([]);
+      expect(await hostLocalAllocations(s.bed.dataDir, s.bed.network)).toEqual([]);
+      // DEL touches no residue rule: what is left stays as it was
+      expect(await natListing()).toBe(withoutLines(before, podLines));
+    });
+  });
+});

@@ -1,0 +1,498 @@
+// A private containerd 1.6 (Debian) acting as the node's CRI runtime, for tests that need the kubelet path:
+// RunPodSandbox/StopPodSandbox/RemovePodSandbox through containerd's CRI plugin, which runs our conflist through
+// libcni. Everything of one bed lives in a temp dir (root, state, socket, runc root, CNI bin and conf dirs,
+// host-local's dataDir, the shim's state and log), and containerd runs in a network namespace standing for the
+// node: pods' host-side veths, routes, ebtables rules and neighbours all land there, never on the host.
+//
+// What containerd 1.6 needed here (verified in ../shared/cri-lab; see docs/runtimes.md):
+// - restrict_oom_score_adj = true: this machine lacks CAP_SYS_RESOURCE, and runc fails to set the sandbox's
+//   oom_score_adj (-998) otherwise ("can't get final child's PID from pipe: EOF").
+// - cgroupfs (SystemdCgroup = false): no systemd here. Pods get a cgroup parent unique to the bed, so cleanup can
+//   remove exactly the cgroups it made.
+// - ONE cni bin_dir (1.6 takes a single directory; "a:b" is not split): Debian's plugins are symlinked into it
+//   next to the shim.
+// - conf_dir reloads on a RENAME inside the directory (CREATE and CHMOD are ignored; writing in place can be read
+//   half-written): setConfList() writes a temp file in the dir and renames it.
+// - containerd runs through `nsenter --net=<node netns>`, not `ip netns exec`: the latter also unshares the mount
+//   namespace, so the pod netns containerd bind-mounts under /var/run/netns would be invisible to the tests and to
+//   `ipam-shim gc` (which proves a sandbox alive through its netns path), unlike on a real node.
+// - Paths containerd 1.6 uses whatever its config says: /var/run/netns/cni-<uuid> (pod netns),
+//   /var/lib/cni/results/<network>-<id>-<ifname> (libcni's result cache), /run/containerd/s/<sha256> (shim
+//   sockets). The network name is unique per bed; cleanup removes only entries of this bed's sandboxes.
+import { execa } from 'execa';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, open, readdir, readFile, rename, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { buildSandboxImage } from '../../fixtures/cri/sandbox-image.js';
+import { ROOT } from '../cni.js';
+import { uid } from '../netns.js';
+import { CriClient, type PodSandboxConfig, type PodSandboxStatus } from './client.js';
+
+/** The built single executable: what a node runs. IPAM_SHIM_BIN tests another build. */
+export const CRI_SHIM = process.env.IPAM_SHIM_BIN ?? path.join(ROOT, 'dist/ipam-shim');
+export const SANDBOX_IMAGE = 'localhost/ipam-shim-test/pause:1';
+const CNI_RESULTS = '/var/lib/cni/results';
+const SHIM_SOCKETS = '/run/containerd/s';
+const K8S_NAMESPACE = 'k8s.io';
+const CONFLIST_NAME = '10-ipam-shim-test.conflist';
+/** A node's environment: containerd and the plugins it runs get nothing else from the test process. */
+const NODE_ENV = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' };
+
+export interface CriBedDirs {
+  baseDir: string;
+  /** host-local's dataDir. */
+  dataDir: string;
+  /** The shim's stateDir (ledger) and log file. */
+  stateDir: string;
+  logFile: string;
+  /** The network name (unique per bed): use it as the conflist's name. */
+  network: string;
+  /** containerd's CNI bin dir (holds every plugin, the shim as `ipam-shim`). */
+  binDir: string;
+}
+
+export interface CriBedOptions {
+  /** The netns standing for the node (name under /run/netns); containerd and every plugin run there. */
+  node: string;
+  /** The first conflist (more with setConfList). */
+  confList: (dirs: CriBedDirs) => Record<string, unknown>;
+  /** Reference plugins symlinked into the bin dir; default CNI_PLUGIN_DIR or /usr/lib/cni. */
+  pluginDir?: string;
+  /** Extra executables for the bin dir: name → path. */
+  plugins?: Record<string, string>;
+}
+
+export interface Pod {
+  status: PodSandboxStatus;
+  id: string;
+  name: string;
+  /** Every address the runtime reports, primary first. */
+  ips: string[];
+  netnsPath: string;
+  /** The sandbox's pause process. */
+  pid: number;
+}
+
+/** Stateful: one per suite (or per test); cleanup() in afterAll/afterEach, also when a test failed. */
+export class CriBed implements CriBedDirs {
+  readonly baseDir: string;
+  readonly dataDir: string;
+  readonly stateDir: string;
+  readonly logFile: string;
+  readonly network: string;
+  readonly binDir: string;
+  readonly confDir: string;
+  readonly socket: string;
+  readonly containerdLog: string;
+  readonly node: string;
+  /** Pods' cgroups go below this parent (cgroupfs), unique per bed. */
+  readonly cgroupParent: string;
+  private readonly configPath: string;
+  private daemon: { child: ChildProcess; exited: Promise<void> } | undefined;
+  private pid: number | undefined;
+  private client: CriClient | undefined;
+  private readonly sandboxIds = new Set<string>();
+  private readonly netnsPaths = new Set<string>();
+
+  private constructor(baseDir: string, node: string) {
+    this.baseDir = baseDir;
+    this.node = node;
+    this.network = `cri-${uid(8)}`;
+    this.dataDir = path.join(baseDir, 'host-local');
+    this.stateDir = path.join(baseDir, 'shim-state');
+    this.logFile = path.join(baseDir, 'shim.log');
+    this.binDir = path.join(baseDir, 'cni-bin');
+    this.confDir = path.join(baseDir, 'net.d');
+    this.socket = path.join(baseDir, 'containerd.sock');
+    this.containerdLog = path.join(baseDir, 'containerd.log');
+    this.configPath = path.join(baseDir, 'config.toml');
+    this.cgroupParent = `/ipam-shim-${this.network}`;
+  }
+
+  /** Creates the dirs, config, bin dir and first conflist, starts containerd and imports the sandbox image. */
+  static async create(opts: CriBedOptions): Promise<CriBed> {
+    const bed = new CriBed(await mkdtemp(path.join(os.tmpdir(), 'cri-bed-')), opts.node);
+    try {
+      await bed.setup(opts);
+      await bed.start();
+      await bed.importImage();
+      return bed;
+    } catch (e) {
+      await bed.cleanup();
+      throw e;
+    }
+  }
+
+  private async setup(opts: CriBedOptions): Promise<void> {
+    for (const d of ['root', 'state', 'runc', 'pod-logs', 'cni-bin', 'net.d']) await mkdir(path.join(this.baseDir, d), { recursive: true, mode: 0o700 });
+    const pluginDir = opts.pluginDir ?? process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
+    for (const p of await readdir(pluginDir)) await symlink(path.join(pluginDir, p), path.join(this.binDir, p));
+    await symlink(CRI_SHIM, path.join(this.binDir, 'ipam-shim'));
+    for (const [name, file] of Object.entries(opts.plugins ?? {})) await symlink(file, path.join(this.binDir, name));
+    await writeFile(this.configPath, this.config());
+    await this.setConfList(opts.confList(this));
+  }
+
+  private config(): string {
+    const q = (s: string) => JSON.stringify(s);
+    return [
+      'version = 2',
+      `root = ${q(path.join(this.baseDir, 'root'))}`,
+      `state = ${q(path.join(this.baseDir, 'state'))}`,
+      '[grpc]',
+      `  address = ${q(this.socket)}`,
+      '[ttrpc]',
+      `  address = ${q(`${this.socket}.ttrpc`)}`,
+      // debug: the conf syncer logs its reloads only at this level (setConfList waits for one)
+      '[debug]',
+      '  level = "debug"',
+      '[metrics]',
+      '  address = ""',
+      '[plugins."io.containerd.grpc.v1.cri"]',
+      `  sandbox_image = ${q(SANDBOX_IMAGE)}`,
+      '  stream_server_address = "127.0.0.1"',
+      '  stream_server_port = "0"',
+      '  enable_selinux = false',
+      '  disable_apparmor = true',
+      '  restrict_oom_score_adj = true',
+      '  netns_mounts_under_state_dir = false',
+      '[plugins."io.containerd.grpc.v1.cri".cni]',
+      `  bin_dir = ${q(this.binDir)}`,
+      `  conf_dir = ${q(this.confDir)}`,
+      '  max_conf_num = 1',
+      '[plugins."io.containerd.grpc.v1.cri".containerd]',
+      '  snapshotter = "overlayfs"',
+      '  default_runtime_name = "runc"',
+      '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
+      '  runtime_type = "io.containerd.runc.v2"',
+      '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]',
+      '  SystemdCgroup = false',
+      `  Root = ${q(path.join(this.baseDir, 'runc'))}`,
+      '',
+    ].join('\n');
+  }
+
+  get cri(): CriClient {
+    if (!this.client) throw new Error('containerd is not running');
+    return this.client;
+  }
+
+  /** Starts containerd in the node netns with a node's environment and waits until CRI answers. */
+  async start(): Promise<void> {
+    if (this.pid) throw new Error(`containerd already runs (pid ${this.pid})`);
+    // A daemon, not a command: spawned detached with its output in a file, stopped by pid (stop/cleanup).
+    const log = await open(this.containerdLog, 'a');
+    let child: ChildProcess;
+    try {
+      child = spawn('nsenter', [`--net=/run/netns/${this.node}`, 'containerd', '--config', this.configPath], {
+        env: NODE_ENV,
+        detached: true,
+        stdio: ['ignore', log.fd, log.fd],
+      });
+    } finally {
+      await log.close();
+    }
+    const exited = new Promise<void>((resolve) => {
+      child.once('exit', () => resolve());
+      child.once('error', () => resolve());
+    });
+    child.unref();
+    this.daemon = { child, exited };
+    this.pid = child.pid;
+    this.client = new CriClient(this.socket);
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      try {
+        await this.client.version(2_000);
+        return;
+      } catch (e) {
+        if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline) throw new Error(`containerd did not come up: ${(e as Error).message}\n${await this.logTail()}`);
+        await sleep(100);
+      }
+    }
+  }
+
+  /** Stops containerd (SIGTERM, or SIGKILL as a crash), without touching its pods. */
+  async stop(signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM'): Promise<void> {
+    const pid = this.pid;
+    this.client?.close();
+    this.client = undefined;
+    this.pid = undefined;
+    if (!pid) return;
+    signalPid(pid, signal);
+    const exited = await Promise.race([this.daemon!.exited.then(() => true), sleep(15_000).then(() => false)]);
+    if (!exited) {
+      signalPid(pid, 'SIGKILL');
+      await this.daemon!.exited;
+    }
+    this.daemon = undefined;
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
+  private async importImage(): Promise<void> {
+    const tar = path.join(this.baseDir, 'pause.tar');
+    await buildSandboxImage(tar, SANDBOX_IMAGE);
+    await execa('ctr', ['--address', this.socket, '-n', K8S_NAMESPACE, 'images', 'import', tar], { env: NODE_ENV, extendEnv: false });
+    if (!(await this.cri.imageStatus(SANDBOX_IMAGE))) throw new Error('CRI does not see the imported sandbox image');
+  }
+
+  /**
+   * Replaces the conflist the way containerd 1.6 notices: a temp file in conf_dir renamed over the old one.
+   * With containerd running, waits until the reload is logged.
+   */
+  async setConfList(list: Record<string, unknown>): Promise<void> {
+    const final = this.confListPath;
+    const tmp = path.join(this.confDir, `.${CONFLIST_NAME}.tmp`);
+    const before = this.pid ? await this.reloadCount() : 0;
+    await writeFile(tmp, `${JSON.stringify({ ...list, name: list.name ?? this.network }, null, 2)}\n`);
+    await rename(tmp, final);
+    if (!this.pid) return;
+    const deadline = Date.now() + 10_000;
+    while ((await this.reloadCount()) <= before) {
+      if (Date.now() > deadline) throw new Error(`containerd did not reload ${final}\n${await this.logTail()}`);
+      await sleep(50);
+    }
+  }
+
+  private async reloadCount(): Promise<number> {
+    const log = await readFile(this.containerdLog, 'utf8').catch(() => '');
+    return log.split('\n').filter((l) => l.includes('receiving change event from cni conf dir')).length;
+  }
+
+  async logTail(lines = 30): Promise<string> {
+    const log = await readFile(this.containerdLog, 'utf8').catch(() => '');
+    return log.trimEnd().split('\n').slice(-lines).join('\n');
+  }
+
+  /** A kubelet-like sandbox config: unique uid, log dir, this bed's cgroup parent and label. */
+  sandboxConfig(name: string, extra: Partial<PodSandboxConfig> = {}): PodSandboxConfig {
+    const podUid = randomUUID();
+    return {
+      metadata: { name, uid: podUid, namespace: 'default', attempt: 0 },
+      hostname: name,
+      log_directory: path.join(this.baseDir, 'pod-logs', `default_${name}_${podUid}`),
+      labels: { 'ipam-shim-bed': this.network },
+      annotations: {},
+      linux: { cgroup_parent: this.cgroupParent },
+      ...extra,
+    };
+  }
+
+  /** RunPodSandbox, then what the tests need to know about the pod. */
+  async runPod(name: string, extra: Partial<PodSandboxConfig> = {}): Promise<Pod> {
+    const config = this.sandboxConfig(name, extra);
+    await mkdir(config.log_directory, { recursive: true });
+    const id = await this.cri.runPodSandbox(config);
+    this.sandboxIds.add(id);
+    return this.inspect(id);
+  }
+
+  async inspect(id: string): Promise<Pod> {
+    const { status, info } = await this.cri.podSandboxStatus(id);
+    const netnsPath: string = (info.runtimeSpec?.linux?.namespaces ?? []).find((n: { type: string }) => n.type === 'network')?.path ?? '';
+    if (netnsPath) this.netnsPaths.add(netnsPath);
+    const ips = status.network ? [status.network.ip, ...status.network.additional_ips.map((a) => a.ip)].filter(Boolean) : [];
+    return { id, name: status.metadata.name, ips, netnsPath, pid: Number(info.pid ?? 0), status };
+  }
+
+  /** kubelet's teardown: StopPodSandbox (CNI DEL), then RemovePodSandbox (DEL again). */
+  async removePod(id: string): Promise<void> {
+    await this.cri.stopPodSandbox(id);
+    await this.cri.removePodSandbox(id);
+  }
+
+  /**
+   * The node loses its runtime: containerd and every sandbox of this bed are killed (no StopPodSandbox, so no CNI
+   * DEL), and what would not survive is wiped — the pods' netns, libcni's cache entries, containerd's root and
+   * state. host-local's store and the shim's ledger (node state of their own) stay. Then containerd starts afresh.
+   */
+  async crashAndWipe(): Promise<void> {
+    await this.stop('SIGKILL');
+    await this.killStrays();
+    await unmountBelow(this.baseDir);
+    for (const ns of this.netnsPaths) {
+      if (!existsSync(ns)) continue;
+      await execa('umount', [ns], { reject: false });
+      await rm(ns, { force: true });
+    }
+    for (const f of await this.cachedResults()) await rm(path.join(CNI_RESULTS, f), { force: true });
+    for (const id of this.sandboxIds) {
+      await rm(path.join(CNI_RESULTS, `cni-loopback-${id}-lo`), { force: true });
+      await rm(shimSocket(this.socket, id), { force: true });
+    }
+    await removeCgroups(this.cgroupParent);
+    for (const d of ['root', 'state', 'runc']) {
+      await rm(path.join(this.baseDir, d), { recursive: true, force: true, maxRetries: 3 });
+      await mkdir(path.join(this.baseDir, d), { mode: 0o700 });
+    }
+    await this.start();
+    await this.importImage();
+  }
+
+  /** The path of the conflist containerd uses (for the operator CLI's --conflist). */
+  get confListPath(): string {
+    return path.join(this.confDir, CONFLIST_NAME);
+  }
+
+  /** Runs the built shim's operator CLI on the node (its netns, the host's mount namespace, a node's env). */
+  async cli(args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string; json: any }> {
+    const r = await execa('nsenter', [`--net=/run/netns/${this.node}`, CRI_SHIM, ...args, '--conflist', this.confListPath, '--cni-path', this.binDir, '--json'], {
+      env: NODE_ENV,
+      extendEnv: false,
+      reject: false,
+    });
+    let json: any;
+    try {
+      json = JSON.parse(r.stdout);
+    } catch {
+      json = undefined;
+    }
+    return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr, json };
+  }
+
+  /** Stop and remove every sandbox containerd lists (best effort: each one is tried). */
+  async removeAllPods(): Promise<void> {
+    if (!this.client) return;
+    const items = await this.cri.listPodSandbox();
+    for (const s of items) {
+      this.sandboxIds.add(s.id);
+      await this.inspect(s.id).catch(() => undefined);
+      await this.cri.stopPodSandbox(s.id).catch(() => undefined);
+      await this.cri.removePodSandbox(s.id).catch(() => undefined);
+    }
+  }
+
+  /** Sandbox ids this bed has seen (RunPodSandbox or ListPodSandbox). */
+  knownSandboxes(): string[] {
+    return [...this.sandboxIds];
+  }
+
+  /** Remembers sandboxes created behind the bed's back (e.g. by another client on the socket). */
+  track(id: string, netnsPath?: string): void {
+    this.sandboxIds.add(id);
+    if (netnsPath) this.netnsPaths.add(netnsPath);
+  }
+
+  /** libcni's result cache entries of this bed's network. */
+  async cachedResults(): Promise<string[]> {
+    if (!existsSync(CNI_RESULTS)) return [];
+    return (await readdir(CNI_RESULTS)).filter((f) => f.startsWith(`${this.network}-`)).sort();
+  }
+
+  /**
+   * Removes everything, also after failures: every sandbox through CRI (so plugins get their DELs), containerd by
+   * its pid, stray shims and pause processes of this bed, mounts below the bed, pod netns, result cache entries,
+   * shim sockets and cgroups of this bed's sandboxes, the temp dir.
+   */
+  async cleanup(): Promise<void> {
+    const errors: string[] = [];
+    const step = async (what: string, fn: () => Promise<unknown>) => {
+      try {
+        await fn();
+      } catch (e) {
+        errors.push(`${what}: ${(e as Error).message}`);
+      }
+    };
+    if (this.client) await step('remove sandboxes', () => this.removeAllPods());
+    await step('stop containerd', () => this.stop());
+    await step('kill strays', () => this.killStrays());
+    await step('unmount', () => unmountBelow(this.baseDir));
+    await step('pod netns', async () => {
+      for (const ns of this.netnsPaths) {
+        if (!existsSync(ns)) continue;
+        await execa('umount', [ns], { reject: false });
+        await rm(ns, { force: true });
+      }
+    });
+    await step('result cache', async () => {
+      for (const f of await this.cachedResults()) await rm(path.join(CNI_RESULTS, f), { force: true });
+      // the loopback plugin's entries are keyed by sandbox id, not by our network
+      for (const id of this.sandboxIds) await rm(path.join(CNI_RESULTS, `cni-loopback-${id}-lo`), { force: true });
+    });
+    await step('shim sockets', async () => {
+      for (const id of this.sandboxIds) await rm(shimSocket(this.socket, id), { force: true });
+    });
+    await step('cgroups', () => removeCgroups(this.cgroupParent));
+    await step('rm tree', () => rm(this.baseDir, { recursive: true, force: true, maxRetries: 3 }));
+    if (errors.length) console.warn(`CriBed.cleanup (${this.baseDir}): ${errors.join('; ')}`);
+  }
+
+  /** Processes of this bed, by pid: shims name our socket in their arguments, pause processes sit in our cgroup. */
+  async killStrays(): Promise<void> {
+    // SIGKILL is delivered asynchronously: wait until they are gone, so their mounts and cgroups can be removed.
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const pids = await bedPids(this.baseDir, this.cgroupParent);
+      if (!pids.length) return;
+      if (Date.now() > deadline) throw new Error(`processes of the bed survive SIGKILL: ${pids.join(' ')}`);
+      for (const pid of pids) signalPid(pid, 'SIGKILL');
+      await sleep(50);
+    }
+  }
+}
+
+/** containerd 1.6's shim socket for a task: /run/containerd/s/sha256(<grpc address>/<namespace>/<id>). */
+export function shimSocket(containerdSocket: string, id: string): string {
+  return path.join(SHIM_SOCKETS, createHash('sha256').update(path.join(containerdSocket, K8S_NAMESPACE, id)).digest('hex'));
+}
+
+/** Live pids whose command line names `baseDir` or whose cgroup lies below `cgroupParent` (the caller's own excluded). */
+export async function bedPids(baseDir: string, cgroupParent: string): Promise<number[]> {
+  const out: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      // a zombie holds nothing any more (and its parent reaps it)
+      if (/^\d+ \(.*\) Z /.test(await readFile(`/proc/${entry}/stat`, 'utf8'))) continue;
+      const cmd = (await readFile(`/proc/${entry}/cmdline`, 'utf8')).replaceAll('\0', ' ');
+      const cgroups = await readFile(`/proc/${entry}/cgroup`, 'utf8');
+      if (cmd.includes(`${baseDir}/`) || cgroups.split('\n').some((l) => l.split(':')[2]?.startsWith(`${cgroupParent}/`))) out.push(Number(entry));
+    } catch {
+      // gone, or a kernel thread
+    }
+  }
+  return out;
+}
+
+async function removeCgroups(parent: string): Promise<void> {
+  const root = '/sys/fs/cgroup';
+  const dirs = [path.join(root, parent), ...(await readdir(root).catch(() => [] as string[])).map((c) => path.join(root, c, parent))];
+  for (const dir of dirs) {
+    if (!existsSync(dir)) continue;
+    for (const child of await readdir(dir, { withFileTypes: true })) if (child.isDirectory()) await rmdir(path.join(dir, child.name)).catch(() => undefined);
+    await rmdir(dir).catch(() => undefined);
+  }
+}
+
+async function unmountBelow(dir: string): Promise<void> {
+  const info = await readFile('/proc/self/mountinfo', 'utf8');
+  const targets = info
+    .split('\n')
+    .map((l) => l.split(' ')[4])
+    .filter((t): t is string => !!t && (t === dir || t.startsWith(`${dir}/`)))
+    .map((t) => t.replace(/\\040/g, ' '))
+    .sort((a, b) => b.length - a.length);
+  for (const t of targets) await execa('umount', ['-l', t], { reject: false });
+}
+
+function signalPid(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // gone already
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** containerd, runc, ctr and busybox-static: what the CRI bed needs besides root. */
+export function hasContainerd(): boolean {
+  return ['/usr/bin/containerd', '/usr/bin/ctr', '/usr/sbin/runc', '/bin/busybox'].every((p) => existsSync(p));
+}
