@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import { listPreroutingResidue } from '../effects/ebtables.js';
 import type { Run } from '../effects/exec.js';
 import { listNeighbours, type Neighbour } from '../effects/neigh.js';
-import { cleanResidue, findOrphans, findResidue, localMacs, type CleanFailure, type ResidueSnapshot } from '../residue/clean.js';
+import { cleanResidue, findOrphans, findResidueOnNode, localMacs, type CleanFailure, type ResidueSnapshot } from '../residue/clean.js';
 import { exactIp, type ResidueRule } from '../residue/parse.js';
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { NETWORK_FLAGS, openNetwork, type NetworkFlags, type OpenNetwork } from './network.js';
@@ -159,7 +159,8 @@ export async function ledgerTargets(net: OpenNetwork): Promise<{ ips: Array<{ ip
 /** scan, or clean's dry run: what is there now for `targets`. */
 export async function scanTargets(run: Run, targets: readonly Target[]): Promise<{ ebtablesAvailable: boolean; targets: TargetReport[]; orphans: RuleView[] }> {
   const { ebtablesAvailable, snapshot, macs } = await snapshotResidue(run);
-  const found = findResidue(
+  const found = await findResidueOnNode(
+    run,
     targets.map((t) => t.ip),
     snapshot,
   );
