@@ -2,7 +2,7 @@
 // finding with its fix; exit 1 on any problem or warning.
 import { parseArgs } from 'node:util';
 import { CHECKS } from '../doctor/index.js';
-import type { Finding } from '../doctor/check.js';
+import { failedCheck, type Finding } from '../doctor/check.js';
 import { NETWORK_FLAGS, openNetwork } from './network.js';
 import { UsageError, type Command } from './command.js';
 
@@ -25,7 +25,7 @@ export const doctorCommand: Command = {
       try {
         findings.push(...(await check.run(net)));
       } catch (e) {
-        findings.push({ check: check.name, verdict: 'problem', summary: `check failed: ${(e as Error).message}`, fix: 'see the log file; run the check again' });
+        findings.push(failedCheck(check.name, e, net));
       }
     }
     const bad = findings.filter((f) => f.verdict === 'problem' || f.verdict === 'warn');

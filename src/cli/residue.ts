@@ -8,7 +8,7 @@ import type { Run } from '../effects/exec.js';
 import { listNeighbours, type Neighbour } from '../effects/neigh.js';
 import { cleanResidue, findOrphans, findResidueOnNode, localMacs, type CleanFailure, type ResidueSnapshot } from '../residue/clean.js';
 import { exactIp, type ResidueRule } from '../residue/parse.js';
-import { DEFAULT_CONF_DIR } from '../conflist.js';
+import { confDirProblem, DEFAULT_CONF_DIR } from '../conflist.js';
 import { NETWORK_FLAGS, openNetwork, type NetworkFlags, type OpenNetwork } from './network.js';
 import { UsageError, type Command, type CommandOutput } from './command.js';
 
@@ -20,7 +20,7 @@ const USAGE = [
   '  clean   remove the residue for those IPs (dry run unless --apply); orphans are never touched',
   '',
   'Exit status: 0 no residue (left) for those IPs; 1 residue found / would be removed / left or failed; 2 usage.',
-  'Without a shim conflist, only the --ip IPs are looked at.',
+  'Without a shim conflist, only the --ip IPs are looked at; a --conf-dir that does not exist is an error (exit 1).',
 ].join('\n');
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -225,7 +225,11 @@ export const residueCommand: Command = {
     const apply = mode === 'clean' && !!flags.apply;
 
     // The ledger says which addresses are the shim's. Without a conflist, only named addresses are looked at —
-    // unless the operator pointed at a conflist/network explicitly: then not finding it is the error.
+    // unless the operator pointed at a conflist or network explicitly: then not finding it is the error. A conf
+    // dir given explicitly must at least exist (a typo must not look like "no residue").
+    const confDirGiven = flags['conf-dir'];
+    const dirProblem = confDirGiven === undefined ? undefined : await confDirProblem(confDirGiven);
+    if (dirProblem) throw new Error(dirProblem);
     let net: OpenNetwork | undefined;
     let ledgerNote: string | undefined;
     try {
