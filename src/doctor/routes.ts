@@ -7,7 +7,7 @@
 //   that overlap reserved CIDRs: a warning while some addresses are usable, a problem when none is.
 // Read-only: every finding carries the command or config change that fixes it; nothing is repaired here.
 import type { OpenNetwork } from '../cli/network.js';
-import { defaultUplink, findCapturingRoutes, listRoutes, type CapturingRoute, type Route } from '../effects/routes.js';
+import { defaultUplink, findCapturingRoutes, listActiveTables, listRoutes, type ActiveTables, type CapturingRoute, type Route } from '../effects/routes.js';
 import { findReservedHit, formatIp, hostLocalRanges, parseCidrs, type Cidr, type HostLocalRange, type IpRange } from '../reserved.js';
 import type { LedgerRecord } from '../effects/ledger.js';
 import { failedCheck, type DoctorCheck, type Finding } from './check.js';
@@ -17,7 +17,13 @@ export const LEDGER_CHECK = 'reserved-ledger';
 export const RANGES_CHECK = 'reserved-ranges';
 
 /** (a) PURE: findings for the node's routes. `uplink` undefined = none configured and no default route. */
-export function routeFindings(routes: readonly Route[], reserved: readonly Cidr[], uplink: string | undefined, uplinkSource: 'config' | 'default route'): Finding[] {
+export function routeFindings(
+  routes: readonly Route[],
+  reserved: readonly Cidr[],
+  uplink: string | undefined,
+  uplinkSource: 'config' | 'default route',
+  activeTables?: ActiveTables,
+): Finding[] {
   if (!uplink) {
     return [
       {
@@ -28,7 +34,7 @@ export function routeFindings(routes: readonly Route[], reserved: readonly Cidr[
       },
     ];
   }
-  const found = findCapturingRoutes(routes, reserved, { uplink });
+  const found = findCapturingRoutes(routes, reserved, { uplink, ...(activeTables ? { activeTables } : {}) });
   if (!found.length) {
     return [
       {
@@ -262,10 +268,10 @@ export const reservedCheck: DoctorCheck = {
       return [{ check: 'reserved', verdict: 'skipped', summary: 'no reservedCIDRs configured: routes, ledger and ranges not compared' }];
     }
     const routes = await guarded(net, ROUTES_CHECK, async () => {
-      const all = await listRoutes(net.run);
+      const [all, tables] = await Promise.all([listRoutes(net.run), listActiveTables(net.run)]);
       const configured = net.conf.settings.uplink;
       const uplink = configured ?? defaultUplink(all);
-      const found = routeFindings(all, reserved, uplink, configured ? 'config' : 'default route');
+      const found = routeFindings(all, reserved, uplink, configured ? 'config' : 'default route', tables);
       for (const f of found) if (f.verdict === 'problem') net.log.warn({ finding: f.data }, f.summary);
       return found;
     });
