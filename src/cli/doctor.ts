@@ -12,6 +12,7 @@ export const doctorCommand: Command = {
   name: 'doctor',
   summary: 'check this node: conflist, delegate, ledger, residue, agent IPs, reserved-subnet routes, IPv6 probes',
   usage: USAGE,
+  exitStatus: '0 every check is ok or skipped; 1 at least one WARN or PROBLEM, or the conflist cannot be read; 2 usage',
   async run(argv, ctx) {
     let values;
     try {

@@ -97,6 +97,7 @@ export const gcCommand: Command = {
   name: 'gc',
   summary: "release leaked IPs for runtimes that never send CNI GC (valid = the runtime's result cache); dry run by default",
   usage: USAGE,
+  exitStatus: '0 nothing to release (dry run) or everything released; 1 the dry run found something to release, a release failed, or the cache was out of sight (refused); 2 usage',
   async run(argv, ctx) {
     let values;
     try {

@@ -61,6 +61,7 @@ export const installCommand: Command = {
   name: 'install',
   summary: 'copy the executable into the CNI bin dir and chain the shim after cilium-cni; --watch keeps it there',
   usage: INSTALL_USAGE,
+  exitStatus: '0 installed or already in place (or the shim is in an IPAM slot); 1 no conflist holds cilium-cni, one does not parse, or a write failed; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; with --watch: 0 when stopped by a signal',
   async run(argv): Promise<CommandOutput> {
     const { values: v } = usage(() =>
       parseArgs({
@@ -138,6 +139,7 @@ export const uninstallCommand: Command = {
   name: 'uninstall',
   summary: 'take the chained shim entry out of the cilium-cni conflist and remove the executable',
   usage: UNINSTALL_USAGE,
+  exitStatus: '0 done (also when there was nothing to remove); 1 a write failed; 2 usage',
   async run(argv): Promise<CommandOutput> {
     const { values: v } = usage(() =>
       parseArgs({ args: argv, strict: true, options: { 'cni-bin-dir': { type: 'string' }, 'conf-dir': { type: 'string' }, 'keep-binary': { type: 'boolean' } } }),

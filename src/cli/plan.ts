@@ -12,6 +12,7 @@ export const planCommand: Command = {
   name: 'plan',
   summary: 'which cluster-pool node CIDRs collide with reserved subnets, and how many nodes fit before the first',
   usage: USAGE,
+  exitStatus: '0 no node CIDR collides; 1 at least one collides; 2 usage',
   async run(argv: string[]): Promise<CommandOutput> {
     const opts = parseFlags(argv);
     let plan: Plan;

@@ -19,7 +19,6 @@ const USAGE = [
   '  scan    list the residue for every ledger IP and every --ip IP, and orphaned per-pod rules',
   '  clean   remove the residue for those IPs (dry run unless --apply); orphans are never touched',
   '',
-  'Exit status: 0 no residue (left) for those IPs; 1 residue found / would be removed / left or failed; 2 usage.',
   'Without a shim conflist, only the --ip IPs are looked at; a --conf-dir that does not exist is an error (exit 1).',
 ].join('\n');
 
@@ -220,6 +219,7 @@ export const residueCommand: Command = {
   name: 'residue',
   summary: 'find (scan) and remove (clean --apply) azure-vnet ebtables rules and neighbour entries for ledger IPs and --ip IPs',
   usage: USAGE,
+  exitStatus: '0 no residue (left) for those IPs; 1 residue found / would be removed / left or failed; 2 usage',
   async run(argv, ctx): Promise<CommandOutput> {
     const { mode, flags, named } = parseFlags(argv);
     const apply = mode === 'clean' && !!flags.apply;

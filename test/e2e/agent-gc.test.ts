@@ -119,6 +119,15 @@ d('agent IPs', () => {
     expect(await store()).toEqual(again.json.ips);
   });
 
+  it('a usage error in --owner exits 2, before anything is allocated', async () => {
+    for (const owner of ['bad/name', '-x', '']) {
+      const r = await execa('ip', ['netns', 'exec', b.node, SHIM, 'agent-ip', 'allocate', `--owner=${owner}`, '--conflist', b.conflistPath, '--cni-path', b.cniPath], { reject: false });
+      expect(r.exitCode, `${owner}: ${r.stderr}`).toBe(2);
+      expect(r.stderr).toMatch(/--owner/);
+    }
+    expect(await store()).toEqual([]);
+  });
+
   it("recovers when the delegate's store was wiped, and no address is recorded twice", async () => {
     const first = await agentIp('allocate', 'health');
     await rm(join(b.s.dataDir, b.network), { recursive: true, force: true });
