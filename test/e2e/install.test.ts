@@ -232,6 +232,20 @@ describe('docs/operations.md walkthrough', () => {
 });
 
 describe('install --watch', () => {
+  it('without --shim-config, keeps the settings of the entry it found and puts them back after a rewrite', async () => {
+    expect((await cli(['install', ...flags(), '--shim-config', SHIM_CONFIG])).exitCode).toBe(0);
+    const expected = await readFile(conflist, 'utf8');
+    const watch = execa(SHIM, ['install', ...flags(), '--watch', '--interval', '1', '--json'], { reject: false });
+    children.push(watch);
+    await new Promise((r) => setTimeout(r, 1500)); // its first check has seen the entry
+    expect(await readFile(conflist, 'utf8')).toBe(expected);
+    await writeFile(join(confDir, '.05-cilium.conflist.tmp1'), AKS_CILIUM);
+    await rename(join(confDir, '.05-cilium.conflist.tmp1'), conflist);
+    await waitFor('the entry with its reservedCIDRs after a rewrite', async () => (await readFile(conflist, 'utf8')) === expected);
+    watch.kill('SIGTERM');
+    expect((await watch).exitCode).toBe(0);
+  });
+
   it('waits for the conflist, puts the entry back after cilium-agent rewrites the file, exits 0 on SIGTERM', async () => {
     await rename(conflist, join(s.dir, 'away'));
     const watch = execa(SHIM, ['install', ...flags(), '--shim-config', SHIM_CONFIG, '--watch', '--interval', '1', '--json'], { reject: false });
