@@ -12,6 +12,7 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { ABOUT } from '../cni/skel.js';
 import { run } from '../effects/exec.js';
 import { parseCidrs } from '../reserved.js';
+import { checkProbeSettings } from '../effects/probe-rewrite.js';
 import { conflistFiles, holdsShim } from '../conflist.js';
 import { isErrno, syncDir, writeFileAtomic } from '../effects/fs-atomic.js';
 import type { Logger } from '../log.js';
@@ -39,8 +40,9 @@ async function sha256(path: string): Promise<string> {
 // the shim's settings
 
 /**
- * The shim's keys checked as the plugin checks them: its config schema (unknown key → 2, bad value → 7) and
- * the reservedCIDRs list every ADD parses (7). A config that passes here is one ADD accepts.
+ * The shim's keys checked as the plugin checks them: its config schema (unknown key → 2, bad value → 7), the
+ * reservedCIDRs list every ADD parses, and the probe-rewrite addresses and uplink name every IPv6 ADD checks
+ * (7). A config that passes here is one ADD accepts.
  */
 export function validateShimKeys(keys: Record<string, unknown>): ShimSettings {
   const settings = parseShimSettings(keys, '');
@@ -49,6 +51,8 @@ export function validateShimKeys(keys: Record<string, unknown>): ShimSettings {
   } catch (e) {
     throw new CniError(ErrorCode.InvalidNetworkConfig, 'invalid reservedCIDRs', { details: (e as Error).message });
   }
+  const { uplink, probeSource, probeGlobal } = settings;
+  checkProbeSettings({ ...(uplink ? { uplink } : {}), ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) });
   return settings;
 }
 

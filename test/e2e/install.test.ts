@@ -158,6 +158,9 @@ describe('install checks what it is given and keeps what is there', () => {
     expect(r.exitCode, r.stdout).toBe(2);
     expect(r.stderr).toContain('invalid reservedCIDRs');
     expect(r.stderr).toContain('"not-a-cidr"');
+    const probe = await cli(['install', ...flags(), '--shim-config', '{"ipv6ProbeRewrite":"on","probeSource":"fe80::1%eth0"}']);
+    expect(probe.exitCode, probe.stdout).toBe(2);
+    expect(probe.stderr).toContain('probeSource: not a plain IPv6 address');
     expect(existsSync(join(binDir, 'ipam-shim'))).toBe(false);
     expect(await readFile(conflist, 'utf8')).toBe(AKS_CILIUM);
   });
