@@ -120,10 +120,10 @@ export function parseCidr(text: string): Cidr {
 const MAX_LISTED_ERRORS = 10;
 
 /**
- * Parses a list of CIDRs (IPv4 and IPv6 mixed, overlaps allowed, order kept). Throws one Error naming the bad
- * entries with their indexes (the first 10, then a count), so an operator fixes them in one go.
+ * Parses a list of CIDRs (IPv4 and IPv6 mixed, overlaps allowed, order kept). Throws one Error naming the list
+ * (`what`) and the bad entries with their indexes (the first 10, then a count), so an operator fixes them in one go.
  */
-export function parseCidrs(list: readonly string[]): Cidr[] {
+export function parseCidrs(list: readonly string[], what = 'reserved CIDR list'): Cidr[] {
   const out: Cidr[] = [];
   const errors: string[] = [];
   list.forEach((item, i) => {
@@ -135,7 +135,7 @@ export function parseCidrs(list: readonly string[]): Cidr[] {
   });
   if (errors.length) {
     const more = errors.length > MAX_LISTED_ERRORS ? `; and ${errors.length - MAX_LISTED_ERRORS} more` : '';
-    throw new Error(`invalid reserved CIDR list: ${errors.slice(0, MAX_LISTED_ERRORS).join('; ')}${more}`);
+    throw new Error(`invalid ${what}: ${errors.slice(0, MAX_LISTED_ERRORS).join('; ')}${more}`);
   }
   return out;
 }

@@ -4,6 +4,7 @@ import { convertResult, resultAddresses, type Result } from '../cni/result.js';
 import type { LedgerRecord } from '../effects/ledger.js';
 import { attachmentOf, ownerOf, type VerbContext } from './context.js';
 import { prefetchResidue, prepareAddresses, reservedCidrs } from './address-steps.js';
+import { resultHostDevices } from '../residue/own.js';
 
 /** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */
 export async function cmdAdd(ctx: VerbContext): Promise<Result> {
@@ -35,7 +36,7 @@ async function addChained(ctx: VerbContext): Promise<Result> {
     });
   }
   const ips = resultAddresses(prev);
-  const ownDevs = (prev.interfaces ?? []).filter((i) => !i.sandbox).map((i) => i.name);
+  const ownDevs = resultHostDevices(prev);
   await timed('address', () => prepareAddresses(ctx, ips, { ownDevs }));
   await ctx.ledger.open();
   await timed('ledger.write', async () => ctx.ledger.put(record(ctx, 'attached', ips, await ctx.ledger.get(attachmentOf(ctx)))));

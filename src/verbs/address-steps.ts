@@ -124,12 +124,12 @@ async function ensureProbeRewriteIfDue(ctx: VerbContext): Promise<void> {
   }
 }
 
-/** CHECK: the same conditions, read-only. */
-export async function checkAddresses(ctx: VerbContext, ips: string[]): Promise<void> {
+/** CHECK: the same conditions, read-only (the pod's own interfaces excepted, as ADD excepts them). */
+export async function checkAddresses(ctx: VerbContext, ips: string[], ac: AddressContext = { ownDevs: [] }): Promise<void> {
   refuseReserved(ctx, ips);
   const { residue } = ctx.conf.settings;
   if (!residue.ebtables && !residue.neigh) return;
-  const found = await listResidueFor(ctx.run, ips, residueOpts(ctx));
+  const found = await listResidueFor(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
   if (found.rules.length || found.neighbours.length) {
     throw new CniError(ErrorCode.ResidueCleanupFailed, `stale residue is back for ${ips.join(', ')}`, {
       details: [...found.rules.map((r) => r.text), ...found.neighbours.map((n) => `neigh ${n.ip} dev ${n.dev} lladdr ${n.mac ?? '?'}`)].join('; '),

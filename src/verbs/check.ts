@@ -4,6 +4,7 @@ import { convertResult, resultAddresses } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
 import { attachmentOf, type VerbContext } from './context.js';
 import { checkAddresses } from './address-steps.js';
+import { resultHostDevices } from '../residue/own.js';
 
 /** CHECK: the ledger holds the attachment with the runtime's addresses, the address checks pass, the delegate agrees. */
 export async function cmdCheck(ctx: VerbContext): Promise<void> {
@@ -24,7 +25,7 @@ export async function cmdCheck(ctx: VerbContext): Promise<void> {
       });
     }
   }
-  await checkAddresses(ctx, rec.ips);
+  await checkAddresses(ctx, rec.ips, { ownDevs: resultHostDevices(prev) });
   if (ctx.delegate) {
     const version = await ctx.delegate.versionFor(ctx.conf.cniVersion);
     // CHECK exists from 0.4.0 on; an older delegate simply cannot be asked.

@@ -11,6 +11,7 @@ import { DEFAULT_CNI_PATH } from '../../src/cli/network.js';
 import { HOST_LOCAL_DEFAULT_DATA_DIR } from '../../src/doctor/node.js';
 import { parseShimConfig } from '../../src/cli/install.js';
 import { BASE_PACKAGES, SUITE, TOOL_PACKAGES } from '../../scripts/image/base.js';
+import { DEFAULT_CACHE_DIR } from '../../src/cli/gc.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const DEFAULTS = ShimSettingsSchema.parse({});
@@ -86,7 +87,8 @@ describe('deploy/daemonset.yaml', () => {
     }
     const mounted = mounts.map((m) => m.mountPath as string);
     const covered = (path: string) => mounted.some((p) => path === p || path.startsWith(`${p}/`));
-    for (const path of [DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, DEFAULTS.stateDir, DEFAULTS.logFile, HOST_LOCAL_DEFAULT_DATA_DIR, NETNS_DIR]) {
+    // gc's default cache dir too: a cache out of sight makes gc refuse (docs/failure-model.md).
+    for (const path of [DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, DEFAULTS.stateDir, DEFAULTS.logFile, HOST_LOCAL_DEFAULT_DATA_DIR, NETNS_DIR, `${DEFAULT_CACHE_DIR}/results`]) {
       expect(covered(path), path).toBe(true);
     }
     // Exactly the five the issue names, nothing broader (no / or /var).
