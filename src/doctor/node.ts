@@ -8,7 +8,7 @@ import { isSupported } from '../cni/versions.js';
 import { conflistFiles, holdsShim } from '../conflist.js';
 import { Delegate } from '../effects/delegate.js';
 import type { LedgerRecord } from '../effects/ledger.js';
-import { parseIp } from '../reserved.js';
+import { parseIp } from '../net/ip.js';
 import type { OpenNetwork } from '../cli/network.js';
 import type { DoctorCheck, Finding } from './check.js';
 

@@ -8,7 +8,9 @@
 // Read-only: every finding carries the command or config change that fixes it; nothing is repaired here.
 import type { OpenNetwork } from '../cli/network.js';
 import { defaultUplink, findCapturingRoutes, listActiveTables, listRoutes, type ActiveTables, type CapturingRoute, type Route } from '../effects/routes.js';
-import { findReservedHit, formatIp, hostLocalRanges, parseCidrs, type Cidr, type HostLocalRange, type IpRange } from '../reserved.js';
+import { findReservedHit, hostLocalRanges, type HostLocalRange } from '../reserved.js';
+import { formatIp } from '../net/ip.js';
+import { parseCidrs, type Cidr, type IpRange } from '../net/cidr.js';
 import type { LedgerRecord } from '../effects/ledger.js';
 import { failedCheck, type DoctorCheck, type Finding } from './check.js';
 

@@ -1,7 +1,7 @@
 // The IPv6 load-balancer probe rewrite (field notes §3): Azure's LB probes IPv6 backends from a link-local
 // source, which a node must not forward, so the node rewrites it to a global address on the way in and back on
 // the way out. Stateless, at raw priority (-300, before conntrack): iptables cannot express this.
-import { exactIPv6 } from '../residue/parse.js';
+import { exactIPv6 } from '../net/ip.js';
 import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, ToolError } from '../cni/errors.js';
 import type { Run } from './exec.js';

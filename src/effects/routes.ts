@@ -3,7 +3,8 @@
 // a node instead of the VNet).
 import { ToolError } from '../cni/errors.js';
 import type { Run } from './exec.js';
-import { type Cidr, type Family, intersect, parseCidr, parseIp, rangeOverlap } from '../reserved.js';
+import { type Cidr, intersect, parseCidr, rangeOverlap } from '../net/cidr.js';
+import { type Family, parseIp } from '../net/ip.js';
 
 export interface RouteNexthop {
   gateway?: string;

@@ -11,7 +11,7 @@ import { parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { ABOUT } from '../cni/skel.js';
 import { run } from '../effects/exec.js';
-import { parseCidrs } from '../reserved.js';
+import { parseCidrs } from '../net/cidr.js';
 import { checkProbeSettings } from '../effects/probe-rewrite.js';
 import { conflistFiles, holdsShim } from '../conflist.js';
 import { isErrno, syncDir, writeFileAtomic } from '../effects/fs-atomic.js';

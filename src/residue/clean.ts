@@ -5,7 +5,9 @@ import { deleteRule, listPreroutingResidue } from '../effects/ebtables.js';
 import type { Run } from '../effects/exec.js';
 import { deleteNeighbour, listNeighbours, type Neighbour } from '../effects/neigh.js';
 import { listRoutes } from '../effects/routes.js';
-import { exactIp, normaliseMac, type ResidueRule } from './parse.js';
+import { type ResidueRule } from './parse.js';
+import { exactIp } from '../net/ip.js';
+import { normaliseMac } from '../net/mac.js';
 import { hostRouteDevices, isPodOwnNeighbour } from './own.js';
 
 export interface ResidueSnapshot {

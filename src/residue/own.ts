@@ -8,7 +8,7 @@
 import type { Result } from '../cni/result.js';
 import type { Neighbour } from '../effects/neigh.js';
 import { routeDst, type Route } from '../effects/routes.js';
-import { exactIp } from './parse.js';
+import { exactIp } from '../net/ip.js';
 
 /** PURE. Host-side interfaces a CNI result names: the ones without a `sandbox`. */
 export function resultHostDevices(result: Pick<Result, 'interfaces'> | undefined): string[] {

@@ -5,7 +5,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseNeighbours } from '../../src/effects/neigh.js';
 import { findOrphans, findResidue, parseLinkMacs } from '../../src/residue/clean.js';
-import { classifyRule, exactIPv4, exactIPv6, normaliseMac, parsePrerouting, type ResidueRule } from '../../src/residue/parse.js';
+import { classifyRule, parsePrerouting, type ResidueRule } from '../../src/residue/parse.js';
+import { exactIPv4, exactIPv6 } from '../../src/net/ip.js';
+import { normaliseMac } from '../../src/net/mac.js';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/ebtables/${name}`, import.meta.url), 'utf8');
 const residue = (listing: string) => parsePrerouting(listing).rules.filter((r): r is ResidueRule => r.kind !== 'other');

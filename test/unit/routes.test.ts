@@ -21,7 +21,7 @@ import {
   uplinkGateways,
 } from '../../src/effects/routes.js';
 import type { Run, RunResult } from '../../src/effects/exec.js';
-import { parseCidrs } from '../../src/reserved.js';
+import { parseCidrs } from '../../src/net/cidr.js';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/routes/${name}`, import.meta.url), 'utf8');
 const node: Route[] = [...parseRoutes(fixture('node-v4.json'), 4), ...parseRoutes(fixture('node-v6.json'), 6)];
