@@ -118,7 +118,7 @@ export class Delegate {
     const input = JSON.stringify(conf);
     const started = performance.now();
     let r = await run(path, [], { input, env, extendEnv: false, timeoutMs: this.o.timeoutMs, check: false });
-    for (let i = 0; i < ETXTBSY_RETRIES && /text file busy/i.test(r.stderr) && r.exitCode !== 0; i++) {
+    for (let i = 0; i < ETXTBSY_RETRIES && !r.timedOut && /text file busy/i.test(r.stderr) && r.exitCode !== 0; i++) {
       await new Promise((res) => setTimeout(res, 50));
       r = await run(path, [], { input, env, extendEnv: false, timeoutMs: this.o.timeoutMs, check: false });
     }
@@ -126,7 +126,7 @@ export class Delegate {
     this.o.log.debug({ delegate: this.o.type, command, exitCode: r.exitCode, ms }, 'delegate call');
     if (r.timedOut) {
       throw new CniError(ErrorCode.TryAgainLater, `delegate ${this.o.type} ${command} timed out after ${this.o.timeoutMs} ms`, {
-        details: 'the delegate and its process group were killed',
+        details: 'the delegate and its process group were killed; its output is no longer read',
       });
     }
     if (r.notFound) throw new CniError(ErrorCode.InvalidNetworkConfig, `delegate ${this.o.type} could not be executed`, { details: path });

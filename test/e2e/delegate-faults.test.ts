@@ -49,8 +49,8 @@ const conf = (cniVersion = '1.0.0', ipamOver: Record<string, unknown> = {}) => (
   },
 });
 
-function call(command: string, wrap: Record<string, string> = {}, extra: Partial<Parameters<typeof invoke>[1]> = {}) {
-  return invoke(conf(), {
+function call(command: string, wrap: Record<string, string> = {}, extra: Partial<Parameters<typeof invoke>[1]> = {}, ipamOver: Record<string, unknown> = {}) {
+  return invoke(conf('1.0.0', ipamOver), {
     command,
     containerID: 'ctr-1',
     netns: '/run/netns/does-not-exist',
@@ -143,6 +143,45 @@ describe('delegate faults during ADD: the right error, and what it allocated is 
     expect(out.json.msg).toMatch(/failed to find delegate plugin "wrap-ipam"/);
     expect(await calls()).toEqual([]);
     await expectNothingLeft();
+  });
+});
+
+describe('delegateTimeoutMs bounds the call when a child escaped the process group and holds stdout', () => {
+  // A child in its own session (setsid) survives the group kill and keeps the delegate's stdout open: the shim
+  // must stop reading at the deadline instead of waiting for end-of-file (it used to wait out the child's sleep).
+  const T = 1000;
+  async function timedCall(command: string, wrap: Record<string, string>) {
+    const started = Date.now();
+    const out = await call(command, wrap, { timeoutMs: 30_000 }, { delegateTimeoutMs: T });
+    return { out, ms: Date.now() - started };
+  }
+
+  it('ADD and its undo DEL both hang with an escaped child: 11 within 2 × delegateTimeoutMs plus start-up', async () => {
+    const { out, ms } = await timedCall('ADD', { WRAP_IPAM_ON: 'any', WRAP_IPAM_MODE: 'hang-escaped-after' });
+    console.log(`ADD + undo DEL, both hanging with an escaped child holding stdout, delegateTimeoutMs ${T}: ${ms} ms`);
+    expectError(out, 11);
+    expect(out.json.msg).toMatch(/timed out after 1000 ms/);
+    expect(ms).toBeLessThan(2 * T + 4000);
+    // The undo DEL's host-local ran before it hung: the allocation is released; its record stays for GC
+    // (the DEL did not confirm), as an intent record.
+    expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
+    expect([...(await readLedger(s.stateDir, network)).records.values()].map((r) => r.state)).toEqual(['intent']);
+  });
+
+  it('ADD hangs with an escaped child before allocating: 11 within delegateTimeoutMs plus start-up, nothing left', async () => {
+    const { out, ms } = await timedCall('ADD', { WRAP_IPAM_MODE: 'hang-escaped-before' });
+    console.log(`ADD hanging with an escaped child holding stdout, delegateTimeoutMs ${T}: ${ms} ms`);
+    expectError(out, 11);
+    expect(ms).toBeLessThan(T + 4000);
+    await expectNothingLeft();
+  });
+
+  it('a delegate that answers and exits but leaves a child holding stdout: ADD succeeds without waiting for the child', async () => {
+    const { out, ms } = await timedCall('ADD', { WRAP_IPAM_MODE: 'escaped-after' });
+    expect(out.exitCode, out.stdout).toBe(0);
+    expect(out.json.ips[0].address).toBe('10.235.0.2/24');
+    expect(ms).toBeLessThan(T + 4000);
+    expect([...(await hostLocalStore(s.dataDir, network)).keys()]).toEqual(['10.235.0.2']);
   });
 });
 
