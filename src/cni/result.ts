@@ -2,6 +2,7 @@
 import * as z from './zod.js';
 import { atLeast } from './versions.js';
 import { CniError, ErrorCode, formatIssues } from './errors.js';
+import { parseCidr } from '../reserved.js';
 
 const IpConfigSchema = z.looseObject({
   address: z.string(),
@@ -48,7 +49,19 @@ export function convertResult(result: Result, version: string): Result {
   return out;
 }
 
-/** Every bare address a result hands out. */
+/** Every bare address a result hands out, each once (an address listed twice is still one allocation). */
 export function resultAddresses(result: Result): string[] {
-  return (result.ips ?? []).map(addressOf);
+  return [...new Set((result.ips ?? []).map(addressOf))];
+}
+
+/** The ips[].address entries that are not an IP address (with or without a prefix length). */
+export function invalidAddresses(result: Result): string[] {
+  return (result.ips ?? []).map((ip) => ip.address).filter((text) => {
+    try {
+      parseCidr(text);
+      return false;
+    } catch {
+      return true;
+    }
+  });
 }

@@ -3,7 +3,7 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { parseResult, convertResult, type Result } from '../cni/result.js';
+import { parseResult, convertResult, invalidAddresses, type Result } from '../cni/result.js';
 import { bridgeVersion, LATEST_VERSION } from '../cni/versions.js';
 import { assertPrivateDirSync, ensurePrivateDir, readFileNoFollowSync, writeFileAtomic } from './fs-atomic.js';
 import { run as defaultRun, type Run } from './exec.js';
@@ -91,6 +91,12 @@ export class Delegate {
   async add(conf: Record<string, unknown>, resultVersion: string, env: NodeJS.ProcessEnv = {}): Promise<Result> {
     const out = await this.call('ADD', conf, env);
     const result = parseResult(out ?? {}, `delegate ${this.o.type} ADD result`);
+    const bad = invalidAddresses(result);
+    if (bad.length) {
+      throw new CniError(ErrorCode.DelegateFailed, `delegate ${this.o.type} ADD returned an address that is not an IP: ${JSON.stringify(bad[0])}`, {
+        details: excerpt(JSON.stringify(out)),
+      });
+    }
     return convertResult(result, resultVersion);
   }
 

@@ -1,6 +1,6 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf } from '../cni/config.js';
-import { convertResult, resultAddresses, type Result } from '../cni/result.js';
+import { convertResult, invalidAddresses, resultAddresses, type Result } from '../cni/result.js';
 import type { LedgerRecord } from '../effects/ledger.js';
 import { attachmentOf, ownerOf, type VerbContext } from './context.js';
 import { prefetchResidue, prepareAddresses, reservedCidrs } from './address-steps.js';
@@ -34,6 +34,8 @@ async function addChained(ctx: VerbContext): Promise<Result> {
       details: 'list ipam-shim after the plugin that allocates (cilium-cni), or put it in that plugin\'s "ipam" slot',
     });
   }
+  const bad = invalidAddresses(prev);
+  if (bad.length) throw new CniError(ErrorCode.DecodingFailure, `prevResult holds an address that is not an IP: ${JSON.stringify(bad[0])}`);
   const ips = resultAddresses(prev);
   const ownDevs = (prev.interfaces ?? []).filter((i) => !i.sandbox).map((i) => i.name);
   await timed('address', () => prepareAddresses(ctx, ips, { ownDevs }));
