@@ -4,7 +4,7 @@
 import { CniError, ErrorCode, toCniError } from './errors.js';
 import { readCniEnv, type CniEnv, type Command } from './env.js';
 import { parseJsonObject } from './stdin.js';
-import { parseNetConf, type NetConf } from './config.js';
+import { parseNetConf, parseNetConfForDel, type NetConf } from './config.js';
 import { answerVersion, assertVersionAllows, SUPPORTED_VERSIONS, versionReply } from './versions.js';
 import type { Result } from './result.js';
 
@@ -59,7 +59,7 @@ export async function dispatch(
       return { stdout: versionReply(raw?.cniVersion), exitCode: 0, command, conf, error: undefined };
     }
     raw = parseJsonObject(text);
-    conf = parseNetConf(raw);
+    conf = command === 'DEL' ? parseNetConfForDel(raw) : parseNetConf(raw);
     assertVersionAllows(command, conf.cniVersion);
     onConfig(conf, env);
     const table = await verbs();

@@ -73,6 +73,7 @@ async function expectNothingLeft(): Promise<void> {
   const ledger = await readLedger(s.stateDir, network);
   expect([...ledger.records.keys()]).toEqual([]);
   expect(disagreements(ledger, new Map())).toEqual([]);
+  expect(ledger.attachmentLocks).toEqual([]);
 }
 
 async function calls(): Promise<string[]> {
@@ -250,6 +251,130 @@ describe('delegate faults during DEL', () => {
     // The second allocation was released again; the first attachment's record is untouched.
     expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
     expect([...(await readLedger(s.stateDir, network)).records.keys()]).toEqual(['ctr-1:eth0']);
+  });
+});
+
+describe('a repeated ADD for one attachment never allocates twice and never frees the live address', () => {
+  async function expectOnlyTheFirst(address: string): Promise<void> {
+    const store = await hostLocalStore(s.dataDir, network);
+    expect(store).toEqual(new Map([[address, 'ctr-1:eth0']]));
+    const ledger = await readLedger(s.stateDir, network);
+    expect([...ledger.records.values()].map((r) => [r.containerID, r.state, r.ips])).toEqual([['ctr-1', 'attached', [address]]]);
+    expect(disagreements(ledger, store)).toEqual([]);
+  }
+
+  it('ADD, then ADD again for the same container ID and ifname: refused, the first allocation and record untouched', async () => {
+    const first = await call('ADD');
+    expect(first.exitCode, first.stdout).toBe(0);
+    const before = await readFile(join(s.stateDir, network, 'records', 'ctr-1:eth0.json'), 'utf8');
+    const again = await call('ADD');
+    expectError(again, 4);
+    expect(again.json.msg).toMatch(/already attached/);
+    await expectOnlyTheFirst('10.235.0.2');
+    expect(await readFile(join(s.stateDir, network, 'records', 'ctr-1:eth0.json'), 'utf8')).toBe(before);
+    // The delegate was not asked to allocate or release anything for the second ADD.
+    expect((await calls()).filter((c) => !c.startsWith('VERSION'))).toEqual(['ADD ctr-1 eth0']);
+    // DEL still releases it.
+    expect((await call('DEL')).exitCode).toBe(0);
+    await expectNothingLeft();
+  });
+
+  it('N ADDs for one attachment at once: one allocation, recorded in host-local and the ledger, and every success reports it', async () => {
+    // The delegate is slowed so the ADDs overlap inside it.
+    const outs = await Promise.all(Array.from({ length: 8 }, () => call('ADD', { WRAP_IPAM_PRE: '0.2' }, { timeoutMs: 60_000 }, { delegateTimeoutMs: 20_000 })));
+    const ok = outs.filter((o) => o.exitCode === 0);
+    expect(ok.length, outs.map((o) => o.stdout).join('\n')).toBeGreaterThanOrEqual(1);
+    const addresses = new Set(ok.map((o) => o.json.ips[0].address.split('/')[0]));
+    expect(addresses.size).toBe(1);
+    for (const o of outs.filter((o) => o.exitCode !== 0)) expect(o.json.code, o.stdout).toBe(4);
+    await expectOnlyTheFirst([...addresses][0]!);
+    expect((await call('DEL')).exitCode).toBe(0);
+    await expectNothingLeft();
+  });
+});
+
+describe('a config mistake never blocks teardown: DEL does what it can, logs the mistake and succeeds', () => {
+  async function addOk(): Promise<void> {
+    const out = await call('ADD');
+    expect(out.exitCode, out.stdout).toBe(0);
+    expect([...(await hostLocalStore(s.dataDir, network)).keys()]).toEqual(['10.235.0.2']);
+  }
+  async function mistakeLogged(code: number): Promise<void> {
+    const lines = (await readFile(s.logFile, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.filter((l) => l.command === 'DEL' && /config mistake/.test(l.msg)).map((l) => l.code)).toEqual([code]);
+    expect(lines.at(-1)).toMatchObject({ command: 'DEL', outcome: 'ok' });
+  }
+  const records = async () => [...(await readLedger(s.stateDir, network)).records.keys()];
+
+  for (const [what, over, code] of [
+    ['an unknown key', { reservedCIDR: ['10.0.0.0/8'] }, 2],
+    ['a bad value', { delegateTimeoutMs: 'soon' }, 7],
+    ['a bad value DEL does not use', { residue: { ebtables: 'yes' } }, 7],
+  ] as const) {
+    it(`${what}: the delegate releases, the record is forgotten, DEL succeeds`, async () => {
+      await addOk();
+      const out = await call('DEL', {}, {}, over);
+      expect(out.exitCode, out.stdout).toBe(0);
+      expect(out.stdout).toBe('');
+      await expectNothingLeft();
+      await mistakeLogged(code);
+      // ADD and STATUS still refuse the config: the mistake is reported where a call can fail without harm.
+      expect((await call('ADD', {}, {}, over)).json).toMatchObject({ code });
+      expect((await invoke(conf('1.1.0', over), { command: 'STATUS', path: [bin] })).json).toMatchObject({ code });
+      expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
+    });
+  }
+
+  it('an unreadable stateDir: the delegate releases, no ledger is touched (the record stays for GC), DEL succeeds', async () => {
+    await addOk();
+    const out = await call('DEL', {}, {}, { stateDir: 'relative/state' });
+    expect(out.exitCode, out.stdout).toBe(0);
+    expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
+    expect(await records()).toEqual(['ctr-1:eth0']);
+    await mistakeLogged(7);
+    // With the config fixed, DEL forgets it (the delegate has nothing left to release).
+    expect((await call('DEL')).exitCode).toBe(0);
+    await expectNothingLeft();
+  });
+
+  it('an unreadable delegate in the IPAM slot: nothing can release the address, so the record stays; DEL succeeds', async () => {
+    await addOk();
+    const out = await call('DEL', {}, {}, { delegate: { type: '../bin/sh' } });
+    expect(out.exitCode, out.stdout).toBe(0);
+    expect([...(await hostLocalStore(s.dataDir, network)).keys()]).toEqual(['10.235.0.2']);
+    expect(await records()).toEqual(['ctr-1:eth0']);
+    await mistakeLogged(7);
+    expect((await call('DEL')).exitCode).toBe(0);
+    await expectNothingLeft();
+  });
+
+  it('no network name: nothing says which ledger or allocation is meant, DEL fails (7) and touches nothing', async () => {
+    await addOk();
+    const out = await invoke({ ...conf(), name: undefined }, { command: 'DEL', containerID: 'ctr-1', ifname: 'eth0', path: [bin] });
+    expectError(out, 7);
+    expect(await records()).toEqual(['ctr-1:eth0']);
+    expect([...(await hostLocalStore(s.dataDir, network)).keys()]).toEqual(['10.235.0.2']);
+  });
+
+  it('chained: an unknown key does not keep DEL from forgetting the record', async () => {
+    const chained = (over: Record<string, unknown> = {}) => ({
+      cniVersion: '1.0.0',
+      name: network,
+      type: 'ipam-shim',
+      stateDir: s.stateDir,
+      logFile: s.logFile,
+      residue: { ebtables: false, neigh: false },
+      ipv6ProbeRewrite: 'off',
+      ...over,
+    });
+    const env = { containerID: 'ctr-1', netns: '/run/netns/does-not-exist', ifname: 'eth0', path: [bin] };
+    const add = await invoke({ ...chained(), prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.236.0.9/24' }] } }, { command: 'ADD', ...env });
+    expect(add.exitCode, add.stdout).toBe(0);
+    expect(await records()).toEqual(['ctr-1:eth0']);
+    const del = await invoke(chained({ stateDirr: '/tmp/typo' }), { command: 'DEL', ...env });
+    expect(del.exitCode, del.stdout).toBe(0);
+    expect(await records()).toEqual([]);
+    await mistakeLogged(2);
   });
 });
 
