@@ -3,7 +3,7 @@
 // are an upgrade contract: never rename them (records carry `v` so old ones keep reading).
 import { mkdirSync, readdirSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
 import type { Attachment } from '../cni/config.js';
@@ -250,7 +250,10 @@ export class Ledger {
    * errors pass through unchanged. Taken before the network lock, never while holding it.
    */
   async lockedAttachment<T>(a: Attachment, waitMs: number, fn: () => Promise<T>): Promise<T> {
-    const path = join(this.dir, `.attach-${basename(this.recordPath(a), '.json')}.lock`);
+    // A key too long to be a file name is never recorded: nothing to serialise against (fn's own ledger calls
+    // refuse it, or find nothing).
+    if (Buffer.byteLength(`${keyOf(a)}.json`) > MAX_RECORD_NAME_BYTES) return fn();
+    const path = join(this.dir, `.attach-${keyOf(a)}.lock`);
     try {
       await this.open();
     } catch (e) {
