@@ -31,8 +31,9 @@ const EXIT_GRACE_MS = 200;
  * Runs `file` with `args`. The child gets its own process group so a timeout kills everything it started
  * (a hung delegate's children included) and leaves no zombie. `timeoutMs` is a bound on the call: at the
  * deadline the group is killed and the pipes are no longer read (a process that left the group, setsid, may
- * hold them open for as long as it lives); the call returns by timeoutMs + KILL_GRACE_MS at the latest. node:child_process directly: loading execa
- * (~8k bundled lines, evaluated on every invocation) cost more than most of the processes it starts.
+ * hold them open for as long as it lives); the call returns by timeoutMs + KILL_GRACE_MS at the latest.
+ * node:child_process directly: loading execa (~8k bundled lines, evaluated on every invocation) cost more than
+ * most of the processes it starts.
  */
 export async function run(file: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
   return checked(file, args, opts, await spawnRun(file, args, opts));

@@ -38,7 +38,6 @@ async function addChained(ctx: VerbContext): Promise<Result> {
   if (bad.length) throw new CniError(ErrorCode.DecodingFailure, `prevResult holds an address that is not an IP: ${JSON.stringify(bad[0])}`);
   const ips = resultAddresses(prev);
   const ownDevs = (prev.interfaces ?? []).filter((i) => !i.sandbox).map((i) => i.name);
-  await ctx.ledger.open();
   // Chained, the shim allocates nothing and never releases: a repeated ADD re-runs the address steps and
   // records the runtime's addresses again; a failure changes nothing in the ledger.
   return exclusively(ctx, async () => {
@@ -67,7 +66,6 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
   // Resolving the delegate first: a missing or mute delegate fails the ADD before anything is written.
   const version = await timed('delegate.version', () => delegate.versionFor(ctx.conf.cniVersion));
   performance.mark('ledger.intent');
-  await ctx.ledger.open();
   return exclusively(ctx, async () => {
     const previous = await ctx.ledger.get(attachmentOf(ctx));
     if (previous?.state === 'attached') throw repeatedAdd(ctx, previous);

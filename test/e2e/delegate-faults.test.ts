@@ -291,6 +291,27 @@ describe('a repeated ADD for one attachment never allocates twice and never free
     expect((await call('DEL')).exitCode).toBe(0);
     await expectNothingLeft();
   });
+
+  it('chained: a repeated ADD (sequential and concurrent) records the runtime\'s address once and never drops it', async () => {
+    const chained = {
+      cniVersion: '1.0.0',
+      name: network,
+      type: 'ipam-shim',
+      stateDir: s.stateDir,
+      logFile: s.logFile,
+      residue: { ebtables: false, neigh: false },
+      ipv6ProbeRewrite: 'off',
+      prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.236.0.9/24' }] },
+    };
+    const env = { command: 'ADD', containerID: 'ctr-1', netns: '/run/netns/does-not-exist', ifname: 'eth0', path: [bin] };
+    expect((await invoke(chained, env)).exitCode).toBe(0);
+    const outs = await Promise.all(Array.from({ length: 6 }, () => invoke(chained, env)));
+    for (const o of outs) expect(o.exitCode, o.stdout).toBe(0);
+    const ledger = await readLedger(s.stateDir, network);
+    expect([...ledger.records.values()].map((r) => [r.containerID, r.state, r.ips])).toEqual([['ctr-1', 'attached', ['10.236.0.9']]]);
+    expect(ledger.index.get('10.236.0.9')).toBe('ctr-1:eth0');
+    expect(ledger.attachmentLocks).toEqual([]);
+  });
 });
 
 describe('a config mistake never blocks teardown: DEL does what it can, logs the mistake and succeeds', () => {
