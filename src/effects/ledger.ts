@@ -8,7 +8,7 @@ import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
 import type { Attachment } from '../cni/config.js';
 import { assertPrivateDir, ensurePrivateDir, isErrno, readFileNoFollow, readFileNoFollowSync, removeFile, writeFileAtomic, UnsafePathError } from './fs-atomic.js';
-import { withLock, LockTimeoutError } from './lock.js';
+import { breakIfStale, withLock, LockTimeoutError } from './lock.js';
 
 export const LedgerRecordSchema = z.object({
   v: z.literal(1),
@@ -208,6 +208,8 @@ export class Ledger {
       });
       await removeFile(this.recordPath(a));
       for (const ip of rec?.ips ?? []) await this.dropIndex(ip, a);
+      // GC forgetting a killed ADD's attachment also removes the lock that ADD left; a live holder's stays.
+      breakIfStale(this.attachmentLockPath(a));
       return rec;
     });
   }
@@ -253,7 +255,7 @@ export class Ledger {
     // A key too long to be a file name is never recorded: nothing to serialise against (fn's own ledger calls
     // refuse it, or find nothing).
     if (Buffer.byteLength(`${keyOf(a)}.json`) > MAX_RECORD_NAME_BYTES) return fn();
-    const path = join(this.dir, `.attach-${keyOf(a)}.lock`);
+    const path = this.attachmentLockPath(a);
     try {
       await this.open();
     } catch (e) {
@@ -269,6 +271,10 @@ export class Ledger {
       }
       throw new AttachmentLockError(ErrorCode.IoFailure, `cannot take the attachment lock in ${this.dir}`, { details: (e as Error).message, cause: e });
     }
+  }
+
+  private attachmentLockPath(a: Attachment): string {
+    return join(this.dir, `.attach-${keyOf(a)}.lock`);
   }
 
   /** Runs fn under the network's lock (code 11 when it cannot be had in time). */

@@ -3,7 +3,7 @@
 // executable, or vanishes between ADD and DEL. Each case: the right CNI error, and nothing leaked in
 // host-local's store or the ledger (what ADD allocated before failing is released again).
 import { execa } from 'execa';
-import { chmod, copyFile, mkdir, readFile, rm, symlink } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { invoke, PLUGIN_DIR, scratch, type PluginOutput } from '../helpers/cni.js';
@@ -289,6 +289,20 @@ describe('a repeated ADD for one attachment never allocates twice and never free
     for (const o of outs.filter((o) => o.exitCode !== 0)) expect(o.json.code, o.stdout).toBe(4);
     await expectOnlyTheFirst([...addresses][0]!);
     expect((await call('DEL')).exitCode).toBe(0);
+    await expectNothingLeft();
+  });
+
+  it('GC forgetting an attachment also removes the attachment lock a killed shim left for it (a live holder\'s stays)', async () => {
+    expect((await call('ADD')).exitCode).toBe(0);
+    expect((await call('ADD', {}, { containerID: 'ctr-2' })).exitCode).toBe(0);
+    const lock = (cid: string) => join(s.stateDir, network, `.attach-${cid}:eth0.lock`);
+    await writeFile(lock('ctr-1'), '999999999 1'); // no such process: its holder died
+    await writeFile(lock('ctr-2'), `${process.pid} ?`); // a live holder (this test process)
+    const gc = await invoke({ ...conf('1.1.0'), 'cni.dev/valid-attachments': [] }, { command: 'GC', path: [bin] });
+    expect(gc.exitCode, gc.stdout).toBe(0);
+    expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
+    expect((await readLedger(s.stateDir, network)).attachmentLocks).toEqual([lock('ctr-2')]);
+    await rm(lock('ctr-2'));
     await expectNothingLeft();
   });
 
