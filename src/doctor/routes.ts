@@ -8,7 +8,7 @@
 // Read-only: every finding carries the command or config change that fixes it; nothing is repaired here.
 import type { OpenNetwork } from '../cli/network.js';
 import { defaultUplink, findCapturingRoutes, listActiveTables, listRoutes, type ActiveTables, type CapturingRoute, type Route } from '../effects/routes.js';
-import { findReservedHit, hostLocalRanges, type HostLocalRange } from '../reserved.js';
+import { findReservedHit, hostLocalRanges, type HostLocalRange } from '../reserved/ranges.js';
 import { formatIp } from '../net/ip.js';
 import { parseCidrs, type Cidr, type IpRange } from '../net/cidr.js';
 import type { LedgerRecord } from '../effects/ledger.js';

@@ -1,7 +1,7 @@
 // What the shim does with every address it hands out or passes through, in both placements: refuse
 // reserved ones, remove azure-vnet residue naming them, keep the IPv6 probe rewrite in place.
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { findReservedHit, hostLocalRanges, rangesInReserved } from '../reserved.js';
+import { findReservedHit, hostLocalRanges, rangesInReserved } from '../reserved/ranges.js';
 import { parseCidrs, type Cidr, type IpRange } from '../net/cidr.js';
 import { cleanResidue, listResidueFor } from '../residue/clean.js';
 import { noteResidueRemoved } from '../metrics.js';

@@ -1,7 +1,7 @@
 // PURE: reserved CIDRs (config `reservedCIDRs`, `plan --reserved`, doctor's route check): which addresses and
 // host-local ranges fall inside them. Parsing rules are in src/net/cidr.ts.
-import { formatIp, parseIp, type Family } from './net/ip.js';
-import { parseCidr, rangeOverlap, type Cidr, type IpRange } from './net/cidr.js';
+import { formatIp, parseIp, type Family } from '../net/ip.js';
+import { parseCidr, rangeOverlap, type Cidr, type IpRange } from '../net/cidr.js';
 
 export interface ReservedHit {
   /** The address as checked (without any prefix). */
