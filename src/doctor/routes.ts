@@ -7,7 +7,8 @@
 //   that overlap reserved CIDRs: a warning while some addresses are usable, a problem when none is.
 // Read-only: every finding carries the command or config change that fixes it; nothing is repaired here.
 import type { OpenNetwork } from '../cli/network.js';
-import { defaultUplink, findCapturingRoutes, listActiveTables, listRoutes, type ActiveTables, type CapturingRoute, type Route } from '../effects/routes.js';
+import { defaultUplink, listActiveTables, listRoutes, type ActiveTables, type Route } from '../effects/routes.js';
+import { findCapturingRoutes, type CapturingRoute } from '../reserved/capture.js';
 import { findReservedHit, hostLocalRanges, type HostLocalRange } from '../reserved/ranges.js';
 import { formatIp } from '../net/ip.js';
 import { parseCidrs, type Cidr, type IpRange } from '../net/cidr.js';
