@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { invoke, PLUGIN_DIR, scratch, shimBinDir, SHIM } from '../helpers/cni.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
-import { LEDGER_CHECK, RANGES_CHECK, ROUTES_CHECK, ledgerFindings, rangeFindings, routeFindings, unreservedPieces } from '../../src/doctor/routes.js';
-import { hostLocalRanges } from '../../src/reserved/ranges.js';
+import { LEDGER_CHECK, RANGES_CHECK, ROUTES_CHECK, ledgerFindings, rangeFindings, routeFindings } from '../../src/doctor/routes.js';
+import { hostLocalRanges, unreservedPieces } from '../../src/reserved/ranges.js';
 import { formatIp } from '../../src/net/ip.js';
 import { parseCidrs } from '../../src/net/cidr.js';
 
