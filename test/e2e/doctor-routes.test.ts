@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { invoke, PLUGIN_DIR, scratch, shimBinDir, SHIM } from '../helpers/cni.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
+import { routedNode } from '../helpers/routed-node.js';
 import { LEDGER_CHECK, RANGES_CHECK, ROUTES_CHECK, ledgerFindings, rangeFindings, routeFindings } from '../../src/doctor/routes.js';
 import { hostLocalRanges, unreservedPieces } from '../../src/reserved/ranges.js';
 import { formatIp } from '../../src/net/ip.js';
@@ -31,18 +32,8 @@ async function setUpNode(): Promise<void> {
   s = await scratch();
   net = new TestNet();
   // node: uplink up0 → netns vnet (VNet gateway 10.240.0.1 / fd00:240::1); vx0 → netns peer (another node).
-  node = await net.netns('dnode');
-  const vnet = await net.netns('dvnet');
-  const peer = await net.netns('dpeer');
-  await net.veth(node, 'up0', vnet, 'eth0');
-  await net.veth(node, 'vx0', peer, 'eth0');
+  node = await routedNode(net, 'd');
   const ip = (...args: string[]) => inNs(node, 'ip', args);
-  await ip('addr', 'add', '10.240.0.5/16', 'dev', 'up0');
-  await ip('addr', 'add', '10.99.0.1/24', 'dev', 'vx0');
-  await ip('-6', 'addr', 'add', 'fd00:240::5/64', 'dev', 'up0', 'nodad');
-  await ip('-6', 'addr', 'add', 'fd00:99::1/64', 'dev', 'vx0', 'nodad');
-  await ip('route', 'add', 'default', 'via', '10.240.0.1', 'dev', 'up0');
-  await ip('-6', 'route', 'add', 'default', 'via', 'fd00:240::1', 'dev', 'up0');
   // Clean routes: other nodes' pod CIDRs outside the reserved subnets, and the reserved subnet via the VNet.
   await ip('route', 'add', '10.0.1.0/24', 'via', '10.99.0.2', 'dev', 'vx0');
   await ip('route', 'add', '10.224.0.0/24', 'via', '10.240.0.1', 'dev', 'up0', 'table', '100');
