@@ -268,6 +268,24 @@ describe.skipIf(!root)('ipam-shim doctor: reserved subnets', () => {
     expect(st.json).toMatchObject({ code: 50 });
   });
 
+  it('STATUS and doctor agree, through the built executable, on range sets bounded by rangeStart/rangeEnd, mixed sets and an empty set', async () => {
+    const reserved = ['10.241.0.0/28', '10.242.0.8/29'];
+    const shapes: Array<[string, Record<string, unknown>[][], 'no' | 'one set' | 'every set']> = [
+      ['second set bounded inside a reserved CIDR', [[{ subnet: POD_RANGE }], [{ subnet: '10.242.0.0/24', rangeStart: '10.242.0.8', rangeEnd: '10.242.0.15' }]], 'one set'],
+      ['a set of a wholly reserved range and a clean one', [[{ subnet: '10.241.0.0/24', rangeStart: '10.241.0.2', rangeEnd: '10.241.0.14' }, { subnet: '10.243.0.0/24' }]], 'no'],
+      ['a wholly reserved set beside an empty set', [[{ subnet: '10.242.0.0/24', rangeStart: '10.242.0.9', rangeEnd: '10.242.0.14' }], []], 'one set'],
+    ];
+    for (const [name, ranges, refused] of shapes) {
+      const delegate = { type: 'host-local', dataDir: s.dataDir, ranges };
+      const st = await invoke({ ...slotConf(reserved, delegate), cniVersion: '1.1.0' }, { command: 'STATUS', path: [PLUGIN_DIR], inNetns: node });
+      const status = st.exitCode === 0 ? 'no' : String(st.json.msg).includes('host-local takes an address from every set') ? 'one set' : 'every set';
+      const problems = (await doctor(await slotConflist(reserved, delegate))).mine.filter((f) => f.check === RANGES_CHECK && f.verdict === 'problem');
+      const doctorSays = !problems.length ? 'no' : problems.every((f) => f.summary.includes('host-local takes an address from every range set')) ? 'one set' : 'every set';
+      expect({ name, status, doctor: doctorSays }).toEqual({ name, status: refused, doctor: refused });
+      if (refused !== 'no') expect(st.json).toMatchObject({ code: 50 });
+    }
+  });
+
   it('no reservedCIDRs: the reserved-subnet check is skipped, even with the capturing route in place', async () => {
     await inNs(node, 'ip', ['route', 'add', '10.224.0.0/16', 'via', '10.99.0.2', 'dev', 'vx0']);
     const out = await doctor(await chainedConflist([]));
