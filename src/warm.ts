@@ -10,7 +10,7 @@ import { LedgerRecordSchema } from './effects/ledger.js';
 import { parsePrerouting, type ResidueRule } from './residue/parse.js';
 import { findResidue } from './residue/clean.js';
 import { parseNeighbours } from './effects/neigh.js';
-import { findReservedHit } from './reserved.js';
+import { findReservedHit } from './reserved/ranges.js';
 import { parseCidrs } from './net/cidr.js';
 import { bridgeVersion } from './cni/versions.js';
 import { loggerTo } from './log.js';
