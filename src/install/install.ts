@@ -12,7 +12,7 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { ABOUT } from '../cni/skel.js';
 import { run } from '../effects/exec.js';
 import { parseCidrs } from '../net/cidr.js';
-import { checkProbeSettings } from '../effects/probe-rewrite.js';
+import { checkProbeSettings } from '../probe-rewrite/ruleset.js';
 import { conflistFiles, holdsShim } from '../conflist.js';
 import { isErrno, syncDir, writeFileAtomic } from '../effects/fs-atomic.js';
 import type { Logger } from '../log.js';

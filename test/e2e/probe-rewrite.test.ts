@@ -258,6 +258,36 @@ describe.skipIf(!root).each<Placement>(['chained', 'ipam'])('IPv6 probes through
     expect((await nodeTables(bed.inNode)).tables).toEqual([]);
     expect(await ledgerRecords(bed.s.stateDir, 'probe6')).toEqual(['bpf-auto:eth0.json', 'bpf-on:eth0.json', 'no-bpf-off:eth0.json']);
   });
+
+  it('a drifted table next to a BPF handler: ADD and status agree (auto leaves it to BPF; on repairs it and calls it drifted first)', async () => {
+    await bed.inNode('tc', ['qdisc', 'add', 'dev', UPLINK, 'clsact']);
+    await bed.inNode('tc', ['filter', 'add', 'dev', UPLINK, 'ingress', ...(await bpfFilterArgs(bed.net))]);
+    // A table of ours that is not what the shim installs (no rules): drifted.
+    await bed.inNode('nft', ['-f', '-'], { input: `table ip6 ${TABLE} { chain prerouting { type filter hook prerouting priority -300; policy accept; }; }` });
+    const listTable = async () => (await bed.inNode('nft', ['list', 'table', 'ip6', TABLE])).stdout;
+    const drifted = await listTable();
+
+    // auto: ipv6-hp-bpf owns probes here (and deletes the table): status says so, and ADD leaves the table alone.
+    const auto = await shimConflist(bed, placement, { mode: 'auto' });
+    const before = await cli(bed, ['status', '--conflist', auto.file, '--json']);
+    expect(before.json).toMatchObject({ verdict: 'handled-by-bpf', problem: false });
+    await addPod(bed, runtime(bed, auto.list), 'drift-auto');
+    expect(await listTable()).toBe(drifted);
+    const after = await cli(bed, ['status', '--conflist', auto.file, '--json']);
+    expect(after.exitCode, after.stdout).toBe(0);
+    expect(after.json).toMatchObject({ verdict: 'handled-by-bpf', problem: false, tablePresent: true, matchesExpected: false });
+
+    // on: the table is kept regardless of BPF, so status calls it drifted (exit 1) and the next ADD repairs it.
+    const on = await shimConflist(bed, placement, { mode: 'on', name: 'probe6on' });
+    const onBefore = await cli(bed, ['status', '--conflist', on.file, '--json']);
+    expect(onBefore.exitCode, onBefore.stdout).toBe(1);
+    expect(onBefore.json).toMatchObject({ verdict: 'drifted', problem: true });
+    await addPod(bed, runtime(bed, on.list), 'drift-on');
+    expect(await nodeTables(bed.inNode)).toEqual({ tables: [`ip6 ${TABLE}`], ourRules: 3 });
+    const onAfter = await cli(bed, ['status', '--conflist', on.file, '--json']);
+    expect(onAfter.exitCode, onAfter.stdout).toBe(0);
+    expect(onAfter.json).toMatchObject({ verdict: 'ok', matchesExpected: true });
+  });
 });
 
 /**

@@ -1,4 +1,4 @@
-// effects/probe-rewrite.ts for real, on the topology verified in field notes §"Reproductions" (IPv6 probe):
+// src/probe-rewrite/ over effects/probe-rewrite.ts for real, on the topology verified in field notes §"Reproductions" (IPv6 probe):
 //   netns lb (fe80::1234:5678:9abc only) ── veth ── netns node6 (fe80::1, forwarding) ── ptp ── pod netns
 // The load balancer probes from its link-local address; node6 must not forward that source, so nothing reaches
 // the pod until the table rewrites it.
@@ -9,18 +9,8 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { run, runInNetns, type Run } from '../../src/effects/exec.js';
-import {
-  DEFAULT_PROBE_GLOBAL,
-  DEFAULT_PROBE_SOURCE,
-  ensureProbeRewrite,
-  isProbeHandledByBpf,
-  parseProbeTable,
-  probeRewriteDue,
-  probeRewriteRuleset,
-  probeRewriteStatus,
-  probeTableMatches,
-  removeProbeRewrite,
-} from '../../src/effects/probe-rewrite.js';
+import { ensureProbeRewrite, isProbeHandledByBpf, probeRewriteDue, probeRewriteStatus, removeProbeRewrite } from '../../src/probe-rewrite/node.js';
+import { DEFAULT_PROBE_GLOBAL, DEFAULT_PROBE_SOURCE, parseProbeTable, probeRewriteRuleset, probeTableMatches } from '../../src/probe-rewrite/ruleset.js';
 import { rootOrSkip, TestNet, uid } from '../helpers/netns.js';
 
 const root = rootOrSkip();
