@@ -118,11 +118,18 @@ function gatewayOf(r: Record<string, unknown>): string | undefined {
   return via && typeof via.host === 'string' ? via.host : undefined;
 }
 
-/** The interface of the main table's default route (IPv4 first), or undefined. */
-export function defaultUplink(routes: readonly Route[]): string | undefined {
-  for (const family of [4, 6] as const) {
-    const r = routes.find((x) => x.family === family && x.table === 'main' && x.dst === 'default' && x.type === 'unicast' && x.dev);
-    if (r) return r.dev;
+/**
+ * The uplink: the interface of the main table's best (lowest metric) unicast default route, families tried in
+ * `prefer` order; a multipath route names its devices per nexthop. undefined when there is none. The one rule
+ * for it (effects/uplink.ts reads the default route with it too).
+ */
+export function defaultUplink(routes: readonly Route[], prefer: readonly Family[] = [4, 6]): string | undefined {
+  for (const family of prefer) {
+    const defaults = routes.filter((x) => x.family === family && x.table === 'main' && x.dst === 'default' && x.type === 'unicast');
+    for (const r of defaults.sort((a, b) => (a.metric ?? 0) - (b.metric ?? 0))) {
+      const dev = r.dev ?? r.nexthops?.find((n) => n.dev)?.dev;
+      if (dev) return dev;
+    }
   }
   return undefined;
 }

@@ -11,7 +11,7 @@ import { parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config
 import { ABOUT } from '../cni/skel.js';
 import { run } from '../effects/exec.js';
 import { parseReservedCidrs } from '../reserved/decision.js';
-import { checkProbeSettings } from '../effects/probe-rewrite.js';
+import { checkProbeSettings } from '../probe-rewrite/ruleset.js';
 import { conflistFiles, holdsShim } from '../conflist.js';
 import { isErrno, syncDir, writeFileAtomic } from '../effects/fs-atomic.js';
 import type { Logger } from '../log.js';

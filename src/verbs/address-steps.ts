@@ -4,14 +4,10 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateRangesVerdict, refuseReserved } from '../reserved/decision.js';
 import { cleanResidue, listResidueFor } from '../residue/clean.js';
 import { noteResidueRemoved } from '../metrics.js';
-import {
-  defaultUplink6,
-  ensureProbeRewrite,
-  isProbeHandledByBpf,
-  listProbeTable,
-  probeDue,
-  type ProbeRewriteOptions,
-} from '../effects/probe-rewrite.js';
+import { readDefaultUplink } from '../effects/uplink.js';
+import { decide } from '../probe-rewrite/decide.js';
+import { ensureProbeRewrite, isProbeHandledByBpf, listProbeTable, tableState } from '../probe-rewrite/node.js';
+import { resolveOptions, type ProbeRewriteOptions } from '../probe-rewrite/ruleset.js';
 import type { VerbContext } from './context.js';
 import { prefetching, type Run } from '../effects/exec.js';
 import { LIST_PREROUTING } from '../effects/ebtables.js';
@@ -57,29 +53,39 @@ async function cleanResidueFor(ctx: VerbContext, ips: string[], ac: AddressConte
   }
 }
 
-/** `auto`: ensure only when the table is missing and no BPF program handles probes; `on`: failures fail the ADD. */
+/**
+ * decide() on this ADD's facts (IPv6 addresses in play): `auto` leaves probes to a BPF handler on the uplink
+ * whatever the table's state; `on` keeps the table regardless and its failures fail the ADD.
+ */
 async function ensureProbeRewriteIfDue(ctx: VerbContext): Promise<void> {
   const { ipv6ProbeRewrite: mode, uplink: configured, probeSource, probeGlobal } = ctx.conf.settings;
-  if (mode === 'off') return;
+  if (mode === 'off') return; // decide() never acts when off: not even a read
   performance.mark('probe6');
   try {
     // The uplink lookup and the table listing are independent reads: one `ip` and one `nft` at once.
-    const [found, listing] = await Promise.allSettled([configured ?? defaultUplink6(ctx.run), listProbeTable(ctx.run)]);
+    const [found, listing] = await Promise.allSettled([configured ?? readDefaultUplink(ctx.run), listProbeTable(ctx.run)]);
     if (found.status === 'rejected') throw found.reason; // the uplink's failure first, as when they ran in turn
     const uplink = found.value;
-    if (!uplink) throw new CniError(ErrorCode.InvalidNetworkConfig, 'no uplink for the IPv6 probe rewrite', { details: 'no default route; set "uplink"' });
-    const opts: ProbeRewriteOptions = { uplink, ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) };
+    const opts: ProbeRewriteOptions | null = uplink ? { uplink, ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) } : null;
+    if (opts) resolveOptions(opts); // bad settings are code 7 before anything else
     if (listing.status === 'rejected') throw listing.reason;
-    const due = probeDue(listing.value, opts);
-    if (!due.available) throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: due.reason });
-    if (!due.due) return;
-    if (mode === 'auto' && !due.tablePresent && (await isProbeHandledByBpf(ctx.run, uplink))) {
-      ctx.log.info({ uplink }, 'IPv6 probes are handled by a BPF program on the uplink; not installing the nftables rewrite');
-      return;
+    const facts = { table: tableState(listing.value, opts), uplink: opts !== null, bpf: undefined as boolean | undefined, mode, ipv6: true };
+    let d = decide(facts);
+    if (d.action === 'look-for-bpf') d = decide({ ...facts, bpf: await isProbeHandledByBpf(ctx.run, opts!.uplink) });
+    switch (d.action) {
+      case 'none':
+        if (d.verdict === 'handled-by-bpf') ctx.log.info({ uplink, table: facts.table }, 'IPv6 probes are handled by a BPF program on the uplink; leaving the nftables rewrite alone');
+        return;
+      case 'fail':
+        throw d.verdict === 'no-uplink'
+          ? new CniError(ErrorCode.InvalidNetworkConfig, 'no uplink for the IPv6 probe rewrite', { details: 'no default route; set "uplink"' })
+          : new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: listing.value.available ? '' : listing.value.reason });
+      default: {
+        const r = await ensureProbeRewrite(ctx.run, opts!);
+        if (!r.available) throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: r.reason });
+        ctx.log.info({ uplink, was: d.verdict }, 'ensured the IPv6 probe rewrite');
+      }
     }
-    const r = await ensureProbeRewrite(ctx.run, opts);
-    if (!r.available) throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: r.reason });
-    ctx.log.info({ uplink }, 'ensured the IPv6 probe rewrite');
   } catch (e) {
     if (mode === 'on') throw e;
     ctx.log.warn({ err: e }, 'IPv6 probe rewrite not ensured (ipv6ProbeRewrite=auto: continuing)');
