@@ -67,7 +67,7 @@ export function prefetchResidue(ctx: VerbContext): Run {
   return prefetching(ctx.run, [...(ebtables ? [LIST_PREROUTING] : []), ...(neigh ? [LIST_NEIGHBOURS] : [])], 'residue.prefetch');
 }
 
-const residueOpts = (ctx: VerbContext) => ({ ebtables: ctx.conf.settings.residue.ebtables, neigh: ctx.conf.settings.residue.neigh });
+export const residueOpts = (ctx: Pick<VerbContext, 'conf'>) => ({ ebtables: ctx.conf.settings.residue.ebtables, neigh: ctx.conf.settings.residue.neigh });
 
 /** ADD: runs the per-address steps; throws a CniError when the address must not be used. */
 export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: AddressContext): Promise<void> {
@@ -76,27 +76,42 @@ export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: Addr
   // they run side by side, and a residue failure is reported first whatever finished first.
   const [residue, probe] = await Promise.allSettled([
     cleanResidueFor(ctx, ips, ac),
-    ips.some((ip) => ip.includes(':')) ? ensureProbeRewriteIfDue(ctx) : Promise.resolve(),
+    ips.some((ip) => ip.includes(':')) ? ensureProbeRewriteIfDue(ctx) : Promise.resolve('off'),
   ]);
   if (residue.status === 'rejected') throw residue.reason;
   if (probe.status === 'rejected') throw probe.reason;
 }
 
-async function cleanResidueFor(ctx: VerbContext, ips: string[], ac: AddressContext): Promise<void> {
+/**
+ * Removes the residue naming `ips` (the rule ADD applies, and the node agent for ledger addresses); throws
+ * CniError 102 when some stays. Returns how many rules and neighbour entries went.
+ */
+export async function cleanResidueFor(
+  ctx: Pick<VerbContext, 'conf' | 'run' | 'log'>,
+  ips: string[],
+  ac: AddressContext,
+): Promise<{ rules: number; neighbours: number }> {
   const { residue } = ctx.conf.settings;
-  if (!residue.ebtables && !residue.neigh) return;
+  if (!residue.ebtables && !residue.neigh) return { rules: 0, neighbours: 0 };
   const cleaned = await cleanResidue(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
   const { rules, neighbours } = cleaned.removed;
   noteResidueRemoved(rules.length, neighbours.length);
   if (rules.length || neighbours.length) {
     ctx.log.warn({ ips, rules: rules.map((r) => r.text), neighbours: neighbours.map((n) => `${n.ip} dev ${n.dev}`) }, 'removed stale residue');
   }
+  return { rules: rules.length, neighbours: neighbours.length };
 }
 
-/** `auto`: ensure only when the table is missing and no BPF program handles probes; `on`: failures fail the ADD. */
-async function ensureProbeRewriteIfDue(ctx: VerbContext): Promise<void> {
+/** What ensureProbeRewriteIfDue did: nothing to do, installed/restored the table, or left it to BPF. */
+export type ProbeOutcome = 'off' | 'in-place' | 'ensured' | 'bpf' | 'failed';
+
+/**
+ * `auto`: ensure only when the table is missing and no BPF program handles probes; `on`: failures throw (they
+ * fail the ADD). ADD calls it when it hands out an IPv6 address; the node agent when the ledger holds one.
+ */
+export async function ensureProbeRewriteIfDue(ctx: Pick<VerbContext, 'conf' | 'run' | 'log'>): Promise<ProbeOutcome> {
   const { ipv6ProbeRewrite: mode, uplink: configured, probeSource, probeGlobal } = ctx.conf.settings;
-  if (mode === 'off') return;
+  if (mode === 'off') return 'off';
   performance.mark('probe6');
   try {
     // The uplink lookup and the table listing are independent reads: one `ip` and one `nft` at once.
@@ -108,17 +123,19 @@ async function ensureProbeRewriteIfDue(ctx: VerbContext): Promise<void> {
     if (listing.status === 'rejected') throw listing.reason;
     const due = probeDue(listing.value, opts);
     if (!due.available) throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: due.reason });
-    if (!due.due) return;
+    if (!due.due) return 'in-place';
     if (mode === 'auto' && !due.tablePresent && (await isProbeHandledByBpf(ctx.run, uplink))) {
       ctx.log.info({ uplink }, 'IPv6 probes are handled by a BPF program on the uplink; not installing the nftables rewrite');
-      return;
+      return 'bpf';
     }
     const r = await ensureProbeRewrite(ctx.run, opts);
     if (!r.available) throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: r.reason });
-    ctx.log.info({ uplink }, 'ensured the IPv6 probe rewrite');
+    ctx.log.info({ uplink, wasPresent: due.tablePresent }, 'ensured the IPv6 probe rewrite');
+    return 'ensured';
   } catch (e) {
     if (mode === 'on') throw e;
     ctx.log.warn({ err: e }, 'IPv6 probe rewrite not ensured (ipv6ProbeRewrite=auto: continuing)');
+    return 'failed';
   } finally {
     performance.measure('probe6', 'probe6'); // the ADD log line's timings
   }
