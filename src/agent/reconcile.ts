@@ -91,7 +91,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   o.metrics.lastDuration.set(report.durationMs / 1000);
   o.metrics.lastPass.set(Date.now() / 1000);
   const { steps, leaked, released, residueRemoved, probeRestored, errors, network } = report;
-  o.log.info({ network, steps, leaked, released, residueRemoved, probeRestored, errors, durationMs: Math.round(report.durationMs) }, `reconcile pass ${outcome}`);
+  o.log.info({ network, steps, leaked, released, residueRemoved, probeRestored, errors, stopped: report.stopped, durationMs: Math.round(report.durationMs) }, `reconcile pass ${outcome}`);
   return report;
 }
 

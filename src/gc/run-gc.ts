@@ -23,6 +23,8 @@ export interface GcOptions {
   graceMs: number;
   /** Forward GC to the delegate (the runtime's GC verb does; the operator command does too when it can). */
   forward: boolean;
+  /** Once aborted (the node agent's SIGTERM), no further release starts; the ones under way finish. */
+  signal?: AbortSignal | undefined;
 }
 
 export interface GcReport {
@@ -30,6 +32,8 @@ export interface GcReport {
   released: Attachment[];
   errors: Array<{ attachment?: Attachment; error: string; code: number }>;
   forwarded: boolean;
+  /** Releases not started because `signal` aborted (they stay recorded for the next GC). */
+  notStarted: number;
 }
 
 export async function runGc(o: GcOptions): Promise<GcReport> {
@@ -46,8 +50,11 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
   for (const k of plan.kept.filter((k) => k.reason === 'alive')) {
     o.log.warn({ containerID: k.record.containerID, ifname: k.record.ifname, ips: k.record.ips }, "GC: attachment missing from the runtime's valid list is alive; kept");
   }
-  const report: GcReport = { plan, released: [], errors: [], forwarded: false };
-  if (!o.apply) return report;
+  const report: GcReport = { plan, released: [], errors: [], forwarded: false, notStarted: 0 };
+  if (!o.apply || o.signal?.aborted) {
+    if (o.apply) report.notStarted = plan.release.length;
+    return report;
+  }
 
   if (o.forward && o.delegate && (await o.delegate.speaks('1.1.0'))) {
     try {
@@ -62,7 +69,7 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
   const outcomes: Array<{ attachment: Attachment; error?: GcReport['errors'][number] }> = [];
   let next = 0;
   const releaser = async () => {
-    while (next < plan.release.length) {
+    while (next < plan.release.length && !o.signal?.aborted) {
       const i = next++;
       const { record } = plan.release[i]!;
       const attachment = { containerID: record.containerID, ifname: record.ifname };
@@ -85,7 +92,9 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
     }
   };
   await Promise.all(Array.from({ length: Math.min(RELEASE_PARALLEL, plan.release.length) }, releaser));
+  report.notStarted = plan.release.length - next;
   for (const out of outcomes) {
+    if (!out) continue;
     if (out.error) report.errors.push(out.error);
     else report.released.push(out.attachment);
   }

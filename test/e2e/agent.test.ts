@@ -345,4 +345,31 @@ describe.skipIf(!enabled)('ipam-shim agent killed mid-pass', () => {
     expect(left).toEqual([]);
     await stopWithin(second, 3_000);
   });
+
+  it('SIGTERM mid-pass: the releases under way finish, no new one starts, the agent exits promptly; a restart releases the rest', async () => {
+    const bed = await makeBed(net, { delegateType: 'slow-ipam' });
+    const alive = await pod(bed, 'pod-alive');
+    const leaks: Array<{ ip: string }> = [];
+    for (let i = 0; i < 8; i++) leaks.push(await leak(bed, `pod-leak-${i}`));
+    const first = startAgent(bed, ['--gc', 'apply', '--interval', '3600'], { SLOW_IPAM_DEL_AFTER: '1.5' });
+    await waitFor('the first releases', async () => (await store(bed)).filter((ip) => leaks.some((l) => l.ip === ip)).length < leaks.length);
+    const t0 = Date.now();
+    first.proc.kill('SIGTERM');
+    const r = await first.proc;
+    expect(r.exitCode).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    const pass = first.passes()[0]!;
+    expect(pass).toMatchObject({ stopped: true, errors: 0 });
+    // Four releases at a time: the first four finished, the other four never started.
+    expect(pass.released).toBe(4);
+    expect((await ledgerIps(bed)).filter((ip) => leaks.some((l) => l.ip === ip))).toHaveLength(leaks.length - 4);
+    expect(first.lines().at(-1)).toMatchObject({ msg: 'agent stopped' });
+
+    const second = startAgent(bed, ['--gc', 'apply', '--interval', '3600']);
+    await waitFor('a pass', () => second.passes().length >= 1, 60_000);
+    expect(second.passes()[0]).toMatchObject({ errors: 0, released: leaks.length - 4 });
+    expect((await ledgerIps(bed)).filter((ip) => leaks.some((l) => l.ip === ip))).toEqual([]);
+    expect(await store(bed)).toContain(alive.ip);
+    await stopWithin(second, 3_000);
+  });
 });
