@@ -12,12 +12,20 @@ export interface HealthState {
   stallMs: number;
 }
 
-/** Parses `HOST:PORT` / `[V6]:PORT` / `PORT` (host 127.0.0.1). Throws on anything else. */
+/**
+ * Parses `HOST:PORT`, `[V6]:PORT`, `V6:PORT` (split at the last colon: what the DaemonSet's `$(NODE_IP):PORT`
+ * gives on an IPv6 node) or `PORT` (host 127.0.0.1). Throws on anything else.
+ */
 export function parseListen(text: string): { host: string; port: number } {
-  const m = /^(?:(\[[0-9a-fA-F:.]+\]|[^:[\]]+):)?(\d{1,5})$/.exec(text.trim());
-  const port = Number(m?.[2]);
-  if (!m || !Number.isInteger(port) || port > 65535) throw new Error(`--listen ${JSON.stringify(text)}: expected HOST:PORT or PORT`);
-  return { host: (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''), port };
+  const t = text.trim();
+  const at = t.lastIndexOf(':');
+  const [hostText, portText] = at < 0 ? ['127.0.0.1', t] : [t.slice(0, at), t.slice(at + 1)];
+  const host = hostText.replace(/^\[(.*)\]$/, '$1');
+  const port = Number(portText);
+  if (!/^\d{1,5}$/.test(portText) || port < 1 || port > 65535 || !host || /[\s/[\]$()]/.test(host)) {
+    throw new Error(`--listen ${JSON.stringify(text)}: expected HOST:PORT or PORT`);
+  }
+  return { host, port };
 }
 
 export async function startHttp(listen: { host: string; port: number }, metrics: AgentMetrics, health: HealthState): Promise<Server> {

@@ -3,7 +3,9 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { defaultSource } from '../install/install.js';
-import { DEFAULT_CNI_PATH, NETWORK_FLAGS } from './network.js';
+import { DEFAULT_CNI_PATH, NETWORK_FLAGS, type NetworkFlags } from './network.js';
+import { parseListen } from '../agent/http.js';
+import type { GcMode } from '../agent/reconcile.js';
 import { parseShimConfig, DEFAULT_WATCH_INTERVAL_S } from './install.js';
 import { UsageError, type Command, type CommandOutput } from './command.js';
 
@@ -46,51 +48,70 @@ function seconds(flag: string, text: string, min: number): number {
   return n;
 }
 
+export interface AgentSettings {
+  flags: NetworkFlags;
+  gc: { mode: GcMode; cacheDir: string; graceMs: number; allowEmptyCache: boolean };
+  intervalMs: number;
+  jitter: number;
+  listen: { host: string; port: number };
+  logLevel: string;
+}
+
+/** Validates the agent's argv (no side effects): its settings, and what `install --watch` gets (absent with --no-install). */
+export function parseAgentArgs(argv: string[]): { settings: AgentSettings; install: AgentInstall | undefined } {
+  let v;
+  try {
+    ({ values: v } = parseArgs({ args: argv, strict: true, options: AGENT_FLAGS }));
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const mode = v.gc;
+  if (mode !== 'report' && mode !== 'apply') throw new UsageError(`--gc takes report or apply, got ${JSON.stringify(mode)}`);
+  const intervalS = seconds('interval', v.interval, 0.1);
+  const graceS = seconds('grace-seconds', v['grace-seconds'], 0);
+  const jitter = Number(v.jitter);
+  if (!Number.isFinite(jitter) || jitter < 0 || jitter >= 1) throw new UsageError('--jitter takes a fraction in [0, 1)');
+  if (!LEVELS.has(v['log-level'])) throw new UsageError(`--log-level takes one of ${[...LEVELS].join(', ')}`);
+  let listen;
+  try {
+    listen = parseListen(v.listen);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const shimKeys = parseShimConfig(v['shim-config']);
+  let install: AgentInstall | undefined;
+  if (!v['no-install']) {
+    let source: string;
+    try {
+      source = v.source ?? defaultSource();
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+    install = { source, binDir: v['cni-bin-dir'] ?? DEFAULT_CNI_PATH, confDir: v['conf-dir'] ?? DEFAULT_CONF_DIR, shimKeys, intervalMs: DEFAULT_WATCH_INTERVAL_S * 1000 };
+  }
+  const flags: NetworkFlags = { conflist: v.conflist, 'conf-dir': v['conf-dir'], network: v.network, 'cni-path': v['cni-path'] };
+  return {
+    settings: { flags, gc: { mode, cacheDir: v['cache-dir'], graceMs: graceS * 1000, allowEmptyCache: v['allow-empty-cache'] }, intervalMs: intervalS * 1000, jitter, listen, logLevel: v['log-level'] },
+    install,
+  };
+}
+
+interface AgentInstall {
+  source: string;
+  binDir: string;
+  confDir: string;
+  shimKeys: Record<string, unknown>;
+  intervalMs: number;
+}
+
 export const agentCommand: Command = {
   name: 'agent',
   summary: 'the node agent (DaemonSet): keep the shim installed, reconcile GC/residue/probe rewrite every interval, serve /metrics',
   usage: USAGE,
   async run(argv, ctx): Promise<CommandOutput> {
-    let v;
-    try {
-      ({ values: v } = parseArgs({ args: argv, strict: true, options: AGENT_FLAGS }));
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
-    const gc = v.gc;
-    if (gc !== 'report' && gc !== 'apply') throw new UsageError(`--gc takes report or apply, got ${JSON.stringify(gc)}`);
-    const intervalS = seconds('interval', v.interval, 0.1);
-    const graceS = seconds('grace-seconds', v['grace-seconds'], 0);
-    const jitter = Number(v.jitter);
-    if (!Number.isFinite(jitter) || jitter < 0 || jitter >= 1) throw new UsageError('--jitter takes a fraction in [0, 1)');
-    if (!LEVELS.has(v['log-level'])) throw new UsageError(`--log-level takes one of ${[...LEVELS].join(', ')}`);
-    const { parseListen } = await import('../agent/http.js');
-    let listen;
-    try {
-      listen = parseListen(v.listen);
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
-    const shimKeys = parseShimConfig(v['shim-config']);
-    let install;
-    if (!v['no-install']) {
-      let source: string;
-      try {
-        source = v.source ?? defaultSource();
-      } catch (e) {
-        throw new UsageError((e as Error).message);
-      }
-      install = {
-        source,
-        binDir: v['cni-bin-dir'] ?? DEFAULT_CNI_PATH,
-        confDir: v['conf-dir'] ?? DEFAULT_CONF_DIR,
-        shimKeys,
-        intervalMs: DEFAULT_WATCH_INTERVAL_S * 1000,
-      };
-    }
-
+    const { settings, install } = parseAgentArgs(argv);
     const { runAgent, stdoutLogger } = await import('../agent/daemon.js');
-    const log = stdoutLogger(v['log-level']);
+    const log = stdoutLogger(settings.logLevel);
     const ac = new AbortController();
     const stop = (sig: string) => () => {
       log.info({ signal: sig }, 'stopping');
@@ -103,15 +124,10 @@ export const agentCommand: Command = {
     try {
       const summary = await runAgent(
         {
-          reconcile: {
-            flags: v,
-            env: ctx.env,
-            run: ctx.run,
-            gc: { mode: gc, cacheDir: v['cache-dir'], graceMs: graceS * 1000, allowEmptyCache: v['allow-empty-cache'] },
-          },
-          intervalMs: intervalS * 1000,
-          jitter,
-          listen,
+          reconcile: { flags: settings.flags, env: ctx.env, run: ctx.run, gc: settings.gc },
+          intervalMs: settings.intervalMs,
+          jitter: settings.jitter,
+          listen: settings.listen,
           install,
           log,
         },
