@@ -80,8 +80,11 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   if (net) {
     const n = net;
     await step('gc', () => gcStep(o, n, report));
-    await step('residue', () => residueStep(o, n, report));
-    await step('probe', () => probeStep(o, n, report));
+    // One ledger listing for the residue and probe steps (taken after GC: what it released is gone from it).
+    let listing: Promise<LedgerRecord[]> | undefined;
+    const records = () => (listing ??= n.ledger.list().then((l) => l.records));
+    await step('residue', () => residueStep(o, n, report, records));
+    await step('probe', () => probeStep(o, n, report, records));
   }
 
   report.stopped = stopped(o);
@@ -91,7 +94,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   o.metrics.lastDuration.set(report.durationMs / 1000);
   o.metrics.lastPass.set(Date.now() / 1000);
   const { steps, leaked, released, residueRemoved, probeRestored, errors, network } = report;
-  o.log.info({ network, steps, leaked, released, residueRemoved, probeRestored, errors, stopped: report.stopped, durationMs: Math.round(report.durationMs) }, `reconcile pass ${outcome}`);
+  o.log.info({ network, steps, leaked, released, residueRemoved, probeRestored, errors, stopped: report.stopped, rssMiB: Math.round(process.memoryUsage.rss() / 1048576), durationMs: Math.round(report.durationMs) }, `reconcile pass ${outcome}`);
   return report;
 }
 
@@ -129,10 +132,10 @@ function holders(records: LedgerRecord[]): Map<string, LedgerRecord> {
   return out;
 }
 
-async function residueStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport): Promise<StepOutcome> {
+async function residueStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport, ledger: () => Promise<LedgerRecord[]>): Promise<StepOutcome> {
   const { residue } = net.conf.settings;
   if (!residue.ebtables && !residue.neigh) return 'skipped';
-  const { records } = await net.ledger.list();
+  const records = await ledger();
   const ips = records.flatMap((r) => r.ips);
   if (!ips.length) return 'ok';
   // One look at the node for every ledger address (ADD looks per call); only attachments with residue are then
@@ -171,11 +174,11 @@ async function residueStep(o: ReconcileOptions, net: OpenNetwork, report: PassRe
   return failed ? 'error' : 'ok';
 }
 
-async function probeStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport): Promise<StepOutcome> {
+async function probeStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport, ledger: () => Promise<LedgerRecord[]>): Promise<StepOutcome> {
   const mode = net.conf.settings.ipv6ProbeRewrite;
   if (mode === 'off') return 'skipped';
   if (mode === 'auto') {
-    const { records } = await net.ledger.list();
+    const records = await ledger();
     if (!records.some((r) => r.ips.some((ip) => ip.includes(':')))) return 'skipped';
   }
   const outcome = await ensureProbeRewriteIfDue({ conf: net.conf, run: net.run, log: net.log });
