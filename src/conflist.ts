@@ -1,6 +1,6 @@
 // Reading the node's conflists: find the one that holds the shim (chained or in an IPAM slot) and turn the
 // shim's part of it into the NetConf the verbs use, so operator commands decide exactly as the plugin does.
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CniError, ErrorCode } from './cni/errors.js';
 import { parseNetConf, PLUGIN_TYPE, type NetConf } from './cni/config.js';
@@ -52,13 +52,40 @@ export async function conflistFiles(dir: string): Promise<string[]> {
   return names.filter((n) => /\.(conflist|conf|json)$/.test(n)).sort().map((n) => join(dir, n));
 }
 
-/** The first conflist that holds the shim (optionally for `network`). */
-export async function findShimConflist(dir: string, network?: string): Promise<ShimConflist | undefined> {
+/** A conflist that could not be read, or whose shim entry the plugin would refuse, and why. */
+export interface ConflistFailure {
+  path: string;
+  error: string;
+}
+
+/**
+ * The first conflist that holds the shim (optionally for `network`), and the files passed over because they
+ * could not be read: when none is found, those are the likely reason, and the operator needs their names.
+ */
+export async function findShimConflist(dir: string, network?: string): Promise<{ found?: ShimConflist; failures: ConflistFailure[] }> {
+  const failures: ConflistFailure[] = [];
   for (const path of await conflistFiles(dir)) {
-    const found = await readShimConflist(path).catch(() => undefined);
-    if (found && (!network || found.conf.name === network)) return found;
+    try {
+      const found = await readShimConflist(path);
+      if (found && (!network || found.conf.name === network)) return { found, failures };
+    } catch (e) {
+      const msg = e instanceof CniError ? e.msg.replace(` ${path}`, '') : (e as Error).message;
+      failures.push({ path, error: e instanceof CniError && e.details ? `${msg}: ${e.details}` : msg });
+    }
   }
-  return undefined;
+  return { failures };
+}
+
+/** Why a conf dir holds nothing to look at, or undefined when it is a readable directory. */
+export async function confDirProblem(dir: string): Promise<string | undefined> {
+  try {
+    if (!(await stat(dir)).isDirectory()) return `${dir} is not a directory`;
+    await readdir(dir);
+    return undefined;
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    return code === 'ENOENT' ? `conf dir ${dir} does not exist` : `conf dir ${dir} cannot be read: ${(e as Error).message}`;
+  }
 }
 
 /**
@@ -67,14 +94,22 @@ export async function findShimConflist(dir: string, network?: string): Promise<S
  */
 export async function loadShimConflist(o: { conflist?: string; confDir?: string; network?: string; waitMs?: number }): Promise<ShimConflist> {
   const deadline = Date.now() + (o.waitMs ?? 0);
+  const dir = o.confDir ?? DEFAULT_CONF_DIR;
   for (;;) {
-    const found = o.conflist
-      ? await readShimConflist(o.conflist).catch((e) => (e instanceof CniError && /cannot read/.test(e.msg) && Date.now() < deadline ? undefined : Promise.reject(e)))
-      : await findShimConflist(o.confDir ?? DEFAULT_CONF_DIR, o.network);
+    let failures: ConflistFailure[] = [];
+    let found: ShimConflist | undefined;
+    if (o.conflist) {
+      found = await readShimConflist(o.conflist).catch((e) => (e instanceof CniError && /cannot read/.test(e.msg) && Date.now() < deadline ? undefined : Promise.reject(e)));
+    } else {
+      ({ found, failures } = await findShimConflist(dir, o.network));
+    }
     if (found) return found;
     if (Date.now() >= deadline) {
-      const where = o.conflist ?? `${o.confDir ?? DEFAULT_CONF_DIR}${o.network ? ` (network ${o.network})` : ''}`;
-      throw new CniError(ErrorCode.InvalidNetworkConfig, `no conflist with ipam-shim found in ${where}`);
+      const where = o.conflist ?? `${dir}${o.network ? ` (network ${o.network})` : ''}`;
+      const dirProblem = o.conflist ? undefined : await confDirProblem(dir);
+      // Name what could not be read: a conflist with a `//` comment or a BOM is the usual reason nothing is found.
+      const details = [dirProblem, ...failures.map((f) => `${f.path}: ${f.error}`)].filter(Boolean).join('; ');
+      throw new CniError(ErrorCode.InvalidNetworkConfig, `no conflist with ipam-shim found in ${where}`, details ? { details } : {});
     }
     await new Promise((r) => setTimeout(r, 500));
   }

@@ -8,15 +8,17 @@
 // Cost: for each (reserved CIDR, pool entry) pair the touched block indexes form one interval, computed with two
 // shifts; intervals are sorted and merged. O(R·P·log(R·P)) bigint operations, independent of the pool's size —
 // a /8 pool with /24 blocks and an fd00::/48 pool with /120 blocks cost the same.
-import { BITS, type Cidr, type Family, makeCidr, parseCidrs } from './reserved.js';
+import { BITS, type Family } from './net/ip.js';
+import { type Cidr, makeCidr, parseCidrs } from './net/cidr.js';
 
 export interface PlanInput {
   /** Pool entries in Cilium's order (clusterPoolIPv4PodCIDRList / IPv6 list); IPv4 and IPv6 may be mixed. */
   pools: string[];
-  /** Node CIDR prefix length. Applies to IPv4 pools; also to IPv6 pools when no IPv4 pool is given. */
-  nodeMask: number;
-  /** Node CIDR prefix length for IPv6 pools (required when both families are planned). */
+  /** Node CIDR prefix length (`--node-mask`). Applies to IPv4 pools; also to IPv6 pools when no IPv4 pool is given. */
+  nodeMask?: number;
+  /** Node CIDR prefix length for IPv6 pools (`--node-mask-v6`; required when both families are planned). */
   nodeMaskV6?: number;
+  /** May be empty: then every node CIDR is safe. */
   reserved: string[];
   /** Node CIDRs already handed out (the next allocation gets this index). Applies to every family. */
   allocated?: number | bigint;
@@ -97,9 +99,9 @@ const MAX_LISTED_RESERVED = 5;
 
 /** Plans every family present in `pools`. Throws an Error with an operator-readable message on bad input. */
 export function planPool(input: PlanInput): Plan {
-  const pools = parseCidrs(input.pools);
+  const pools = parseCidrs(input.pools, 'pool list');
   if (pools.length === 0) throw new Error('no pool given');
-  const reserved = parseCidrs(input.reserved);
+  const reserved = parseCidrs(input.reserved, 'reserved CIDR list');
   const allocated = BigInt(input.allocated ?? 0);
   if (allocated < 0n) throw new Error(`allocated must be ≥ 0, got ${allocated}`);
   const maxRanges = input.maxRanges ?? 50;
@@ -108,8 +110,11 @@ export function planPool(input: PlanInput): Plan {
   for (const family of [4, 6] as const) {
     const entries = pools.filter((p) => p.family === family);
     if (!entries.length) continue;
+    // Messages name the command's flags: this module's only caller is `ipam-shim plan`.
     let mask: number | undefined = family === 4 ? input.nodeMask : input.nodeMaskV6 ?? (hasV4 ? undefined : input.nodeMask);
-    if (mask === undefined) throw new Error('IPv6 pools need their own node mask (nodeMaskV6) when IPv4 pools are planned too');
+    if (mask === undefined) {
+      throw new Error(family === 4 ? 'IPv4 pools need --node-mask' : hasV4 ? 'IPv6 pools need --node-mask-v6 when IPv4 pools are planned too' : 'IPv6 pools need --node-mask-v6 (or --node-mask)');
+    }
     mask = checkMask(family, mask, entries);
     families.push(planFamily(family, mask, entries, reserved.filter((r) => r.family === family), allocated, maxRanges));
   }

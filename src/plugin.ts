@@ -73,7 +73,8 @@ export async function runPlugin(
   }
   if (outcome.error) {
     const { code, msg, details, logFields } = outcome.error;
-    log.error({ ...logFields, code, msg, details, ms, outcome: 'error' }, 'CNI call failed');
+    // The CNI error's msg under its own name: pino's message key is `msg`, and a second one would hide it.
+    log.error({ ...logFields, code, cniMsg: msg, details, ms, outcome: 'error' }, 'CNI call failed');
   } else {
     log.info(outcome.command === 'ADD' ? { ms, outcome: 'ok', timings: timings(marks, started, configAt, loggerAt) } : { ms, outcome: 'ok' }, 'CNI call done');
   }

@@ -11,13 +11,13 @@ import type { Run } from '../effects/exec.js';
 import { listPreroutingResidue } from '../effects/ebtables.js';
 import { listNeighbours } from '../effects/neigh.js';
 import type { LedgerRecord } from '../effects/ledger.js';
-import { findResidue } from '../residue/clean.js';
+import { findResidueOnNode } from '../residue/clean.js';
 import { cleanResidueFor, ensureProbeRewriteIfDue } from '../verbs/address-steps.js';
 import { openNetwork, type NetworkFlags, type OpenNetwork } from '../cli/network.js';
 import type { Logger } from '../log.js';
 import { gcFromCache } from '../gc/from-cache.js';
 import type { AgentMetrics, Step } from './metrics.js';
-import { exclusiveAttachment } from './lock.js';
+import { AGENT_LOCK_WAIT_MS, AttachmentBusy, exclusiveAttachment } from './lock.js';
 
 export type GcMode = 'report' | 'apply';
 
@@ -36,6 +36,8 @@ export type StepOutcome = 'ok' | 'error' | 'skipped' | 'stopped';
 export interface PassReport {
   network: string | undefined;
   steps: Partial<Record<Step, StepOutcome>>;
+  /** Attachments left for the next pass because a CNI call held their lock (or re-recorded them). */
+  busy: number;
   /** gc: leaked attachments found (released in apply mode). */
   leaked: number;
   released: number;
@@ -50,7 +52,7 @@ const stopped = (o: ReconcileOptions) => o.signal.aborted;
 
 export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   const t0 = performance.now();
-  const report: PassReport = { network: undefined, steps: {}, leaked: 0, released: 0, residueRemoved: 0, probeRestored: false, errors: 0, durationMs: 0, stopped: false };
+  const report: PassReport = { network: undefined, steps: {}, busy: 0, leaked: 0, released: 0, residueRemoved: 0, probeRestored: false, errors: 0, durationMs: 0, stopped: false };
   const step = async (name: Step, fn: () => Promise<StepOutcome>): Promise<void> => {
     if (stopped(o)) {
       report.steps[name] = 'stopped';
@@ -93,21 +95,24 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   o.metrics.passes.inc({ outcome });
   o.metrics.lastDuration.set(report.durationMs / 1000);
   o.metrics.lastPass.set(Date.now() / 1000);
-  const { steps, leaked, released, residueRemoved, probeRestored, errors, network } = report;
-  o.log.info({ network, steps, leaked, released, residueRemoved, probeRestored, errors, stopped: report.stopped, rssMiB: Math.round(process.memoryUsage.rss() / 1048576), durationMs: Math.round(report.durationMs) }, `reconcile pass ${outcome}`);
+  const { steps, leaked, released, residueRemoved, probeRestored, errors, network, busy } = report;
+  o.log.info({ network, steps, leaked, released, residueRemoved, probeRestored, busy, errors, stopped: report.stopped, rssMiB: Math.round(process.memoryUsage.rss() / 1048576), durationMs: Math.round(report.durationMs) }, `reconcile pass ${outcome}`);
   return report;
 }
 
 async function gcStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport): Promise<StepOutcome> {
   const apply = o.gc.mode === 'apply';
-  const { valid, report: gc } = await gcFromCache(net, {
+  const { valid, refused, report: gc } = await gcFromCache(net, {
     cacheDir: o.gc.cacheDir,
     apply,
     graceMs: o.gc.graceMs,
     allowEmptyCache: o.gc.allowEmptyCache,
     signal: o.signal,
+    lockWaitMs: AGENT_LOCK_WAIT_MS,
   });
   const name = net.conf.name;
+  report.busy += gc.skipped.length;
+  if (refused) net.log.warn({ step: 'gc', refused }, 'gc: refusing to release anything');
   report.leaked = gc.plan.release.length;
   report.released = gc.released.length;
   o.metrics.leaked.reset();
@@ -122,7 +127,7 @@ async function gcStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport)
   if (leaked.length) {
     net.log.warn({ step: 'gc', mode: o.gc.mode, leaked, released: gc.released }, apply ? 'gc: released leaked attachments' : 'gc: leaked attachments found (report mode: set gc mode apply to release them)');
   } else net.log.debug({ step: 'gc', cached: valid.length, kept: gc.plan.kept.length }, 'gc: nothing leaked');
-  return gc.errors.length ? 'error' : 'ok';
+  return gc.errors.length ? 'error' : refused && apply ? 'skipped' : 'ok';
 }
 
 /** The ledger attachment holding each address. */
@@ -144,7 +149,8 @@ async function residueStep(o: ReconcileOptions, net: OpenNetwork, report: PassRe
     residue.ebtables ? listPreroutingResidue(net.run) : { available: false, rules: [] },
     residue.neigh ? listNeighbours(net.run) : [],
   ]);
-  const found = findResidue(ips, { rules: eb.rules, neighbours });
+  // The pod-own neighbour rule (src/residue/own.ts) as cleanResidue applies it: no false 'dirty' every pass.
+  const found = await findResidueOnNode(net.run, ips, { rules: eb.rules, neighbours });
   const byIp = holders(records);
   const dirty = new Map<string, LedgerRecord>();
   for (const x of [...found.rules, ...found.neighbours]) {
@@ -156,7 +162,7 @@ async function residueStep(o: ReconcileOptions, net: OpenNetwork, report: PassRe
     if (stopped(o)) return 'stopped';
     const attachment: Attachment = { containerID: rec.containerID, ifname: rec.ifname };
     try {
-      const removed = await exclusiveAttachment(net, attachment, async () => {
+      const removed = await exclusiveAttachment(net.ledger, attachment, async () => {
         const current = await net.ledger.get(attachment);
         if (!current?.ips.length) return { rules: 0, neighbours: 0 }; // DEL'd meanwhile: not ours any more
         return cleanResidueFor({ conf: net.conf, run: net.run, log: net.log }, current.ips, { ownDevs: [] });
@@ -165,6 +171,11 @@ async function residueStep(o: ReconcileOptions, net: OpenNetwork, report: PassRe
       o.metrics.residue.inc({ network: net.conf.name, kind: 'neigh' }, removed.neighbours);
       report.residueRemoved += removed.rules + removed.neighbours;
     } catch (e) {
+      if (e instanceof AttachmentBusy) {
+        report.busy++;
+        net.log.info({ step: 'residue', ...attachment }, 'residue: the attachment is busy (a CNI call holds it); next pass');
+        continue;
+      }
       failed++;
       report.errors++;
       o.metrics.errors.inc({ step: 'residue' });

@@ -1,7 +1,7 @@
 // `ipam-shim agent-ip allocate | release | list`: cilium-agent's own IPs through the delegate (CFP #13).
 import { parseArgs } from 'node:util';
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { allocateAgentIp, listAgentIps, releaseAgentIp, type Family } from '../agent/agent-ip.js';
+import { allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from '../agent/agent-ip.js';
 import { NETWORK_FLAGS, openNetwork } from './network.js';
 import { UsageError, type Command } from './command.js';
 
@@ -14,6 +14,7 @@ export const agentIpCommand: Command = {
   name: 'agent-ip',
   summary: "allocate, release or list cilium-agent's own IPs through the delegated IPAM plugin (never released by GC)",
   usage: USAGE,
+  exitStatus: '0 done; 1 the delegate or the ledger failed; 2 usage (an invalid --owner included)',
   async run(argv, ctx) {
     let parsed;
     try {
@@ -30,6 +31,14 @@ export const agentIpCommand: Command = {
     const [action, ...extra] = positionals;
     if (!action || !['allocate', 'release', 'list'].includes(action) || extra.length) throw new UsageError('expected one of: allocate, release, list');
     if (action !== 'list' && !values.owner) throw new UsageError('--owner is required');
+    if (values.owner !== undefined) {
+      // The same rule allocate/release apply, checked before anything is opened: a bad name is a usage error.
+      try {
+        validateOwner(values.owner);
+      } catch (e) {
+        throw new UsageError(`--owner: ${(e as Error).message}`);
+      }
+    }
     const family = values.family as Family | undefined;
     if (family !== undefined && !['4', '6', 'dual'].includes(family)) throw new UsageError('--family must be 4, 6 or dual');
     const waitSeconds = Number(values.wait);

@@ -100,7 +100,8 @@ interface AgentInstall {
   source: string;
   binDir: string;
   confDir: string;
-  shimKeys: Record<string, unknown>;
+  /** undefined: keep the settings of the entry already there (install's own rule). */
+  shimKeys: Record<string, unknown> | undefined;
   intervalMs: number;
 }
 
@@ -108,6 +109,7 @@ export const agentCommand: Command = {
   name: 'agent',
   summary: 'the node agent (DaemonSet): keep the shim installed, reconcile GC/residue/probe rewrite every interval, serve /metrics',
   usage: USAGE,
+  exitStatus: '0 stopped by SIGTERM/SIGINT (every problem meanwhile is logged and counted, never an exit); 1 it could not start (e.g. the --listen address is taken); 2 usage',
   async run(argv, ctx): Promise<CommandOutput> {
     const { settings, install } = parseAgentArgs(argv);
     const { runAgent, stdoutLogger } = await import('../agent/daemon.js');

@@ -21,6 +21,8 @@ export interface Command {
   name: string;
   summary: string;
   usage: string;
+  /** What each exit status means for this command (`--help` prints it). */
+  exitStatus: string;
   run(argv: string[], ctx: CommandContext): Promise<CommandOutput>;
 }
 

@@ -2,7 +2,7 @@
 // finding with its fix; exit 1 on any problem or warning.
 import { parseArgs } from 'node:util';
 import { CHECKS } from '../doctor/index.js';
-import type { Finding } from '../doctor/check.js';
+import { failedCheck, type Finding } from '../doctor/check.js';
 import { NETWORK_FLAGS, openNetwork } from './network.js';
 import { UsageError, type Command } from './command.js';
 
@@ -12,6 +12,7 @@ export const doctorCommand: Command = {
   name: 'doctor',
   summary: 'check this node: conflist, delegate, ledger, residue, agent IPs, reserved-subnet routes, IPv6 probes',
   usage: USAGE,
+  exitStatus: '0 every check is ok or skipped; 1 at least one WARN or PROBLEM, or the conflist cannot be read; 2 usage',
   async run(argv, ctx) {
     let values;
     try {
@@ -25,7 +26,7 @@ export const doctorCommand: Command = {
       try {
         findings.push(...(await check.run(net)));
       } catch (e) {
-        findings.push({ check: check.name, verdict: 'problem', summary: `check failed: ${(e as Error).message}`, fix: 'see the log file; run the check again' });
+        findings.push(failedCheck(check.name, e, net));
       }
     }
     const bad = findings.filter((f) => f.verdict === 'problem' || f.verdict === 'warn');

@@ -34,7 +34,9 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv): Promise<Cl
   const load = COMMANDS[name];
   if (!load) return { stdout: '', stderr: `ipam-shim: unknown command "${name}"\n\n${help()}`, exitCode: 2 };
   const command = await load();
-  if (rest.includes('--help') || rest.includes('-h')) return { stdout: `${command.summary}\n\n${command.usage}\n`, stderr: '', exitCode: 0 };
+  if (rest.includes('--help') || rest.includes('-h')) {
+    return { stdout: `${command.summary}\n\n${command.usage}\n\nexit status: ${command.exitStatus}\n`, stderr: '', exitCode: 0 };
+  }
   const json = rest.includes('--json');
   const args = rest.filter((a) => a !== '--json');
   try {

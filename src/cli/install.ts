@@ -6,8 +6,7 @@ import { CniError } from '../cni/errors.js';
 import { createLogger } from '../log.js';
 import { DEFAULT_CNI_PATH } from './network.js';
 import { UsageError, type Command, type CommandOutput } from './command.js';
-import { defaultSource, installBinary, installConflist, uninstall, watchInstall, type ConflistOutcome } from '../install/install.js';
-import { parseShimSettings } from '../cni/config.js';
+import { checkSource, defaultSource, installBinary, installConflist, uninstall, validateShimKeys, watchInstall, type ConflistOutcome } from '../install/install.js';
 
 export const DEFAULT_WATCH_INTERVAL_S = 30;
 
@@ -23,9 +22,13 @@ function usage<T>(fn: () => T): T {
   }
 }
 
-/** --shim-config: a JSON object of the entry's keys, checked with the plugin's own schema. */
-export function parseShimConfig(text: string | undefined): Record<string, unknown> {
-  if (text === undefined || text.trim() === '') return {};
+/**
+ * --shim-config: a JSON object of the entry's keys, checked as the plugin checks them. Absent: undefined (keep
+ * the keys of the entry already in the conflist).
+ */
+export function parseShimConfig(text: string | undefined): Record<string, unknown> | undefined {
+  if (text === undefined) return undefined;
+  if (text.trim() === '') return {};
   let v: unknown;
   try {
     v = JSON.parse(text);
@@ -34,7 +37,7 @@ export function parseShimConfig(text: string | undefined): Record<string, unknow
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new UsageError('--shim-config must be a JSON object');
   try {
-    parseShimSettings(v as Record<string, unknown>, '');
+    validateShimKeys(v as Record<string, unknown>);
   } catch (e) {
     if (e instanceof CniError) throw new UsageError(`--shim-config: ${e.message}`);
     throw e;
@@ -46,7 +49,7 @@ function conflistLine(c: ConflistOutcome, confDir: string): string {
   const where = c.path ?? confDir;
   switch (c.action) {
     case 'missing':
-      return `conflist: no conflist with cilium-cni in ${confDir}${c.unreadable?.length ? ` (unreadable: ${c.unreadable.join(', ')})` : ''}`;
+      return `conflist: no conflist with cilium-cni in ${confDir}`;
     case 'ipam-slot':
       return `conflist: ${where} already has the shim in an IPAM slot; left as it is`;
     default:
@@ -58,6 +61,7 @@ export const installCommand: Command = {
   name: 'install',
   summary: 'copy the executable into the CNI bin dir and chain the shim after cilium-cni; --watch keeps it there',
   usage: INSTALL_USAGE,
+  exitStatus: '0 installed or already in place (or the shim is in an IPAM slot); 1 no conflist holds cilium-cni, one does not parse, or a write failed; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; with --watch: 0 when stopped by a signal',
   async run(argv): Promise<CommandOutput> {
     const { values: v } = usage(() =>
       parseArgs({
@@ -83,6 +87,7 @@ export const installCommand: Command = {
     let source: string;
     try {
       source = (v.source) ?? defaultSource();
+      await checkSource(source);
     } catch (e) {
       throw new UsageError((e as Error).message);
     }
@@ -116,7 +121,16 @@ export const installCommand: Command = {
     const conflist = await installConflist(confDir, shimKeys);
     const ok = conflist.action !== 'missing';
     const text = [`binary: ${binary.path} ${binary.action}`, conflistLine(conflist, confDir)];
-    if (!ok) text.push('the conflist is written by cilium-agent: run again once it exists, or run with --watch');
+    // A file that does not parse may be the very conflist we are after: name it and why, so it gets fixed.
+    for (const u of conflist.unreadable ?? []) text.push(`cannot parse ${u.path}: ${u.error}`);
+    for (const w of conflist.warnings ?? []) text.push(`warning: ${w}`);
+    if (!ok) {
+      text.push(
+        conflist.unreadable?.length
+          ? 'fix the file(s) that do not parse (runtimes cannot read them either), then run again'
+          : 'the conflist is written by cilium-agent: run again once it exists, or run with --watch',
+      );
+    }
     return { data: { binary, conflist }, text: text.join('\n'), exitCode: ok ? 0 : 1 };
   },
 };
@@ -125,6 +139,7 @@ export const uninstallCommand: Command = {
   name: 'uninstall',
   summary: 'take the chained shim entry out of the cilium-cni conflist and remove the executable',
   usage: UNINSTALL_USAGE,
+  exitStatus: '0 done (also when there was nothing to remove); 1 a write failed; 2 usage',
   async run(argv): Promise<CommandOutput> {
     const { values: v } = usage(() =>
       parseArgs({ args: argv, strict: true, options: { 'cni-bin-dir': { type: 'string' }, 'conf-dir': { type: 'string' }, 'keep-binary': { type: 'boolean' } } }),

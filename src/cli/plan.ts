@@ -4,12 +4,15 @@ import { type FamilyPlan, type Plan, planPool, planToJson } from '../plan.js';
 import { type Command, type CommandOutput, UsageError } from './command.js';
 
 const USAGE =
-  'ipam-shim plan --pool CIDR[,CIDR…] --node-mask N [--node-mask-v6 N] --reserved CIDR[,CIDR…] [--allocated K] [--json]';
+  `ipam-shim plan --pool CIDR[,CIDR…] [--node-mask N] [--node-mask-v6 N] [--reserved CIDR[,CIDR…]] [--allocated K] [--json]
+  --node-mask applies to IPv4 pools (and to IPv6 pools when no IPv4 pool is planned); an IPv6-only plan may give
+  --node-mask-v6 alone. Without --reserved every node CIDR is safe.`;
 
 export const planCommand: Command = {
   name: 'plan',
   summary: 'which cluster-pool node CIDRs collide with reserved subnets, and how many nodes fit before the first',
   usage: USAGE,
+  exitStatus: '0 no node CIDR collides; 1 at least one collides; 2 usage',
   async run(argv: string[]): Promise<CommandOutput> {
     const opts = parseFlags(argv);
     let plan: Plan;
@@ -24,7 +27,7 @@ export const planCommand: Command = {
 
 interface PlanFlags {
   pools: string[];
-  nodeMask: number;
+  nodeMask?: number;
   nodeMaskV6?: number;
   reserved: string[];
   allocated: bigint;
@@ -52,14 +55,13 @@ function parseFlags(argv: string[]): PlanFlags {
   const pools = splitList(values.pool);
   const reserved = splitList(values.reserved);
   if (!pools.length) throw new UsageError('--pool is required');
-  if (!reserved.length) throw new UsageError('--reserved is required');
-  if (values['node-mask'] === undefined) throw new UsageError('--node-mask is required');
+  if (values['node-mask'] === undefined && values['node-mask-v6'] === undefined) throw new UsageError('--node-mask is required');
   const out: PlanFlags = {
     pools,
     reserved,
-    nodeMask: intFlag('--node-mask', values['node-mask']),
     allocated: values.allocated === undefined ? 0n : bigFlag('--allocated', values.allocated),
   };
+  if (values['node-mask'] !== undefined) out.nodeMask = intFlag('--node-mask', values['node-mask']);
   if (values['node-mask-v6'] !== undefined) out.nodeMaskV6 = intFlag('--node-mask-v6', values['node-mask-v6']);
   return out;
 }

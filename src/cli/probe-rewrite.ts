@@ -36,6 +36,7 @@ export const probeRewriteCommand: Command = {
   name: 'probe-rewrite',
   summary: `ensure, remove or inspect the IPv6 load-balancer probe rewrite (nftables table ip6 ${PROBE_TABLE})`,
   usage: USAGE,
+  exitStatus: 'status: 0 fine, 1 needed and missing or drifted; ensure: 0 in place and matching, 1 not; remove: 0; all: 2 usage (an --uplink that is no interface here included)',
   async run(argv, ctx): Promise<CommandOutput> {
     const flags = parseFlags(argv);
     const net = await settingsSource(flags, ctx.run, ctx.env);
@@ -66,6 +67,14 @@ export const probeRewriteCommand: Command = {
     }
     const uplink = flags.uplink ?? net?.conf.settings.uplink ?? (await defaultUplink6(ctx.run));
     if (!uplink) throw new Error('no uplink: the node has no default route; pass --uplink DEV');
+    // nft matches interface names as strings: a rule for a device that does not exist installs fine and never
+    // matches. Refuse it instead (a flag typo is a usage error; a bad "uplink" in the conflist a failure).
+    const link = await ctx.run('ip', ['-j', 'link', 'show', 'dev', uplink], { check: false, timeoutMs: 10_000 });
+    if (link.exitCode !== 0) {
+      const why = `uplink ${JSON.stringify(uplink)} is no interface here${flags.uplink ? '' : ` (from ${net?.conf.settings.uplink ? `"uplink" in ${net.shim.path}` : 'the default route'})`}`;
+      if (flags.uplink) throw new UsageError(`--uplink: ${why}`);
+      throw new Error(why);
+    }
     const before = await assessProbeRewrite(ctx.run, { ...input, uplink });
     const ensured = await ensureProbeRewrite(ctx.run, { uplink, probeSource: before.probeSource, probeGlobal: before.probeGlobal });
     if (!ensured.available) throw new Error(`nftables is not usable here: ${ensured.reason}`);

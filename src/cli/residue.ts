@@ -6,9 +6,10 @@ import { parseArgs } from 'node:util';
 import { listPreroutingResidue } from '../effects/ebtables.js';
 import type { Run } from '../effects/exec.js';
 import { listNeighbours, type Neighbour } from '../effects/neigh.js';
-import { cleanResidue, findOrphans, findResidue, localMacs, type CleanFailure, type ResidueSnapshot } from '../residue/clean.js';
-import { exactIp, type ResidueRule } from '../residue/parse.js';
-import { DEFAULT_CONF_DIR } from '../conflist.js';
+import { cleanResidue, findOrphans, findResidueOnNode, localMacs, type CleanFailure, type ResidueSnapshot } from '../residue/clean.js';
+import { type ResidueRule } from '../residue/parse.js';
+import { exactIp } from '../net/ip.js';
+import { confDirProblem, DEFAULT_CONF_DIR } from '../conflist.js';
 import { NETWORK_FLAGS, openNetwork, type NetworkFlags, type OpenNetwork } from './network.js';
 import { UsageError, type Command, type CommandOutput } from './command.js';
 
@@ -19,8 +20,7 @@ const USAGE = [
   '  scan    list the residue for every ledger IP and every --ip IP, and orphaned per-pod rules',
   '  clean   remove the residue for those IPs (dry run unless --apply); orphans are never touched',
   '',
-  'Exit status: 0 no residue (left) for those IPs; 1 residue found / would be removed / left or failed; 2 usage.',
-  'Without a shim conflist, only the --ip IPs are looked at.',
+  'Without a shim conflist, only the --ip IPs are looked at; a --conf-dir that does not exist is an error (exit 1).',
 ].join('\n');
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -159,7 +159,8 @@ export async function ledgerTargets(net: OpenNetwork): Promise<{ ips: Array<{ ip
 /** scan, or clean's dry run: what is there now for `targets`. */
 export async function scanTargets(run: Run, targets: readonly Target[]): Promise<{ ebtablesAvailable: boolean; targets: TargetReport[]; orphans: RuleView[] }> {
   const { ebtablesAvailable, snapshot, macs } = await snapshotResidue(run);
-  const found = findResidue(
+  const found = await findResidueOnNode(
+    run,
     targets.map((t) => t.ip),
     snapshot,
   );
@@ -219,12 +220,17 @@ export const residueCommand: Command = {
   name: 'residue',
   summary: 'find (scan) and remove (clean --apply) azure-vnet ebtables rules and neighbour entries for ledger IPs and --ip IPs',
   usage: USAGE,
+  exitStatus: '0 no residue (left) for those IPs; 1 residue found / would be removed / left or failed; 2 usage',
   async run(argv, ctx): Promise<CommandOutput> {
     const { mode, flags, named } = parseFlags(argv);
     const apply = mode === 'clean' && !!flags.apply;
 
     // The ledger says which addresses are the shim's. Without a conflist, only named addresses are looked at —
-    // unless the operator pointed at a conflist/network explicitly: then not finding it is the error.
+    // unless the operator pointed at a conflist or network explicitly: then not finding it is the error. A conf
+    // dir given explicitly must at least exist (a typo must not look like "no residue").
+    const confDirGiven = flags['conf-dir'];
+    const dirProblem = confDirGiven === undefined ? undefined : await confDirProblem(confDirGiven);
+    if (dirProblem) throw new Error(dirProblem);
     let net: OpenNetwork | undefined;
     let ledgerNote: string | undefined;
     try {

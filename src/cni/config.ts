@@ -57,6 +57,15 @@ export interface NetConf {
   prevResult: Result | undefined;
   /** GC: the runtime's valid list (absent key = empty, libcni's meaning). */
   validAttachments: Attachment[];
+  /** DEL only (parseNetConfForDel): the config's mistake, read around; `settings` holds defaults for `unreadable`. */
+  mistake?: ConfigMistake;
+}
+
+export interface ConfigMistake {
+  /** What parseNetConf refused the config with (what ADD, CHECK and STATUS answer). */
+  error: CniError;
+  /** Our settings whose value could not be used (an unknown key is not listed: it only adds nothing). */
+  unreadable: string[];
 }
 
 function requireVersion(raw: Record<string, unknown>): string {
@@ -129,6 +138,36 @@ export function parseNetConf(raw: Record<string, unknown>): NetConf {
   }
   const prevResult = raw.prevResult === undefined ? undefined : parseResult(raw.prevResult, 'prevResult');
   return { raw, cniVersion, name, placement, settings, prevResult, validAttachments: readValidAttachments(raw) };
+}
+
+/**
+ * DEL's reading: a config mistake must not block teardown (libcni stops a DEL chain at the first failure, so the
+ * main plugin's DEL would never run). When parseNetConf refuses the config, every setting that is valid on its
+ * own is kept, the others fall back to their defaults and are listed in `mistake.unreadable`; prevResult and the
+ * valid list (DEL needs neither) are dropped. The version, the network name and the placement are still
+ * required: without them DEL cannot tell which ledger or attachment is meant, and fails as before.
+ */
+export function parseNetConfForDel(raw: Record<string, unknown>): NetConf {
+  try {
+    return parseNetConf(raw);
+  } catch (e) {
+    if (!(e instanceof CniError)) throw e;
+    const cniVersion = requireVersion(raw);
+    const name = requireName(raw);
+    const placement = detectPlacement(raw);
+    const keys = ownKeys(raw, placement);
+    const unreadable: string[] = [];
+    const settings: Record<string, unknown> = {};
+    for (const [key, schema] of Object.entries(ShimSettingsSchema.shape)) {
+      const r = schema.safeParse(keys[key]);
+      if (r.success) settings[key] = r.data;
+      else {
+        unreadable.push(key);
+        settings[key] = schema.safeParse(undefined).data;
+      }
+    }
+    return { raw, cniVersion, name, placement, settings: settings as ShimSettings, prevResult: undefined, validAttachments: [], mistake: { error: e, unreadable } };
+  }
 }
 
 /**

@@ -4,7 +4,7 @@
 import { CniError, ErrorCode, toCniError } from './errors.js';
 import { readCniEnv, type CniEnv, type Command } from './env.js';
 import { parseJsonObject } from './stdin.js';
-import { parseNetConf, type NetConf } from './config.js';
+import { parseNetConf, parseNetConfForDel, type NetConf } from './config.js';
 import { answerVersion, assertVersionAllows, SUPPORTED_VERSIONS, versionReply } from './versions.js';
 import type { Result } from './result.js';
 
@@ -36,7 +36,8 @@ export const ABOUT = `ipam-shim CNI plugin: delegated-IPAM fixes for Cilium (sup
 const errorVersion = (raw: Record<string, unknown> | undefined): string => answerVersion(raw?.cniVersion);
 
 /**
- * Runs one CNI invocation. `readInput` is only called for verbs that need stdin (VERSION tolerates none).
+ * Runs one CNI invocation. `readInput` is only called for verbs that need stdin (VERSION tolerates none), and
+ * for an error found before stdin was read (its cniVersion is the one to answer in).
  * `onConfig` lets the caller set up logging as soon as the config is known.
  */
 export async function dispatch(
@@ -48,16 +49,17 @@ export async function dispatch(
   let raw: Record<string, unknown> | undefined;
   let command: Command | undefined;
   let conf: NetConf | undefined;
+  let read: Promise<string> | undefined;
   try {
     const env = readCniEnv(procEnv);
     command = env.command;
-    const text = await readInput();
+    const text = await (read = readInput());
     if (command === 'VERSION') {
       raw = text.trim() ? safeObject(text) : undefined;
       return { stdout: versionReply(raw?.cniVersion), exitCode: 0, command, conf, error: undefined };
     }
     raw = parseJsonObject(text);
-    conf = parseNetConf(raw);
+    conf = command === 'DEL' ? parseNetConfForDel(raw) : parseNetConf(raw);
     assertVersionAllows(command, conf.cniVersion);
     onConfig(conf, env);
     const table = await verbs();
@@ -70,6 +72,8 @@ export async function dispatch(
     return { stdout: '', exitCode: 0, command, conf, error: undefined };
   } catch (e) {
     const error = toCniError(e);
+    // An error found before the config was read (a bad CNI_* variable) still answers in the config's version.
+    if (!raw && !read) raw = await readInput().then(safeObject, () => undefined);
     return { stdout: JSON.stringify(error.toJSON(errorVersion(raw))), exitCode: 1, command, conf, error };
   }
 }

@@ -1,5 +1,6 @@
 // The shape of a doctor check: it looks at one thing and returns findings; it never prints or repairs.
 import type { OpenNetwork } from '../cli/network.js';
+import { CniError, ErrorCode } from '../cni/errors.js';
 
 export type Verdict = 'ok' | 'warn' | 'problem' | 'skipped';
 
@@ -15,4 +16,17 @@ export interface Finding {
 export interface DoctorCheck {
   name: string;
   run(net: OpenNetwork): Promise<Finding[]>;
+}
+
+/**
+ * The finding for a check that threw. A ledger that cannot be read is one cause with one finding (the state-dir
+ * check names it and its fix): every check that needs the ledger is then `skipped`, pointing there. Anything
+ * else is that check's problem, logged with its stack so "see the log file" is true.
+ */
+export function failedCheck(check: string, e: unknown, net: Pick<OpenNetwork, 'log' | 'conf'>): Finding {
+  if (e instanceof CniError && e.code === ErrorCode.LedgerCorrupt) {
+    return { check, verdict: 'skipped', summary: `needs the ledger, which cannot be read (see the state-dir check): ${e.msg}` };
+  }
+  net.log.error({ err: e, check }, 'doctor check failed');
+  return { check, verdict: 'problem', summary: `check failed: ${(e as Error).message}`, fix: `the error and its stack are in ${net.conf.settings.logFile}; run doctor again` };
 }

@@ -8,7 +8,7 @@ import { isSupported } from '../cni/versions.js';
 import { conflistFiles, holdsShim } from '../conflist.js';
 import { Delegate } from '../effects/delegate.js';
 import type { LedgerRecord } from '../effects/ledger.js';
-import { parseIp } from '../reserved.js';
+import { parseIp } from '../net/ip.js';
 import type { OpenNetwork } from '../cli/network.js';
 import type { DoctorCheck, Finding } from './check.js';
 
@@ -202,7 +202,10 @@ export const stateDirCheck: DoctorCheck = {
     if (corrupt.length) {
       out.push({ check: name, verdict: 'problem', summary: `unreadable ledger records: ${list(corrupt)}; GC releases nothing until they are fixed`, fix: 'inspect each file; if the attachment is gone, remove the file (DEL of that container also clears it)', data: corrupt });
     }
-    if (!out.length) out.push({ check: name, verdict: 'ok', summary: `${net.ledger.dir}: private (0700, ours), ${records.length} record(s)` });
+    if (!out.length) {
+      const mode = ((await lstat(net.ledger.dir).catch(() => undefined))?.mode ?? 0o700) & 0o777;
+      out.push({ check: name, verdict: 'ok', summary: `${net.ledger.dir}: private (0${mode.toString(8)}, ours), ${records.length} record(s)` });
+    }
     return out;
   },
 };
@@ -290,8 +293,9 @@ export const ledgerCheck: DoctorCheck = {
     const storeDir = join(dataDir, net.conf.name);
     const store = (await readHostLocalStore(storeDir)) ?? [];
     let records: LedgerRecord[];
+    let corrupt: string[];
     try {
-      ({ records } = await net.ledger.list());
+      ({ records, corrupt } = await net.ledger.list());
     } catch (e) {
       return [{ check: name, verdict: 'skipped', summary: `the ledger cannot be read (${(e as Error).message}); see the state-dir check` }];
     }
@@ -316,7 +320,17 @@ export const ledgerCheck: DoctorCheck = {
         data: cmp.conflicting.map((c) => ({ ip: c.ip, ledger: att(c.record), store: `${c.holder.containerID}/${c.holder.ifname ?? ''}` })),
       });
     }
-    if (cmp.unknown.length) {
+    if (cmp.unknown.length && corrupt.length) {
+      // An unreadable record may be the one that owns these reservations (a live pod's address): advice to remove
+      // one would rest on a fact nobody could read. Point at the records instead.
+      out.push({
+        check: name,
+        verdict: 'warn',
+        summary: `${cmp.unknown.length} reservation(s) in ${storeDir} match no readable ledger record, and ${corrupt.length} record(s) are unreadable and may own them: ${list(cmp.unknown.map((u) => `${u.ip} (${u.containerID}/${u.ifname ?? '?'})`))}`,
+        fix: `fix the unreadable ledger records first (see the state-dir check: ${list(corrupt, 3)}); leave the reservations alone until then`,
+        data: { unknown: cmp.unknown, corrupt },
+      });
+    } else if (cmp.unknown.length) {
       out.push({
         check: name,
         verdict: 'warn',

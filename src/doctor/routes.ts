@@ -7,17 +7,25 @@
 //   that overlap reserved CIDRs: a warning while some addresses are usable, a problem when none is.
 // Read-only: every finding carries the command or config change that fixes it; nothing is repaired here.
 import type { OpenNetwork } from '../cli/network.js';
-import { defaultUplink, findCapturingRoutes, listRoutes, type CapturingRoute, type Route } from '../effects/routes.js';
-import { findReservedHit, formatIp, hostLocalRanges, parseCidrs, type Cidr, type HostLocalRange, type IpRange } from '../reserved.js';
+import { defaultUplink, findCapturingRoutes, listActiveTables, listRoutes, type ActiveTables, type CapturingRoute, type Route } from '../effects/routes.js';
+import { findReservedHit, hostLocalRanges, type HostLocalRange } from '../reserved.js';
+import { formatIp } from '../net/ip.js';
+import { parseCidrs, type Cidr, type IpRange } from '../net/cidr.js';
 import type { LedgerRecord } from '../effects/ledger.js';
-import type { DoctorCheck, Finding } from './check.js';
+import { failedCheck, type DoctorCheck, type Finding } from './check.js';
 
 export const ROUTES_CHECK = 'reserved-routes';
 export const LEDGER_CHECK = 'reserved-ledger';
 export const RANGES_CHECK = 'reserved-ranges';
 
 /** (a) PURE: findings for the node's routes. `uplink` undefined = none configured and no default route. */
-export function routeFindings(routes: readonly Route[], reserved: readonly Cidr[], uplink: string | undefined, uplinkSource: 'config' | 'default route'): Finding[] {
+export function routeFindings(
+  routes: readonly Route[],
+  reserved: readonly Cidr[],
+  uplink: string | undefined,
+  uplinkSource: 'config' | 'default route',
+  activeTables?: ActiveTables,
+): Finding[] {
   if (!uplink) {
     return [
       {
@@ -28,7 +36,7 @@ export function routeFindings(routes: readonly Route[], reserved: readonly Cidr[
       },
     ];
   }
-  const found = findCapturingRoutes(routes, reserved, { uplink });
+  const found = findCapturingRoutes(routes, reserved, { uplink, ...(activeTables ? { activeTables } : {}) });
   if (!found.length) {
     return [
       {
@@ -240,12 +248,12 @@ function pieceText(p: IpRange): string {
   return p.first === p.last ? formatIp(p.family, p.first) : `${formatIp(p.family, p.first)}-${formatIp(p.family, p.last)}`;
 }
 
-/** Runs one part, turning a crash into that part's own problem finding so the others still report. */
-async function guarded(check: string, fn: () => Promise<Finding[]> | Finding[]): Promise<Finding[]> {
+/** Runs one part, turning a crash into that part's own finding (failedCheck) so the others still report. */
+async function guarded(net: OpenNetwork, check: string, fn: () => Promise<Finding[]> | Finding[]): Promise<Finding[]> {
   try {
     return await fn();
   } catch (e) {
-    return [{ check, verdict: 'problem', summary: `check failed: ${(e as Error).message}`, fix: 'see the log file; run doctor again' }];
+    return [failedCheck(check, e, net)];
   }
 }
 
@@ -261,19 +269,19 @@ export const reservedCheck: DoctorCheck = {
     if (!reserved.length) {
       return [{ check: 'reserved', verdict: 'skipped', summary: 'no reservedCIDRs configured: routes, ledger and ranges not compared' }];
     }
-    const routes = await guarded(ROUTES_CHECK, async () => {
-      const all = await listRoutes(net.run);
+    const routes = await guarded(net, ROUTES_CHECK, async () => {
+      const [all, tables] = await Promise.all([listRoutes(net.run), listActiveTables(net.run)]);
       const configured = net.conf.settings.uplink;
       const uplink = configured ?? defaultUplink(all);
-      const found = routeFindings(all, reserved, uplink, configured ? 'config' : 'default route');
+      const found = routeFindings(all, reserved, uplink, configured ? 'config' : 'default route', tables);
       for (const f of found) if (f.verdict === 'problem') net.log.warn({ finding: f.data }, f.summary);
       return found;
     });
-    const ledger = await guarded(LEDGER_CHECK, async () => {
+    const ledger = await guarded(net, LEDGER_CHECK, async () => {
       const { records } = await net.ledger.list();
       return ledgerFindings(records, reserved, net.conf.name);
     });
-    const ranges = await guarded(RANGES_CHECK, () => rangeFindings(ipamSources(net), reserved));
+    const ranges = await guarded(net, RANGES_CHECK, () => rangeFindings(ipamSources(net), reserved));
     return [...routes, ...ledger, ...ranges];
   },
 };

@@ -3,7 +3,7 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { parseResult, convertResult, type Result } from '../cni/result.js';
+import { parseResult, convertResult, invalidAddresses, type Result } from '../cni/result.js';
 import { bridgeVersion, LATEST_VERSION } from '../cni/versions.js';
 import { assertPrivateDirSync, ensurePrivateDir, readFileNoFollowSync, writeFileAtomic } from './fs-atomic.js';
 import { run as defaultRun, type Run } from './exec.js';
@@ -91,6 +91,12 @@ export class Delegate {
   async add(conf: Record<string, unknown>, resultVersion: string, env: NodeJS.ProcessEnv = {}): Promise<Result> {
     const out = await this.call('ADD', conf, env);
     const result = parseResult(out ?? {}, `delegate ${this.o.type} ADD result`);
+    const bad = invalidAddresses(result);
+    if (bad.length) {
+      throw new CniError(ErrorCode.DelegateFailed, `delegate ${this.o.type} ADD returned an address that is not an IP: ${JSON.stringify(bad[0])}`, {
+        details: excerpt(JSON.stringify(out)),
+      });
+    }
     return convertResult(result, resultVersion);
   }
 
@@ -118,7 +124,7 @@ export class Delegate {
     const input = JSON.stringify(conf);
     const started = performance.now();
     let r = await run(path, [], { input, env, extendEnv: false, timeoutMs: this.o.timeoutMs, check: false });
-    for (let i = 0; i < ETXTBSY_RETRIES && /text file busy/i.test(r.stderr) && r.exitCode !== 0; i++) {
+    for (let i = 0; i < ETXTBSY_RETRIES && !r.timedOut && /text file busy/i.test(r.stderr) && r.exitCode !== 0; i++) {
       await new Promise((res) => setTimeout(res, 50));
       r = await run(path, [], { input, env, extendEnv: false, timeoutMs: this.o.timeoutMs, check: false });
     }
@@ -126,7 +132,7 @@ export class Delegate {
     this.o.log.debug({ delegate: this.o.type, command, exitCode: r.exitCode, ms }, 'delegate call');
     if (r.timedOut) {
       throw new CniError(ErrorCode.TryAgainLater, `delegate ${this.o.type} ${command} timed out after ${this.o.timeoutMs} ms`, {
-        details: 'the delegate and its process group were killed',
+        details: 'the delegate and its process group were killed; its output is no longer read',
       });
     }
     if (r.notFound) throw new CniError(ErrorCode.InvalidNetworkConfig, `delegate ${this.o.type} could not be executed`, { details: path });

@@ -22,11 +22,18 @@ export interface RunResult {
 }
 
 const MAX_BUFFER = 64 * 1024 * 1024;
+/** After the timeout's SIGKILL: how long to wait for the child's exit status before answering without it. */
+export const KILL_GRACE_MS = 1000;
+/** After the child exited: how long pipes that something else still holds open are read before they are dropped. */
+const EXIT_GRACE_MS = 200;
 
 /**
  * Runs `file` with `args`. The child gets its own process group so a timeout kills everything it started
- * (a hung delegate's children included) and leaves no zombie. node:child_process directly: loading execa
- * (~8k bundled lines, evaluated on every invocation) cost more than most of the processes it starts.
+ * (a hung delegate's children included) and leaves no zombie. `timeoutMs` is a bound on the call: at the
+ * deadline the group is killed and the pipes are no longer read (a process that left the group, setsid, may
+ * hold them open for as long as it lives); the call returns by timeoutMs + KILL_GRACE_MS at the latest.
+ * node:child_process directly: loading execa (~8k bundled lines, evaluated on every invocation) cost more than
+ * most of the processes it starts.
  */
 export async function run(file: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
   return checked(file, args, opts, await spawnRun(file, args, opts));
@@ -74,20 +81,43 @@ async function spawnRun(file: string, args: readonly string[], opts: RunOptions)
     };
     sub.stdout!.on('data', collect(out));
     sub.stderr!.on('data', collect(err));
-    // Our own timer kills the whole group: killing only the child would leave a grandchild holding the stdout
-    // pipe, and 'close' waits for it.
+    let exited: { code: number | undefined; signal: NodeJS.Signals | null } | undefined;
+    // Stops waiting for end-of-file: a process outside the group (setsid) can hold the pipes open for as long as
+    // it lives, and 'close' waits for it. After a poll phase (setImmediate), so output already in the pipe is read.
+    const abandonPipes = () =>
+      setImmediate(() => {
+        sub.stdout!.destroy();
+        sub.stderr!.destroy();
+        if (exited) finish(exited.code, exited.signal);
+      });
+    // Our own timer kills the whole group (a grandchild holding the stdout pipe included), then stops reading:
+    // the call returns within timeoutMs + KILL_GRACE_MS whatever the delegate left behind.
     const timer =
       opts.timeoutMs === undefined
         ? undefined
         : setTimeout(() => {
+            if (exited) return abandonPipes(); // it did answer in time: only its pipes are still held
             timedOut = true;
             if (sub.pid) killGroup(sub.pid);
+            abandonPipes();
+            // The child itself is SIGKILLed and exits at once; one stuck in the kernel (D state) is not waited for.
+            killTimer = setTimeout(() => finish(exited?.code, exited?.signal ?? 'SIGKILL'), KILL_GRACE_MS);
           }, opts.timeoutMs);
+    let graceTimer: NodeJS.Timeout | undefined;
+    let killTimer: NodeJS.Timeout | undefined;
+    sub.on('exit', (code, signal) => {
+      exited = { code: code ?? undefined, signal };
+      // It answered and exited: what it wrote is in the pipe. A child it left holding the pipe gets a short grace
+      // (reads of what is already buffered), not a wait for its end.
+      if (!done) graceTimer = setTimeout(abandonPipes, EXIT_GRACE_MS);
+    });
     let done = false;
     const finish = (exitCode: number | undefined, signal: NodeJS.Signals | null) => {
       if (done) return;
       done = true;
       if (timer) clearTimeout(timer);
+      if (graceTimer) clearTimeout(graceTimer);
+      if (killTimer) clearTimeout(killTimer);
       const stderr = Buffer.concat(err).toString('utf8');
       const failed = Boolean(spawnError) || overflow || exitCode !== 0;
       const message = spawnError

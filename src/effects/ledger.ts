@@ -8,7 +8,7 @@ import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
 import type { Attachment } from '../cni/config.js';
 import { assertPrivateDir, ensurePrivateDir, isErrno, readFileNoFollow, readFileNoFollowSync, removeFile, writeFileAtomic, UnsafePathError } from './fs-atomic.js';
-import { withLock, LockTimeoutError } from './lock.js';
+import { breakIfStale, withLock, LockTimeoutError } from './lock.js';
 
 export const LedgerRecordSchema = z.object({
   v: z.literal(1),
@@ -44,7 +44,7 @@ function unsafe(e: UnsafePathError): CniError {
   return new CniError(ErrorCode.LedgerCorrupt, `unsafe ledger directory: ${e.message}`, { details: e.path, cause: e });
 }
 
-/** What a network's ledger directory holds: the two subdirectories, the locks, and dot-named temp/probe files. */
+/** What a network's ledger directory holds: the two subdirectories, the locks, and dot-named temp/probe/attachment-lock files. */
 const OWN_ENTRY = /^(records|ips|lock(\.break)?|agent-.+\.lock(\.break)?|\..+)$/;
 
 /**
@@ -66,6 +66,9 @@ function assertLedgerLayout(dir: string): void {
     throw new UnsafePathError(dir, `holds files that are not an ipam-shim ledger's (${shown}): check stateDir and the network name`);
   }
 }
+
+/** Ledger.lockedAttachment could not take the lock (the ledger is unusable, or another call holds it): fn never ran. */
+export class AttachmentLockError extends CniError {}
 
 /** containerID cannot contain ':' (spec regex), so "<cid>:<ifname>" is unambiguous. */
 const keyOf = (a: Attachment): string => `${a.containerID}:${a.ifname}`;
@@ -205,6 +208,8 @@ export class Ledger {
       });
       await removeFile(this.recordPath(a));
       for (const ip of rec?.ips ?? []) await this.dropIndex(ip, a);
+      // GC forgetting a killed ADD's attachment also removes the lock that ADD left; a live holder's stays.
+      breakIfStale(this.attachmentLockPath(a));
       return rec;
     });
   }
@@ -238,6 +243,38 @@ export class Ledger {
     const keyed = out.records.map((r) => [keyOf(r), r] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     out.records = keyed.map(([, r]) => r);
     return out;
+  }
+
+  /**
+   * Runs fn holding the attachment's own lock (`.attach-<containerID>:<ifname>.lock` in the network directory):
+   * ADD, DEL and CHECK of one attachment run one at a time, whole (intent record, delegate, attached record or
+   * undo), while other attachments go on in parallel. Code 11 when it cannot be had within `waitMs`; fn's own
+   * errors pass through unchanged. Taken before the network lock, never while holding it.
+   */
+  async lockedAttachment<T>(a: Attachment, waitMs: number, fn: () => Promise<T>): Promise<T> {
+    // A key too long to be a file name is never recorded: nothing to serialise against (fn's own ledger calls
+    // refuse it, or find nothing).
+    if (Buffer.byteLength(`${keyOf(a)}.json`) > MAX_RECORD_NAME_BYTES) return fn();
+    const path = this.attachmentLockPath(a);
+    try {
+      await this.open();
+    } catch (e) {
+      throw new AttachmentLockError((e as CniError).code, (e as CniError).msg, { details: (e as CniError).details, cause: e });
+    }
+    let entered = false;
+    try {
+      return await withLock(path, () => ((entered = true), fn()), waitMs);
+    } catch (e) {
+      if (entered) throw e;
+      if (e instanceof LockTimeoutError) {
+        throw new AttachmentLockError(ErrorCode.TryAgainLater, `another ADD, DEL or CHECK of ${keyOf(a)} is still running`, { details: e.message });
+      }
+      throw new AttachmentLockError(ErrorCode.IoFailure, `cannot take the attachment lock in ${this.dir}`, { details: (e as Error).message, cause: e });
+    }
+  }
+
+  private attachmentLockPath(a: Attachment): string {
+    return join(this.dir, `.attach-${keyOf(a)}.lock`);
   }
 
   /** Runs fn under the network's lock (code 11 when it cannot be had in time). */

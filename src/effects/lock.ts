@@ -77,7 +77,7 @@ function tryCreate(path: string, content: string): boolean {
 }
 
 /** Breaks `path` if its holder is dead; the check-and-unlink runs under `<path>.break` so two breakers cannot race. */
-function breakIfStale(path: string): void {
+export function breakIfStale(path: string): void {
   const content = readQuiet(path);
   if (content === undefined || holderAlive(content)) return;
   if (content.trim() === '') {

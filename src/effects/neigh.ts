@@ -1,7 +1,8 @@
 // Neighbour (ARP/NDP) entries via iproute2's JSON output. azure-vnet leaves `<podIP> lladdr <MAC> PERMANENT`
 // on its bridge; such an entry never expires, so it has to be deleted explicitly.
 import { ToolError } from '../cni/errors.js';
-import { exactIp, normaliseMac } from '../residue/parse.js';
+import { exactIp } from '../net/ip.js';
+import { normaliseMac } from '../net/mac.js';
 import type { Run, RunCall } from './exec.js';
 
 const TIMEOUT_MS = 10_000;

@@ -1,19 +1,23 @@
 // Is an attachment provably alive? Its recorded network namespace still exists and holds one of its IPs.
 import { stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import type { Run } from './exec.js';
 import type { Liveness } from '../gc/plan.js';
 
 /**
  * Read-only. `dead` only with proof: the netns path is gone, or it exists and holds none of the IPs (an
  * intent record with no IPs yet counts as dead only when the netns is gone). Anything it cannot read is
- * `unknown`, which GC treats as alive.
+ * `unknown`, which GC treats as alive. A path is only "gone" when its directory is in sight: a process in
+ * another mount namespace (a pod without /run/netns mounted from the host, HostToContainer) sees no
+ * directory at all, and that proves nothing.
  */
 export async function probeAttachment(run: Run, netns: string, ips: string[]): Promise<Liveness> {
   if (!netns) return 'dead';
   try {
     await stat(netns);
   } catch (e) {
-    return (e as { code?: string }).code === 'ENOENT' ? 'dead' : 'unknown';
+    if ((e as { code?: string }).code !== 'ENOENT') return 'unknown';
+    return (await stat(dirname(netns)).then((st) => st.isDirectory(), () => false)) ? 'dead' : 'unknown';
   }
   if (ips.length === 0) return 'unknown';
   const r = await run('nsenter', [`--net=${netns}`, 'ip', '-j', 'addr', 'show'], { check: false, timeoutMs: 5000 });

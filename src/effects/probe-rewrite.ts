@@ -1,7 +1,7 @@
 // The IPv6 load-balancer probe rewrite (field notes §3): Azure's LB probes IPv6 backends from a link-local
 // source, which a node must not forward, so the node rewrites it to a global address on the way in and back on
 // the way out. Stateless, at raw priority (-300, before conntrack): iptables cannot express this.
-import { exactIPv6 } from '../residue/parse.js';
+import { exactIPv6 } from '../net/ip.js';
 import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, ToolError } from '../cni/errors.js';
 import type { Run } from './exec.js';
@@ -90,11 +90,21 @@ export function probeRewriteRuleset(opts: ProbeRewriteOptions): string {
   ].join('\n');
 }
 
-function resolveOptions(opts: ProbeRewriteOptions): ResolvedOptions {
+/**
+ * The probe-rewrite settings as every ADD will check them (CniError 7 naming the field), for those given: `install`
+ * refuses a config that fails here before writing it.
+ */
+export function checkProbeSettings(opts: Partial<ProbeRewriteOptions>): void {
   // The uplink is interpolated into an nft script: allow only what Linux interface names use, no quotes/spaces.
-  if (!/^[A-Za-z0-9_.-]{1,15}$/.test(opts.uplink) || opts.uplink === '.' || opts.uplink === '..') {
+  if (opts.uplink !== undefined && (!/^[A-Za-z0-9_.-]{1,15}$/.test(opts.uplink) || opts.uplink === '.' || opts.uplink === '..')) {
     throw invalid(`uplink: not an interface name: ${JSON.stringify(opts.uplink)}`);
   }
+  if (opts.probeSource !== undefined) canonicalIPv6(opts.probeSource, 'probeSource');
+  if (opts.probeGlobal !== undefined) canonicalIPv6(opts.probeGlobal, 'probeGlobal');
+}
+
+function resolveOptions(opts: ProbeRewriteOptions): ResolvedOptions {
+  checkProbeSettings({ uplink: opts.uplink });
   return {
     uplink: opts.uplink,
     probeSource: canonicalIPv6(opts.probeSource ?? DEFAULT_PROBE_SOURCE, 'probeSource'),

@@ -3,7 +3,8 @@
 // a node instead of the VNet).
 import { ToolError } from '../cni/errors.js';
 import type { Run } from './exec.js';
-import { type Cidr, type Family, intersect, parseCidr, parseIp, rangeOverlap } from '../reserved.js';
+import { type Cidr, intersect, parseCidr, rangeOverlap } from '../net/cidr.js';
+import { type Family, parseIp } from '../net/ip.js';
 
 export interface RouteNexthop {
   gateway?: string;
@@ -45,6 +46,36 @@ export async function listRoutes(run: Run): Promise<Route[]> {
     throw new ToolError('ip', ['-j', '-6', 'route', 'show', 'table', 'all'], v6.exitCode, v6.stderr, { timedOut: v6.timedOut });
   }
   return [...parseRoutes(v4.stdout, 4), ...v6Routes];
+}
+
+/** Per family, the routing tables some `ip rule` looks up; `all` when any table may be (an l3mdev/VRF rule). */
+export type ActiveTables = Record<Family, ReadonlySet<string> | 'all'>;
+
+/**
+ * Reads `ip -j -4 rule show` and `ip -j -6 rule show`: which tables a lookup can reach. Read-only. A family
+ * whose rules cannot be read counts as `all` (a route is never called inactive on a guess).
+ */
+export async function listActiveTables(run: Run): Promise<ActiveTables> {
+  const [v4, v6] = await Promise.all([4, 6].map((f) => run('ip', ['-j', `-${f}`, 'rule', 'show'], { check: false })));
+  const parse = (r: Awaited<ReturnType<Run>>): ReadonlySet<string> | 'all' => (r.exitCode === 0 ? parseRuleTables(r.stdout) : 'all');
+  return { 4: parse(v4!), 6: parse(v6!) };
+}
+
+/** PURE: `ip -j rule show` output → the tables its rules look up (`all` for an l3mdev rule or bad output). */
+export function parseRuleTables(json: string): ReadonlySet<string> | 'all' {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json.trim() || '[]');
+  } catch {
+    return 'all';
+  }
+  if (!Array.isArray(raw)) return 'all';
+  const out = new Set<string>();
+  for (const rule of raw as Array<Record<string, unknown>>) {
+    if ('l3mdev' in rule) return 'all'; // the table comes from the VRF device: any table may be in use
+    if (rule.table !== undefined) out.add(String(rule.table));
+  }
+  return out;
 }
 
 /** PURE: parses `ip -j [-4|-6] route show …` output. Empty output = no routes. */
@@ -129,6 +160,8 @@ export interface CaptureOptions {
    * gateway is known, routes via the uplink are never reported.
    */
   uplinkGateways?: readonly string[];
+  /** Tables `ip rule` looks up (listActiveTables); routes in other tables are never used, so never reported. */
+  activeTables?: ActiveTables;
 }
 
 const SKIP_TYPES = new Set(['local', 'broadcast', 'anycast', 'multicast', 'throw', 'nat']);
@@ -143,26 +176,30 @@ const NOT_ROUTED: Cidr[] = ['169.254.0.0/16', '224.0.0.0/4', 'fe80::/10', 'ff00:
  *
  * Not reported: the `local` table and local/broadcast/anycast/multicast/throw routes; link-local and multicast
  * destinations; default (/0) routes, which are the fallback rather than a capture (policy tables and VRFs end in
- * one); and a broad route whose overlap with the reserved CIDR is fully covered by a more specific route of the
- * same table that goes through the uplink (longest prefix wins, so the broad route never sees that traffic).
+ * one); routes in a table no `ip rule` looks up (`activeTables`: no packet ever consults them); and a broad
+ * route whose overlap with the reserved CIDR is fully covered by a more specific route of the same table,
+ * whatever that route does (longest prefix wins, so the broad route never sees that traffic: the specific route
+ * is judged on its own, and a fix adding it again would fail because it exists).
  */
 export function findCapturingRoutes(routes: readonly Route[], reserved: readonly Cidr[], opts: CaptureOptions): CapturingRoute[] {
   const gateways = (opts.uplinkGateways ?? uplinkGateways(routes, opts.uplink)).map(toGateway).filter((g): g is Gateway => g !== undefined);
   const parsed = routes.map((route) => ({ route, dst: routeDst(route) }));
-  // Routes that keep traffic on the uplink path (or hand the lookup to the next table): they shadow broader ones.
-  const okRoutes = parsed.filter(
-    (p) => p.dst && ((p.route.type === 'unicast' && verdict(p.route, opts.uplink, gateways) === undefined) || p.route.type === 'throw'),
-  );
+  const active = (r: Route) => {
+    const tables = opts.activeTables?.[r.family];
+    return tables === undefined || tables === 'all' || tables.has(r.table);
+  };
+  // Any more specific route of the same table takes that traffic from a broader one, whatever it does with it.
+  const specific = parsed.filter((p) => p.dst !== undefined);
   const out: CapturingRoute[] = [];
   for (const { route, dst } of parsed) {
-    if (!dst || route.table === 'local' || SKIP_TYPES.has(route.type) || dst.prefix === 0) continue;
+    if (!dst || route.table === 'local' || SKIP_TYPES.has(route.type) || dst.prefix === 0 || !active(route)) continue;
     if (NOT_ROUTED.some((n) => rangeOverlap(dst, n) === 'full')) continue;
     const reason = verdict(route, opts.uplink, gateways);
     if (!reason) continue;
     for (const r of reserved) {
       const region = intersect(dst, r);
       if (!region) continue;
-      const shadowed = okRoutes.some(
+      const shadowed = specific.some(
         (o) => o.route.table === route.table && o.dst!.family === dst.family && o.dst!.prefix > dst.prefix && rangeOverlap(region, o.dst!) === 'full',
       );
       if (shadowed) continue;

@@ -5,9 +5,14 @@
 import { constants, createReadStream, watch, type FSWatcher } from 'node:fs';
 import { chmod, copyFile, lstat, mkdir, open, readdir, readFile, realpath, rename, stat, unlink } from 'node:fs/promises';
 import { createHash, randomBytes } from 'node:crypto';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { isSea } from 'node:sea';
-import { parseShimSettings, PLUGIN_TYPE } from '../cni/config.js';
+import { parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config.js';
+import { CniError, ErrorCode } from '../cni/errors.js';
+import { ABOUT } from '../cni/skel.js';
+import { run } from '../effects/exec.js';
+import { parseCidrs } from '../net/cidr.js';
+import { checkProbeSettings } from '../effects/probe-rewrite.js';
 import { conflistFiles, holdsShim } from '../conflist.js';
 import { isErrno, syncDir, writeFileAtomic } from '../effects/fs-atomic.js';
 import type { Logger } from '../log.js';
@@ -32,7 +37,44 @@ async function sha256(path: string): Promise<string> {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// the shim's settings
+
+/**
+ * The shim's keys checked as the plugin checks them: its config schema (unknown key → 2, bad value → 7), the
+ * reservedCIDRs list every ADD parses, and the probe-rewrite addresses and uplink name every IPv6 ADD checks
+ * (7). A config that passes here is one ADD accepts.
+ */
+export function validateShimKeys(keys: Record<string, unknown>): ShimSettings {
+  const settings = parseShimSettings(keys, '');
+  try {
+    parseCidrs(settings.reservedCIDRs);
+  } catch (e) {
+    throw new CniError(ErrorCode.InvalidNetworkConfig, 'invalid reservedCIDRs', { details: (e as Error).message });
+  }
+  const { uplink, probeSource, probeGlobal } = settings;
+  checkProbeSettings({ ...(uplink ? { uplink } : {}), ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) });
+  return settings;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // the executable
+
+/** What an ipam-shim executable prints when run with neither CNI_COMMAND nor arguments (its about line). */
+const ABOUT_PREFIX = ABOUT.slice(0, ABOUT.indexOf(':'));
+
+/**
+ * Refuses a source that is not an ipam-shim executable (`/bin/true`, a truncated download): it must answer
+ * with the about line, as the installed copy will when a runtime or an operator runs it.
+ */
+export async function checkSource(source: string): Promise<void> {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CNI_')));
+  const r = await run(source, [], { env, extendEnv: false, timeoutMs: 15_000, check: false });
+  if (r.notFound) throw new Error(`source ${source} cannot be executed`);
+  if (r.exitCode !== 0 || !r.stderr.startsWith(ABOUT_PREFIX)) {
+    const said = (r.stderr || r.stdout).trim().split('\n')[0]?.slice(0, 120);
+    throw new Error(`source ${source} is not an ipam-shim executable (run without arguments it ${said ? `says ${JSON.stringify(said)}` : 'says nothing'}, exit ${r.exitCode ?? (r.timedOut ? 'timeout' : '?')}; expected "${ABOUT_PREFIX} …")`);
+  }
+}
 
 export interface BinaryOutcome {
   path: string;
@@ -92,8 +134,15 @@ export interface ConflistOutcome {
   path?: string;
   action: UpsertAction | 'missing';
   entry?: Record<string, unknown>;
-  /** Files skipped because they did not parse (cilium-agent may be writing one in place). */
-  unreadable?: string[];
+  /** Files skipped because they did not parse (cilium-agent may be writing one in place, or a typo), with why. */
+  unreadable?: Unreadable[];
+  /** Things that will make the entry useless or surprising, though it is in place. */
+  warnings?: string[];
+}
+
+export interface Unreadable {
+  path: string;
+  error: string;
 }
 
 interface Target {
@@ -102,9 +151,16 @@ interface Target {
   shape: ConflistShape;
 }
 
-/** The first conflist (lexical order, as runtimes read them) that holds cilium-cni or the shim. */
-export async function findTargetConflist(confDir: string, anchorType = DEFAULT_ANCHOR): Promise<{ target?: Target; unreadable: string[] }> {
-  const unreadable: string[] = [];
+/**
+ * The first conflist (lexical order, as runtimes read them) that holds cilium-cni or the shim; `before` lists
+ * the network configs that sort ahead of it (a runtime that uses only the first one never reads the target).
+ */
+export async function findTargetConflist(
+  confDir: string,
+  anchorType = DEFAULT_ANCHOR,
+): Promise<{ target?: Target; unreadable: Unreadable[]; before: string[] }> {
+  const unreadable: Unreadable[] = [];
+  const before: string[] = [];
   for (const path of await conflistFiles(confDir)) {
     let text: string;
     let shape: ConflistShape;
@@ -112,12 +168,35 @@ export async function findTargetConflist(confDir: string, anchorType = DEFAULT_A
       text = await readFile(path, 'utf8');
       shape = inspectConflist(text, anchorType);
     } catch (e) {
-      if (!(e instanceof ConflistEditError) || !/single-plugin|not a JSON object/.test(e.message)) unreadable.push(path);
+      if (e instanceof ConflistEditError && /single-plugin/.test(e.message)) before.push(path);
+      else if (!(e instanceof ConflistEditError) || !/not a JSON object/.test(e.message)) unreadable.push({ path, error: (e as Error).message });
       continue;
     }
-    if (shape.anchor >= 0 || shape.chained.length || shape.ipamSlot >= 0) return { target: { path, text, shape }, unreadable };
+    if (shape.anchor >= 0 || shape.chained.length || shape.ipamSlot >= 0) return { target: { path, text, shape }, unreadable, before };
+    before.push(path);
   }
-  return { unreadable };
+  return { unreadable, before };
+}
+
+/** The keys of the chained shim entry already in the list (without `type`), or undefined when there is none. */
+function existingKeys(shape: ConflistShape): Record<string, unknown> | undefined {
+  const i = shape.chained[0];
+  const value = i === undefined ? undefined : shape.plugins[i]!.value;
+  if (!isObject(value)) return undefined;
+  const { type: _type, ...keys } = value;
+  return keys;
+}
+
+function warningsFor(target: Target, before: string[], entry: Record<string, unknown>): string[] {
+  const out: string[] = [];
+  if (before.length) {
+    out.push(`${before[0]} sorts before ${target.path}: runtimes (libcni) use the first network config, so the shim's entry is not used until that file is moved away`);
+  }
+  const anchor = target.shape.plugins[target.shape.anchor]?.value;
+  if (isObject(anchor) && !isObject(anchor.ipam) && entry.delegate === undefined) {
+    out.push(`${DEFAULT_ANCHOR} in ${target.path} has no "ipam": the shim's entry has no delegate, so GC, STATUS and agent IPs cannot reach the IPAM plugin (give "delegate" in --shim-config)`);
+  }
+  return out;
 }
 
 /**
@@ -131,25 +210,34 @@ export function buildEntry(shimKeys: Record<string, unknown>, shape: ConflistSha
   if (keys.delegate === undefined && isObject(anchor) && isObject(anchor.ipam) && typeof anchor.ipam.type === 'string' && anchor.ipam.type !== PLUGIN_TYPE) {
     keys.delegate = anchor.ipam;
   }
-  parseShimSettings(keys, '');
+  validateShimKeys(keys);
   const { delegate, ...rest } = keys;
   return { type: PLUGIN_TYPE, ...(delegate === undefined ? {} : { delegate }), ...rest };
 }
 
-/** Replaces `path` with `text` unless someone changed it since we read `before` (then false: read again). */
-async function replaceIfUnchanged(path: string, before: string, text: string): Promise<boolean> {
+/**
+ * Replaces `path` with `text` unless someone changed it since we read `before` (then false: read again). A
+ * symlinked conflist stays a symlink: the new text replaces its target (atomically, in the target's directory),
+ * as an operator who linked it there expects.
+ */
+async function replaceIfUnchanged(link: string, before: string, text: string): Promise<boolean> {
+  const path = await realpath(link);
   const st = await stat(path);
   if ((await readFile(path, 'utf8')) !== before) return false;
   const mode = st.mode & 0o777;
   await writeFileAtomic(path, text, mode);
   if (((await stat(path)).mode & 0o777) !== mode) await chmod(path, mode);
+  if (dirname(path) !== dirname(link)) await syncDir(dirname(link));
   return true;
 }
 
-/** Inserts or updates the shim's entry after cilium-cni; `missing` when no conflist holds cilium-cni yet. */
-export async function installConflist(confDir: string, shimKeys: Record<string, unknown>): Promise<ConflistOutcome> {
+/**
+ * Inserts or updates the shim's entry after cilium-cni; `missing` when no conflist holds cilium-cni yet.
+ * `shimKeys` undefined keeps the keys of the entry already there (a second run changes nothing).
+ */
+export async function installConflist(confDir: string, shimKeys: Record<string, unknown> | undefined): Promise<ConflistOutcome> {
   for (let attempt = 0; ; attempt++) {
-    const { target, unreadable } = await findTargetConflist(confDir);
+    const { target, unreadable, before } = await findTargetConflist(confDir);
     const extra = unreadable.length ? { unreadable } : {};
     if (!target) return { action: 'missing', ...extra };
     if (target.shape.ipamSlot >= 0) return { path: target.path, action: 'ipam-slot', ...extra };
@@ -157,9 +245,12 @@ export async function installConflist(confDir: string, shimKeys: Record<string, 
       // Only a chained shim is left (cilium-cni gone from the list): nothing to anchor to.
       return { path: target.path, action: 'missing', ...extra };
     }
-    const entry = buildEntry(shimKeys, target.shape);
+    const entry = buildEntry(shimKeys ?? existingKeys(target.shape) ?? {}, target.shape);
     const r = upsertShimEntry(target.text, entry);
-    if (!r.changed || (await replaceIfUnchanged(target.path, target.text, r.text))) return { path: target.path, action: r.action, entry, ...extra };
+    const warnings = warningsFor(target, before, entry);
+    if (!r.changed || (await replaceIfUnchanged(target.path, target.text, r.text))) {
+      return { path: target.path, action: r.action, entry, ...extra, ...(warnings.length ? { warnings } : {}) };
+    }
     if (attempt >= 5) throw new Error(`${target.path} keeps changing while it is edited; try again`);
   }
 }
@@ -219,7 +310,8 @@ export interface WatchOptions {
   source: string;
   binDir: string;
   confDir: string;
-  shimKeys: Record<string, unknown>;
+  /** undefined: the keys of the entry found first (cilium-agent's rewrite drops them; the loop puts them back). */
+  shimKeys: Record<string, unknown> | undefined;
   /** Periodic re-check, whatever the watcher says (it can miss events on some filesystems). */
   intervalMs: number;
   signal: AbortSignal;
@@ -246,6 +338,7 @@ export async function watchInstall(o: WatchOptions): Promise<WatchSummary> {
   const debounceMs = o.debounceMs ?? 200;
   const maxPerMinute = o.maxRestoresPerMinute ?? 12;
   const restoreTimes: number[] = [];
+  let shimKeys = o.shimKeys;
   let installed = await installBinary(o.source, o.binDir);
   o.log.info({ binary: installed.path, action: installed.action }, 'binary in place');
   let installedStat = await stat(installed.path);
@@ -309,7 +402,8 @@ export async function watchInstall(o: WatchOptions): Promise<WatchSummary> {
             o.log.warn({ binary: installed.path }, 'binary was missing or changed: installed again');
           }
         }
-        const r = await installConflist(o.confDir, o.shimKeys);
+        const r = await installConflist(o.confDir, shimKeys);
+        if (shimKeys === undefined && r.entry) shimKeys = withoutType(r.entry);
         if (r.action !== summary.last?.action || r.path !== summary.last?.path) o.log.info({ conflist: r.path, action: r.action, unreadable: r.unreadable }, 'conflist checked');
         summary.last = r;
         if (RESTORING.has(r.action) && summary.checks > 1) {
@@ -326,4 +420,9 @@ export async function watchInstall(o: WatchOptions): Promise<WatchSummary> {
     watcher?.close();
   }
   return summary;
+}
+
+function withoutType(entry: Record<string, unknown>): Record<string, unknown> {
+  const { type: _type, ...keys } = entry;
+  return keys;
 }

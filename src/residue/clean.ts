@@ -4,7 +4,11 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { deleteRule, listPreroutingResidue } from '../effects/ebtables.js';
 import type { Run } from '../effects/exec.js';
 import { deleteNeighbour, listNeighbours, type Neighbour } from '../effects/neigh.js';
-import { exactIp, normaliseMac, type ResidueRule } from './parse.js';
+import { listRoutes } from '../effects/routes.js';
+import { type ResidueRule } from './parse.js';
+import { exactIp } from '../net/ip.js';
+import { normaliseMac } from '../net/mac.js';
+import { hostRouteDevices, isPodOwnNeighbour } from './own.js';
 
 export interface ResidueSnapshot {
   rules: ResidueRule[];
@@ -12,8 +16,10 @@ export interface ResidueSnapshot {
 }
 
 export interface FindOptions {
-  /** Devices whose neighbour entries are never residue (e.g. the pod's own host-side interface). */
+  /** The pod's own host-side interfaces from its CNI result (resultHostDevices): their entries are never residue. */
   excludeDevs?: string[];
+  /** hostRouteDevices of the node's routes; the effectful functions below read them when a neighbour needs it. */
+  routed?: ReadonlyMap<string, ReadonlySet<string>>;
 }
 
 /**
@@ -24,11 +30,28 @@ export interface FindOptions {
  */
 export function findResidue(ips: readonly string[], snapshot: ResidueSnapshot, opts: FindOptions = {}): ResidueSnapshot {
   const targets = new Set(ips.map(hostAddress));
-  const excluded = new Set(opts.excludeDevs ?? []);
+  const own = { devs: opts.excludeDevs ?? [], ...(opts.routed ? { routed: opts.routed } : {}) };
   return {
     rules: snapshot.rules.filter((r) => targets.has(r.ip)),
-    neighbours: snapshot.neighbours.filter((n) => targets.has(n.ip) && n.state.includes('PERMANENT') && !excluded.has(n.dev)),
+    neighbours: snapshot.neighbours.filter((n) => targets.has(n.ip) && n.state.includes('PERMANENT') && !isPodOwnNeighbour(n, own)),
   };
+}
+
+/**
+ * findResidue with the pod-own rule applied in full: when a PERMANENT entry for a target is left, the node's
+ * routes are read (only then: most calls find none) and entries on the interface the host routes that exact
+ * address through are dropped (src/residue/own.ts). A failing route listing throws CniError 102.
+ */
+export async function findResidueOnNode(run: Run, ips: readonly string[], snapshot: ResidueSnapshot, opts: FindOptions = {}): Promise<ResidueSnapshot> {
+  const found = findResidue(ips, snapshot, opts);
+  if (!found.neighbours.length || opts.routed) return found;
+  let routed;
+  try {
+    routed = hostRouteDevices(await listRoutes(run));
+  } catch (e) {
+    throw new CniError(ErrorCode.ResidueCleanupFailed, 'listing routes to tell a pod\'s own neighbour entries from residue', { details: messageOf(e), cause: e });
+  }
+  return findResidue(ips, snapshot, { ...opts, routed });
 }
 
 /**
@@ -72,7 +95,7 @@ export interface ResidueReport extends ResidueSnapshot {
 /** Read-only (CHECK, `residue scan`): the residue present now for `ips`. Listing failures throw CniError 102. */
 export async function listResidueFor(run: Run, ips: readonly string[], opts: ResidueOptions = {}): Promise<ResidueReport> {
   const snap = await snapshot(run, opts, ips);
-  return { ebtablesAvailable: snap.ebtablesAvailable, ...findResidue(ips, snap, opts) };
+  return { ebtablesAvailable: snap.ebtablesAvailable, ...(await findResidueOnNode(run, ips, snap, opts)) };
 }
 
 export interface CleanOptions extends ResidueOptions {
@@ -101,7 +124,7 @@ export interface CleanResult {
  */
 export async function cleanResidue(run: Run, ips: readonly string[], opts: CleanOptions = {}): Promise<CleanResult> {
   const snap = await snapshot(run, opts, ips);
-  const found = findResidue(ips, snap, opts);
+  const found = await findResidueOnNode(run, ips, snap, opts);
   const removed: ResidueSnapshot = { rules: [], neighbours: [] };
   const vanished: ResidueRule[] = [];
 

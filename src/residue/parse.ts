@@ -2,7 +2,8 @@
 // rules behind (field-notes §1); this module decides which lines are exactly such a rule and nothing else.
 // Classification is deliberately strict: a rule with any option we do not recognise, a negation, a prefix
 // shorter than the full address, or a group/broadcast MAC is "other" and is never offered for deletion.
-import { IPv4, IPv6, Validator, collapseIPv6Number } from 'ip-num';
+import { exactIPv4, exactIPv6 } from '../net/ip.js';
+import { normaliseMac } from '../net/mac.js';
 
 /** The three per-pod shapes azure-vnet writes. */
 export type ResidueKind = 'arpreply' | 'dnat4' | 'dnat6';
@@ -153,38 +154,3 @@ const SHAPES: Shape[] = [
     matches: (o) => proto(o, IPV6) && o.get('-j') === 'dnat' && o.has('--ip6-dst') && o.has('--to-dst'),
   },
 ];
-
-/** `a:b:c:d:e:f` with 1–2 hex digits per part → lowercase, zero-padded; anything else → undefined. */
-export function normaliseMac(s: string): string | undefined {
-  const parts = s.split(':');
-  if (parts.length !== 6 || !parts.every((p) => /^[0-9a-fA-F]{1,2}$/.test(p))) return undefined;
-  return parts.map((p) => p.toLowerCase().padStart(2, '0')).join(':');
-}
-
-/**
- * A single host address, written with or without a full-length mask (`/32`, `/255.255.255.255`).
- * Returns the canonical dotted quad, or undefined for ranges and malformed text.
- */
-export function exactIPv4(s: string): string | undefined {
-  const [addr, mask, ...rest] = s.split('/');
-  if (rest.length || !addr || (mask !== undefined && mask !== '32' && mask !== '255.255.255.255')) return undefined;
-  if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(addr) || !Validator.isValidIPv4String(addr)[0]) return undefined;
-  return IPv4.fromString(addr).toString();
-}
-
-/** As exactIPv4 for IPv6 (`/128` or an all-ones mask); returns RFC 5952 form, as `ip` and ebtables print it. */
-export function exactIPv6(s: string): string | undefined {
-  const [addr, mask, ...rest] = s.split('/');
-  if (rest.length || !addr || (mask !== undefined && mask !== '128' && !isAllOnesV6(mask))) return undefined;
-  if (!addr.includes(':') || !Validator.isValidIPv6String(addr)[0]) return undefined;
-  return collapseIPv6Number(IPv6.fromString(addr).toString());
-}
-
-function isAllOnesV6(mask: string): boolean {
-  return Validator.isValidIPv6String(mask)[0] && IPv6.fromString(mask).getValue() === (1n << 128n) - 1n;
-}
-
-/** Either family; undefined when `s` is not a single address. */
-export function exactIp(s: string): string | undefined {
-  return s.includes(':') ? exactIPv6(s) : exactIPv4(s);
-}

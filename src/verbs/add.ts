@@ -1,9 +1,10 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf } from '../cni/config.js';
-import { convertResult, resultAddresses, type Result } from '../cni/result.js';
+import { convertResult, invalidAddresses, resultAddresses, type Result } from '../cni/result.js';
 import type { LedgerRecord } from '../effects/ledger.js';
-import { attachmentOf, ownerOf, type VerbContext } from './context.js';
+import { attachmentOf, exclusively, ownerOf, type VerbContext } from './context.js';
 import { prefetchResidue, prepareAddresses, reservedCidrs } from './address-steps.js';
+import { resultHostDevices } from '../residue/own.js';
 
 /** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */
 export async function cmdAdd(ctx: VerbContext): Promise<Result> {
@@ -34,40 +35,62 @@ async function addChained(ctx: VerbContext): Promise<Result> {
       details: 'list ipam-shim after the plugin that allocates (cilium-cni), or put it in that plugin\'s "ipam" slot',
     });
   }
+  const bad = invalidAddresses(prev);
+  if (bad.length) throw new CniError(ErrorCode.DecodingFailure, `prevResult holds an address that is not an IP: ${JSON.stringify(bad[0])}`);
   const ips = resultAddresses(prev);
-  const ownDevs = (prev.interfaces ?? []).filter((i) => !i.sandbox).map((i) => i.name);
-  await timed('address', () => prepareAddresses(ctx, ips, { ownDevs }));
-  await ctx.ledger.open();
-  await timed('ledger.write', async () => ctx.ledger.put(record(ctx, 'attached', ips, await ctx.ledger.get(attachmentOf(ctx)))));
-  ctx.log.info({ ips }, 'chained ADD');
-  return convertResult(prev, ctx.conf.cniVersion);
+  const ownDevs = resultHostDevices(prev);
+  // Chained, the shim allocates nothing and never releases: a repeated ADD re-runs the address steps and
+  // records the runtime's addresses again; a failure changes nothing in the ledger.
+  return exclusively(ctx, async () => {
+    await timed('address', () => prepareAddresses(ctx, ips, { ownDevs }));
+    await timed('ledger.write', async () => ctx.ledger.put(record(ctx, 'attached', ips, await ctx.ledger.get(attachmentOf(ctx)))));
+    ctx.log.info({ ips }, 'chained ADD');
+    return convertResult(prev, ctx.conf.cniVersion);
+  });
+}
+
+/**
+ * A repeated ADD (no DEL in between; the spec forbids it, runtimes retry) is refused before anything is asked
+ * or written: the attachment stays exactly as recorded. Not answered with the recorded result: the main plugin
+ * in front of us (ptp, cilium-cni) would go on, fail on the interface that exists, and release its IPAM on that
+ * failure, freeing the live address. A refused IPAM call leaves the main plugin nothing to undo.
+ */
+function repeatedAdd(ctx: VerbContext, previous: LedgerRecord): CniError {
+  const { containerID, ifname } = attachmentOf(ctx);
+  return new CniError(ErrorCode.InvalidEnvironment, `${containerID}/${ifname} is already attached to network ${ctx.conf.name} (${previous.ips.join(', ')})`, {
+    details: `ADD without DEL for the same container ID and interface; nothing was changed (attached ${previous.updatedAt}). DEL it first.`,
+  });
 }
 
 async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
   const delegate = ctx.delegate!;
-  const run = prefetchResidue(ctx); // the residue listing runs while the delegate allocates
   // Resolving the delegate first: a missing or mute delegate fails the ADD before anything is written.
   const version = await timed('delegate.version', () => delegate.versionFor(ctx.conf.cniVersion));
   performance.mark('ledger.intent');
-  await ctx.ledger.open();
-  const previous = await ctx.ledger.get(attachmentOf(ctx));
-  // The intent record comes next: if we die after the delegate allocated, GC still finds the attachment.
-  await ctx.ledger.put(record(ctx, 'intent', previous?.ips ?? [], previous));
-  performance.measure('ledger.intent', 'ledger.intent');
-  const conf = delegateConf(ctx.conf, version);
-  let result: Result;
-  try {
-    result = await timed('delegate.add', () => delegate.add(conf, ctx.conf.cniVersion));
-    const ips = resultAddresses(result);
-    if (ips.length === 0) throw new CniError(ErrorCode.DelegateFailed, `delegate ${delegate.type} returned no IP addresses`);
-    await timed('address', () => prepareAddresses({ ...ctx, run }, ips, { ownDevs: [] }));
-    await timed('ledger.write', () => ctx.ledger.put(record(ctx, 'attached', ips, previous)));
-    ctx.log.info({ ips, delegateVersion: version }, 'IPAM ADD');
-    return result;
-  } catch (e) {
-    await undoAllocation(ctx, conf);
-    throw e;
-  }
+  return exclusively(ctx, async () => {
+    const previous = await ctx.ledger.get(attachmentOf(ctx));
+    if (previous?.state === 'attached') throw repeatedAdd(ctx, previous);
+    // An intent record left here is a dead ADD's (no other one runs under this lock): taken over, and released
+    // again by this ADD's undo if it fails.
+    // The intent record comes next: if we die after the delegate allocated, GC still finds the attachment.
+    await ctx.ledger.put(record(ctx, 'intent', previous?.ips ?? [], previous));
+    performance.measure('ledger.intent', 'ledger.intent');
+    const run = prefetchResidue(ctx); // the residue listing runs while the delegate allocates
+    const conf = delegateConf(ctx.conf, version);
+    let result: Result;
+    try {
+      result = await timed('delegate.add', () => delegate.add(conf, ctx.conf.cniVersion));
+      const ips = resultAddresses(result);
+      if (ips.length === 0) throw new CniError(ErrorCode.DelegateFailed, `delegate ${delegate.type} returned no IP addresses`);
+      await timed('address', () => prepareAddresses({ ...ctx, run }, ips, { ownDevs: [] }));
+      await timed('ledger.write', () => ctx.ledger.put(record(ctx, 'attached', ips, previous)));
+      ctx.log.info({ ips, delegateVersion: version }, 'IPAM ADD');
+      return result;
+    } catch (e) {
+      await undoAllocation(ctx, conf);
+      throw e;
+    }
+  });
 }
 
 /** A span for the ADD log line's `timings` (plugin.ts reads every performance.measure). */
@@ -80,7 +103,11 @@ async function timed<T>(name: string, fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Releases what the delegate may have allocated and forgets the attachment; keeps the record if that fails. */
+/**
+ * Releases what this ADD's delegate call may have allocated and forgets the attachment; keeps the record if
+ * that fails. Only ever reached under the attachment lock with no attached record before this call, so what it
+ * releases is this call's (or a dead ADD's that never answered), never a live attachment.
+ */
 async function undoAllocation(ctx: VerbContext, conf: Record<string, unknown>): Promise<void> {
   try {
     await ctx.delegate!.del(conf);

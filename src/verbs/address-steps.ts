@@ -1,7 +1,8 @@
 // What the shim does with every address it hands out or passes through, in both placements: refuse
 // reserved ones, remove azure-vnet residue naming them, keep the IPv6 probe rewrite in place.
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { findReservedHit, hostLocalRanges, parseCidrs, rangesInReserved, type Cidr, type IpRange } from '../reserved.js';
+import { findReservedHit, hostLocalRanges, rangesInReserved } from '../reserved.js';
+import { parseCidrs, type Cidr, type IpRange } from '../net/cidr.js';
 import { cleanResidue, listResidueFor } from '../residue/clean.js';
 import { noteResidueRemoved } from '../metrics.js';
 import {
@@ -141,12 +142,12 @@ export async function ensureProbeRewriteIfDue(ctx: Pick<VerbContext, 'conf' | 'r
   }
 }
 
-/** CHECK: the same conditions, read-only. */
-export async function checkAddresses(ctx: VerbContext, ips: string[]): Promise<void> {
+/** CHECK: the same conditions, read-only (the pod's own interfaces excepted, as ADD excepts them). */
+export async function checkAddresses(ctx: VerbContext, ips: string[], ac: AddressContext = { ownDevs: [] }): Promise<void> {
   refuseReserved(ctx, ips);
   const { residue } = ctx.conf.settings;
   if (!residue.ebtables && !residue.neigh) return;
-  const found = await listResidueFor(ctx.run, ips, residueOpts(ctx));
+  const found = await listResidueFor(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
   if (found.rules.length || found.neighbours.length) {
     throw new CniError(ErrorCode.ResidueCleanupFailed, `stale residue is back for ${ips.join(', ')}`, {
       details: [...found.rules.map((r) => r.text), ...found.neighbours.map((n) => `neigh ${n.ip} dev ${n.dev} lladdr ${n.mac ?? '?'}`)].join('; '),

@@ -2,11 +2,19 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf } from '../cni/config.js';
 import { convertResult, resultAddresses } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
-import { attachmentOf, type VerbContext } from './context.js';
+import { attachmentOf, exclusively, type VerbContext } from './context.js';
 import { checkAddresses } from './address-steps.js';
+import { resultHostDevices } from '../residue/own.js';
 
 /** CHECK: the ledger holds the attachment with the runtime's addresses, the address checks pass, the delegate agrees. */
 export async function cmdCheck(ctx: VerbContext): Promise<void> {
+  // Nothing recorded: answered without the lock (a read creates no ledger directory). Else under the
+  // attachment's lock, so an ADD or DEL of it in flight is never seen half done.
+  await requireAttached(ctx);
+  await exclusively(ctx, () => checkAttached(ctx));
+}
+
+async function requireAttached(ctx: VerbContext) {
   const att = attachmentOf(ctx);
   const rec = await ctx.ledger.get(att);
   if (!rec || rec.state !== 'attached') {
@@ -14,6 +22,11 @@ export async function cmdCheck(ctx: VerbContext): Promise<void> {
       details: rec ? 'only an intent record: the ADD did not complete' : `no record in ${ctx.ledger.dir}`,
     });
   }
+  return rec;
+}
+
+async function checkAttached(ctx: VerbContext): Promise<void> {
+  const rec = await requireAttached(ctx);
   const prev = ctx.conf.prevResult;
   if (prev) {
     const expected = resultAddresses(prev).sort();
@@ -24,7 +37,7 @@ export async function cmdCheck(ctx: VerbContext): Promise<void> {
       });
     }
   }
-  await checkAddresses(ctx, rec.ips);
+  await checkAddresses(ctx, rec.ips, { ownDevs: resultHostDevices(prev) });
   if (ctx.delegate) {
     const version = await ctx.delegate.versionFor(ctx.conf.cniVersion);
     // CHECK exists from 0.4.0 on; an older delegate simply cannot be asked.

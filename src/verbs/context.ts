@@ -4,7 +4,7 @@ import type { Request } from '../cni/skel.js';
 import type { Attachment } from '../cni/config.js';
 import { Delegate } from '../effects/delegate.js';
 import { Ledger, matchesAny } from '../effects/ledger.js';
-import { run as defaultRun, type Run } from '../effects/exec.js';
+import { run as defaultRun, KILL_GRACE_MS, type Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
 
 export interface VerbContext extends Request {
@@ -33,6 +33,18 @@ export function createContext(req: Request, log: Logger, procEnv: NodeJS.Process
 }
 
 export const attachmentOf = (ctx: VerbContext): Attachment => ({ containerID: ctx.env.containerID, ifname: ctx.env.ifname });
+
+/** The ledger lock's own wait: ADDs of other attachments hold the attachment lock only for file writes. */
+const MIN_ATTACHMENT_WAIT_MS = 30_000;
+
+/**
+ * Runs fn as the only ADD, DEL or CHECK of this attachment (Ledger.lockedAttachment). A waiter waits as long as
+ * one such call can last: three delegate calls (VERSION, ADD, the undo DEL), each bounded by delegateTimeoutMs.
+ */
+export function exclusively<T>(ctx: VerbContext, fn: () => Promise<T>): Promise<T> {
+  const waitMs = Math.max(MIN_ATTACHMENT_WAIT_MS, 3 * (ctx.conf.settings.delegateTimeoutMs + KILL_GRACE_MS) + 5_000);
+  return ctx.ledger.lockedAttachment(attachmentOf(ctx), waitMs, fn);
+}
 
 export const ownerOf = (ctx: VerbContext, containerID: string): 'agent' | 'pod' =>
   matchesAny(containerID, ctx.conf.settings.agentContainerIDs) ? 'agent' : 'pod';

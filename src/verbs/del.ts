@@ -1,21 +1,55 @@
 import { delegateConf } from '../cni/config.js';
 import { convertResult } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
-import { attachmentOf, type VerbContext } from './context.js';
+import { ErrorCode } from '../cni/errors.js';
+import { AttachmentLockError } from '../effects/ledger.js';
+import { attachmentOf, exclusively, type VerbContext } from './context.js';
 
 /**
  * DEL: idempotent and tolerant (no netns, no prevResult, nothing recorded: all fine). In the IPAM slot the
  * delegate DEL runs first and its error passes through; the record is only forgotten once that succeeded,
  * so a failed release stays visible to GC.
+ *
+ * A config mistake (conf.mistake) does not fail DEL: it does what the readable settings allow, logs the
+ * mistake and succeeds. Never forgotten: a record whose address could not be released (no readable delegate
+ * in the IPAM slot); never touched: any ledger, when stateDir is unreadable (the record stays for GC).
  */
 export async function cmdDel(ctx: VerbContext): Promise<void> {
-  if (ctx.conf.placement === 'ipam') {
-    const delegate = ctx.delegate!;
-    const version = await delegate.versionFor(ctx.conf.cniVersion);
-    const prev = ctx.conf.prevResult;
-    const extra = prev && atLeast(version, '0.4.0') ? { prevResult: convertResult(prev, version) } : {};
-    await delegate.del(delegateConf(ctx.conf, version, extra));
+  const mistake = ctx.conf.mistake;
+  if (mistake) {
+    const { code, msg, details } = mistake.error;
+    ctx.log.error({ code, cniMsg: msg, details, unreadable: mistake.unreadable }, 'config mistake: DEL does what it can without it; fix the config (ADD, CHECK and STATUS refuse it)');
   }
-  const forgotten = await ctx.ledger.remove(attachmentOf(ctx));
-  ctx.log.info({ ips: forgotten?.ips ?? [], recorded: Boolean(forgotten) }, 'DEL');
+  if (mistake?.unreadable.includes('stateDir')) {
+    // Which ledger holds the record is unknown: release what can be released, and leave every ledger alone.
+    const released = await release(ctx);
+    ctx.log.warn({ released }, 'DEL without a readable stateDir: any record stays for GC');
+    return;
+  }
+  await exclusively(ctx, async () => {
+    if (!(await release(ctx))) {
+      ctx.log.error({ delegate: ctx.conf.raw.ipam }, 'DEL cannot release the address (no readable delegate): the record stays for GC');
+      return;
+    }
+    const forgotten = await ctx.ledger.remove(attachmentOf(ctx));
+    ctx.log.info({ ips: forgotten?.ips ?? [], recorded: Boolean(forgotten) }, 'DEL');
+  }).catch(async (e) => {
+    // A ledger that cannot be written (unsafe 103, full disk 5) must not also keep the address allocated: the
+    // delegate releases it, the record stays, and the error makes the runtime retry once the ledger is fixed.
+    // Not when another call of this attachment holds the lock (11): that one decides.
+    if (e instanceof AttachmentLockError && e.code !== ErrorCode.TryAgainLater) await release(ctx);
+    throw e;
+  });
+}
+
+/** IPAM slot: the delegate's DEL (its error passes through). False when there is no delegate to ask; chained: true. */
+async function release(ctx: VerbContext): Promise<boolean> {
+  if (ctx.conf.placement !== 'ipam') return true;
+  const delegate = ctx.delegate;
+  if (!delegate) return false;
+  const version = await delegate.versionFor(ctx.conf.cniVersion);
+  const prev = ctx.conf.prevResult;
+  const extra = prev && atLeast(version, '0.4.0') ? { prevResult: convertResult(prev, version) } : {};
+  await delegate.del(delegateConf(ctx.conf, version, extra));
+  return true;
 }

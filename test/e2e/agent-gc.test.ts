@@ -119,6 +119,15 @@ d('agent IPs', () => {
     expect(await store()).toEqual(again.json.ips);
   });
 
+  it('a usage error in --owner exits 2, before anything is allocated', async () => {
+    for (const owner of ['bad/name', '-x', '']) {
+      const r = await execa('ip', ['netns', 'exec', b.node, SHIM, 'agent-ip', 'allocate', `--owner=${owner}`, '--conflist', b.conflistPath, '--cni-path', b.cniPath], { reject: false });
+      expect(r.exitCode, `${owner}: ${r.stderr}`).toBe(2);
+      expect(r.stderr).toMatch(/--owner/);
+    }
+    expect(await store()).toEqual([]);
+  });
+
   it("recovers when the delegate's store was wiped, and no address is recorded twice", async () => {
     const first = await agentIp('allocate', 'health');
     await rm(join(b.s.dataDir, b.network), { recursive: true, force: true });
@@ -209,4 +218,53 @@ d('GC', () => {
     expect(JSON.parse(applied.stdout).released).toEqual([{ containerID: 'pod-dead', ifname: 'eth0' }]);
     expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip, uncachedAlive.ip].sort());
   });
+
+  /** `ipam-shim gc` on the node, dry run unless --apply is among `extra`. */
+  const gcCli = async (cacheDir: string, extra: string[] = []) => {
+    const r = await execa('ip', ['netns', 'exec', b.node, SHIM, 'gc', '--conflist', b.conflistPath, '--cni-path', b.cniPath, '--cache-dir', cacheDir, '--grace-seconds', '0', '--json', ...extra], { reject: false });
+    return { ...r, json: r.stdout ? JSON.parse(r.stdout) : undefined };
+  };
+
+  it('a runtime cache out of sight (missing, unreadable, nothing for the network) releases nothing, says why, and exits 1; --allow-empty-cache overrides', async () => {
+    const w = await world();
+    const before = (await store()).sort();
+    const fileNotDir = join(b.s.dir, 'cache-is-a-file');
+    await writeFile(fileNotDir, 'x');
+    await mkdir(join(b.s.dir, 'other-cache', 'results'), { recursive: true });
+    await writeFile(join(b.s.dir, 'other-cache', 'results', `unrelated-c1-eth0`), JSON.stringify({ kind: 'cniCacheV1', containerId: 'c1', ifName: 'eth0', networkName: 'unrelated' }));
+    for (const [cacheDir, why] of [
+      [join(b.s.dir, 'no-such-cache'), 'does not exist'],
+      [fileNotDir, 'cannot be read'],
+      [join(b.s.dir, 'other-cache'), `holds no entry for network ${b.network}`],
+    ] as const) {
+      const r = await gcCli(cacheDir, ['--apply']);
+      expect(r.exitCode, `${cacheDir}: ${r.stderr}`).toBe(1);
+      expect(r.json.refused).toContain(why);
+      expect(r.json.refused).toContain('refusing to release anything');
+      expect(r.json.released).toEqual([]);
+      expect((await store()).sort(), cacheDir).toEqual(before);
+    }
+    const forced = await gcCli(join(b.s.dir, 'no-such-cache'), ['--apply', '--allow-empty-cache']);
+    expect(forced.exitCode, forced.stderr + forced.stdout).toBe(0);
+    expect(forced.json.released).toEqual([{ containerID: 'pod-dead', ifname: 'eth0' }]);
+    expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip].sort());
+  });
+
+  it("a corrupt cache file of another network whose name shares the prefix does not block gc; a corrupt one of this network does", async () => {
+    await world();
+    const results = join(b.s.dir, 'cache', 'results');
+    // Network "<net>-b" (a longer name sharing the prefix): one readable file, one cut short mid-write.
+    await writeFile(join(results, `${b.network}-b-c8-eth0`), JSON.stringify({ kind: 'cniCacheV1', containerId: 'c8', ifName: 'eth0', networkName: `${b.network}-b` }));
+    await writeFile(join(results, `${b.network}-b-c9-eth0`), `{"kind":"cniCacheV1","containerId":"c9","ifName":"eth0","networkName":"${b.network}-b","result":{"cniVers`);
+    await writeFile(join(results, `${b.network}-b-c7-eth0`), '');
+    const ok = await gcCli(join(b.s.dir, 'cache'));
+    expect(ok.stderr).toBe('');
+    expect(ok.json.release.map((r: any) => r.containerID)).toEqual([]);
+    expect(ok.json.valid.map((v: any) => v.containerID).sort()).toEqual(['pod-alive', 'pod-dead', 'pod-listed']);
+    await writeFile(join(results, `${b.network}-pod-x-eth0`), '{"kind":"cniCacheV1","containerId":"pod-x"');
+    const blocked = await gcCli(join(b.s.dir, 'cache'));
+    expect(blocked.exitCode).toBe(1);
+    expect(blocked.json.error).toContain('refusing to GC on an incomplete list');
+  });
 });
+

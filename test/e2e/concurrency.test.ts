@@ -49,6 +49,7 @@ async function expectConsistent(network: string, expectedRecords: number): Promi
   expect(disagreements(ledger, store)).toEqual([]);
   expect(ledger.records.size).toBe(expectedRecords);
   expect(ledger.lockPresent, 'the ledger lock is released when nobody runs').toBe(false);
+  expect(ledger.attachmentLocks, 'attachment locks are released when nobody runs').toEqual([]);
 }
 
 describe.skipIf(!haveRoot)('IPAM slot: the shim over host-local, invoked directly', () => {

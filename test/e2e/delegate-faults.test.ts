@@ -3,7 +3,7 @@
 // executable, or vanishes between ADD and DEL. Each case: the right CNI error, and nothing leaked in
 // host-local's store or the ledger (what ADD allocated before failing is released again).
 import { execa } from 'execa';
-import { chmod, copyFile, mkdir, readFile, rm, symlink } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { invoke, PLUGIN_DIR, scratch, type PluginOutput } from '../helpers/cni.js';
@@ -49,8 +49,8 @@ const conf = (cniVersion = '1.0.0', ipamOver: Record<string, unknown> = {}) => (
   },
 });
 
-function call(command: string, wrap: Record<string, string> = {}, extra: Partial<Parameters<typeof invoke>[1]> = {}) {
-  return invoke(conf(), {
+function call(command: string, wrap: Record<string, string> = {}, extra: Partial<Parameters<typeof invoke>[1]> = {}, ipamOver: Record<string, unknown> = {}) {
+  return invoke(conf('1.0.0', ipamOver), {
     command,
     containerID: 'ctr-1',
     netns: '/run/netns/does-not-exist',
@@ -73,6 +73,7 @@ async function expectNothingLeft(): Promise<void> {
   const ledger = await readLedger(s.stateDir, network);
   expect([...ledger.records.keys()]).toEqual([]);
   expect(disagreements(ledger, new Map())).toEqual([]);
+  expect(ledger.attachmentLocks).toEqual([]);
 }
 
 async function calls(): Promise<string[]> {
@@ -146,6 +147,45 @@ describe('delegate faults during ADD: the right error, and what it allocated is 
   });
 });
 
+describe('delegateTimeoutMs bounds the call when a child escaped the process group and holds stdout', () => {
+  // A child in its own session (setsid) survives the group kill and keeps the delegate's stdout open: the shim
+  // must stop reading at the deadline instead of waiting for end-of-file (it used to wait out the child's sleep).
+  const T = 1000;
+  async function timedCall(command: string, wrap: Record<string, string>) {
+    const started = Date.now();
+    const out = await call(command, wrap, { timeoutMs: 30_000 }, { delegateTimeoutMs: T });
+    return { out, ms: Date.now() - started };
+  }
+
+  it('ADD and its undo DEL both hang with an escaped child: 11 within 2 × delegateTimeoutMs plus start-up', async () => {
+    const { out, ms } = await timedCall('ADD', { WRAP_IPAM_ON: 'any', WRAP_IPAM_MODE: 'hang-escaped-after' });
+    console.log(`ADD + undo DEL, both hanging with an escaped child holding stdout, delegateTimeoutMs ${T}: ${ms} ms`);
+    expectError(out, 11);
+    expect(out.json.msg).toMatch(/timed out after 1000 ms/);
+    expect(ms).toBeLessThan(2 * T + 4000);
+    // The undo DEL's host-local ran before it hung: the allocation is released; its record stays for GC
+    // (the DEL did not confirm), as an intent record.
+    expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
+    expect([...(await readLedger(s.stateDir, network)).records.values()].map((r) => r.state)).toEqual(['intent']);
+  });
+
+  it('ADD hangs with an escaped child before allocating: 11 within delegateTimeoutMs plus start-up, nothing left', async () => {
+    const { out, ms } = await timedCall('ADD', { WRAP_IPAM_MODE: 'hang-escaped-before' });
+    console.log(`ADD hanging with an escaped child holding stdout, delegateTimeoutMs ${T}: ${ms} ms`);
+    expectError(out, 11);
+    expect(ms).toBeLessThan(T + 4000);
+    await expectNothingLeft();
+  });
+
+  it('a delegate that answers and exits but leaves a child holding stdout: ADD succeeds without waiting for the child', async () => {
+    const { out, ms } = await timedCall('ADD', { WRAP_IPAM_MODE: 'escaped-after' });
+    expect(out.exitCode, out.stdout).toBe(0);
+    expect(out.json.ips[0].address).toBe('10.235.0.2/24');
+    expect(ms).toBeLessThan(T + 4000);
+    expect([...(await hostLocalStore(s.dataDir, network)).keys()]).toEqual(['10.235.0.2']);
+  });
+});
+
 describe('delegate faults during DEL', () => {
   async function addOk(): Promise<PluginOutput> {
     const out = await call('ADD');
@@ -211,6 +251,165 @@ describe('delegate faults during DEL', () => {
     // The second allocation was released again; the first attachment's record is untouched.
     expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
     expect([...(await readLedger(s.stateDir, network)).records.keys()]).toEqual(['ctr-1:eth0']);
+  });
+});
+
+describe('a repeated ADD for one attachment never allocates twice and never frees the live address', () => {
+  async function expectOnlyTheFirst(address: string): Promise<void> {
+    const store = await hostLocalStore(s.dataDir, network);
+    expect(store).toEqual(new Map([[address, 'ctr-1:eth0']]));
+    const ledger = await readLedger(s.stateDir, network);
+    expect([...ledger.records.values()].map((r) => [r.containerID, r.state, r.ips])).toEqual([['ctr-1', 'attached', [address]]]);
+    expect(disagreements(ledger, store)).toEqual([]);
+  }
+
+  it('ADD, then ADD again for the same container ID and ifname: refused, the first allocation and record untouched', async () => {
+    const first = await call('ADD');
+    expect(first.exitCode, first.stdout).toBe(0);
+    const before = await readFile(join(s.stateDir, network, 'records', 'ctr-1:eth0.json'), 'utf8');
+    const again = await call('ADD');
+    expectError(again, 4);
+    expect(again.json.msg).toMatch(/already attached/);
+    await expectOnlyTheFirst('10.235.0.2');
+    expect(await readFile(join(s.stateDir, network, 'records', 'ctr-1:eth0.json'), 'utf8')).toBe(before);
+    // The delegate was not asked to allocate or release anything for the second ADD.
+    expect((await calls()).filter((c) => !c.startsWith('VERSION'))).toEqual(['ADD ctr-1 eth0']);
+    // DEL still releases it.
+    expect((await call('DEL')).exitCode).toBe(0);
+    await expectNothingLeft();
+  });
+
+  it('N ADDs for one attachment at once: one allocation, recorded in host-local and the ledger, and every success reports it', async () => {
+    // The delegate is slowed so the ADDs overlap inside it.
+    const outs = await Promise.all(Array.from({ length: 8 }, () => call('ADD', { WRAP_IPAM_PRE: '0.2' }, { timeoutMs: 60_000 }, { delegateTimeoutMs: 20_000 })));
+    const ok = outs.filter((o) => o.exitCode === 0);
+    expect(ok.length, outs.map((o) => o.stdout).join('\n')).toBeGreaterThanOrEqual(1);
+    const addresses = new Set(ok.map((o) => o.json.ips[0].address.split('/')[0]));
+    expect(addresses.size).toBe(1);
+    for (const o of outs.filter((o) => o.exitCode !== 0)) expect(o.json.code, o.stdout).toBe(4);
+    await expectOnlyTheFirst([...addresses][0]!);
+    expect((await call('DEL')).exitCode).toBe(0);
+    await expectNothingLeft();
+  });
+
+  it('GC forgetting an attachment also removes the attachment lock a killed shim left for it (a live holder\'s stays)', async () => {
+    expect((await call('ADD')).exitCode).toBe(0);
+    expect((await call('ADD', {}, { containerID: 'ctr-2' })).exitCode).toBe(0);
+    const lock = (cid: string) => join(s.stateDir, network, `.attach-${cid}:eth0.lock`);
+    await writeFile(lock('ctr-1'), '999999999 1'); // no such process: its holder died
+    await writeFile(lock('ctr-2'), `${process.pid} ?`); // a live holder (this test process)
+    const gc = await invoke({ ...conf('1.1.0'), 'cni.dev/valid-attachments': [] }, { command: 'GC', path: [bin] });
+    expect(gc.exitCode, gc.stdout).toBe(0);
+    expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
+    expect((await readLedger(s.stateDir, network)).attachmentLocks).toEqual([lock('ctr-2')]);
+    await rm(lock('ctr-2'));
+    await expectNothingLeft();
+  });
+
+  it('chained: a repeated ADD (sequential and concurrent) records the runtime\'s address once and never drops it', async () => {
+    const chained = {
+      cniVersion: '1.0.0',
+      name: network,
+      type: 'ipam-shim',
+      stateDir: s.stateDir,
+      logFile: s.logFile,
+      residue: { ebtables: false, neigh: false },
+      ipv6ProbeRewrite: 'off',
+      prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.236.0.9/24' }] },
+    };
+    const env = { command: 'ADD', containerID: 'ctr-1', netns: '/run/netns/does-not-exist', ifname: 'eth0', path: [bin] };
+    expect((await invoke(chained, env)).exitCode).toBe(0);
+    const outs = await Promise.all(Array.from({ length: 6 }, () => invoke(chained, env)));
+    for (const o of outs) expect(o.exitCode, o.stdout).toBe(0);
+    const ledger = await readLedger(s.stateDir, network);
+    expect([...ledger.records.values()].map((r) => [r.containerID, r.state, r.ips])).toEqual([['ctr-1', 'attached', ['10.236.0.9']]]);
+    expect(ledger.index.get('10.236.0.9')).toBe('ctr-1:eth0');
+    expect(ledger.attachmentLocks).toEqual([]);
+  });
+});
+
+describe('a config mistake never blocks teardown: DEL does what it can, logs the mistake and succeeds', () => {
+  async function addOk(): Promise<void> {
+    const out = await call('ADD');
+    expect(out.exitCode, out.stdout).toBe(0);
+    expect([...(await hostLocalStore(s.dataDir, network)).keys()]).toEqual(['10.235.0.2']);
+  }
+  async function mistakeLogged(code: number): Promise<void> {
+    const lines = (await readFile(s.logFile, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.filter((l) => l.command === 'DEL' && /config mistake/.test(l.msg)).map((l) => l.code)).toEqual([code]);
+    expect(lines.at(-1)).toMatchObject({ command: 'DEL', outcome: 'ok' });
+  }
+  const records = async () => [...(await readLedger(s.stateDir, network)).records.keys()];
+
+  for (const [what, over, code] of [
+    ['an unknown key', { reservedCIDR: ['10.0.0.0/8'] }, 2],
+    ['a bad value', { delegateTimeoutMs: 'soon' }, 7],
+    ['a bad value DEL does not use', { residue: { ebtables: 'yes' } }, 7],
+  ] as const) {
+    it(`${what}: the delegate releases, the record is forgotten, DEL succeeds`, async () => {
+      await addOk();
+      const out = await call('DEL', {}, {}, over);
+      expect(out.exitCode, out.stdout).toBe(0);
+      expect(out.stdout).toBe('');
+      await expectNothingLeft();
+      await mistakeLogged(code);
+      // ADD and STATUS still refuse the config: the mistake is reported where a call can fail without harm.
+      expect((await call('ADD', {}, {}, over)).json).toMatchObject({ code });
+      expect((await invoke(conf('1.1.0', over), { command: 'STATUS', path: [bin] })).json).toMatchObject({ code });
+      expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
+    });
+  }
+
+  it('an unreadable stateDir: the delegate releases, no ledger is touched (the record stays for GC), DEL succeeds', async () => {
+    await addOk();
+    const out = await call('DEL', {}, {}, { stateDir: 'relative/state' });
+    expect(out.exitCode, out.stdout).toBe(0);
+    expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
+    expect(await records()).toEqual(['ctr-1:eth0']);
+    await mistakeLogged(7);
+    // With the config fixed, DEL forgets it (the delegate has nothing left to release).
+    expect((await call('DEL')).exitCode).toBe(0);
+    await expectNothingLeft();
+  });
+
+  it('an unreadable delegate in the IPAM slot: nothing can release the address, so the record stays; DEL succeeds', async () => {
+    await addOk();
+    const out = await call('DEL', {}, {}, { delegate: { type: '../bin/sh' } });
+    expect(out.exitCode, out.stdout).toBe(0);
+    expect([...(await hostLocalStore(s.dataDir, network)).keys()]).toEqual(['10.235.0.2']);
+    expect(await records()).toEqual(['ctr-1:eth0']);
+    await mistakeLogged(7);
+    expect((await call('DEL')).exitCode).toBe(0);
+    await expectNothingLeft();
+  });
+
+  it('no network name: nothing says which ledger or allocation is meant, DEL fails (7) and touches nothing', async () => {
+    await addOk();
+    const out = await invoke({ ...conf(), name: undefined }, { command: 'DEL', containerID: 'ctr-1', ifname: 'eth0', path: [bin] });
+    expectError(out, 7);
+    expect(await records()).toEqual(['ctr-1:eth0']);
+    expect([...(await hostLocalStore(s.dataDir, network)).keys()]).toEqual(['10.235.0.2']);
+  });
+
+  it('chained: an unknown key does not keep DEL from forgetting the record', async () => {
+    const chained = (over: Record<string, unknown> = {}) => ({
+      cniVersion: '1.0.0',
+      name: network,
+      type: 'ipam-shim',
+      stateDir: s.stateDir,
+      logFile: s.logFile,
+      residue: { ebtables: false, neigh: false },
+      ipv6ProbeRewrite: 'off',
+      ...over,
+    });
+    const env = { containerID: 'ctr-1', netns: '/run/netns/does-not-exist', ifname: 'eth0', path: [bin] };
+    const add = await invoke({ ...chained(), prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.236.0.9/24' }] } }, { command: 'ADD', ...env });
+    expect(add.exitCode, add.stdout).toBe(0);
+    expect(await records()).toEqual(['ctr-1:eth0']);
+    const del = await invoke(chained({ stateDirr: '/tmp/typo' }), { command: 'DEL', ...env });
+    expect(del.exitCode, del.stdout).toBe(0);
+    expect(await records()).toEqual([]);
+    await mistakeLogged(2);
   });
 });
 

@@ -143,4 +143,56 @@ d('doctor node checks', () => {
     expect(of(fs, 'ledger')).toMatchObject([{ verdict: 'skipped', summary: expect.stringContaining("cannot compare the ledger with fake-ipam's store") }]);
     expect(of(fs, 'conflist')).toMatchObject([{ verdict: 'ok', summary: expect.stringContaining('IPAM slot of ptp') }]);
   });
+
+  it('a ledger directory with wrong permissions is one finding with its cause, not one PROBLEM per check; 0600 and 0700 are private and fine', async () => {
+    const { node } = await attachedNode();
+    const ledgerDir = join(s.stateDir, String(list.name));
+    const doctor = async () => {
+      const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`, '--json'], { reject: false });
+      return { exitCode: r.exitCode, findings: JSON.parse(r.stdout).findings as Finding[] };
+    };
+    await chmod(ledgerDir, 0o777);
+    const broken = await doctor();
+    expect(broken.exitCode).toBe(1);
+    const problems = broken.findings.filter((f) => f.verdict === 'problem');
+    expect(problems, JSON.stringify(problems)).toMatchObject([{ check: 'state-dir', summary: expect.stringContaining(`${ledgerDir} is writable by group or others (mode 777)`) }]);
+    expect(JSON.stringify(broken.findings)).not.toContain('see the log file');
+    for (const mode of [0o600, 0o700]) {
+      await chmod(ledgerDir, mode);
+      const fine = await doctor();
+      const mine = fine.findings.filter((f) => f.check === 'state-dir' || f.check === 'ledger');
+      expect(mine.every((f) => f.verdict === 'ok'), `${mode.toString(8)}: ${JSON.stringify(mine)}`).toBe(true);
+      expect(fine.findings.find((f) => f.check === 'state-dir')!.summary).toMatch(/private/);
+      expect(fine.findings.filter((f) => f.verdict === 'problem'), mode.toString(8)).toEqual([]);
+    }
+  });
+
+  it('a corrupt ledger record: no advice to remove the host-local reservation it may own (advice only on facts that were read)', async () => {
+    const { ip } = await attachedNode();
+    const records = join(s.stateDir, String(list.name), 'records');
+    await writeFile(join(records, 'c1:eth0.json'), '{"v":1,');
+    const fs = of(await findings(), 'ledger');
+    expect(JSON.stringify(fs)).not.toMatch(/remove its file|by hand/);
+    expect(fs.some((f) => f.summary.includes(ip) && f.summary.includes('unreadable'))).toBe(true);
+    expect(await readdir(store)).toContain(ip);
+  });
+
+  it('a conflist that does not parse (a // comment, a BOM) is named with its parse error, not "no conflist with ipam-shim found"', async () => {
+    await attachedNode();
+    const text = await readFile(conflist, 'utf8');
+    for (const broken of [`// the shim, chained\n${text}`, `\uFEFF${text}`]) {
+      await writeFile(conflist, broken);
+      const r = await execa(SHIM, ['doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`], { reject: false });
+      expect(r.exitCode).toBe(1);
+      expect(r.stderr).toContain(`${conflist}: cannot read conflist: `);
+      expect(r.stderr).toMatch(/Unexpected token|not valid JSON/);
+    }
+  });
+
+  it('residue scan --conf-dir /nonexistent exits non-zero and says the directory does not exist', async () => {
+    const missing = join(s.dir, 'no-such-net.d');
+    const r = await execa(SHIM, ['residue', 'scan', '--conf-dir', missing], { reject: false });
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr).toContain(`conf dir ${missing} does not exist`);
+  });
 });

@@ -416,11 +416,15 @@ describe('explicit hostile input', () => {
     await expectNothingAllocated();
   });
 
-  it('delegate.type "../../bin/sh", "/bin/sh", ".", ".." → 7 for every verb and both placements, nothing executed', async () => {
+  it('delegate.type "../../bin/sh", "/bin/sh", ".", ".." → 7 for every verb but DEL and both placements, nothing executed', async () => {
     for (const type of ['../../bin/sh', '/bin/sh', '.', '..', 'host-local/../../../bin/sh']) {
-      for (const command of ['ADD', 'DEL', 'CHECK']) {
+      for (const command of ['ADD', 'CHECK']) {
         await expectCode(await run(env({ CNI_COMMAND: command }), JSON.stringify(slot({ delegate: { type, dataDir: s.dataDir } }))), 7, command);
       }
+      // A config mistake never fails DEL (docs/failure-model.md): with no readable delegate it executes nothing.
+      const del = await run(env({ CNI_COMMAND: 'DEL' }), JSON.stringify(slot({ delegate: { type, dataDir: s.dataDir } })));
+      expect(protocolViolations('DEL', del)).toEqual([]);
+      expect(del.exitCode, del.stdout).toBe(0);
       for (const command of ['GC', 'STATUS']) {
         const conf = slot({ delegate: { type, dataDir: s.dataDir } }, { cniVersion: '1.1.0' });
         await expectCode(await run(env({ CNI_COMMAND: command, CNI_CONTAINERID: '', CNI_IFNAME: '', CNI_NETNS: '' }), JSON.stringify(conf)), 7, command);

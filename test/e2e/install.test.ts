@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { execa, type ResultPromise } from 'execa';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readdir, readFile, readlink, rename, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseMetrics } from '../../src/metrics.js';
 import { TestNet, inNs, rootOrSkip } from '../helpers/netns.js';
@@ -152,6 +152,73 @@ describe('install / uninstall on a simulated node', () => {
   });
 });
 
+describe('install checks what it is given and keeps what is there', () => {
+  it('refuses a --shim-config the plugin would refuse on every ADD (a reservedCIDRs entry that is not a CIDR), exit 2, nothing written', async () => {
+    const r = await cli(['install', ...flags(), '--shim-config', '{"reservedCIDRs":["10.224.0.0/24","not-a-cidr"]}']);
+    expect(r.exitCode, r.stdout).toBe(2);
+    expect(r.stderr).toContain('invalid reservedCIDRs');
+    expect(r.stderr).toContain('"not-a-cidr"');
+    const probe = await cli(['install', ...flags(), '--shim-config', '{"ipv6ProbeRewrite":"on","probeSource":"fe80::1%eth0"}']);
+    expect(probe.exitCode, probe.stdout).toBe(2);
+    expect(probe.stderr).toContain('probeSource: not a plain IPv6 address');
+    expect(existsSync(join(binDir, 'ipam-shim'))).toBe(false);
+    expect(await readFile(conflist, 'utf8')).toBe(AKS_CILIUM);
+  });
+
+  it('a second run without --shim-config keeps the entry\'s settings: nothing changes, nothing is "updated"', async () => {
+    const keys = { reservedCIDRs: ['10.224.0.0/24'], stateDir: '/var/lib/cni/ipam-shim-custom', logLevel: 'debug' };
+    expect((await cli(['install', ...flags(), '--shim-config', JSON.stringify(keys)])).exitCode).toBe(0);
+    const text = await readFile(conflist, 'utf8');
+    const before = await stat(conflist);
+    const r = await cli(['install', ...flags(), '--json']);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ conflist: { action: 'unchanged' } });
+    expect(await readFile(conflist, 'utf8')).toBe(text);
+    expect((await stat(conflist)).mtimeMs).toBe(before.mtimeMs);
+    expect(JSON.parse(text).plugins[1]).toEqual({ type: 'ipam-shim', delegate: { type: 'azure-ipam' }, ...keys });
+  });
+
+  it('names a conflist that does not parse (a // comment, a BOM) and its parse error instead of "run again once it exists"', async () => {
+    await writeFile(conflist, `// written by hand\n${AKS_CILIUM}`);
+    const r = await cli(['install', ...flags()]);
+    expect(r.exitCode).toBe(1);
+    expect(r.stdout).toContain(`cannot parse ${conflist}: not valid JSON`);
+    expect(r.stdout).not.toContain('run again once it exists');
+    await writeFile(conflist, `\uFEFF${AKS_CILIUM}`);
+    const bom = await cli(['install', ...flags()]);
+    expect(bom.stdout).toContain(`cannot parse ${conflist}: not valid JSON`);
+  });
+
+  it('keeps a symlinked conflist a symlink and writes through to its target', async () => {
+    const target = join(s.dir, 'node/etc/cilium-cni.conflist');
+    await rename(conflist, target);
+    await symlink(target, conflist);
+    const r = await cli(['install', ...flags(), '--shim-config', SHIM_CONFIG]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect((await lstat(conflist)).isSymbolicLink()).toBe(true);
+    expect(await readlink(conflist)).toBe(target);
+    expect(await readFile(target, 'utf8')).toBe(await readFile(join(ROOT, 'conflist/aks-cilium-0.3.1.conflist'), 'utf8'));
+    expect((await readdir(join(s.dir, 'node/etc'))).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+  });
+
+  it('refuses a --source that is not an ipam-shim executable (/bin/true), exit 2, nothing written', async () => {
+    const r = await cli(['install', ...flags(), '--source', '/bin/true']);
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain('/bin/true is not an ipam-shim executable');
+    expect(existsSync(join(binDir, 'ipam-shim'))).toBe(false);
+    expect(await readFile(conflist, 'utf8')).toBe(AKS_CILIUM);
+  });
+
+  it('warns when another network config sorts first (libcni uses the first) and when cilium-cni has no ipam', async () => {
+    await writeFile(join(confDir, '01-other.conflist'), '{"cniVersion":"0.3.1","name":"other","plugins":[{"type":"bridge"}]}\n');
+    await writeFile(conflist, AKS_CILIUM.replace('\t\t\t"ipam": {\n\t\t\t\t"type": "azure-ipam"\n\t\t\t},\n', ''));
+    const r = await cli(['install', ...flags()]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`warning: ${join(confDir, '01-other.conflist')} sorts before ${conflist}`);
+    expect(r.stdout).toMatch(/warning: cilium-cni in .* has no "ipam"/);
+  });
+});
+
 describe('docs/operations.md walkthrough', () => {
   it('"Try it on a simulated node" runs as written: install, doctor, uninstall on temp dirs', async () => {
     const md = await readFile(join(ROOT, 'docs/operations.md'), 'utf8');
@@ -168,6 +235,20 @@ describe('docs/operations.md walkthrough', () => {
 });
 
 describe('install --watch', () => {
+  it('without --shim-config, keeps the settings of the entry it found and puts them back after a rewrite', async () => {
+    expect((await cli(['install', ...flags(), '--shim-config', SHIM_CONFIG])).exitCode).toBe(0);
+    const expected = await readFile(conflist, 'utf8');
+    const watch = execa(SHIM, ['install', ...flags(), '--watch', '--interval', '1', '--json'], { reject: false });
+    children.push(watch);
+    await new Promise((r) => setTimeout(r, 1500)); // its first check has seen the entry
+    expect(await readFile(conflist, 'utf8')).toBe(expected);
+    await writeFile(join(confDir, '.05-cilium.conflist.tmp1'), AKS_CILIUM);
+    await rename(join(confDir, '.05-cilium.conflist.tmp1'), conflist);
+    await waitFor('the entry with its reservedCIDRs after a rewrite', async () => (await readFile(conflist, 'utf8')) === expected);
+    watch.kill('SIGTERM');
+    expect((await watch).exitCode).toBe(0);
+  });
+
   it('waits for the conflist, puts the entry back after cilium-agent rewrites the file, exits 0 on SIGTERM', async () => {
     await rename(conflist, join(s.dir, 'away'));
     const watch = execa(SHIM, ['install', ...flags(), '--shim-config', SHIM_CONFIG, '--watch', '--interval', '1', '--json'], { reject: false });

@@ -274,3 +274,17 @@ async function bpfFilterArgs(net: TestNet): Promise<string[]> {
   console.warn('llc unavailable: using a classic BPF filter (tc bytecode) instead of eBPF');
   return ['bpf', 'bytecode', '1,6 0 0 4294967295,'];
 }
+
+describe.skipIf(!root)('probe-rewrite CLI input', () => {
+  const net = new TestNet();
+  afterEach(() => net.cleanup());
+
+  it('ensure --uplink with an interface that does not exist is refused (exit 2) and installs nothing', async () => {
+    const ns = await net.netns('prup');
+    const r = await execa('ip', ['netns', 'exec', ns, SHIM, 'probe-rewrite', 'ensure', '--uplink', 'nosuch0'], { reject: false, env: { CNI_COMMAND: '' } });
+    expect(r.exitCode, r.stdout).toBe(2);
+    expect(r.stderr).toContain('--uplink: uplink "nosuch0" is no interface here');
+    expect((await runInNetns(ns)('nft', ['list', 'tables'])).stdout).not.toContain(TABLE);
+  });
+});
+

@@ -141,10 +141,43 @@ describe('bad input gets the right CNI error', () => {
   it('stdin too large → 5', async () => expectError(await invoke(JSON.stringify({ ...slot(), pad: 'x'.repeat(5 * 1024 * 1024) }), add), 5));
   it('chained without prevResult → 7', async () =>
     expectError(await invoke({ cniVersion: '1.0.0', name: 'proto', type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile }, add), 7));
+  it('delegate result with an address that is not an IP → 101 (the delegate\'s fault), and the delegate is DELed', async () => {
+    const log = `${s.dir}/fake.log`;
+    const out = await invoke(slot({}, { delegate: { type: 'fake-ipam' } }), { ...add, env: { FAKE_IPAM_MODE: 'notip', FAKE_IPAM_LOG: log } });
+    await expectError(out, 101);
+    expect(`${out.json.msg} ${out.json.details}`).toContain('banana');
+    expect((await readFile(log, 'utf8')).split('\n').map((l) => l.split(' ')[0])).toContain('DEL');
+  });
+  it('an error raised before the config is read carries the config\'s cniVersion', async () => {
+    for (const [inv, code] of [[{ ...add, containerID: '../etc' }, 4], [{ ...add, command: 'FROB' }, 4], [{ ...add, netns: '' }, 4]] as const) {
+      const out = await invoke(slot({ cniVersion: '0.3.1' }), inv);
+      await expectError(out, code);
+      expect(out.json.cniVersion).toBe('0.3.1');
+    }
+  });
+  it('logs the failure as one message: the CNI error\'s msg under its own field', async () => {
+    await invoke(slot({}, { delegate: { type: 'no-such-ipam' } }), add);
+    const text = (await readFile(s.logFile, 'utf8')).trim().split('\n').at(-1)!;
+    // JSON.parse keeps the last of duplicate keys: count them in the raw text.
+    expect(text.match(/"msg":/g)).toHaveLength(1);
+    expect(JSON.parse(text)).toMatchObject({ msg: 'CNI call failed', code: 7, cniMsg: 'failed to find delegate plugin "no-such-ipam" in CNI_PATH' });
+  });
   it('logs the failure to the configured log file, nothing to stdout but the error', async () => {
     await invoke(slot({}, { delegate: { type: 'no-such-ipam' } }), add);
     const lines = (await readFile(s.logFile, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
     expect(lines.at(-1)).toMatchObject({ code: 7, containerID: 'c1', command: 'ADD', outcome: 'error' });
+  });
+});
+
+describe('delegate results', () => {
+  it('the same address twice in a delegate result is recorded once', async () => {
+    const conf = slot({}, { delegate: { type: 'fake-ipam' } });
+    const out = await invoke(conf, { ...add, env: { FAKE_IPAM_MODE: 'dupip' } });
+    expect(out.exitCode, out.stdout).toBe(0);
+    const rec = JSON.parse(await readFile(`${s.stateDir}/proto/records/c1:eth0.json`, 'utf8'));
+    expect(rec.ips).toEqual(['10.99.0.7']);
+    expect((await invoke(conf, { ...add, command: 'DEL' })).exitCode).toBe(0);
+    expect(await ledgerRecords(s.stateDir, 'proto')).toEqual([]);
   });
 });
 

@@ -188,6 +188,30 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
     expect((await cli(n, ['residue', 'scan', '--ip', POD, '--conf-dir', confDir])).exitCode).toBe(0);
   });
 
+  it('a PERMANENT neighbour on the pod\'s own host-side interface is not residue: ADD, CHECK, doctor, scan and clean agree', async () => {
+    const n = await azureNode();
+    const { runner, conflist } = await runtime(n, 'chained');
+    const { netns, result } = await pod(runner);
+    const hostDev = (result.interfaces as Array<{ name: string; sandbox?: string }>).find((i) => !i.sandbox)!.name;
+    await n.r('ip', ['neigh', 'replace', POD, 'lladdr', '0a:58:0a:f0:00:20', 'dev', hostDev, 'nud', 'permanent']);
+    const own = `${POD} dev ${hostDev} lladdr 0a:58:0a:f0:00:20 PERMANENT`;
+    // The rule still catches residue on another interface in the same call.
+    await n.r('ip', ['neigh', 'add', POD, 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
+    expect((await cli(n, ['residue', 'scan', '--conflist', conflist])).json.targets[0].neighbours).toEqual([
+      { ip: POD, dev: 'azure0', mac: '00:0d:3a:30:47:42', state: ['PERMANENT'] },
+    ]);
+    expect((await cli(n, ['residue', 'clean', '--apply', '--conflist', conflist])).exitCode).toBe(0);
+    expect(await permanentNeigh(n.r)).toContain(own);
+    expect(await permanentNeigh(n.r)).not.toContain('azure0');
+
+    await runner.check('c1', netns, 'eth0');
+    const scan = await cli(n, ['residue', 'scan', '--conflist', conflist]);
+    expect(scan.exitCode, scan.stdout).toBe(0);
+    const doctor = await cli(n, ['doctor', '--conflist', conflist]);
+    expect(doctor.json.findings.filter((f: any) => f.check === 'residue' && f.verdict === 'problem')).toEqual([]);
+    expect(await permanentNeigh(n.r)).toContain(own);
+  });
+
   describe.each(['chained', 'ipam'] as const)('the shim %s', (placement) => {
     it('ADD removes exactly the pod’s residue: ping works, decoys and node-wide rules are untouched; CHECK catches a re-added rule (102)', async () => {
       const n = await azureNode();

@@ -17,9 +17,11 @@ export interface LedgerOnDisk {
   index: Map<string, string>;
   /** Leftover temp files of writeFileAtomic (".name.<hex>.tmp") anywhere in the ledger. */
   temps: string[];
-  /** Files that are neither records, index entries, temps nor the lock. */
+  /** Files that are neither records, index entries, temps nor locks. */
   strays: string[];
   lockPresent: boolean;
+  /** Per-attachment lock files (`.attach-<cid>:<ifname>.lock`): held now, or left by a killed holder. */
+  attachmentLocks: string[];
 }
 
 async function names(dir: string): Promise<string[]> {
@@ -32,14 +34,16 @@ async function names(dir: string): Promise<string[]> {
 }
 
 const TEMP = /^\..+\.[0-9a-f]{12}\.tmp$/;
+const ATTACHMENT_LOCK = /^\.attach-.+\.lock(\.break)?$/;
 
 /** Reads <stateDir>/<network> completely; never throws on content (corrupt files are reported). */
 export async function readLedger(stateDir: string, network: string): Promise<LedgerOnDisk> {
   const dir = join(stateDir, network);
-  const out: LedgerOnDisk = { records: new Map(), corrupt: new Map(), index: new Map(), temps: [], strays: [], lockPresent: false };
+  const out: LedgerOnDisk = { records: new Map(), corrupt: new Map(), index: new Map(), temps: [], strays: [], lockPresent: false, attachmentLocks: [] };
   for (const n of await names(dir)) {
     if (n === 'records' || n === 'ips') continue;
     if (n === 'lock') out.lockPresent = true;
+    else if (ATTACHMENT_LOCK.test(n)) out.attachmentLocks.push(join(dir, n));
     else if (TEMP.test(n)) out.temps.push(join(dir, n));
     else out.strays.push(join(dir, n));
   }

@@ -4,7 +4,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runInNetns } from '../../src/effects/exec.js';
 import { defaultUplink, findCapturingRoutes, listRoutes } from '../../src/effects/routes.js';
-import { parseCidrs } from '../../src/reserved.js';
+import { parseCidrs } from '../../src/net/cidr.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
 
 const root = rootOrSkip();

@@ -11,6 +11,8 @@ import { DEFAULT_CNI_PATH } from '../../src/cli/network.js';
 import { HOST_LOCAL_DEFAULT_DATA_DIR } from '../../src/doctor/node.js';
 import { parseShimConfig } from '../../src/cli/install.js';
 import { AGENT_FLAGS, DEFAULT_AGENT_INTERVAL_S, parseAgentArgs } from '../../src/cli/agent.js';
+import { BASE_PACKAGES, SUITE, TOOL_PACKAGES } from '../../scripts/image/base.js';
+import { DEFAULT_CACHE_DIR } from '../../src/gc/from-cache.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const DEFAULTS = ShimSettingsSchema.parse({});
@@ -25,14 +27,37 @@ async function manifests(): Promise<Obj[]> {
   return docs.map((d) => d.toJS() as Obj);
 }
 
-async function containerfile(): Promise<{ from: string; run: string; copies: Array<[string, string]>; entrypoint: string[] }> {
+interface Stage {
+  from: string;
+  name?: string;
+  runs: string[];
+  copies: Array<[string, string]>;
+  entrypoint?: string[];
+  cmd?: string[];
+}
+
+/** The Containerfile as its global ARGs and its stages (continuation lines joined, comments dropped). */
+async function containerfile(): Promise<{ args: Map<string, string>; stages: Stage[] }> {
   const text = (await readFile(join(ROOT, 'deploy/Containerfile'), 'utf8')).replace(/\\\n/g, ' ');
   const lines = text.split('\n').filter((l) => l.trim() && !l.startsWith('#'));
-  const from = lines.find((l) => l.startsWith('FROM '))!.slice(5).trim();
-  const copies = lines.filter((l) => l.startsWith('COPY ')).map((l) => l.slice(5).trim().split(/\s+/) as [string, string]);
-  const entrypoint = JSON.parse(lines.find((l) => l.startsWith('ENTRYPOINT '))!.slice(11)) as string[];
-  const run = lines.filter((l) => l.startsWith('RUN ')).join('\n');
-  return { from, run, copies, entrypoint };
+  const args = new Map<string, string>();
+  const stages: Stage[] = [];
+  for (const line of lines) {
+    const [, op = '', rest = ''] = /^(\w+)\s+(.*)$/.exec(line.trim()) ?? [];
+    const stage = stages.at(-1);
+    if (op === 'FROM') {
+      const [from = '', as, name] = rest.split(/\s+/);
+      stages.push({ from, ...(as?.toUpperCase() === 'AS' && name ? { name } : {}), runs: [], copies: [] });
+    } else if (op === 'ARG' && !stage) {
+      const [k = '', v = ''] = rest.split('=');
+      args.set(k, v);
+    } else if (!stage) throw new Error(`Containerfile: ${op} before FROM`);
+    else if (op === 'RUN') stage.runs.push(rest);
+    else if (op === 'COPY') stage.copies.push(rest.split(/\s+/) as [string, string]);
+    else if (op === 'ENTRYPOINT') stage.entrypoint = JSON.parse(rest) as string[];
+    else if (op === 'CMD') stage.cmd = JSON.parse(rest) as string[];
+  }
+  return { args, stages };
 }
 
 describe('deploy/daemonset.yaml', () => {
@@ -63,7 +88,8 @@ describe('deploy/daemonset.yaml', () => {
     }
     const mounted = mounts.map((m) => m.mountPath as string);
     const covered = (path: string) => mounted.some((p) => path === p || path.startsWith(`${p}/`));
-    for (const path of [DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, DEFAULTS.stateDir, DEFAULTS.logFile, HOST_LOCAL_DEFAULT_DATA_DIR, NETNS_DIR]) {
+    // gc's default cache dir too: a cache out of sight makes gc refuse (docs/failure-model.md).
+    for (const path of [DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, DEFAULTS.stateDir, DEFAULTS.logFile, HOST_LOCAL_DEFAULT_DATA_DIR, NETNS_DIR, `${DEFAULT_CACHE_DIR}/results`]) {
       expect(covered(path), path).toBe(true);
     }
     // Exactly the five the issue names, nothing broader (no / or /var).
@@ -150,16 +176,36 @@ describe("deploy/daemonset.yaml against the agent's own flags and ports", () => 
 });
 
 describe('deploy/Containerfile', () => {
-  it('ships the single executable the build writes, at the path the DaemonSet runs', async () => {
-    const cf = await containerfile();
+  it('ships the single executable the build writes, at the path the DaemonSet runs, with the DaemonSet\'s command', async () => {
+    const { stages } = await containerfile();
+    const final = stages.at(-1)!;
     const build = await readFile(join(ROOT, 'scripts/build.mjs'), 'utf8');
     expect(build).toContain('`${finalDist}ipam-shim`'); // the SEA the build renames into dist/
-    expect(cf.copies).toEqual([['dist/ipam-shim', '/usr/local/bin/ipam-shim']]);
-    expect(cf.entrypoint).toEqual(['/usr/local/bin/ipam-shim']);
+    expect(final.copies).toEqual([['dist/ipam-shim', '/usr/local/bin/ipam-shim']]);
+    expect(final.entrypoint).toEqual(['/usr/local/bin/ipam-shim']);
     const c = (await manifests()).find((m) => m.kind === 'DaemonSet')!.spec.template.spec.containers[0];
-    expect(c.command[0]).toBe(cf.entrypoint[0]);
-    // The SEA links glibc and libstdc++ (Debian has both); the operator commands call ip, ebtables and nft.
-    expect(cf.from).toMatch(/^(docker\.io\/library\/)?debian:\d+-slim$/);
-    for (const tool of ['iproute2', 'ebtables', 'nftables']) expect(cf.run).toMatch(new RegExp(`\\b${tool}\\b`));
+    expect(c.command).toEqual(final.entrypoint);
+    // The image's default command is what the DaemonSet runs, minus the ConfigMap's settings.
+    expect(c.args.slice(0, final.cmd!.length)).toEqual(final.cmd);
+    // The build context holds only that executable.
+    expect(await readFile(join(ROOT, '.containerignore'), 'utf8')).toMatch(/^\*\n!dist\/ipam-shim\n?$/m);
+  });
+
+  it('adds the executable to BASE, which defaults to the official slim image plus the same packages the mmdebstrap base holds', async () => {
+    const { args, stages } = await containerfile();
+    const final = stages.at(-1)!;
+    expect(final.from).toBe('${BASE}');
+    // Nothing runs in the final stage: a base made by scripts/image/ already holds the tools (and has no apt).
+    expect(final.runs).toEqual([]);
+    const slim = stages.find((s) => s.name === args.get('BASE'))!;
+    expect(slim, 'BASE defaults to a stage of this file').toBeDefined();
+    expect(slim.from).toBe('docker.io/library/debian:12-slim');
+    expect(SUITE).toBe('bookworm'); // Debian 12, like the slim image
+    const installs = slim.runs.join(' ').match(/apt-get install -y --no-install-recommends ([\w.+\s-]+?)\s*(?:&&|$)/);
+    expect(installs, slim.runs.join('\n')).not.toBeNull();
+    expect(installs![1]!.split(/\s+/).sort()).toEqual([...TOOL_PACKAGES].sort());
+    // The slim image has libstdc++6 already; the mmdebstrap base adds it for the embedded Node.js.
+    expect([...BASE_PACKAGES].sort()).toEqual([...TOOL_PACKAGES, 'libstdc++6'].sort());
+    for (const tool of ['iproute2', 'ebtables', 'nftables', 'iptables']) expect(TOOL_PACKAGES).toContain(tool);
   });
 });

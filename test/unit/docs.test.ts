@@ -70,6 +70,7 @@ describe('docs/cli.md', () => {
     for (const name of names) {
       const help = await runCli([name, '--help'], {});
       expect(help.exitCode).toBe(0);
+      expect(help.stdout, `${name} --help lists its exit codes`).toMatch(/^exit status: .*\b0\b.*\b1\b.*\b2\b.*$/m);
       const body = section(md, `## \`ipam-shim ${name}\``);
       expect(body, `docs/cli.md section for ${name} must contain its --help output`).toContain(`\`\`\`\n${help.stdout}\`\`\``);
       expect(body).toMatch(/^Exit status: .*0.*/m);

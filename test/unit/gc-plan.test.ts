@@ -36,3 +36,19 @@ describe('planGc', () => {
     expect(p.release).toHaveLength(1);
   });
 });
+
+describe('probeAttachment (netns liveness)', () => {
+  it('a missing netns path is proof of death only when its directory is in sight (another mount namespace proves nothing)', async () => {
+    const { probeAttachment } = await import('../../src/effects/netns-probe.js');
+    const noRun = (() => Promise.reject(new Error('no program runs for a missing path'))) as never;
+    const { mkdtemp, rm } = await import('node:fs/promises');
+    const { join } = await import('node:path');
+    const dir = await mkdtemp(join((await import('node:os')).tmpdir(), 'netns-probe-'));
+    try {
+      expect(await probeAttachment(noRun, join(dir, 'cni-gone'), ['10.0.0.1'])).toBe('dead');
+      expect(await probeAttachment(noRun, join(dir, 'not-mounted', 'cni-1234'), ['10.0.0.1'])).toBe('unknown');
+    } finally {
+      await rm(dir, { recursive: true });
+    }
+  });
+});

@@ -140,7 +140,7 @@ describe('planPool: known answers', () => {
   });
 
   it('plans both families; IPv6 needs its own mask then', () => {
-    expect(() => planPool({ pools: ['10.0.0.0/8', 'fd00::/104'], nodeMask: 24, reserved: [] })).toThrow(/IPv6 pools need their own node mask/);
+    expect(() => planPool({ pools: ['10.0.0.0/8', 'fd00::/104'], nodeMask: 24, reserved: [] })).toThrow(/IPv6 pools need --node-mask-v6/);
     const p = planPool({ pools: ['fd00::/104', '10.0.0.0/8'], nodeMask: 24, nodeMaskV6: 120, reserved: ['fd00::ff00/120'] });
     expect(p.families.map((f) => [f.family, f.totalBlocks, f.collidingBlocks])).toEqual([
       [4, 65536n, 0n],
@@ -330,7 +330,6 @@ describe('plan command', () => {
     const bad = [
       ['--node-mask', '24', '--reserved', '10.0.0.0/8'],
       ['--pool', '10.0.0.0/8', '--reserved', '10.0.0.0/8'],
-      ['--pool', '10.0.0.0/8', '--node-mask', '24'],
       ['--pool', '10.0.0.0/8', '--node-mask', 'x', '--reserved', '10.0.0.0/8'],
       ['--pool', '10.0.0.0/8', '--node-mask', '24', '--reserved', '10.0.0.0/8', '--allocated', '-3'],
       ['--pool', '10.0.0.0/8', '--node-mask', '24', '--reserved', 'nope'],
@@ -340,4 +339,33 @@ describe('plan command', () => {
     ];
     for (const argv of bad) await expect(planCommand.run(argv, ctx), argv.join(' ')).rejects.toBeInstanceOf(UsageError);
   });
+
+  it('names the pool, not the reserved list, when --pool is garbage', async () => {
+    const err = await planCommand.run(['--pool', 'garbage', '--node-mask', '24', '--reserved', '10.0.0.0/8'], ctx).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UsageError);
+    expect((err as Error).message).toMatch(/^invalid pool list: \[0\] invalid CIDR "garbage"/);
+    expect((err as Error).message).not.toMatch(/reserved/);
+  });
+
+  it('plans an IPv6-only pool with --node-mask-v6 alone', async () => {
+    const out = await planCommand.run(['--pool', 'fd00::/104', '--node-mask-v6', '120', '--reserved', 'fd00::ff00/120'], ctx);
+    expect(out.text).toContain('IPv6 pool fd00::/104, /120 per node: 65536 node CIDRs');
+    expect(out.exitCode).toBe(1);
+  });
+
+  it('speaks of flags, never of internal field names', async () => {
+    const err = await planCommand.run(['--pool', '10.0.0.0/8,fd00::/104', '--node-mask', '24', '--reserved', '10.0.0.0/8'], ctx).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UsageError);
+    expect((err as Error).message).toContain('--node-mask-v6');
+    expect((err as Error).message).not.toContain('nodeMaskV6');
+    const v4 = await planCommand.run(['--pool', '10.0.0.0/8', '--node-mask-v6', '120'], ctx).catch((e: unknown) => e);
+    expect((v4 as Error).message).toBe('IPv4 pools need --node-mask');
+  });
+
+  it('plans zero reserved subnets: every node CIDR is safe', async () => {
+    const out = await planCommand.run(['--pool', '10.0.0.0/16', '--node-mask', '24'], ctx);
+    expect(out.exitCode).toBe(0);
+    expect(out.text).toContain('no node CIDR touches a reserved subnet; safe capacity 256');
+  });
 });
+

@@ -157,11 +157,16 @@ describe('dispatch', () => {
     expect(o.exitCode).toBe(1);
     expect(JSON.parse(o.stdout)).toMatchObject({ code: 999, msg: 'boom' });
   });
-  it('never reads stdin it does not need to fail on the env', async () => {
-    let read = false;
-    const o = await dispatch({ CNI_COMMAND: 'ADD' }, async () => ((read = true), conf), async () => verbs);
-    expect(JSON.parse(o.stdout).code).toBe(4);
-    expect(read).toBe(false);
+  it('an env error answers in the cniVersion of the config on stdin, which it reads only for that', async () => {
+    let reads = 0;
+    const o = await dispatch({ CNI_COMMAND: 'ADD' }, async () => (reads++, JSON.stringify({ cniVersion: '0.3.1' })), async () => verbs);
+    expect(JSON.parse(o.stdout)).toMatchObject({ code: 4, cniVersion: '0.3.1' });
+    expect(reads).toBe(1);
+    // stdin that cannot be read or parsed leaves the env error as it was, in the latest version.
+    for (const input of [async () => Promise.reject(new Error('EIO')), async () => 'not json']) {
+      const bad = await dispatch({ CNI_COMMAND: 'ADD' }, input, async () => verbs);
+      expect(JSON.parse(bad.stdout)).toMatchObject({ code: 4, cniVersion: '1.1.0' });
+    }
   });
 });
 

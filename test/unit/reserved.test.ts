@@ -2,16 +2,9 @@ import fc from 'fast-check';
 import { IPv4, IPv4CidrRange, IPv6, IPv6CidrRange } from 'ip-num';
 import { isIPv6 } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import {
-  findReservedHit,
-  formatIp,
-  hostLocalRanges,
-  parseCidr,
-  parseCidrs,
-  parseIp,
-  rangeOverlap,
-  rangesInReserved,
-} from '../../src/reserved.js';
+import { findReservedHit, hostLocalRanges, rangesInReserved } from '../../src/reserved.js';
+import { formatIp, parseIp } from '../../src/net/ip.js';
+import { parseCidr, parseCidrs, rangeOverlap } from '../../src/net/cidr.js';
 
 describe('parseCidrs', () => {
   it('parses IPv4 and IPv6 entries in order, with canonical text and integer bounds', () => {

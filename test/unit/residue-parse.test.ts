@@ -5,7 +5,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseNeighbours } from '../../src/effects/neigh.js';
 import { findOrphans, findResidue, parseLinkMacs } from '../../src/residue/clean.js';
-import { classifyRule, exactIPv4, exactIPv6, normaliseMac, parsePrerouting, type ResidueRule } from '../../src/residue/parse.js';
+import { classifyRule, parsePrerouting, type ResidueRule } from '../../src/residue/parse.js';
+import { exactIPv4, exactIPv6 } from '../../src/net/ip.js';
+import { normaliseMac } from '../../src/net/mac.js';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/ebtables/${name}`, import.meta.url), 'utf8');
 const residue = (listing: string) => parsePrerouting(listing).rules.filter((r): r is ResidueRule => r.kind !== 'other');
@@ -211,5 +213,30 @@ describe('findOrphans and link MACs', () => {
   it('empty ip output parses to nothing', () => {
     expect(parseNeighbours('')).toEqual([]);
     expect(parseLinkMacs('\n')).toEqual(new Set());
+  });
+});
+
+describe('the pod-own neighbour rule (src/residue/own.ts)', () => {
+  it('an entry on a result host interface or on the device of a host route to that exact address is the pod\'s own; a subnet route proves nothing', async () => {
+    const { hostRouteDevices, isPodOwnNeighbour, resultHostDevices } = await import('../../src/residue/own.js');
+    const { parseRoutes } = await import('../../src/effects/routes.js');
+    const routes = [
+      ...parseRoutes(JSON.stringify([
+        { dst: '10.240.0.32', dev: 'veth1', scope: 'host', flags: [] },
+        { dst: '10.240.0.0/16', dev: 'azure0', scope: 'link', flags: [] },
+        { dst: '10.240.0.40/32', dev: 'lxc9', table: 'local', type: 'local', flags: [] },
+      ]), 4),
+      ...parseRoutes(JSON.stringify([{ dst: 'fd00::32', dev: 'veth1', flags: [] }]), 6),
+    ];
+    const routed = hostRouteDevices(routes);
+    expect(isPodOwnNeighbour({ ip: '10.240.0.32', dev: 'veth1' }, { routed })).toBe(true);
+    expect(isPodOwnNeighbour({ ip: 'fd00::32', dev: 'veth1' }, { routed })).toBe(true);
+    expect(isPodOwnNeighbour({ ip: '10.240.0.32', dev: 'azure0' }, { routed })).toBe(false);
+    expect(isPodOwnNeighbour({ ip: '10.240.0.33', dev: 'veth1' }, { routed })).toBe(false);
+    expect(isPodOwnNeighbour({ ip: '10.240.0.40', dev: 'lxc9' }, { routed })).toBe(false);
+    const devs = resultHostDevices({ interfaces: [{ name: 'veth2' }, { name: 'eth0', sandbox: '/run/netns/p' }] });
+    expect(devs).toEqual(['veth2']);
+    expect(isPodOwnNeighbour({ ip: '10.240.0.99', dev: 'veth2' }, { devs })).toBe(true);
+    expect(isPodOwnNeighbour({ ip: '10.240.0.99', dev: 'eth0' }, { devs })).toBe(false);
   });
 });

