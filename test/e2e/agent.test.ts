@@ -281,6 +281,27 @@ describe.skipIf(!enabled)('ipam-shim agent (the built executable in a node netns
     await stopWithin(a, 3_000);
   });
 
+  it('never interleaves with a CNI call of the same attachment: while its lock is held, GC and residue leave it; the pass after does the work', async () => {
+    const live = await pod(bed, 'pod-live');
+    const leaked = await leak(bed, 'pod-leaked');
+    for (const rule of podRules(live.ip, DEAD_MAC)) await bed.r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    // What an ADD or DEL of these attachments holds while it runs (Ledger.lockedAttachment): this live process's id.
+    const stat = await readFile('/proc/self/stat', 'utf8');
+    const holder = `${process.pid} ${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]}`;
+    const locks = ['pod-live', 'pod-leaked'].map((cid) => join(bed.s.stateDir, bed.network, `.attach-${cid}:eth0.lock`));
+    for (const l of locks) await writeFile(l, holder);
+    const a = startAgent(bed, ['--gc', 'apply', '--interval', '3600']);
+    await waitFor('the first pass', () => a.passes().length >= 1);
+    expect(a.passes()[0]).toMatchObject({ busy: 2, released: 0, residueRemoved: 0, errors: 0 });
+    expect(await store(bed)).toContain(leaked.ip);
+    expect((await bed.r('ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout).toContain(live.ip);
+    for (const l of locks) await unlink(l);
+    expect(await onePass(a)).toMatchObject({ busy: 0, released: 1, residueRemoved: 2, errors: 0 });
+    expect(await store(bed)).not.toContain(leaked.ip);
+    expect(await ping(bed, live.ip)).toBe(0);
+    await stopWithin(a, 3_000);
+  });
+
   it('the IPv6 probe table, deleted or flushed, is back after one pass', async () => {
     await pod(bed, 'pod-v6'); // its ADD installs the table (an IPv6 address was handed out)
     const table = async () => (await bed.r('nft', ['list', 'table', 'ip6', 'azureSLBProbe'], { check: false })).stdout;
