@@ -72,6 +72,9 @@ function makeWorld(N: number): { confDir: string; cacheDir: string; net: string 
   const results = join(dir, 'cache', 'results');
   const confDir = join(dir, 'net.d');
   for (const d of [stateDir, join(stateDir, net), records, ips]) mkdirSync(d, { recursive: true, mode: 0o700 });
+  // The leaked pods' netns directory exists (only their files are gone): GC takes a missing path as proof of death
+  // only when its directory is visible.
+  mkdirSync(join(dir, 'gone'), { recursive: true });
   mkdirSync(results, { recursive: true });
   mkdirSync(confDir, { recursive: true });
   const old = new Date(Date.now() - 86_400_000).toISOString();
