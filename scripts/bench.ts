@@ -2,7 +2,7 @@
 // plugins it sits beside. Prints tables; never asserts. Every figure is a median over --runs runs with min/max,
 // and everything compared in one table was measured in the same run, alternating (see scripts/bench-lib.ts).
 //
-//   --only a,b        sections: version,add,split,concurrency,gc,residue,plan,rss,cri (default: all)
+//   --only a,b        sections: version,add,split,concurrency,gc,residue,plan,rss,cri,agent (default: all)
 //   --runs N          runs per figure (default 20); --scale-runs N for concurrency/gc/residue/plan (default --runs)
 //   --sizes a,b,c     scale sizes for gc, residue and plan (default 1000,5000,20000; CI: --sizes 200,1000)
 //   --parallel N      concurrent ADDs in the concurrency section (default 64)
@@ -50,7 +50,7 @@ import {
 } from './bench-lib.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
-const SECTIONS = ['version', 'add', 'split', 'concurrency', 'gc', 'residue', 'plan', 'rss', 'cri'] as const;
+const SECTIONS = ['version', 'add', 'split', 'concurrency', 'gc', 'residue', 'plan', 'rss', 'cri', 'agent'] as const;
 type Section = (typeof SECTIONS)[number];
 
 const { values: flags } = parseArgs({
@@ -124,6 +124,12 @@ if (!process.env.BENCH_NETNS) {
     if (code === 0 && only.has('cri')) {
       code = await new Promise<number>((res) => {
         spawn(NODE, [...process.execArgv, join(ROOT, 'scripts/bench-cri.ts'), '--runs', String(RUNS)], { stdio: 'inherit' }).on('close', (c) => res(c ?? 1));
+      });
+    }
+    // The node agent (scripts/bench-agent.ts) makes its own node netns, as the DaemonSet's environment sets it.
+    if (code === 0 && only.has('agent')) {
+      code = await new Promise<number>((res) => {
+        spawn(NODE, [...process.execArgv, join(ROOT, 'scripts/bench-agent.ts'), '--agent-env', 'NODE_OPTIONS=--max-semi-space-size=1'], { stdio: 'inherit' }).on('close', (c) => res(c ?? 1));
       });
     }
   } finally {
@@ -1007,6 +1013,7 @@ try {
     plan: sectionPlan,
     rss: sectionRss,
     cri: async () => undefined, // run by the parent, after this process (see below)
+    agent: async () => undefined, // likewise
   };
   for (const s of SECTIONS) if (only.has(s)) await run[s]();
   summary();

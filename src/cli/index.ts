@@ -12,6 +12,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   'agent-ip': async () => (await import('./agent-ip.js')).agentIpCommand,
   gc: async () => (await import('./gc.js')).gcCommand,
   install: async () => (await import('./install.js')).installCommand,
+  agent: async () => (await import('./agent.js')).agentCommand,
   uninstall: async () => (await import('./install.js')).uninstallCommand,
 };
 

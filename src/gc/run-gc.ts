@@ -3,7 +3,7 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type Attachment, type NetConf } from '../cni/config.js';
 import type { Delegate } from '../effects/delegate.js';
-import type { Ledger } from '../effects/ledger.js';
+import { AttachmentLockError, type Ledger } from '../effects/ledger.js';
 import { probeAttachment } from '../effects/netns-probe.js';
 import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
@@ -23,13 +23,24 @@ export interface GcOptions {
   graceMs: number;
   /** Forward GC to the delegate (the runtime's GC verb does; the operator command does too when it can). */
   forward: boolean;
+  /** Once aborted (the node agent's SIGTERM), no further release starts; the ones under way finish. */
+  signal?: AbortSignal | undefined;
+  /** How long a release waits for its attachment's lock before leaving it for the next GC. */
+  lockWaitMs?: number | undefined;
 }
+
+/** A CNI call holds an attachment's lock for at most a few delegate calls; beyond that, the next GC will see. */
+const DEFAULT_LOCK_WAIT_MS = 10_000;
 
 export interface GcReport {
   plan: GcPlan;
   released: Attachment[];
   errors: Array<{ attachment?: Attachment; error: string; code: number }>;
   forwarded: boolean;
+  /** Releases not started because `signal` aborted (they stay recorded for the next GC). */
+  notStarted: number;
+  /** Planned releases left alone: `busy` (a CNI call held the attachment's lock), `changed` (re-recorded since). */
+  skipped: Array<Attachment & { why: 'busy' | 'changed' }>;
 }
 
 export async function runGc(o: GcOptions): Promise<GcReport> {
@@ -46,8 +57,11 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
   for (const k of plan.kept.filter((k) => k.reason === 'alive')) {
     o.log.warn({ containerID: k.record.containerID, ifname: k.record.ifname, ips: k.record.ips }, "GC: attachment missing from the runtime's valid list is alive; kept");
   }
-  const report: GcReport = { plan, released: [], errors: [], forwarded: false };
-  if (!o.apply) return report;
+  const report: GcReport = { plan, released: [], errors: [], forwarded: false, notStarted: 0, skipped: [] };
+  if (!o.apply || o.signal?.aborted) {
+    if (o.apply) report.notStarted = plan.release.length;
+    return report;
+  }
 
   if (o.forward && o.delegate && (await o.delegate.speaks('1.1.0'))) {
     try {
@@ -59,34 +73,53 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
   }
   // A few releases at a time (different attachments: what a runtime's parallel DELs do anyway); the report keeps
   // the plan's order. One at a time, a large GC spent most of its time waiting for each delegate DEL in turn.
-  const outcomes: Array<{ attachment: Attachment; error?: GcReport['errors'][number] }> = [];
+  const outcomes: Array<{ attachment: Attachment; error?: GcReport['errors'][number]; skipped?: 'busy' | 'changed' }> = [];
   let next = 0;
   const releaser = async () => {
-    while (next < plan.release.length) {
+    while (next < plan.release.length && !o.signal?.aborted) {
       const i = next++;
       const { record } = plan.release[i]!;
       const attachment = { containerID: record.containerID, ifname: record.ifname };
       try {
-        if (o.delegate) {
-          const version = await o.delegate.versionFor(o.conf.cniVersion);
-          await o.delegate.del(delegateConf(o.conf, version), {
-            CNI_CONTAINERID: record.containerID,
-            CNI_IFNAME: record.ifname,
-            CNI_NETNS: '',
-            CNI_ARGS: '',
-          });
+        // As the only ADD, DEL or CHECK of this attachment would (never interleaved with one), and only what the
+        // plan saw: a record rewritten since (the runtime reused the ID) is left for the next GC.
+        const done = await o.ledger.lockedAttachment(attachment, o.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS, async () => {
+          const current = await o.ledger.get(attachment);
+          if (current?.updatedAt !== record.updatedAt) return false;
+          if (o.delegate) {
+            const version = await o.delegate.versionFor(o.conf.cniVersion);
+            await o.delegate.del(delegateConf(o.conf, version), {
+              CNI_CONTAINERID: record.containerID,
+              CNI_IFNAME: record.ifname,
+              CNI_NETNS: '',
+              CNI_ARGS: '',
+            });
+          }
+          await o.ledger.remove(attachment);
+          return true;
+        });
+        if (done) {
+          outcomes[i] = { attachment };
+          o.log.info({ containerID: record.containerID, ifname: record.ifname, ips: record.ips }, 'GC released');
+        } else {
+          outcomes[i] = { attachment, skipped: 'changed' };
+          o.log.info({ containerID: record.containerID, ifname: record.ifname }, 'GC: the record changed since it was planned; left for the next GC');
         }
-        await o.ledger.remove(attachment);
-        outcomes[i] = { attachment };
-        o.log.info({ containerID: record.containerID, ifname: record.ifname, ips: record.ips }, 'GC released');
       } catch (e) {
-        outcomes[i] = { attachment, error: { attachment, ...errorEntry(e) } };
+        if (e instanceof AttachmentLockError && e.code === ErrorCode.TryAgainLater) {
+          // An ADD, DEL or CHECK of it is running right now: not a leak to act on now.
+          outcomes[i] = { attachment, skipped: 'busy' };
+          o.log.info({ containerID: record.containerID, ifname: record.ifname }, 'GC: the attachment is busy (a CNI call holds it); left for the next GC');
+        } else outcomes[i] = { attachment, error: { attachment, ...errorEntry(e) } };
       }
     }
   };
   await Promise.all(Array.from({ length: Math.min(RELEASE_PARALLEL, plan.release.length) }, releaser));
+  report.notStarted = plan.release.length - next;
   for (const out of outcomes) {
+    if (!out) continue;
     if (out.error) report.errors.push(out.error);
+    else if (out.skipped) report.skipped.push({ ...out.attachment, why: out.skipped });
     else report.released.push(out.attachment);
   }
   return report;

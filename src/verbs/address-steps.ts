@@ -27,7 +27,7 @@ export function prefetchResidue(ctx: VerbContext): Run {
   return prefetching(ctx.run, [...(ebtables ? [LIST_PREROUTING] : []), ...(neigh ? [LIST_NEIGHBOURS] : [])], 'residue.prefetch');
 }
 
-const residueOpts = (ctx: VerbContext) => ({ ebtables: ctx.conf.settings.residue.ebtables, neigh: ctx.conf.settings.residue.neigh });
+export const residueOpts = (ctx: Pick<VerbContext, 'conf'>) => ({ ebtables: ctx.conf.settings.residue.ebtables, neigh: ctx.conf.settings.residue.neigh });
 
 /** ADD: runs the per-address steps; throws a CniError when the address must not be used. */
 export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: AddressContext): Promise<void> {
@@ -36,30 +36,43 @@ export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: Addr
   // they run side by side, and a residue failure is reported first whatever finished first.
   const [residue, probe] = await Promise.allSettled([
     cleanResidueFor(ctx, ips, ac),
-    ips.some((ip) => ip.includes(':')) ? ensureProbeRewriteIfDue(ctx) : Promise.resolve(),
+    ips.some((ip) => ip.includes(':')) ? ensureProbeRewriteIfDue(ctx) : Promise.resolve('off'),
   ]);
   if (residue.status === 'rejected') throw residue.reason;
   if (probe.status === 'rejected') throw probe.reason;
 }
 
-async function cleanResidueFor(ctx: VerbContext, ips: string[], ac: AddressContext): Promise<void> {
+/**
+ * Removes the residue naming `ips` (the rule ADD applies, and the node agent for ledger addresses); throws
+ * CniError 102 when some stays. Returns how many rules and neighbour entries went.
+ */
+export async function cleanResidueFor(
+  ctx: Pick<VerbContext, 'conf' | 'run' | 'log'>,
+  ips: string[],
+  ac: AddressContext,
+): Promise<{ rules: number; neighbours: number }> {
   const { residue } = ctx.conf.settings;
-  if (!residue.ebtables && !residue.neigh) return;
+  if (!residue.ebtables && !residue.neigh) return { rules: 0, neighbours: 0 };
   const cleaned = await cleanResidue(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
   const { rules, neighbours } = cleaned.removed;
   noteResidueRemoved(rules.length, neighbours.length);
   if (rules.length || neighbours.length) {
     ctx.log.warn({ ips, rules: rules.map((r) => r.text), neighbours: neighbours.map((n) => `${n.ip} dev ${n.dev}`) }, 'removed stale residue');
   }
+  return { rules: rules.length, neighbours: neighbours.length };
 }
 
+/** What ensureProbeRewriteIfDue did: nothing to do, installed/restored the table, left it to BPF, or failed. */
+export type ProbeOutcome = 'off' | 'in-place' | 'ensured' | 'bpf' | 'failed';
+
 /**
- * decide() on this ADD's facts (IPv6 addresses in play): `auto` leaves probes to a BPF handler on the uplink
- * whatever the table's state; `on` keeps the table regardless and its failures fail the ADD.
+ * decide() on this call's facts (IPv6 addresses in play): `auto` leaves probes to a BPF handler on the uplink
+ * whatever the table's state; `on` keeps the table regardless and its failures throw (they fail the ADD). ADD
+ * calls it when it hands out an IPv6 address; the node agent when the ledger holds one.
  */
-async function ensureProbeRewriteIfDue(ctx: VerbContext): Promise<void> {
+export async function ensureProbeRewriteIfDue(ctx: Pick<VerbContext, 'conf' | 'run' | 'log'>): Promise<ProbeOutcome> {
   const { ipv6ProbeRewrite: mode, uplink: configured, probeSource, probeGlobal } = ctx.conf.settings;
-  if (mode === 'off') return; // decide() never acts when off: not even a read
+  if (mode === 'off') return 'off'; // decide() never acts when off: not even a read
   performance.mark('probe6');
   try {
     // The uplink lookup and the table listing are independent reads: one `ip` and one `nft` at once.
@@ -75,7 +88,7 @@ async function ensureProbeRewriteIfDue(ctx: VerbContext): Promise<void> {
     switch (d.action) {
       case 'none':
         if (d.verdict === 'handled-by-bpf') ctx.log.info({ uplink, table: facts.table }, 'IPv6 probes are handled by a BPF program on the uplink; leaving the nftables rewrite alone');
-        return;
+        return d.verdict === 'handled-by-bpf' ? 'bpf' : 'in-place';
       case 'fail':
         throw d.verdict === 'no-uplink'
           ? new CniError(ErrorCode.InvalidNetworkConfig, 'no uplink for the IPv6 probe rewrite', { details: 'no default route; set "uplink"' })
@@ -84,11 +97,13 @@ async function ensureProbeRewriteIfDue(ctx: VerbContext): Promise<void> {
         const r = await ensureProbeRewrite(ctx.run, opts!);
         if (!r.available) throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: r.reason });
         ctx.log.info({ uplink, was: d.verdict }, 'ensured the IPv6 probe rewrite');
+        return 'ensured';
       }
     }
   } catch (e) {
     if (mode === 'on') throw e;
     ctx.log.warn({ err: e }, 'IPv6 probe rewrite not ensured (ipv6ProbeRewrite=auto: continuing)');
+    return 'failed';
   } finally {
     performance.measure('probe6', 'probe6'); // the ADD log line's timings
   }

@@ -2,7 +2,7 @@
 // .cache/image/ and so shared with an `npm run image` earlier in the same CI run, then podman import and
 // podman build into a private store) and run under podman the way deploy/daemonset.yaml runs it: privileged, in
 // the network of a namespace standing for the node, every hostPath volume of the DaemonSet a temp dir mounted at
-// its mountPath. The container's default command (`install --watch`) installs the shim into the node's dirs; the
+// its mountPath. The container's default command (`agent`, which runs install --watch) installs the shim into the node's dirs; the
 // operator commands run in it with `podman exec`, as `kubectl exec` would; every effect is checked from outside.
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -119,7 +119,7 @@ describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it
     expect(String(found.stdout)).toBe('');
   });
 
-  it('the default command (install --watch) copies the executable into the bin dir and chains the shim in the conflist', async () => {
+  it('the default command (agent: install --watch beside the reconcile loop) copies the executable into the bin dir and chains the shim in the conflist', async () => {
     const r = await podman(['run', '--detach', '--name', container, ...runArgs, image]);
     expect(r.exitCode, String(r.stderr)).toBe(0);
     const installed = join(hostDir.get('/opt/cni/bin')!, 'ipam-shim');

@@ -10,8 +10,9 @@ import { DEFAULT_CONF_DIR } from '../../src/conflist.js';
 import { DEFAULT_CNI_PATH } from '../../src/cli/network.js';
 import { HOST_LOCAL_DEFAULT_DATA_DIR } from '../../src/doctor/node.js';
 import { parseShimConfig } from '../../src/cli/install.js';
+import { AGENT_FLAGS, DEFAULT_AGENT_INTERVAL_S, parseAgentArgs } from '../../src/cli/agent.js';
 import { BASE_PACKAGES, SUITE, TOOL_PACKAGES } from '../../scripts/image/base.js';
-import { DEFAULT_CACHE_DIR } from '../../src/cli/gc.js';
+import { DEFAULT_CACHE_DIR } from '../../src/gc/from-cache.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const DEFAULTS = ShimSettingsSchema.parse({});
@@ -60,7 +61,7 @@ async function containerfile(): Promise<{ args: Map<string, string>; stages: Sta
 }
 
 describe('deploy/daemonset.yaml', () => {
-  it('is a hostNetwork, privileged DaemonSet whose container runs install --watch', async () => {
+  it('is a hostNetwork, privileged DaemonSet whose container runs the node agent', async () => {
     const ds = (await manifests()).find((m) => m.kind === 'DaemonSet')!;
     expect(ds).toBeDefined();
     const spec = ds.spec.template.spec;
@@ -69,7 +70,7 @@ describe('deploy/daemonset.yaml', () => {
     const c = spec.containers[0];
     expect(c.securityContext.privileged).toBe(true);
     const argv = [...(c.command ?? []), ...(c.args ?? [])];
-    expect(argv.slice(1, 3)).toEqual(['install', '--watch']);
+    expect(argv[1]).toBe('agent');
     // Defaults, not flags: the mounts put the host paths where the code looks by default.
     expect(argv).not.toContain('--cni-bin-dir');
     expect(argv).not.toContain('--conf-dir');
@@ -104,6 +105,73 @@ describe('deploy/daemonset.yaml', () => {
     const cm = all.find((m) => m.kind === 'ConfigMap' && m.metadata.name === ref.name)!;
     expect(cm.metadata.namespace).toBe(all.find((m) => m.kind === 'DaemonSet')!.metadata.namespace);
     expect(() => parseShimConfig(cm.data[ref.key])).not.toThrow();
+  });
+});
+
+describe("deploy/daemonset.yaml against the agent's own flags and ports", () => {
+  /** The container's argv as kubelet expands it: $(VAR) from the env entries (ConfigMap keys, the node's IP). */
+  async function expanded(): Promise<{ c: Obj; argv: string[]; cm: Obj; spec: Obj; ds: Obj }> {
+    const all = await manifests();
+    const ds = all.find((m) => m.kind === 'DaemonSet')!;
+    const spec = ds.spec.template.spec;
+    const c = spec.containers[0];
+    const vars = new Map<string, string>();
+    for (const e of c.env as Obj[]) {
+      const ref = e.valueFrom?.configMapKeyRef;
+      if (ref) {
+        const cm = all.find((m) => m.kind === 'ConfigMap' && m.metadata.name === ref.name)!;
+        expect(cm.data[ref.key], `ConfigMap key ${ref.key}`).toBeDefined();
+        vars.set(e.name, String(cm.data[ref.key]));
+      } else if (e.valueFrom?.fieldRef?.fieldPath === 'status.hostIP') vars.set(e.name, '10.224.0.4');
+      else vars.set(e.name, String(e.value));
+    }
+    const argv = (c.args as string[]).map((a) =>
+      a.replace(/\$\((\w+)\)/g, (_m, name: string) => {
+        expect(vars.has(name), `$(${name}) has an env entry`).toBe(true);
+        return vars.get(name)!;
+      }),
+    );
+    const cm = all.find((m) => m.kind === 'ConfigMap')!;
+    return { c, argv, cm, spec, ds };
+  }
+
+  it("passes only flags the agent takes, with values it accepts (report mode and the default interval unless an operator changes them)", async () => {
+    const { argv, cm } = await expanded();
+    expect(argv[0]).toBe('agent');
+    for (const a of argv.filter((x) => x.startsWith('--'))) expect(Object.keys(AGENT_FLAGS), a).toContain(a.slice(2));
+    const { settings, install } = parseAgentArgs(argv.slice(1));
+    expect(settings.gc.mode).toBe('report');
+    expect(cm.data['gc-mode']).toBe('report');
+    expect(settings.intervalMs).toBe(DEFAULT_AGENT_INTERVAL_S * 1000);
+    expect(install, 'the agent installs the shim (install --watch)').toBeDefined();
+    expect(install!.confDir).toBe(DEFAULT_CONF_DIR);
+    expect(install!.binDir).toBe(DEFAULT_CNI_PATH);
+    // The cache the GC reads is under the mounted /var/lib/cni, by default.
+    expect(settings.gc.cacheDir).toBe(dirname(DEFAULTS.stateDir));
+  });
+
+  it('listens on the node address at the port the container declares, which the probes and the scrape annotations use', async () => {
+    const { c, argv, ds } = await expanded();
+    const { settings } = parseAgentArgs(argv.slice(1));
+    expect(settings.listen.host).toBe('10.224.0.4'); // status.hostIP: kubelet's probes and Prometheus reach it
+    const port = (c.ports as Obj[]).find((p) => p.name === 'metrics')!;
+    expect(port.containerPort).toBe(settings.listen.port);
+    const probePort = (p: Obj) => (p.httpGet.port === port.name ? port.containerPort : p.httpGet.port);
+    expect(c.livenessProbe.httpGet.path).toBe('/healthz');
+    expect(probePort(c.livenessProbe)).toBe(settings.listen.port);
+    expect(c.readinessProbe.httpGet.path).toBe('/readyz');
+    expect(probePort(c.readinessProbe)).toBe(settings.listen.port);
+    expect(c.livenessProbe.httpGet.host).toBeUndefined(); // the pod IP: the node's, where the agent listens
+    const ann = ds.spec.template.metadata.annotations;
+    expect(Number(ann['prometheus.io/port'])).toBe(settings.listen.port);
+    expect(ann['prometheus.io/path']).toBe('/metrics');
+  });
+
+  it('gives SIGTERM time for a release under way (one delegate call, delegateTimeoutMs)', async () => {
+    const { spec, c } = await expanded();
+    expect(spec.terminationGracePeriodSeconds * 1000).toBeGreaterThan(DEFAULTS.delegateTimeoutMs);
+    expect(c.resources.requests.memory).toBeDefined();
+    expect(c.resources.limits.memory).toBeDefined();
   });
 });
 

@@ -1,0 +1,62 @@
+// The agent's HTTP endpoints: /metrics (Prometheus), /healthz (the process answers and its loop is not wedged),
+// /readyz (a first reconcile pass has ended). Loopback by default: the DaemonSet's hostNetwork pod sets the port.
+import { createServer, type Server } from 'node:http';
+import type { AgentMetrics } from './metrics.js';
+
+export interface HealthState {
+  /** Set when the first pass ends. */
+  ready: boolean;
+  /** Unix ms of the last loop activity (a pass started or ended, a wait began). */
+  lastBeat: number;
+  /** A loop that has shown no activity for this long is unhealthy (a pass stuck on a lock or a tool). */
+  stallMs: number;
+}
+
+/**
+ * Parses `HOST:PORT`, `[V6]:PORT`, `V6:PORT` (split at the last colon: what the DaemonSet's `$(NODE_IP):PORT`
+ * gives on an IPv6 node) or `PORT` (host 127.0.0.1). Throws on anything else.
+ */
+export function parseListen(text: string): { host: string; port: number } {
+  const t = text.trim();
+  const at = t.lastIndexOf(':');
+  const [hostText, portText] = at < 0 ? ['127.0.0.1', t] : [t.slice(0, at), t.slice(at + 1)];
+  const host = hostText.replace(/^\[(.*)\]$/, '$1');
+  const port = Number(portText);
+  if (!/^\d{1,5}$/.test(portText) || port < 1 || port > 65535 || !host || /[\s/[\]$()]/.test(host)) {
+    throw new Error(`--listen ${JSON.stringify(text)}: expected HOST:PORT or PORT`);
+  }
+  return { host, port };
+}
+
+export async function startHttp(listen: { host: string; port: number }, metrics: AgentMetrics, health: HealthState): Promise<Server> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const send = (code: number, body: string, type = 'text/plain; charset=utf-8') => {
+      res.writeHead(code, { 'content-type': type, 'content-length': Buffer.byteLength(body) });
+      res.end(req.method === 'HEAD' ? undefined : body);
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'method not allowed\n');
+    if (path === '/healthz') {
+      const idle = Date.now() - health.lastBeat;
+      return idle < health.stallMs ? send(200, 'ok\n') : send(503, `reconcile loop silent for ${Math.round(idle / 1000)} s\n`);
+    }
+    if (path === '/readyz') return health.ready ? send(200, 'ready\n') : send(503, 'first reconcile pass not done\n');
+    if (path === '/metrics') {
+      metrics.render().then(
+        (m) => send(200, m.body, m.contentType),
+        (e: unknown) => send(500, `metrics: ${(e as Error).message}\n`),
+      );
+      return;
+    }
+    send(404, 'not found: /metrics /healthz /readyz\n');
+  });
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(listen.port, listen.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return server;
+}

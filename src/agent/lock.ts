@@ -1,0 +1,21 @@
+// The agent touches an attachment only as the only ADD, DEL or CHECK of it would: under the attachment's own lock
+// (Ledger.lockedAttachment, the one the verbs take through `exclusively`). It waits briefly: a CNI call holding
+// the lock is working on that attachment right now, and the next pass will look again.
+import type { Attachment } from '../cni/config.js';
+import { ErrorCode } from '../cni/errors.js';
+import { AttachmentLockError, type Ledger } from '../effects/ledger.js';
+
+/** How long a pass waits for one attachment's lock. */
+export const AGENT_LOCK_WAIT_MS = 5_000;
+
+/** fn never ran: a CNI call of this attachment held its lock. */
+export class AttachmentBusy extends Error {}
+
+export async function exclusiveAttachment<T>(ledger: Ledger, a: Attachment, fn: () => Promise<T>, waitMs = AGENT_LOCK_WAIT_MS): Promise<T> {
+  try {
+    return await ledger.lockedAttachment(a, waitMs, fn);
+  } catch (e) {
+    if (e instanceof AttachmentLockError && e.code === ErrorCode.TryAgainLater) throw new AttachmentBusy(`${a.containerID}/${a.ifname} is busy`, { cause: e });
+    throw e;
+  }
+}

@@ -1,0 +1,65 @@
+// The node agent's Prometheus registry (prom-client renders the exposition format): the agent's own counters,
+// and the plugin's invocation series read from its textfile (setting `metricsFile`) at scrape time, so the
+// plugin's counts have one source that node-exporter's textfile collector and /metrics both show.
+import { readFile } from 'node:fs/promises';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { FAMILIES, parseMetrics, type Series } from '../metrics.js';
+
+/** Labels any plugin series may carry (src/metrics.ts applyUpdate). */
+const PLUGIN_LABELS = ['network', 'verb', 'code', 'kind'] as const;
+
+export type Step = 'network' | 'gc' | 'residue' | 'probe';
+
+export class AgentMetrics {
+  readonly registry = new Registry();
+  /** The plugin's textfile; set once a pass has read the shim's config. */
+  pluginFile: string | undefined;
+
+  readonly passes = new Counter({ name: 'ipam_shim_agent_reconcile_passes_total', help: 'Reconcile passes run to the end (or abandoned at SIGTERM, outcome="stopped").', labelNames: ['outcome'], registers: [this.registry] });
+  readonly steps = new Counter({ name: 'ipam_shim_agent_steps_total', help: 'Reconcile steps by step and outcome.', labelNames: ['step', 'outcome'], registers: [this.registry] });
+  readonly errors = new Counter({ name: 'ipam_shim_agent_errors_total', help: 'Errors met by reconcile steps (each failed release, cleanup or restore counts once).', labelNames: ['step'], registers: [this.registry] });
+  readonly released = new Counter({ name: 'ipam_shim_agent_gc_released_total', help: 'Leaked pod attachments released by the agent (gc mode apply).', labelNames: ['network'], registers: [this.registry] });
+  readonly leaked = new Gauge({ name: 'ipam_shim_agent_gc_leaked', help: "Attachments the last pass found leaked (not in the runtime's cache, proven dead, past the grace period): released in apply mode, reported in report mode.", labelNames: ['network', 'mode'], registers: [this.registry] });
+  readonly residue = new Counter({ name: 'ipam_shim_agent_residue_removed_total', help: 'azure-vnet residue removed for ledger addresses, by kind.', labelNames: ['network', 'kind'], registers: [this.registry] });
+  readonly probeRestores = new Counter({ name: 'ipam_shim_agent_probe_restores_total', help: 'Times the IPv6 probe rewrite table was found missing or drifted and put back.', registers: [this.registry] });
+  readonly lastDuration = new Gauge({ name: 'ipam_shim_agent_last_pass_duration_seconds', help: 'Wall time of the last reconcile pass.', registers: [this.registry] });
+  readonly lastPass = new Gauge({ name: 'ipam_shim_agent_last_pass_timestamp_seconds', help: 'Unix time the last reconcile pass ended.', registers: [this.registry] });
+
+  constructor() {
+    for (const k of ['ok', 'error', 'stopped']) this.passes.inc({ outcome: k }, 0);
+    for (const s of ['network', 'gc', 'residue', 'probe']) this.errors.inc({ step: s }, 0);
+    this.probeRestores.inc(0);
+    for (const [name, fam] of Object.entries(FAMILIES)) this.pluginFamily(name, fam.type, fam.help);
+  }
+
+  /** One plugin family: each scrape replaces its series with the textfile's. */
+  private pluginFamily(name: string, type: 'counter' | 'gauge', help: string): void {
+    const metrics = this;
+    const collect = async function (this: Counter | Gauge): Promise<void> {
+      this.reset();
+      for (const s of (await metrics.pluginSeries()).filter((s) => s.name === name)) {
+        if (this instanceof Counter) this.inc(s.labels, s.value);
+        else this.set(s.labels, s.value);
+      }
+    };
+    const opts = { name, help: `${help} (the plugin's textfile)`, labelNames: PLUGIN_LABELS, registers: [this.registry], collect };
+    if (type === 'counter') new Counter(opts);
+    else new Gauge(opts);
+  }
+
+  private cache: { at: number; series: Series[] } | undefined;
+
+  /** The textfile's series, read once per scrape (every family's collect asks). Missing file: none. */
+  private async pluginSeries(): Promise<Series[]> {
+    if (!this.pluginFile) return [];
+    if (this.cache && Date.now() - this.cache.at < 500) return this.cache.series;
+    const text = await readFile(this.pluginFile, 'utf8').catch(() => '');
+    this.cache = { at: Date.now(), series: [...parseMetrics(text).values()] };
+    return this.cache.series;
+  }
+
+  async render(): Promise<{ contentType: string; body: string }> {
+    this.cache = undefined;
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}

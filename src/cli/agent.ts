@@ -1,0 +1,145 @@
+// `ipam-shim agent`: the DaemonSet's one long-running process per node (src/agent/daemon.ts). Flags only; the
+// DaemonSet fills them from its ConfigMap.
+import { parseArgs } from 'node:util';
+import { DEFAULT_CONF_DIR } from '../conflist.js';
+import { defaultSource } from '../install/install.js';
+import { DEFAULT_CNI_PATH, NETWORK_FLAGS, type NetworkFlags } from './network.js';
+import { parseListen } from '../agent/http.js';
+import type { GcMode } from '../agent/reconcile.js';
+import { parseShimConfig, DEFAULT_WATCH_INTERVAL_S } from './install.js';
+import { UsageError, type Command, type CommandOutput } from './command.js';
+
+export const DEFAULT_AGENT_LISTEN = '127.0.0.1:9740';
+export const DEFAULT_AGENT_INTERVAL_S = 30;
+export const DEFAULT_CACHE_DIR = '/var/lib/cni';
+
+/** Every flag `agent` takes (test/unit/deploy.test.ts checks the DaemonSet against it). */
+export const AGENT_FLAGS = {
+  ...NETWORK_FLAGS,
+  interval: { type: 'string', default: String(DEFAULT_AGENT_INTERVAL_S) },
+  jitter: { type: 'string', default: '0.1' },
+  gc: { type: 'string', default: 'report' },
+  'grace-seconds': { type: 'string', default: '60' },
+  'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR },
+  'allow-empty-cache': { type: 'boolean', default: false },
+  listen: { type: 'string', default: DEFAULT_AGENT_LISTEN },
+  'log-level': { type: 'string', default: 'info' },
+  'cni-bin-dir': { type: 'string' },
+  source: { type: 'string' },
+  'shim-config': { type: 'string' },
+  'no-install': { type: 'boolean', default: false },
+} as const;
+
+const USAGE = `ipam-shim agent [--gc report|apply] [--interval SECONDS] [--jitter FRACTION] [--listen HOST:PORT]
+  [--grace-seconds 60] [--cache-dir /var/lib/cni] [--allow-empty-cache] [--log-level info]
+  [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS]
+  [--cni-bin-dir DIR] [--source PATH] [--shim-config JSON] [--no-install]
+
+Runs until SIGTERM: keeps the shim installed (install --watch), and every interval (± jitter; SIGHUP: now)
+reconciles the node: GC of leaked pod addresses from the runtime's result cache (--gc report: only reported,
+the default; apply: released), residue for ledger addresses removed, the IPv6 probe rewrite put back where due.
+/metrics, /healthz and /readyz on --listen (default ${DEFAULT_AGENT_LISTEN}); logs as JSON lines on stdout.`;
+
+const LEVELS = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
+
+function seconds(flag: string, text: string, min: number): number {
+  const n = Number(text);
+  if (text.trim() === '' || !Number.isFinite(n) || n < min) throw new UsageError(`--${flag} takes seconds (≥ ${min}), got ${JSON.stringify(text)}`);
+  return n;
+}
+
+export interface AgentSettings {
+  flags: NetworkFlags;
+  gc: { mode: GcMode; cacheDir: string; graceMs: number; allowEmptyCache: boolean };
+  intervalMs: number;
+  jitter: number;
+  listen: { host: string; port: number };
+  logLevel: string;
+}
+
+/** Validates the agent's argv (no side effects): its settings, and what `install --watch` gets (absent with --no-install). */
+export function parseAgentArgs(argv: string[]): { settings: AgentSettings; install: AgentInstall | undefined } {
+  let v;
+  try {
+    ({ values: v } = parseArgs({ args: argv, strict: true, options: AGENT_FLAGS }));
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const mode = v.gc;
+  if (mode !== 'report' && mode !== 'apply') throw new UsageError(`--gc takes report or apply, got ${JSON.stringify(mode)}`);
+  const intervalS = seconds('interval', v.interval, 0.1);
+  const graceS = seconds('grace-seconds', v['grace-seconds'], 0);
+  const jitter = Number(v.jitter);
+  if (!Number.isFinite(jitter) || jitter < 0 || jitter >= 1) throw new UsageError('--jitter takes a fraction in [0, 1)');
+  if (!LEVELS.has(v['log-level'])) throw new UsageError(`--log-level takes one of ${[...LEVELS].join(', ')}`);
+  let listen;
+  try {
+    listen = parseListen(v.listen);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const shimKeys = parseShimConfig(v['shim-config']);
+  let install: AgentInstall | undefined;
+  if (!v['no-install']) {
+    let source: string;
+    try {
+      source = v.source ?? defaultSource();
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+    install = { source, binDir: v['cni-bin-dir'] ?? DEFAULT_CNI_PATH, confDir: v['conf-dir'] ?? DEFAULT_CONF_DIR, shimKeys, intervalMs: DEFAULT_WATCH_INTERVAL_S * 1000 };
+  }
+  const flags: NetworkFlags = { conflist: v.conflist, 'conf-dir': v['conf-dir'], network: v.network, 'cni-path': v['cni-path'] };
+  return {
+    settings: { flags, gc: { mode, cacheDir: v['cache-dir'], graceMs: graceS * 1000, allowEmptyCache: v['allow-empty-cache'] }, intervalMs: intervalS * 1000, jitter, listen, logLevel: v['log-level'] },
+    install,
+  };
+}
+
+interface AgentInstall {
+  source: string;
+  binDir: string;
+  confDir: string;
+  /** undefined: keep the settings of the entry already there (install's own rule). */
+  shimKeys: Record<string, unknown> | undefined;
+  intervalMs: number;
+}
+
+export const agentCommand: Command = {
+  name: 'agent',
+  summary: 'the node agent (DaemonSet): keep the shim installed, reconcile GC/residue/probe rewrite every interval, serve /metrics',
+  usage: USAGE,
+  exitStatus: '0 stopped by SIGTERM/SIGINT (every problem meanwhile is logged and counted, never an exit); 1 it could not start (e.g. the --listen address is taken); 2 usage',
+  async run(argv, ctx): Promise<CommandOutput> {
+    const { settings, install } = parseAgentArgs(argv);
+    const { runAgent, stdoutLogger } = await import('../agent/daemon.js');
+    const log = stdoutLogger(settings.logLevel);
+    const ac = new AbortController();
+    const stop = (sig: string) => () => {
+      log.info({ signal: sig }, 'stopping');
+      ac.abort();
+    };
+    const onTerm = stop('SIGTERM');
+    const onInt = stop('SIGINT');
+    process.once('SIGTERM', onTerm);
+    process.once('SIGINT', onInt);
+    try {
+      const summary = await runAgent(
+        {
+          reconcile: { flags: settings.flags, env: ctx.env, run: ctx.run, gc: settings.gc },
+          intervalMs: settings.intervalMs,
+          jitter: settings.jitter,
+          listen: settings.listen,
+          install,
+          log,
+        },
+        ac.signal,
+      );
+      // Everything was logged as it happened; stdout carries the log lines, so no text is added after them.
+      return { data: summary, text: '', exitCode: 0 };
+    } finally {
+      process.removeListener('SIGTERM', onTerm);
+      process.removeListener('SIGINT', onInt);
+    }
+  },
+};

@@ -1,0 +1,396 @@
+// `ipam-shim agent` as a real process: the BUILT single executable (dist/ipam-shim) started inside a network
+// namespace standing for the node, with temp dirs for the CNI bin/conf/state/cache dirs, against Debian's ptp +
+// host-local driven by the project's libcni-like runner (which writes the result cache the agent's GC reads):
+//   netns vnet (client 10.240.0.4) ── eth0 ── netns node: eth0 ⊂ bridge azure0 (10.240.0.5/16) ── ptp ── pods
+// Pods are dual-stack (10.240.0.32–63, fd00:10:240::/64), so the ledger holds IPv6 addresses and the IPv6 probe
+// rewrite is due. The agent's /metrics and /healthz are fetched with Node's fetch from inside the node netns.
+import { execa, type ResultPromise } from 'execa';
+import { mkdir, readdir, readFile, unlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runInNetns, type Run } from '../../src/effects/exec.js';
+import { parseMetrics, seriesKey } from '../../src/metrics.js';
+import { FIXTURE_BIN, hostLocalAllocations, PLUGIN_DIR, ROOT, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
+import { inNs, rootOrSkip, TestNet, uid } from '../helpers/netns.js';
+import { CniRunner } from '../runner/runner.js';
+
+/** The single executable the DaemonSet's image ships. */
+const AGENT = join(ROOT, 'dist/ipam-shim');
+const DEAD_MAC = '0:d:3a:30:47:42';
+const podRules = (ip: string, mac: string): string[][] => [
+  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
+  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT'],
+];
+/** AKS's cilium conflist: the agent's install step chains the shim into it. */
+const AKS_CILIUM = { cniVersion: '0.3.1', name: 'cilium', plugins: [{ type: 'cilium-cni', ipam: { type: 'azure-ipam' } }] };
+
+const enabled = rootOrSkip();
+
+interface Agent {
+  proc: ResultPromise;
+  lines: () => Array<Record<string, any>>;
+  passes: () => Array<Record<string, any>>;
+}
+
+interface Bed {
+  net: TestNet;
+  s: Awaited<ReturnType<typeof scratch>>;
+  vnet: string;
+  node: string;
+  r: Run;
+  network: string;
+  confDir: string;
+  cacheDir: string;
+  binDir: string;
+  cniPath: string;
+  runner: CniRunner;
+  metricsFile: string;
+  agents: Agent[];
+  owners: string[];
+}
+
+async function makeBed(net: TestNet, o: { delegateType?: string } = {}): Promise<Bed> {
+  const s = await scratch();
+  net.defer(() => s.cleanup());
+  const vnet = await net.netns('vnet');
+  const node = await net.netns('node');
+  await net.veth(vnet, 'eth0', node, 'eth0');
+  const r = runInNetns(node);
+  await r('ip', ['link', 'add', 'azure0', 'type', 'bridge']);
+  await r('ip', ['link', 'set', 'eth0', 'master', 'azure0']);
+  await r('ip', ['link', 'set', 'azure0', 'up']);
+  await r('ip', ['addr', 'add', '10.240.0.5/16', 'dev', 'azure0']);
+  await r('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+  await inNs(vnet, 'ip', ['addr', 'add', '10.240.0.4/16', 'dev', 'eth0']);
+  await inNs(vnet, 'ip', ['route', 'add', '10.240.0.32/27', 'via', '10.240.0.5']);
+
+  const network = `agt${uid()}`;
+  const hostLocal = {
+    type: 'host-local',
+    dataDir: s.dataDir,
+    ranges: [[{ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' }], [{ subnet: 'fd00:10:240::/64' }]],
+  };
+  const metricsFile = join(s.dir, 'metrics', 'ipam-shim.prom');
+  const confList = {
+    cniVersion: '1.0.0',
+    name: network,
+    plugins: [
+      { type: 'ptp', ipMasq: false, ipam: hostLocal },
+      { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, metricsFile, uplink: 'eth0', delegate: { ...hostLocal, type: o.delegateType ?? 'host-local' } },
+    ],
+  };
+  const confDir = join(s.dir, 'net.d');
+  await mkdir(confDir);
+  await writeFile(join(confDir, '05-cilium.conflist'), JSON.stringify(AKS_CILIUM, null, 2));
+  await writeFile(join(confDir, '10-agent.conflist'), JSON.stringify(confList, null, 2));
+  const pluginBin = await shimBinDir(s.dir);
+  const cniPath = [PLUGIN_DIR, FIXTURE_BIN].join(':');
+  const cacheDir = join(s.dir, 'cache');
+  const runner = new CniRunner({ confList, pluginDirs: [pluginBin, PLUGIN_DIR, FIXTURE_BIN], cacheDir, netns: node });
+  const bed: Bed = { net, s, vnet, node, r, network, confDir, cacheDir, binDir: join(s.dir, 'opt-cni-bin'), cniPath, runner, metricsFile, agents: [], owners: [] };
+  net.defer(async () => {
+    for (const a of bed.agents) a.proc.kill('SIGKILL');
+    await Promise.allSettled(bed.agents.map((a) => a.proc));
+    for (const owner of bed.owners) await execa('ip', ['netns', 'del', `ipam-shim-agent-${owner}`], { reject: false });
+  });
+  return bed;
+}
+
+function startAgent(bed: Bed, args: string[], env: Record<string, string> = {}): Agent {
+  const proc = execa(
+    'ip',
+    [
+      'netns', 'exec', bed.node, AGENT, 'agent',
+      '--network', bed.network, '--conf-dir', bed.confDir, '--cni-path', bed.cniPath, '--cache-dir', bed.cacheDir,
+      '--cni-bin-dir', bed.binDir, '--source', AGENT, '--grace-seconds', '0', '--jitter', '0', ...args,
+    ],
+    { reject: false, env, buffer: false },
+  );
+  let text = '';
+  proc.stdout!.on('data', (d: Buffer) => (text += d.toString()));
+  proc.stderr!.on('data', (d: Buffer) => (text += d.toString()));
+  const lines = () =>
+    text
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, any>);
+  const agent: Agent = { proc, lines, passes: () => lines().filter((l) => String(l.msg).startsWith('reconcile pass')) };
+  bed.agents.push(agent);
+  return agent;
+}
+
+async function waitFor(what: string, pred: () => Promise<boolean> | boolean, ms = 30_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await pred()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** A real HTTP client (Node's fetch) in the node's netns: the agent listens on the node's loopback. */
+async function httpGet(bed: Bed, path: string, port = 9740): Promise<{ status: number; body: string }> {
+  const script = `const r = await fetch('http://127.0.0.1:${port}${path}'); process.stdout.write(JSON.stringify({ status: r.status, body: await r.text() }));`;
+  const out = await execa('ip', ['netns', 'exec', bed.node, process.execPath, '--input-type=module', '-e', script]);
+  return JSON.parse(out.stdout) as { status: number; body: string };
+}
+
+async function metric(bed: Bed, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
+  const { body } = await httpGet(bed, '/metrics');
+  return parseMetrics(body).get(seriesKey(name, labels))?.value;
+}
+
+async function pod(bed: Bed, id: string): Promise<{ ns: string; ip: string; ip6: string }> {
+  const ns = await bed.net.netns('pod');
+  const result: any = await bed.runner.add(id, `/run/netns/${ns}`);
+  const ips = (result.ips as Array<{ address: string }>).map((i) => i.address.split('/')[0]!);
+  return { ns, ip: ips.find((i) => !i.includes(':'))!, ip6: ips.find((i) => i.includes(':'))! };
+}
+
+/** A pod leaked behind the runtime's back: its cache entry and its netns gone, no DEL. */
+async function leak(bed: Bed, id: string): Promise<{ ip: string }> {
+  const p = await pod(bed, id);
+  await unlink(bed.runner.cacheFilePath(id));
+  await execa('ip', ['netns', 'del', p.ns]);
+  return p;
+}
+
+async function agentIp(bed: Bed, owner: string): Promise<string[]> {
+  bed.owners.push(owner);
+  const conflist = join(bed.confDir, '10-agent.conflist');
+  const r = await execa('ip', ['netns', 'exec', bed.node, SHIM, 'agent-ip', 'allocate', '--owner', owner, '--conflist', conflist, '--cni-path', bed.cniPath, '--json']);
+  return JSON.parse(r.stdout).ips as string[];
+}
+
+const store = (bed: Bed) => hostLocalAllocations(bed.s.dataDir, bed.network);
+const ledgerIps = async (bed: Bed): Promise<string[]> => {
+  const dir = join(bed.s.stateDir, bed.network, 'records');
+  const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.endsWith('.json') && !n.startsWith('.'));
+  const recs = await Promise.all(names.map(async (n) => JSON.parse(await readFile(join(dir, n), 'utf8')) as { ips: string[] }));
+  return recs.flatMap((r) => r.ips.map((ip) => ip.split('/')[0]!));
+};
+const ping = async (bed: Bed, ip: string) => (await inNs(bed.vnet, 'ping', ['-c', '2', '-i', '0.2', '-W', '1', '-q', ip], { reject: false })).exitCode;
+const hup = (a: Agent) => a.proc.kill('SIGHUP');
+/** Sends SIGHUP and waits for the pass it starts to end. */
+async function onePass(a: Agent): Promise<Record<string, any>> {
+  const before = a.passes().length;
+  hup(a);
+  await waitFor('a pass after SIGHUP', () => a.passes().length > before);
+  return a.passes()[before]!;
+}
+async function stopWithin(a: Agent, ms: number): Promise<number> {
+  const t0 = Date.now();
+  a.proc.kill('SIGTERM');
+  const r = await a.proc;
+  const took = Date.now() - t0;
+  expect(r.exitCode, `exit after SIGTERM (${took} ms)`).toBe(0);
+  expect(took).toBeLessThan(ms);
+  return took;
+}
+
+describe.skipIf(!enabled)('ipam-shim agent (the built executable in a node netns)', () => {
+  const net = new TestNet();
+  afterEach(() => net.cleanup());
+  let bed: Bed;
+  beforeEach(async () => {
+    bed = await makeBed(net);
+  });
+
+  it('apply: a leaked pod is released within two passes, live pods and agent IPs never; installs the shim; metrics count it; SIGTERM stops promptly', async () => {
+    const [agentAddr] = await agentIp(bed, 'health');
+    const alive = await pod(bed, 'pod-alive');
+    const leaked = await leak(bed, 'pod-leaked');
+    expect(await store(bed)).toContain(leaked.ip);
+
+    const a = startAgent(bed, ['--gc', 'apply', '--interval', '1']);
+    await waitFor('two passes', () => a.passes().length >= 2);
+    const releasedIn = a.passes().findIndex((p) => p.released > 0);
+    expect(releasedIn, JSON.stringify(a.passes())).toBeGreaterThanOrEqual(0);
+    expect(releasedIn).toBeLessThan(2);
+    expect(await store(bed)).not.toContain(leaked.ip);
+    expect(await ledgerIps(bed)).not.toContain(leaked.ip);
+    for (const ip of [agentAddr!.split('/')[0]!, alive.ip, alive.ip6]) {
+      expect(await store(bed)).toContain(ip);
+      expect(await ledgerIps(bed)).toContain(ip);
+    }
+    // A few more passes release nothing else.
+    const n = a.passes().length;
+    await waitFor('two more passes', () => a.passes().length >= n + 2);
+    expect(a.passes().slice(n).every((p) => p.released === 0 && p.errors === 0), JSON.stringify(a.passes())).toBe(true);
+
+    // install --watch, run by the agent: the binary and the chained entry after cilium-cni.
+    await waitFor('the shim chained into the cilium conflist', async () => (await readFile(join(bed.confDir, '05-cilium.conflist'), 'utf8')).includes('"ipam-shim"'));
+    expect((await readFile(join(bed.binDir, 'ipam-shim'))).equals(await readFile(AGENT))).toBe(true);
+
+    expect(await httpGet(bed, '/healthz')).toMatchObject({ status: 200 });
+    expect(await httpGet(bed, '/readyz')).toMatchObject({ status: 200 });
+    expect(await metric(bed, 'ipam_shim_agent_gc_released_total', { network: bed.network })).toBe(1);
+    expect(await metric(bed, 'ipam_shim_agent_reconcile_passes_total', { outcome: 'ok' })).toBeGreaterThanOrEqual(4);
+    expect(await metric(bed, 'ipam_shim_agent_errors_total', { step: 'gc' })).toBe(0);
+    expect(await metric(bed, 'ipam_shim_agent_last_pass_duration_seconds')).toBeGreaterThan(0);
+    // The plugin's own counters, from its textfile (the same file node-exporter would read): two pod ADDs.
+    expect(await metric(bed, 'ipam_shim_invocations_total', { network: bed.network, verb: 'ADD' })).toBe(2);
+    const textfile = parseMetrics(await readFile(bed.metricsFile, 'utf8'));
+    expect(textfile.get(seriesKey('ipam_shim_invocations_total', { network: bed.network, verb: 'ADD' }))?.value).toBe(2);
+
+    await stopWithin(a, 3_000);
+    expect(a.lines().at(-1)).toMatchObject({ msg: 'agent stopped' });
+  });
+
+  it('report (the default): a leaked pod is only reported, counted as leaked, never released', async () => {
+    await pod(bed, 'pod-alive');
+    const leaked = await leak(bed, 'pod-leaked');
+    const a = startAgent(bed, ['--interval', '0.5']);
+    await waitFor('three passes', () => a.passes().length >= 3);
+    expect(a.passes().every((p) => p.leaked === 1 && p.released === 0)).toBe(true);
+    expect(a.lines().some((l) => /report mode/.test(l.msg) && l.leaked?.[0]?.containerID === 'pod-leaked')).toBe(true);
+    expect(await store(bed)).toContain(leaked.ip);
+    expect(await ledgerIps(bed)).toContain(leaked.ip);
+    expect(await metric(bed, 'ipam_shim_agent_gc_leaked', { network: bed.network, mode: 'report' })).toBe(1);
+    expect(await metric(bed, 'ipam_shim_agent_gc_released_total', { network: bed.network })).toBe(0);
+    await stopWithin(a, 3_000);
+  });
+
+  it("residue re-added for a live pod's address is removed in one pass, decoys untouched, and the pod answers ping again", async () => {
+    const live = await pod(bed, 'pod-live');
+    expect(await ping(bed, live.ip)).toBe(0);
+    const a = startAgent(bed, ['--interval', '3600']);
+    await waitFor('the first pass', () => a.passes().length >= 1);
+    // azure-vnet (still running for other pods) re-adds its rules for this address, next to decoys.
+    const decoyIp = live.ip === '10.240.0.33' ? '10.240.0.34' : '10.240.0.33';
+    const rules = [...podRules(live.ip, DEAD_MAC), ...podRules(decoyIp, '0:d:3a:30:47:33'), ...podRules(live.ip.slice(0, -1), '0:d:3a:30:47:30')];
+    for (const rule of rules) await bed.r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    await bed.r('ip', ['neigh', 'add', decoyIp, 'lladdr', '0:d:3a:30:47:33', 'dev', 'azure0', 'nud', 'permanent']);
+    await bed.r('ip', ['neigh', 'add', live.ip, 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
+    const before = (await bed.r('ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout;
+    expect(await ping(bed, live.ip)).not.toBe(0);
+
+    const pass = await onePass(a);
+    expect(pass).toMatchObject({ residueRemoved: 3, errors: 0 });
+    const after = (await bed.r('ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout;
+    const podLine = (l: string) => new RegExp(`--(arp-)?ip-dst ${live.ip.replaceAll('.', '\\.')}(/32)? `).test(l);
+    expect(after.split('\n').filter(podLine)).toEqual([]);
+    // Everything else exactly as it was (the entry count line aside).
+    const others = (t: string) => t.split('\n').filter((l) => !podLine(l) && !l.startsWith('Bridge chain'));
+    expect(others(after)).toEqual(others(before));
+    expect((await bed.r('ip', ['neigh', 'show', decoyIp, 'nud', 'permanent'])).stdout).toContain('00:0d:3a:30:47:33');
+    expect((await bed.r('ip', ['neigh', 'show', live.ip, 'dev', 'azure0', 'nud', 'permanent'])).stdout).toBe('');
+    expect(await ping(bed, live.ip)).toBe(0);
+    expect(await metric(bed, 'ipam_shim_agent_residue_removed_total', { network: bed.network, kind: 'ebtables' })).toBe(2);
+    expect(await metric(bed, 'ipam_shim_agent_residue_removed_total', { network: bed.network, kind: 'neigh' })).toBe(1);
+    await stopWithin(a, 3_000);
+  });
+
+  it('never interleaves with a CNI call of the same attachment: while its lock is held, GC and residue leave it; the pass after does the work', async () => {
+    const live = await pod(bed, 'pod-live');
+    const leaked = await leak(bed, 'pod-leaked');
+    for (const rule of podRules(live.ip, DEAD_MAC)) await bed.r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    // What an ADD or DEL of these attachments holds while it runs (Ledger.lockedAttachment): this live process's id.
+    const stat = await readFile('/proc/self/stat', 'utf8');
+    const holder = `${process.pid} ${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]}`;
+    const locks = ['pod-live', 'pod-leaked'].map((cid) => join(bed.s.stateDir, bed.network, `.attach-${cid}:eth0.lock`));
+    for (const l of locks) await writeFile(l, holder);
+    const a = startAgent(bed, ['--gc', 'apply', '--interval', '3600']);
+    await waitFor('the first pass', () => a.passes().length >= 1);
+    expect(a.passes()[0]).toMatchObject({ busy: 2, released: 0, residueRemoved: 0, errors: 0 });
+    expect(await store(bed)).toContain(leaked.ip);
+    expect((await bed.r('ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout).toContain(live.ip);
+    for (const l of locks) await unlink(l);
+    expect(await onePass(a)).toMatchObject({ busy: 0, released: 1, residueRemoved: 2, errors: 0 });
+    expect(await store(bed)).not.toContain(leaked.ip);
+    expect(await ping(bed, live.ip)).toBe(0);
+    await stopWithin(a, 3_000);
+  });
+
+  it('the IPv6 probe table, deleted or flushed, is back after one pass', async () => {
+    await pod(bed, 'pod-v6'); // its ADD installs the table (an IPv6 address was handed out)
+    const table = async () => (await bed.r('nft', ['list', 'table', 'ip6', 'azureSLBProbe'], { check: false })).stdout;
+    const installed = await table();
+    expect(installed).toContain('fe80::1234:5678:9abc');
+    const a = startAgent(bed, ['--interval', '3600']);
+    await waitFor('the first pass', () => a.passes().length >= 1);
+    expect(a.passes()[0]).toMatchObject({ probeRestored: false, errors: 0 });
+
+    await bed.r('nft', ['delete', 'table', 'ip6', 'azureSLBProbe']);
+    expect(await table()).toBe('');
+    expect(await onePass(a)).toMatchObject({ probeRestored: true, errors: 0 });
+    expect(await table()).toBe(installed);
+
+    await bed.r('nft', ['flush', 'chain', 'ip6', 'azureSLBProbe', 'prerouting']); // drifted: the table is there, its rules are not
+    expect(await onePass(a)).toMatchObject({ probeRestored: true, errors: 0 });
+    expect(await table()).toBe(installed);
+    expect(await metric(bed, 'ipam_shim_agent_probe_restores_total')).toBe(2);
+    await stopWithin(a, 3_000);
+  });
+});
+
+describe.skipIf(!enabled)('ipam-shim agent killed mid-pass', () => {
+  const net = new TestNet();
+  afterEach(() => net.cleanup());
+
+  it('SIGKILL during releases, then a restart: every leak released once, nothing live lost', async () => {
+    // The delegate is host-local behind a fixture that sleeps after each DEL it did: the kill lands between a
+    // release and its ledger removal, the worst moment.
+    const bed = await makeBed(net, { delegateType: 'slow-ipam' });
+    const [agentAddr] = await agentIp(bed, 'health');
+    const alive = await pod(bed, 'pod-alive');
+    const leaks: Array<{ ip: string }> = [];
+    for (let i = 0; i < 6; i++) leaks.push(await leak(bed, `pod-leak-${i}`));
+    const first = startAgent(bed, ['--gc', 'apply', '--interval', '3600'], { SLOW_IPAM_DEL_AFTER: '2' });
+    // Wait until host-local released some but the ledger still holds them all.
+    await waitFor('the first releases', async () => (await store(bed)).filter((ip) => leaks.some((l) => l.ip === ip)).length < leaks.length);
+    expect((await ledgerIps(bed)).filter((ip) => leaks.some((l) => l.ip === ip))).toHaveLength(leaks.length);
+    first.proc.kill('SIGKILL');
+    await first.proc;
+    expect(first.passes()).toEqual([]); // killed mid-pass
+
+    const recordedLeaks = (await ledgerIps(bed)).filter((ip) => leaks.some((l) => l.ip === ip));
+    const second = startAgent(bed, ['--gc', 'apply', '--interval', '3600']);
+    await waitFor('a pass', () => second.passes().length >= 1, 60_000);
+    expect(second.passes()[0]).toMatchObject({ errors: 0, released: recordedLeaks.length });
+    for (const l of leaks) {
+      expect(await store(bed)).not.toContain(l.ip);
+      expect(await ledgerIps(bed)).not.toContain(l.ip);
+    }
+    for (const ip of [agentAddr!.split('/')[0]!, alive.ip, alive.ip6]) {
+      expect(await store(bed)).toContain(ip);
+      expect(await ledgerIps(bed)).toContain(ip);
+    }
+    // A new pod may get a released address; the next pass keeps it (nothing is released twice).
+    const fresh = await pod(bed, 'pod-fresh');
+    expect(await onePass(second)).toMatchObject({ released: 0, errors: 0 });
+    expect(await store(bed)).toContain(fresh.ip);
+    expect(await metric(bed, 'ipam_shim_agent_gc_released_total', { network: bed.network })).toBe(recordedLeaks.length);
+    // No lock or temp file of the killed agent stays behind.
+    const left = (await readdir(join(bed.s.stateDir, bed.network))).filter((n) => n.includes('lock'));
+    expect(left).toEqual([]);
+    await stopWithin(second, 3_000);
+  });
+
+  it('SIGTERM mid-pass: the releases under way finish, no new one starts, the agent exits promptly; a restart releases the rest', async () => {
+    const bed = await makeBed(net, { delegateType: 'slow-ipam' });
+    const alive = await pod(bed, 'pod-alive');
+    const leaks: Array<{ ip: string }> = [];
+    for (let i = 0; i < 8; i++) leaks.push(await leak(bed, `pod-leak-${i}`));
+    const first = startAgent(bed, ['--gc', 'apply', '--interval', '3600'], { SLOW_IPAM_DEL_AFTER: '1.5' });
+    await waitFor('the first releases', async () => (await store(bed)).filter((ip) => leaks.some((l) => l.ip === ip)).length < leaks.length);
+    const t0 = Date.now();
+    first.proc.kill('SIGTERM');
+    const r = await first.proc;
+    expect(r.exitCode).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    const pass = first.passes()[0]!;
+    expect(pass).toMatchObject({ stopped: true, errors: 0 });
+    // Four releases at a time: the first four finished, the other four never started.
+    expect(pass.released).toBe(4);
+    expect((await ledgerIps(bed)).filter((ip) => leaks.some((l) => l.ip === ip))).toHaveLength(leaks.length - 4);
+    expect(first.lines().at(-1)).toMatchObject({ msg: 'agent stopped' });
+
+    const second = startAgent(bed, ['--gc', 'apply', '--interval', '3600']);
+    await waitFor('a pass', () => second.passes().length >= 1, 60_000);
+    expect(second.passes()[0]).toMatchObject({ errors: 0, released: leaks.length - 4 });
+    expect((await ledgerIps(bed)).filter((ip) => leaks.some((l) => l.ip === ip))).toEqual([]);
+    expect(await store(bed)).toContain(alive.ip);
+    await stopWithin(second, 3_000);
+  });
+});
