@@ -8,7 +8,8 @@ import { defaultUplink6, ensureProbeRewrite, PROBE_TABLE, removeProbeRewrite } f
 import type { Run } from '../effects/exec.js';
 import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeAssessment } from '../doctor/probe.js';
 import { UsageError, type Command, type CommandOutput } from './command.js';
-import { NETWORK_FLAGS, openNetwork, type NetworkFlags, type OpenNetwork } from './network.js';
+import { NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
+import type { OpenNetwork } from '../network/open.js';
 
 const USAGE = [
   'ipam-shim probe-rewrite ensure | remove | status [--uplink DEV] [--probe-source IP] [--probe-global IP]',

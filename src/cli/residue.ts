@@ -10,7 +10,8 @@ import { cleanResidue, findOrphans, findResidueOnNode, localMacs, type CleanFail
 import { type ResidueRule } from '../residue/parse.js';
 import { exactIp } from '../net/ip.js';
 import { confDirProblem, DEFAULT_CONF_DIR } from '../conflist.js';
-import { NETWORK_FLAGS, openNetwork, type NetworkFlags, type OpenNetwork } from './network.js';
+import { NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
+import type { OpenNetwork } from '../network/open.js';
 import { UsageError, type Command, type CommandOutput } from './command.js';
 
 const USAGE = [

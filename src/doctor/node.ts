@@ -9,7 +9,7 @@ import { conflistFiles, holdsShim } from '../conflist.js';
 import { Delegate } from '../effects/delegate.js';
 import type { LedgerRecord } from '../effects/ledger.js';
 import { parseIp } from '../net/ip.js';
-import type { OpenNetwork } from '../cli/network.js';
+import type { OpenNetwork } from '../network/open.js';
 import type { DoctorCheck, Finding } from './check.js';
 
 export const HOST_LOCAL_DEFAULT_DATA_DIR = '/var/lib/cni/networks';

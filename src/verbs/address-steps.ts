@@ -4,7 +4,6 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { findReservedHit, hostLocalRanges, rangesInReserved } from '../reserved.js';
 import { parseCidrs, type Cidr, type IpRange } from '../net/cidr.js';
 import { cleanResidue, listResidueFor } from '../residue/clean.js';
-import { noteResidueRemoved } from '../metrics.js';
 import {
   defaultUplink6,
   ensureProbeRewrite,
@@ -88,7 +87,8 @@ async function cleanResidueFor(ctx: VerbContext, ips: string[], ac: AddressConte
   if (!residue.ebtables && !residue.neigh) return;
   const cleaned = await cleanResidue(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
   const { rules, neighbours } = cleaned.removed;
-  noteResidueRemoved(rules.length, neighbours.length);
+  ctx.counters.residueRules += rules.length;
+  ctx.counters.residueNeighbours += neighbours.length;
   if (rules.length || neighbours.length) {
     ctx.log.warn({ ips, rules: rules.map((r) => r.text), neighbours: neighbours.map((n) => `${n.ip} dev ${n.dev}`) }, 'removed stale residue');
   }
