@@ -48,19 +48,23 @@ export class ScriptedDelegate implements IpamDelegate {
   }
 
   async del(conf: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<void> {
-    this.script.del?.(this.note('DEL', conf, env));
+    const call = this.note('DEL', conf, env);
+    this.script.del?.(call);
   }
 
   async check(conf: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<void> {
-    this.script.check?.(this.note('CHECK', conf, env));
+    const call = this.note('CHECK', conf, env);
+    this.script.check?.(call);
   }
 
   async gc(conf: Record<string, unknown>): Promise<void> {
-    this.script.gc?.(this.note('GC', conf, {}));
+    const call = this.note('GC', conf, {});
+    this.script.gc?.(call);
   }
 
   async status(conf: Record<string, unknown>): Promise<void> {
-    this.script.status?.(this.note('STATUS', conf, {}));
+    const call = this.note('STATUS', conf, {});
+    this.script.status?.(call);
   }
 
   private note(command: DelegateCommand, conf: Record<string, unknown>, env: NodeJS.ProcessEnv): DelegateCall {
