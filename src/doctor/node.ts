@@ -179,7 +179,7 @@ export const stateDirCheck: DoctorCheck = {
     const { stateDir } = net.conf.settings;
     const uid = process.getuid?.();
     const out: Finding[] = [];
-    const dirs = [stateDir, net.ledger.dir, join(net.ledger.dir, 'records'), join(net.ledger.dir, 'ips')];
+    const dirs = net.ledger.directories();
     let present = 0;
     for (const dir of dirs) {
       const st = await lstat(dir).catch(() => undefined);

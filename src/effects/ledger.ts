@@ -145,6 +145,11 @@ export class Ledger implements LedgerStore {
     }
   }
 
+  /** Every directory the ledger keeps private (0700, ours): the configured root, the network's, records and index. */
+  directories(): string[] {
+    return [this.stateDir, this.dir, this.recordsDir, this.ipsDir];
+  }
+
   recordPath(a: Attachment): string {
     const name = `${keyOf(a)}.json`;
     if (Buffer.byteLength(name) > MAX_RECORD_NAME_BYTES) {
