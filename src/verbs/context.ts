@@ -2,7 +2,6 @@
 // network's ledger and delegate, as for the CLI and doctor).
 import type { Request } from '../cni/skel.js';
 import type { Attachment } from '../cni/config.js';
-import { ownerOf as recordOwner, type LedgerRecord } from '../effects/ledger.js';
 import { run as defaultRun, KILL_GRACE_MS, type Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
 import { networkDeps, type NetworkDeps } from '../network/open.js';
@@ -31,5 +30,3 @@ export function exclusively<T>(ctx: VerbContext, fn: () => Promise<T>): Promise<
   const waitMs = Math.max(MIN_ATTACHMENT_WAIT_MS, 3 * (ctx.conf.settings.delegateTimeoutMs + KILL_GRACE_MS) + 5_000);
   return ctx.ledger.lockedAttachment(attachmentOf(ctx), waitMs, fn);
 }
-
-export const ownerOf = (ctx: VerbContext, containerID: string): LedgerRecord['owner'] => recordOwner(containerID, ctx.conf.settings.agentContainerIDs);

@@ -12,6 +12,8 @@ import { allocateAgentIp } from '../../src/agent/agent-ip.js';
 import { parseNetConf } from '../../src/cni/config.js';
 import { silentLogger } from '../../src/log.js';
 import { warm, warmRun } from '../../src/warm.js';
+import { Ledger } from '../../src/effects/ledger.js';
+import { ledgerGauges } from '../../src/metrics.js';
 import { fakes, ipamConf, record, resultWith, verbContext } from '../helpers/verb-context.js';
 
 const codeOf = (p: Promise<unknown>) => p.then(() => 0, (e: unknown) => (e instanceof CniError ? e.code : -1));
@@ -22,6 +24,12 @@ describe('ADD in the IPAM slot', () => {
     const result = await cmdAdd(verbContext('ADD', ipamConf(), f));
     expect(result.ips?.map((i) => i.address)).toEqual(['10.0.0.5/24']);
     expect((await f.ledger.get({ containerID: 'c1', ifname: 'eth0' }))).toMatchObject({ state: 'attached', ips: ['10.0.0.5'], owner: 'pod' });
+  });
+
+  it("records an agentContainerIDs match as cilium-agent's (GC keeps it)", async () => {
+    const f = fakes();
+    await cmdAdd(verbContext('ADD', ipamConf(), f, { CNI_CONTAINERID: 'cilium-agent-n1' }));
+    expect((await f.ledger.get({ containerID: 'cilium-agent-n1', ifname: 'eth0' }))?.owner).toBe('agent');
   });
 
   it('rolls back when a later step fails: the delegate DEL runs and the record is forgotten', async () => {
@@ -144,6 +152,21 @@ describe('agent IPs', () => {
     const again = await allocateAgentIp(deps(f), 'node1');
     expect(again).toMatchObject({ action: 'reallocated', ips: ['10.0.0.6'] });
     expect(f.delegate.calls.map((c) => c.command)).toEqual(['DEL', 'ADD', 'CHECK', 'DEL', 'ADD']);
+  });
+});
+
+describe('metrics gauges from the file ledger', () => {
+  it('counts every record and the addresses of the agent ones', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'verbs-census-'));
+    try {
+      const ledger = new Ledger(stateDir, 'unit');
+      await ledger.put(record('pod-1', { ips: ['10.0.0.1'] }));
+      await ledger.put(record('cilium-agent-n1', { owner: 'agent', ips: ['10.0.0.2', 'fd00::2'] }));
+      expect(await ledgerGauges(stateDir, 'unit', ['cilium-agent-*'])).toEqual({ attachments: 2, agentIps: 2 });
+      expect(await ledgerGauges(stateDir, 'other', ['cilium-agent-*'])).toEqual({ attachments: 0, agentIps: 0 });
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
   });
 });
 
