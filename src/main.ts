@@ -13,17 +13,22 @@ let mainAt = performance.now();
 async function main(): Promise<number> {
   if (process.env.CNI_COMMAND) {
     const fast = process.env.CNI_COMMAND.toUpperCase() === 'VERSION' ? versionFast() : undefined;
-    if (fast !== undefined) return writeStdout(fast), 0;
+    if (fast !== undefined) return reply(fast, 0);
     const { runPlugin } = await import('./plugin.js');
     const { stdout, exitCode } = await runPlugin(process.env, readInput, { main: mainAt, loaded: performance.now() });
-    return writeStdout(stdout), exitCode;
+    return reply(stdout, exitCode);
   }
   const argv = process.argv.slice(2);
-  if (argv.length === 0) return process.stderr.write(`${(await import('./cni/skel.js')).ABOUT}\n`), 0;
+  if (argv.length === 0) {
+    process.stderr.write(`${(await import('./cni/skel.js')).ABOUT}\n`);
+    return 0;
+  }
   const { stdout, stderr, exitCode } = await (await import('./cli/index.js')).runCli(argv, process.env);
   if (stderr) process.stderr.write(stderr);
-  return writeStdout(stdout), exitCode;
+  return reply(stdout, exitCode);
 }
+
+const reply = (stdout: string, exitCode: number): number => (writeStdout(stdout), exitCode);
 
 function start(): void {
   main().then(
@@ -36,5 +41,10 @@ function start(): void {
   );
 }
 
-const fromSnapshot = () => ((mainAt = performance.now()), (startup.fromSnapshot = true), start());
-if (!buildingSnapshot(fromSnapshot)) start();
+function startFromSnapshot(): void {
+  mainAt = performance.now();
+  startup.fromSnapshot = true;
+  start();
+}
+
+if (!buildingSnapshot(startFromSnapshot)) start();
