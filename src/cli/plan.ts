@@ -1,6 +1,6 @@
-// `ipam-shim plan`: which node CIDRs of a Cilium cluster-pool collide with reserved subnets (see src/plan.ts).
+// `ipam-shim plan`: which node CIDRs of a Cilium cluster-pool collide with reserved subnets (see src/reserved/pool-plan.ts).
 import { parseArgs } from 'node:util';
-import { type FamilyPlan, type Plan, planPool, planToJson } from '../plan.js';
+import { type FamilyPlan, type Plan, planPool, planToJson } from '../reserved/pool-plan.js';
 import { type Command, type CommandOutput, UsageError } from './command.js';
 
 const USAGE =

@@ -8,11 +8,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { isSea } from 'node:sea';
 import { parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config.js';
-import { CniError, ErrorCode } from '../cni/errors.js';
 import { ABOUT } from '../cni/skel.js';
 import { run } from '../effects/exec.js';
-import { parseCidrs } from '../net/cidr.js';
-import { checkProbeSettings } from '../effects/probe-rewrite.js';
+import { parseReservedCidrs } from '../reserved/decision.js';
+import { checkProbeSettings } from '../probe-rewrite/ruleset.js';
 import { conflistFiles, holdsShim } from '../conflist.js';
 import { isErrno, syncDir, writeFileAtomic } from '../effects/fs-atomic.js';
 import type { Logger } from '../log.js';
@@ -46,11 +45,7 @@ async function sha256(path: string): Promise<string> {
  */
 export function validateShimKeys(keys: Record<string, unknown>): ShimSettings {
   const settings = parseShimSettings(keys, '');
-  try {
-    parseCidrs(settings.reservedCIDRs);
-  } catch (e) {
-    throw new CniError(ErrorCode.InvalidNetworkConfig, 'invalid reservedCIDRs', { details: (e as Error).message });
-  }
+  parseReservedCidrs(settings.reservedCIDRs);
   const { uplink, probeSource, probeGlobal } = settings;
   checkProbeSettings({ ...(uplink ? { uplink } : {}), ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) });
   return settings;
