@@ -57,7 +57,7 @@ const diet = process.env.IPAM_SHIM_DIET !== '0';
 // Whitespace and syntax minification: a third less to parse for `node ipam-shim.js`, a smaller snapshot.
 const minify = process.env.IPAM_SHIM_MINIFY !== '0';
 // The single executable starts from a V8 startup snapshot that already holds zod and the config schemas
-// (src/main.ts warm()); IPAM_SHIM_SNAPSHOT=0 builds it with a plain code cache instead (for comparisons).
+// (src/snapshot.ts, src/warm.ts); IPAM_SHIM_SNAPSHOT=0 builds it with a plain code cache instead (for comparisons).
 const snapshot = process.env.IPAM_SHIM_SNAPSHOT !== '0';
 
 const { version } = JSON.parse(execFileSync('cat', [new URL('../package.json', import.meta.url).pathname], { encoding: 'utf8' }));

@@ -2,10 +2,10 @@
 // textfile collector (setting `metricsFile`). Read-modify-write under a small lock (concurrent invocations must
 // not lose counts), written atomically (the collector never reads half a file), mode 0644 (it runs as another
 // user). Nothing here may change a CNI outcome: every failure is logged and swallowed.
-import { mkdir, readdir, readFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-import { readFileNoFollow, writeFileAtomic } from './effects/fs-atomic.js';
-import { matchesAny } from './effects/ledger.js';
+import { mkdir, readFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { writeFileAtomic } from './effects/fs-atomic.js';
+import { Ledger, ownerOf } from './effects/ledger.js';
 import { withLock } from './effects/lock.js';
 import type { Outcome } from './cni/skel.js';
 import type { Logger } from './log.js';
@@ -30,26 +30,12 @@ export const FAMILIES: Record<string, Family> = {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// per-invocation counters: one process is one CNI invocation, so module state is that invocation's
+// per-invocation counters: the verb adds to its context's (src/verbs/context.ts), plugin.ts hands them over
 
-const noted = { residueRules: 0, residueNeighbours: 0, gcReleased: 0 };
-
-/** Hook for the residue cleanup (ADD). */
-export function noteResidueRemoved(rules: number, neighbours: number): void {
-  noted.residueRules += rules;
-  noted.residueNeighbours += neighbours;
-}
-
-/** Hook for the GC verb. */
-export function noteGcReleased(count: number): void {
-  noted.gcReleased += count;
-}
-
-/** What this process noted (tests); reset clears it. */
-export function notedCounters(reset = false): typeof noted {
-  const copy = { ...noted };
-  if (reset) Object.assign(noted, { residueRules: 0, residueNeighbours: 0, gcReleased: 0 });
-  return copy;
+export interface InvocationCounters {
+  residueRules: number;
+  residueNeighbours: number;
+  gcReleased: number;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -144,20 +130,9 @@ export function applyUpdate(series: Map<string, Series>, u: Update): Map<string,
 // ---------------------------------------------------------------------------------------------------------------
 // effects
 
-/** Ledger gauges from the record file names (`<containerID>:<ifname>.json`); only agent records are opened. */
-export async function ledgerGauges(stateDir: string, network: string, agentPatterns: readonly string[]): Promise<{ attachments: number; agentIps: number }> {
-  const dir = join(stateDir, network, 'records');
-  const names = (await readdir(dir).catch((e) => ((e as { code?: string }).code === 'ENOENT' ? [] : Promise.reject(e)))).filter(
-    (n) => n.endsWith('.json') && !n.startsWith('.'),
-  );
-  let agentIps = 0;
-  for (const n of names) {
-    const containerID = n.slice(0, n.indexOf(':'));
-    if (!matchesAny(containerID, agentPatterns)) continue;
-    const rec = JSON.parse((await readFileNoFollow(join(dir, n))) ?? '{}') as { ips?: unknown };
-    if (Array.isArray(rec.ips)) agentIps += rec.ips.length;
-  }
-  return { attachments: names.length, agentIps };
+/** Ledger gauges (the ledger counts its records; agent ones by agentContainerIDs). */
+export function ledgerGauges(stateDir: string, network: string, agentPatterns: readonly string[]): Promise<{ attachments: number; agentIps: number }> {
+  return new Ledger(stateDir, network).census((containerID) => ownerOf(containerID, agentPatterns) === 'agent');
 }
 
 /**
@@ -179,12 +154,11 @@ export async function updateMetricsFile(file: string, u: Update, gauges?: () => 
 }
 
 /** CNI mode: one call after the outcome. Never throws, never changes the outcome. */
-export async function recordInvocation(outcome: Outcome, log: Logger): Promise<void> {
+export async function recordInvocation(outcome: Outcome, counters: InvocationCounters, log: Logger): Promise<void> {
   const conf = outcome.conf;
   const file = conf?.settings.metricsFile;
   if (!conf || !file || !outcome.command) return;
   try {
-    const counters = notedCounters(true);
     const gauges = () =>
       ledgerGauges(conf.settings.stateDir, conf.name, conf.settings.agentContainerIDs).catch((e) => {
         log.warn({ err: e }, 'metrics: ledger not readable; gauges keep their last value');

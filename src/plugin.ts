@@ -45,8 +45,9 @@ export async function runPlugin(
   let configAt = started;
   let loggerAt = started;
   let log: Logger = silentLogger;
+  const counters = { residueRules: 0, residueNeighbours: 0, gcReleased: 0 };
   const verbs = async (): Promise<Verbs> => {
-    const ctx = (req: Parameters<Verbs['ADD']>[0]) => createContext(req, log, procEnv);
+    const ctx = (req: Parameters<Verbs['ADD']>[0]) => createContext(req, log, procEnv, undefined, counters);
     return {
       // One verb per process: load only its modules (GC's planner, STATUS's checks… stay unevaluated on ADD).
       ADD: async (req) => (await import('./verbs/add.js')).cmdAdd(ctx(req)),
@@ -78,6 +79,6 @@ export async function runPlugin(
   } else {
     log.info(outcome.command === 'ADD' ? { ms, outcome: 'ok', timings: timings(marks, started, configAt, loggerAt) } : { ms, outcome: 'ok' }, 'CNI call done');
   }
-  if (outcome.conf?.settings.metricsFile) await (await import('./metrics.js')).recordInvocation(outcome, log); // never throws
+  if (outcome.conf?.settings.metricsFile) await (await import('./metrics.js')).recordInvocation(outcome, counters, log); // never throws
   return outcome;
 }

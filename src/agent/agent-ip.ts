@@ -1,19 +1,21 @@
 // cilium-agent's own IPs under delegated IPAM (design-cfps #13): allocate through the delegate with a
 // deterministic container ID, idempotently across restarts, recorded as owner `agent` so GC never
 // releases them.
-import { join } from 'node:path';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type NetConf } from '../cni/config.js';
 import { resultAddresses } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
-import type { Delegate } from '../effects/delegate.js';
-import type { Ledger, LedgerRecord } from '../effects/ledger.js';
-import { withLock } from '../effects/lock.js';
+import type { IpamDelegate } from '../effects/delegate.js';
+import type { LedgerRecord, LedgerStore } from '../effects/ledger.js';
 import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
 
 export const AGENT_IFNAME = 'eth0';
-export const agentContainerID = (owner: string): string => `cilium-agent-${owner}`;
+const AGENT_ID_PREFIX = 'cilium-agent-';
+/** The deterministic container ID of an owner's agent IPs, and back. */
+export const agentContainerID = (owner: string): string => `${AGENT_ID_PREFIX}${owner}`;
+export const agentOwnerOf = (containerID: string): string =>
+  containerID.startsWith(AGENT_ID_PREFIX) ? containerID.slice(AGENT_ID_PREFIX.length) : containerID;
 /** An empty namespace per owner: the CFP's CNI_NETNS for IPs that live in no pod. */
 export const agentNetnsName = (owner: string): string => `ipam-shim-agent-${owner}`;
 
@@ -22,8 +24,8 @@ export type AgentAction = 'reused' | 'allocated' | 'reallocated';
 
 export interface AgentDeps {
   conf: NetConf;
-  ledger: Ledger;
-  delegate: Delegate;
+  ledger: LedgerStore;
+  delegate: IpamDelegate;
   run: Run;
   log: Logger;
 }
@@ -67,8 +69,7 @@ function pickFamily(ips: string[], family: Family | undefined): string[] {
 /** Allocate (or keep) the owner's IPs. Serialised per owner, so two agents never double-allocate. */
 export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Family): Promise<AgentAllocation> {
   validateOwner(owner);
-  await d.ledger.open();
-  return withLock(join(d.ledger.dir, `agent-${owner}.lock`), async () => {
+  return d.ledger.lockedAgentOwner(owner, async () => {
     const containerID = agentContainerID(owner);
     const att = { containerID, ifname: AGENT_IFNAME };
     const netns = await ensureNetns(d.run, agentNetnsName(owner));
@@ -132,8 +133,7 @@ export function agentPrevResult(ips: string[], version: string): Record<string, 
 /** Release the owner's IPs (feature turned off): delegate DEL, forget the record, remove the namespace. */
 export async function releaseAgentIp(d: AgentDeps, owner: string): Promise<{ owner: string; released: string[] }> {
   validateOwner(owner);
-  await d.ledger.open();
-  return withLock(join(d.ledger.dir, `agent-${owner}.lock`), async () => {
+  return d.ledger.lockedAgentOwner(owner, async () => {
     const att = { containerID: agentContainerID(owner), ifname: AGENT_IFNAME };
     const rec = await d.ledger.get(att);
     const version = await d.delegate.versionFor(d.conf.cniVersion);
@@ -145,6 +145,6 @@ export async function releaseAgentIp(d: AgentDeps, owner: string): Promise<{ own
   });
 }
 
-export async function listAgentIps(ledger: Ledger): Promise<LedgerRecord[]> {
+export async function listAgentIps(ledger: Pick<LedgerStore, 'list'>): Promise<LedgerRecord[]> {
   return (await ledger.list()).records.filter((r) => r.owner === 'agent');
 }

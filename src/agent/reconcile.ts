@@ -12,7 +12,7 @@ import { listNeighbours } from '../effects/neigh.js';
 import type { LedgerRecord } from '../effects/ledger.js';
 import { findResidueOnNode, listPreroutingResidue } from '../residue/clean.js';
 import { cleanResidueFor, ensureProbeRewriteIfDue } from '../verbs/address-steps.js';
-import { openNetwork, type NetworkFlags, type OpenNetwork } from '../cli/network.js';
+import { openConflistNetwork, type NetworkSelection, type OpenNetwork } from '../network/open.js';
 import type { Logger } from '../log.js';
 import { gcFromCache } from '../gc/from-cache.js';
 import type { AgentMetrics, Step } from './metrics.js';
@@ -21,7 +21,7 @@ import { AGENT_LOCK_WAIT_MS, AttachmentBusy, exclusiveAttachment } from './lock.
 export type GcMode = 'report' | 'apply';
 
 export interface ReconcileOptions {
-  flags: NetworkFlags;
+  network: NetworkSelection;
   env: NodeJS.ProcessEnv;
   run: Run;
   log: Logger;
@@ -72,7 +72,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
 
   let net: OpenNetwork | undefined;
   await step('network', async () => {
-    const opened = await openNetwork(o.flags, o.run, o.env);
+    const opened = await openConflistNetwork(o.network, o.run, o.env);
     net = { ...opened, log: o.log.child({ network: opened.conf.name }) };
     report.network = opened.conf.name;
     o.metrics.pluginFile = opened.conf.settings.metricsFile;

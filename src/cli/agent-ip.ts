@@ -1,7 +1,7 @@
 // `ipam-shim agent-ip allocate | release | list`: cilium-agent's own IPs through the delegate (CFP #13).
 import { parseArgs } from 'node:util';
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from '../agent/agent-ip.js';
+import { agentOwnerOf, allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from '../agent/agent-ip.js';
 import { NETWORK_FLAGS, openNetwork } from './network.js';
 import { UsageError, type Command } from './command.js';
 
@@ -47,7 +47,7 @@ export const agentIpCommand: Command = {
     const net = await openNetwork(values, ctx.run, ctx.env, action === 'allocate' ? waitSeconds * 1000 : 0);
     if (action === 'list') {
       const records = await listAgentIps(net.ledger);
-      const rows = records.map((r) => ({ owner: r.containerID.replace(/^cilium-agent-/, ''), containerID: r.containerID, ips: r.ips, state: r.state, updatedAt: r.updatedAt, note: r.note }));
+      const rows = records.map((r) => ({ owner: agentOwnerOf(r.containerID), containerID: r.containerID, ips: r.ips, state: r.state, updatedAt: r.updatedAt, note: r.note }));
       const text = rows.length
         ? ['OWNER\tIPS\tSTATE\tUPDATED', ...rows.map((r) => `${r.owner}\t${r.ips.join(',') || '-'}\t${r.state}\t${r.updatedAt}`)].join('\n')
         : `no agent IPs in network ${net.conf.name}`;

@@ -3,7 +3,8 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { defaultSource } from '../install/install.js';
-import { DEFAULT_CNI_PATH, NETWORK_FLAGS, type NetworkFlags } from './network.js';
+import { NETWORK_FLAGS } from './network.js';
+import { DEFAULT_CNI_PATH, type NetworkSelection } from '../network/open.js';
 import { parseListen } from '../agent/http.js';
 import type { GcMode } from '../agent/reconcile.js';
 import { parseShimConfig, DEFAULT_WATCH_INTERVAL_S } from './install.js';
@@ -49,7 +50,7 @@ function seconds(flag: string, text: string, min: number): number {
 }
 
 export interface AgentSettings {
-  flags: NetworkFlags;
+  network: NetworkSelection;
   gc: { mode: GcMode; cacheDir: string; graceMs: number; allowEmptyCache: boolean };
   intervalMs: number;
   jitter: number;
@@ -89,9 +90,9 @@ export function parseAgentArgs(argv: string[]): { settings: AgentSettings; insta
     }
     install = { source, binDir: v['cni-bin-dir'] ?? DEFAULT_CNI_PATH, confDir: v['conf-dir'] ?? DEFAULT_CONF_DIR, shimKeys, intervalMs: DEFAULT_WATCH_INTERVAL_S * 1000 };
   }
-  const flags: NetworkFlags = { conflist: v.conflist, 'conf-dir': v['conf-dir'], network: v.network, 'cni-path': v['cni-path'] };
+  const network: NetworkSelection = { conflist: v.conflist, confDir: v['conf-dir'], network: v.network, cniPath: v['cni-path'] };
   return {
-    settings: { flags, gc: { mode, cacheDir: v['cache-dir'], graceMs: graceS * 1000, allowEmptyCache: v['allow-empty-cache'] }, intervalMs: intervalS * 1000, jitter, listen, logLevel: v['log-level'] },
+    settings: { network, gc: { mode, cacheDir: v['cache-dir'], graceMs: graceS * 1000, allowEmptyCache: v['allow-empty-cache'] }, intervalMs: intervalS * 1000, jitter, listen, logLevel: v['log-level'] },
     install,
   };
 }
@@ -126,7 +127,7 @@ export const agentCommand: Command = {
     try {
       const summary = await runAgent(
         {
-          reconcile: { flags: settings.flags, env: ctx.env, run: ctx.run, gc: settings.gc },
+          reconcile: { network: settings.network, env: ctx.env, run: ctx.run, gc: settings.gc },
           intervalMs: settings.intervalMs,
           jitter: settings.jitter,
           listen: settings.listen,

@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { CniError } from '../cni/errors.js';
 import { createLogger } from '../log.js';
-import { DEFAULT_CNI_PATH } from './network.js';
+import { DEFAULT_CNI_PATH } from '../network/open.js';
 import { UsageError, type Command, type CommandOutput } from './command.js';
 import { checkSource, defaultSource, installBinary, installConflist, uninstall, validateShimKeys, watchInstall, type ConflistOutcome } from '../install/install.js';
 

@@ -10,7 +10,8 @@ import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeA
 import { ensureProbeRewrite, removeProbeRewrite } from '../probe-rewrite/node.js';
 import { PROBE_TABLE } from '../probe-rewrite/ruleset.js';
 import { UsageError, type Command, type CommandOutput } from './command.js';
-import { NETWORK_FLAGS, openNetwork, type NetworkFlags, type OpenNetwork } from './network.js';
+import { NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
+import type { OpenNetwork } from '../network/open.js';
 
 const USAGE = [
   'ipam-shim probe-rewrite ensure | remove | status [--uplink DEV] [--probe-source IP] [--probe-global IP]',

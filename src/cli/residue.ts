@@ -7,7 +7,8 @@ import { parseArgs } from 'node:util';
 import { cleanTargets, ledgerTargets, mergeTargets, scanTargets, summarise, type NeighbourView, type ResidueReport } from '../residue/report.js';
 import { exactIp } from '../net/ip.js';
 import { confDirProblem, DEFAULT_CONF_DIR } from '../conflist.js';
-import { NETWORK_FLAGS, openNetwork, type NetworkFlags, type OpenNetwork } from './network.js';
+import { NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
+import type { OpenNetwork } from '../network/open.js';
 import { UsageError, type Command, type CommandOutput } from './command.js';
 
 const USAGE = [

@@ -1,5 +1,5 @@
 // The shape of a doctor check: it looks at one thing and returns findings; it never prints or repairs.
-import type { OpenNetwork } from '../cli/network.js';
+import type { OpenNetwork } from '../network/open.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 
 export type Verdict = 'ok' | 'warn' | 'problem' | 'skipped';

@@ -9,7 +9,7 @@ import { conflistFiles, holdsShim } from '../conflist.js';
 import { Delegate } from '../effects/delegate.js';
 import type { LedgerRecord } from '../effects/ledger.js';
 import { parseIp } from '../net/ip.js';
-import type { OpenNetwork } from '../cli/network.js';
+import type { OpenNetwork } from '../network/open.js';
 import type { DoctorCheck, Finding } from './check.js';
 
 export const HOST_LOCAL_DEFAULT_DATA_DIR = '/var/lib/cni/networks';
@@ -179,7 +179,7 @@ export const stateDirCheck: DoctorCheck = {
     const { stateDir } = net.conf.settings;
     const uid = process.getuid?.();
     const out: Finding[] = [];
-    const dirs = [stateDir, net.ledger.dir, join(net.ledger.dir, 'records'), join(net.ledger.dir, 'ips')];
+    const dirs = net.ledger.directories();
     let present = 0;
     for (const dir of dirs) {
       const st = await lstat(dir).catch(() => undefined);

@@ -6,7 +6,7 @@
 // - reserved-ranges: host-local ranges (the delegate's, and in the chained placement the main plugin's `ipam`)
 //   that overlap reserved CIDRs: a warning while some addresses are usable, a problem when none is.
 // Read-only: every finding carries the command or config change that fixes it; nothing is repaired here.
-import type { OpenNetwork } from '../cli/network.js';
+import type { OpenNetwork } from '../network/open.js';
 import { defaultUplink, listActiveTables, listRoutes, type ActiveTables, type Route } from '../effects/routes.js';
 import { findCapturingRoutes, type CapturingRoute } from '../reserved/capture.js';
 import { assessRanges, everySetWhollyReserved, findReservedHit, type RangeSetAssessment } from '../reserved/ranges.js';

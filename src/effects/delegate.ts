@@ -23,7 +23,24 @@ export interface DelegateOptions {
 
 const ETXTBSY_RETRIES = 5;
 
-export class Delegate {
+/**
+ * What the verbs, GC and the agent-IP code ask of the wrapped IPAM plugin: the narrow interface Delegate
+ * implements and a scripted one stands in for (the startup-snapshot warm-up, the verbs' unit tests).
+ */
+export interface IpamDelegate {
+  readonly type: string;
+  supportedVersions(): Promise<string[]>;
+  /** The version to talk to it in for a config of version `wanted`. */
+  versionFor(wanted: string): Promise<string>;
+  speaks(version: string): Promise<boolean>;
+  add(conf: Record<string, unknown>, resultVersion: string, env?: NodeJS.ProcessEnv): Promise<Result>;
+  del(conf: Record<string, unknown>, env?: NodeJS.ProcessEnv): Promise<void>;
+  check(conf: Record<string, unknown>, env?: NodeJS.ProcessEnv): Promise<void>;
+  gc(conf: Record<string, unknown>): Promise<void>;
+  status(conf: Record<string, unknown>): Promise<void>;
+}
+
+export class Delegate implements IpamDelegate {
   private path: string | undefined;
   private supported: string[] | undefined;
   constructor(private readonly o: DelegateOptions) {}

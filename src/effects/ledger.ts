@@ -79,7 +79,27 @@ export interface LedgerListing {
   corrupt: string[];
 }
 
-export class Ledger {
+/**
+ * What the verbs, GC and the agent-IP code use of a ledger: the narrow interface the file ledger implements and
+ * the in-memory one (memory-ledger.ts: the startup-snapshot warm-up and the verbs' unit tests) stands in for.
+ */
+export interface LedgerStore {
+  /** Where the records live (named in messages). */
+  readonly dir: string;
+  readonly network: string;
+  open(): Promise<unknown>;
+  get(a: Attachment): Promise<LedgerRecord | undefined>;
+  put(rec: LedgerRecord): Promise<void>;
+  remove(a: Attachment): Promise<LedgerRecord | undefined>;
+  list(): Promise<LedgerListing>;
+  lockedAttachment<T>(a: Attachment, waitMs: number, fn: () => Promise<T>): Promise<T>;
+  /** Runs fn as the only allocate/release of this agent owner's IPs. */
+  lockedAgentOwner<T>(owner: string, fn: () => Promise<T>): Promise<T>;
+  /** Creates the ledger and proves it can be written now (STATUS); throws when not. */
+  assertWritable(): Promise<void>;
+}
+
+export class Ledger implements LedgerStore {
   readonly dir: string;
   private readonly recordsDir: string;
   private readonly ipsDir: string;
@@ -123,6 +143,11 @@ export class Ledger {
         throw new CniError(ErrorCode.LedgerCorrupt, `ledger directory unreadable: ${d}`, { details: (e as Error).message, cause: e });
       }
     }
+  }
+
+  /** Every directory the ledger keeps private (0700, ours): the configured root, the network's, records and index. */
+  directories(): string[] {
+    return [this.stateDir, this.dir, this.recordsDir, this.ipsDir];
   }
 
   recordPath(a: Attachment): string {
@@ -273,6 +298,35 @@ export class Ledger {
     }
   }
 
+  async lockedAgentOwner<T>(owner: string, fn: () => Promise<T>): Promise<T> {
+    await this.open();
+    return withLock(join(this.dir, `agent-${owner}.lock`), fn);
+  }
+
+  async assertWritable(): Promise<void> {
+    await this.open();
+    const probe = join(this.dir, '.status-probe');
+    await writeFileAtomic(probe, String(Date.now()));
+    await removeFile(probe);
+  }
+
+  /**
+   * Counts for the metrics gauges, from the record file names alone (`<containerID>:<ifname>.json`); only the
+   * records whose container ID `isAgent` accepts are opened (for their addresses). Missing ledger: zeros.
+   */
+  async census(isAgent: (containerID: string) => boolean): Promise<{ attachments: number; agentIps: number }> {
+    const names = (await readdir(this.recordsDir).catch((e) => ((e as { code?: string }).code === 'ENOENT' ? [] : Promise.reject(e)))).filter(
+      (n) => n.endsWith('.json') && !n.startsWith('.'),
+    );
+    let agentIps = 0;
+    for (const n of names) {
+      if (!isAgent(n.slice(0, n.indexOf(':')))) continue;
+      const rec = JSON.parse((await readFileNoFollow(join(this.recordsDir, n))) ?? '{}') as { ips?: unknown };
+      if (Array.isArray(rec.ips)) agentIps += rec.ips.length;
+    }
+    return { attachments: names.length, agentIps };
+  }
+
   private attachmentLockPath(a: Attachment): string {
     return join(this.dir, `.attach-${keyOf(a)}.lock`);
   }
@@ -313,6 +367,10 @@ export class Ledger {
     if (key === keyOf(a)) await removeFile(this.ipPath(ip));
   }
 }
+
+/** Whose attachment a container ID is: cilium-agent's (it matches one of agentContainerIDs; GC keeps it) or a pod's. */
+export const ownerOf = (containerID: string, agentPatterns: readonly string[]): LedgerRecord['owner'] =>
+  matchesAny(containerID, agentPatterns) ? 'agent' : 'pod';
 
 /** Glob match for agentContainerIDs ("cilium-agent-*"). */
 export function matchesAny(id: string, patterns: readonly string[]): boolean {

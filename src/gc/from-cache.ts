@@ -5,7 +5,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Attachment } from '../cni/config.js';
-import type { OpenNetwork } from '../cli/network.js';
+import type { OpenNetwork } from '../network/open.js';
 import { runGc, type GcReport } from './run-gc.js';
 
 /** What the runtime's result cache showed for a network: its attachments, or why it could not be seen. */

@@ -2,8 +2,8 @@
 // with delegate DELs. Shared by the GC verb and `ipam-shim gc`.
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type Attachment, type NetConf } from '../cni/config.js';
-import type { Delegate } from '../effects/delegate.js';
-import { AttachmentLockError, type Ledger } from '../effects/ledger.js';
+import type { IpamDelegate } from '../effects/delegate.js';
+import { AttachmentLockError, type LedgerStore } from '../effects/ledger.js';
 import { probeAttachment } from '../effects/netns-probe.js';
 import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
@@ -14,8 +14,8 @@ const RELEASE_PARALLEL = 4;
 
 export interface GcOptions {
   conf: NetConf;
-  ledger: Ledger;
-  delegate: Delegate | undefined;
+  ledger: LedgerStore;
+  delegate: IpamDelegate | undefined;
   run: Run;
   log: Logger;
   valid: Attachment[];

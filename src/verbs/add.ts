@@ -1,8 +1,8 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf } from '../cni/config.js';
 import { convertResult, invalidAddresses, resultAddresses, type Result } from '../cni/result.js';
-import type { LedgerRecord } from '../effects/ledger.js';
-import { attachmentOf, exclusively, ownerOf, type VerbContext } from './context.js';
+import { ownerOf, type LedgerRecord } from '../effects/ledger.js';
+import { attachmentOf, exclusively, type VerbContext } from './context.js';
 import { prefetchResidue, prepareAddresses } from './address-steps.js';
 import { reservedCidrs } from '../reserved/decision.js';
 import { resultHostDevices } from '../residue/own.js';
@@ -19,7 +19,7 @@ function record(ctx: VerbContext, state: LedgerRecord['state'], ips: string[], p
     v: 1,
     ...attachmentOf(ctx),
     network: ctx.conf.name,
-    owner: ownerOf(ctx, ctx.env.containerID),
+    owner: ownerOf(ctx.env.containerID, ctx.conf.settings.agentContainerIDs),
     state,
     placement: ctx.conf.placement,
     ips,

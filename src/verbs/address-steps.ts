@@ -3,7 +3,6 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateRangesVerdict, refuseReserved } from '../reserved/decision.js';
 import { cleanResidue, listResidueFor } from '../residue/clean.js';
-import { noteResidueRemoved } from '../metrics.js';
 import { readDefaultUplink } from '../effects/uplink.js';
 import { decide } from '../probe-rewrite/decide.js';
 import { ensureProbeRewrite, isProbeHandledByBpf, listProbeTable, tableState } from '../probe-rewrite/node.js';
@@ -40,6 +39,8 @@ export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: Addr
   ]);
   if (residue.status === 'rejected') throw residue.reason;
   if (probe.status === 'rejected') throw probe.reason;
+  ctx.counters.residueRules += residue.value.rules;
+  ctx.counters.residueNeighbours += residue.value.neighbours;
 }
 
 /**
@@ -55,7 +56,6 @@ export async function cleanResidueFor(
   if (!residue.ebtables && !residue.neigh) return { rules: 0, neighbours: 0 };
   const cleaned = await cleanResidue(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
   const { rules, neighbours } = cleaned.removed;
-  noteResidueRemoved(rules.length, neighbours.length);
   if (rules.length || neighbours.length) {
     ctx.log.warn({ ips, rules: rules.map((r) => r.text), neighbours: neighbours.map((n) => `${n.ip} dev ${n.dev}`) }, 'removed stale residue');
   }

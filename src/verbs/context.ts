@@ -1,35 +1,20 @@
-// What every verb works with, built once per invocation from the request.
-import { join } from 'node:path';
+// What every verb works with, built once per invocation from the request (src/network/open.ts opens the
+// network's ledger and delegate, as for the CLI and doctor).
 import type { Request } from '../cni/skel.js';
 import type { Attachment } from '../cni/config.js';
-import { Delegate } from '../effects/delegate.js';
-import { Ledger, matchesAny } from '../effects/ledger.js';
 import { run as defaultRun, KILL_GRACE_MS, type Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
+import { networkDeps, type NetworkDeps } from '../network/open.js';
+import type { InvocationCounters } from '../metrics.js';
 
-export interface VerbContext extends Request {
-  log: Logger;
-  run: Run;
-  ledger: Ledger;
-  /** The wrapped IPAM plugin; required in the IPAM slot, optional when chained (GC/STATUS/agent IPs use it). */
-  delegate: Delegate | undefined;
+export interface VerbContext extends Request, NetworkDeps {
   procEnv: NodeJS.ProcessEnv;
+  /** What the verb did that the metrics count (plugin.ts hands them to the metrics file). */
+  counters: InvocationCounters;
 }
 
-export function createContext(req: Request, log: Logger, procEnv: NodeJS.ProcessEnv, run: Run = defaultRun): VerbContext {
-  const { settings } = req.conf;
-  const delegate = settings.delegate
-    ? new Delegate({
-        type: settings.delegate.type,
-        cniPath: req.env.path,
-        env: procEnv,
-        timeoutMs: settings.delegateTimeoutMs,
-        log,
-        cacheDir: join(settings.stateDir, '.delegate-versions'),
-        run,
-      })
-    : undefined;
-  return { ...req, log, run, ledger: new Ledger(settings.stateDir, req.conf.name), delegate, procEnv };
+export function createContext(req: Request, log: Logger, procEnv: NodeJS.ProcessEnv, run: Run = defaultRun, counters: InvocationCounters = { residueRules: 0, residueNeighbours: 0, gcReleased: 0 }): VerbContext {
+  return { ...req, ...networkDeps(req.conf, { cniPath: req.env.path, env: procEnv, log, run }), procEnv, counters };
 }
 
 export const attachmentOf = (ctx: VerbContext): Attachment => ({ containerID: ctx.env.containerID, ifname: ctx.env.ifname });
@@ -45,6 +30,3 @@ export function exclusively<T>(ctx: VerbContext, fn: () => Promise<T>): Promise<
   const waitMs = Math.max(MIN_ATTACHMENT_WAIT_MS, 3 * (ctx.conf.settings.delegateTimeoutMs + KILL_GRACE_MS) + 5_000);
   return ctx.ledger.lockedAttachment(attachmentOf(ctx), waitMs, fn);
 }
-
-export const ownerOf = (ctx: VerbContext, containerID: string): 'agent' | 'pod' =>
-  matchesAny(containerID, ctx.conf.settings.agentContainerIDs) ? 'agent' : 'pod';

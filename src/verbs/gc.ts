@@ -1,6 +1,5 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { runGc } from '../gc/run-gc.js';
-import { noteGcReleased } from '../metrics.js';
 import type { VerbContext } from './context.js';
 
 /**
@@ -20,7 +19,7 @@ export async function cmdGc(ctx: VerbContext): Promise<void> {
     graceMs: 0,
     forward: true,
   });
-  noteGcReleased(report.released.length);
+  ctx.counters.gcReleased += report.released.length;
   ctx.log.info(
     { released: report.released.length, kept: report.plan.kept.length, errors: report.errors.length, forwarded: report.forwarded },
     'GC',

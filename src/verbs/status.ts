@@ -1,7 +1,5 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf } from '../cni/config.js';
-import { writeFileAtomic, removeFile } from '../effects/fs-atomic.js';
-import { join } from 'node:path';
 import type { VerbContext } from './context.js';
 import { statusProblems } from './address-steps.js';
 
@@ -10,10 +8,7 @@ export async function cmdStatus(ctx: VerbContext): Promise<void> {
   const unavailable = (msg: string, e?: unknown) =>
     new CniError(ErrorCode.PluginNotAvailable, msg, { details: e instanceof Error ? e.message : e === undefined ? undefined : String(e) });
   try {
-    await ctx.ledger.open();
-    const probe = join(ctx.ledger.dir, '.status-probe');
-    await writeFileAtomic(probe, String(Date.now()));
-    await removeFile(probe);
+    await ctx.ledger.assertWritable();
   } catch (e) {
     throw unavailable(`state dir ${ctx.conf.settings.stateDir} is not writable`, e);
   }

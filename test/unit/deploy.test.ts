@@ -7,7 +7,7 @@ import { dirname, join, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { ShimSettingsSchema } from '../../src/cni/config.js';
 import { DEFAULT_CONF_DIR } from '../../src/conflist.js';
-import { DEFAULT_CNI_PATH } from '../../src/cli/network.js';
+import { DEFAULT_CNI_PATH } from '../../src/network/open.js';
 import { HOST_LOCAL_DEFAULT_DATA_DIR } from '../../src/doctor/node.js';
 import { parseShimConfig } from '../../src/cli/install.js';
 import { AGENT_FLAGS, DEFAULT_AGENT_INTERVAL_S, parseAgentArgs } from '../../src/cli/agent.js';

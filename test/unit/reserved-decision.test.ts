@@ -5,7 +5,7 @@ import { CniError } from '../../src/cni/errors.js';
 import { parseCidrs } from '../../src/net/cidr.js';
 import { parseReservedCidrs, refuseReserved, reservedCidrs } from '../../src/reserved/decision.js';
 import { reservedCheck } from '../../src/doctor/routes.js';
-import type { OpenNetwork } from '../../src/cli/network.js';
+import type { OpenNetwork } from '../../src/network/open.js';
 
 const conf = (reservedCIDRs: string[]) => ({ name: 'n', settings: { reservedCIDRs } }) as unknown as Parameters<typeof refuseReserved>[0];
 const thrown = (fn: () => unknown): CniError => {

@@ -1,0 +1,72 @@
+// The one place that opens a network's dependencies (ledger, delegate, logger, Run) from its config: the verbs
+// (from the request), the CLI, doctor and the node agent (from the node's conflist) all build them here, so they
+// see the same network alike. Imports nothing from cli/, doctor/ or verbs/.
+import { join } from 'node:path';
+import { loadShimConflist, DEFAULT_CONF_DIR, type ShimConflist } from '../conflist.js';
+import { Delegate, type IpamDelegate } from '../effects/delegate.js';
+import { Ledger, type LedgerStore } from '../effects/ledger.js';
+import { createLogger, type Logger } from '../log.js';
+import type { Run } from '../effects/exec.js';
+import type { NetConf } from '../cni/config.js';
+
+export const DEFAULT_CNI_PATH = '/opt/cni/bin';
+
+/** What every piece of code acting on one network works with. */
+export interface NetworkDeps {
+  conf: NetConf;
+  ledger: LedgerStore;
+  /** The wrapped IPAM plugin; required in the IPAM slot, optional when chained (GC/STATUS/agent IPs use it). */
+  delegate: IpamDelegate | undefined;
+  log: Logger;
+  run: Run;
+}
+
+/** The real (file, executable) ledger and delegate. */
+export interface OpenedDeps extends NetworkDeps {
+  ledger: Ledger;
+  delegate: Delegate | undefined;
+}
+
+/** The ledger and the delegate of `conf`'s network. `env` is the delegate's environment (it inherits CNI_*). */
+export function networkDeps(conf: NetConf, o: { cniPath: string[]; env: NodeJS.ProcessEnv; log: Logger; run: Run }): OpenedDeps {
+  const { settings } = conf;
+  const delegate = settings.delegate
+    ? new Delegate({
+        type: settings.delegate.type,
+        cniPath: o.cniPath,
+        env: o.env,
+        timeoutMs: settings.delegateTimeoutMs,
+        log: o.log,
+        cacheDir: join(settings.stateDir, '.delegate-versions'),
+        run: o.run,
+      })
+    : undefined;
+  return { conf, ledger: new Ledger(settings.stateDir, conf.name), delegate, log: o.log, run: o.run };
+}
+
+/** Which conflist and network to open (defaults: the node's conf dir, the only shim network, CNI_PATH). */
+export interface NetworkSelection {
+  conflist?: string | undefined;
+  confDir?: string | undefined;
+  network?: string | undefined;
+  cniPath?: string | undefined;
+}
+
+/** A network opened from the node's conflist, the way the plugin would see it. */
+export interface OpenNetwork extends OpenedDeps {
+  shim: ShimConflist;
+  cniPath: string[];
+}
+
+export async function openConflistNetwork(sel: NetworkSelection, run: Run, env: NodeJS.ProcessEnv, waitMs = 0): Promise<OpenNetwork> {
+  const shim = await loadShimConflist({
+    ...(sel.conflist ? { conflist: sel.conflist } : {}),
+    confDir: sel.confDir ?? DEFAULT_CONF_DIR,
+    ...(sel.network ? { network: sel.network } : {}),
+    waitMs,
+  });
+  const { conf } = shim;
+  const cniPath = (sel.cniPath ?? env.CNI_PATH ?? DEFAULT_CNI_PATH).split(':').filter(Boolean);
+  const log = createLogger({ file: conf.settings.logFile, level: conf.settings.logLevel, base: { command: 'cli', network: conf.name } });
+  return { ...networkDeps(conf, { cniPath, env: { ...env, CNI_PATH: cniPath.join(':') }, log, run }), shim, cniPath };
+}

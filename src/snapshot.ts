@@ -1,0 +1,20 @@
+// The single executable's V8 startup snapshot (scripts/build.mjs, sea-config `useSnapshot`): at build time, fill
+// it by running src/warm.ts and name the function each invocation starts in. Only the bundle the snapshot is built
+// from has IPAM_SHIM_SNAPSHOT_ENTRY set: node:v8 loads the stream machinery, which the plain bundle must not pay
+// for on every call.
+//
+// The warm-up runs regular expressions: compiled to machine code (V8 tiers a regexp up after one run) they cannot
+// be serialized and the build aborts; interpreted (bytecode) they can, and tier up at run time. The flags go back
+// before serializing (--regexp-interpret-all also turned off --regexp-tier-up): a snapshot records the flags it
+// was built with and refuses to load under others. A failing warm-up fails the build.
+
+/** True when this process builds the snapshot: then `main` runs in each invocation started from it, not now. */
+export function buildingSnapshot(main: () => void): boolean {
+  if (process.env.IPAM_SHIM_SNAPSHOT_ENTRY !== '1' || !process.getBuiltinModule('node:v8').startupSnapshot.isBuildingSnapshot()) return false;
+  const { startupSnapshot, setFlagsFromString } = process.getBuiltinModule('node:v8');
+  setFlagsFromString('--regexp-interpret-all');
+  startupSnapshot.addSerializeCallback(() => setFlagsFromString('--no-regexp-interpret-all --regexp-tier-up'));
+  void import('./warm.js').then((m) => m.warm());
+  startupSnapshot.setDeserializeMainFunction(main);
+  return true;
+}
