@@ -241,7 +241,7 @@ export const fmtStats = (s: Stats, fmt: (v: number) => string = fmtMs): string =
 /** A plain-text table: first row is the header; numbers right-aligned, text left-aligned. */
 export function table(rows: ReadonlyArray<ReadonlyArray<string>>): string {
   const widths: number[] = [];
-  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
+  for (const r of rows) for (const [i, c] of r.entries()) widths[i] = Math.max(widths[i] ?? 0, c.length);
   const numeric = (c: string) => /^[-–+]?\d[\d.,]*(×|%)?( \(.*\))?$/.test(c);
   const line = (r: ReadonlyArray<string>) =>
     r.map((c, i) => (i > 0 && numeric(c) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();

@@ -95,8 +95,8 @@ try {
     parts['nft -j list table ip6 azureSLBProbe'].push(await timeIt('nft', ['-j', 'list', 'table', 'ip6', PROBE_TABLE]));
   }
 
-  const ruleset = JSON.parse((await inNs('nft', ['-j', 'list', 'ruleset'])).stdout) as { nftables: Array<Record<string, any>> };
-  const tables = ruleset.nftables.filter((o) => o.table).map((o) => `${o.table.family} ${o.table.name}`);
+  const ruleset = JSON.parse((await inNs('nft', ['-j', 'list', 'ruleset'])).stdout) as { nftables: Array<{ table?: { family: string; name: string }; rule?: unknown }> };
+  const tables = ruleset.nftables.flatMap((o) => (o.table ? [`${o.table.family} ${o.table.name}`] : []));
   const rules = ruleset.nftables.filter((o) => o.rule).length;
 
   const off = stats(samples.off);

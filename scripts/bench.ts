@@ -179,6 +179,7 @@ const HL_DATA = join(WORK, 'host-local-alone');
 // ---------------------------------------------------------------------------------------------------------
 // CNI plumbing.
 
+// biome-ignore lint/suspicious/noExplicitAny: the plugin's and the tools' JSON output, read loosely
 type Json = Record<string, any>;
 
 function cniEnv(command: string, o: { containerID?: string; netns?: string; ifname?: string; path?: string[] } = {}): NodeJS.ProcessEnv {
@@ -978,7 +979,7 @@ function summary(): void {
     const g = r.gc[at];
     rows.push([`GC of ${at} < 2× (one ADD + its ${g.dels} delegate DELs)`, `${fmtMs(g.gc.median)} / ${fmtMs(g.floor)} = ${ratio(g.gc.median, g.floor)}`, fmtRatio(g.ratioCpu), verdict(g.ratio < 2, Number.isFinite(g.ratioCpu) ? g.ratioCpu < 2 : undefined)]);
     const peak = Math.max(...sizes.map((n) => r.gc[n].rssKiB.max));
-    rows.push([`GC peak RSS (${sizes.join('/')})`, sizes.map((n) => `${n}: ${fmtMiB(r.gc[n].rssKiB.median)}`).join(', ') + ' MiB', '', peak < 60 * 1024 ? 'under 60 MiB' : 'over 60 MiB']);
+    rows.push([`GC peak RSS (${sizes.join('/')})`, `${sizes.map((n) => `${n}: ${fmtMiB(r.gc[n].rssKiB.median)}`).join(', ')} MiB`, '', peak < 60 * 1024 ? 'under 60 MiB' : 'over 60 MiB']);
   }
   const lin = (name: string, l: { wall: ReturnType<typeof slopes>; cpu: ReturnType<typeof slopes> } | undefined) => {
     if (!l || l.wall.linear === undefined) return;

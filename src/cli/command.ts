@@ -2,7 +2,7 @@
 // return data + a human rendering. Commands never print or exit; src/cli/index.ts does, once.
 import type { Run } from '../effects/exec.js';
 
-export interface CommandContext {
+interface CommandContext {
   /** How to run programs (tests may point it at a network namespace). */
   run: Run;
   env: NodeJS.ProcessEnv;

@@ -82,7 +82,7 @@ function bigFlag(name: string, v: string): bigint {
 
 /** The human rendering: one block per family, then the colliding index ranges as a table. */
 export function renderPlan(plan: Plan): string {
-  return plan.families.map(renderFamily).join('\n\n') + '\n';
+  return `${plan.families.map(renderFamily).join('\n\n')}\n`;
 }
 
 function renderFamily(f: FamilyPlan): string {

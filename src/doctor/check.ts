@@ -2,7 +2,7 @@
 import type { OpenNetwork } from '../cli/network.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 
-export type Verdict = 'ok' | 'warn' | 'problem' | 'skipped';
+type Verdict = 'ok' | 'warn' | 'problem' | 'skipped';
 
 export interface Finding {
   check: string;

@@ -307,7 +307,7 @@ export const ledgerCheck: DoctorCheck = {
         check: name,
         verdict: 'problem',
         summary: `${cmp.missing.length} ledger address(es) have no reservation in ${storeDir}: ${list(cmp.missing.map((m) => `${m.ip} (${att(m.record)})`))}`,
-        fix: 'host-local may hand these out again (duplicate IPs). If the container is gone: ipam-shim gc --network ' + net.conf.name + ' --apply; if it runs, recreate the pod',
+        fix: `host-local may hand these out again (duplicate IPs). If the container is gone: ipam-shim gc --network ${net.conf.name} --apply; if it runs, recreate the pod`,
         data: cmp.missing.map((m) => ({ ip: m.ip, containerID: m.record.containerID, ifname: m.record.ifname })),
       });
     }
@@ -335,7 +335,7 @@ export const ledgerCheck: DoctorCheck = {
         check: name,
         verdict: 'warn',
         summary: `${cmp.unknown.length} reservation(s) in ${storeDir} for attachments the ledger does not know: ${list(cmp.unknown.map((u) => `${u.ip} (${u.containerID}/${u.ifname ?? '?'})`))}`,
-        fix: 'allocated before the shim was installed, by another caller, or leaked. If no container uses one, remove its file in ' + storeDir + ' by hand (ipam-shim never edits the delegate\'s store)',
+        fix: `allocated before the shim was installed, by another caller, or leaked. If no container uses one, remove its file in ${storeDir} by hand (ipam-shim never edits the delegate's store)`,
         data: cmp.unknown,
       });
     }

@@ -20,7 +20,7 @@ interface Span {
   end: number;
 }
 
-export interface PluginSlot {
+interface PluginSlot {
   span: Span;
   value: unknown;
   type: string | undefined;
@@ -212,7 +212,7 @@ function compact(v: unknown, st: Style): string {
   return JSON.stringify(v);
 }
 
-export function formatEntry(entry: Record<string, unknown>, st: Style): string {
+function formatEntry(entry: Record<string, unknown>, st: Style): string {
   if (st.unit === undefined) return compact(entry, st);
   return JSON.stringify(entry, null, st.unit).split('\n').join(`${st.eol}${st.indent}`);
 }

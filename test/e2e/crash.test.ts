@@ -80,7 +80,7 @@ class LedgerWriteWatch {
   private waiters: Array<{ cid: string; after: () => boolean; resolve: () => void }> = [];
   constructor(dir: string) {
     this.watcher = watch(dir, (_event, name) => {
-      if (!name || !name.endsWith('.tmp')) return;
+      if (!name?.endsWith('.tmp')) return;
       for (const w of [...this.waiters]) {
         if (name.startsWith(`.${w.cid}:`) && w.after()) {
           this.waiters = this.waiters.filter((x) => x !== w);
@@ -143,7 +143,10 @@ async function crashAdds(c: Campaign): Promise<Run[]> {
           timeout: 60_000,
         });
         let exited = false;
-        const done = sub.then((r) => ((exited = true), r));
+        const done = sub.then((r) => {
+          exited = true;
+          return r;
+        });
         const kill = () => {
           if (!exited) sub.kill('SIGKILL');
         };

@@ -166,7 +166,7 @@ function arbitraries(root: string) {
       stateDir,
       logFile,
       delegate,
-      delegateTimeoutMs: fc.oneof(fc.constantFrom(100, 2000, 0, -1, 1e400 as number, 600_001, 1.5), hostile),
+      delegateTimeoutMs: fc.oneof(fc.constantFrom(100, 2000, 0, -1, Number.POSITIVE_INFINITY, 600_001, 1.5), hostile),
       logLevel: fc.oneof(fc.constantFrom('info', 'silent', 'trace', 'loud'), hostile),
       reservedCIDRs: fc.oneof(fc.constant(['10.238.0.128/25']), fc.constant(['not-a-cidr']), hostile),
       residue: fc.oneof(fc.constant({ ebtables: false, neigh: false }), hostile),
@@ -216,7 +216,7 @@ function arbitraries(root: string) {
         const i = n % Math.max(1, t.length);
         if (how === 'truncate') return t.slice(0, i);
         if (how === 'flip') return t.slice(0, i) + String.fromCharCode((t.charCodeAt(i) + 1) % 128) + t.slice(i + 1);
-        if (how === 'nul') return t.slice(0, i) + '\u0000' + t.slice(i);
+        if (how === 'nul') return `${t.slice(0, i)}\u0000${t.slice(i)}`;
         return `${t}{"second":"document"}`;
       }),
     },
@@ -268,7 +268,7 @@ describe('fuzz: generated configs and environments', () => {
     expect(changed(before, await listing(root)).filter((p) => !allowed.some((re) => re.test(p)))).toEqual([]);
     expect(await readdir(join(root, 'cwd'))).toEqual([]);
     const machineAfter = await Promise.all(machineDirs.map((d) => listing(d)));
-    machineDirs.forEach((d, i) => expect(changed(machineBefore[i]!, machineAfter[i]!), d).toEqual([]));
+    for (const [i, d] of machineDirs.entries()) expect(changed(machineBefore[i]!, machineAfter[i]!), d).toEqual([]);
   });
 });
 
@@ -315,7 +315,7 @@ describe('explicit hostile input', () => {
 
   it('50 MB on stdin → 5, promptly, without reading it all', async () => {
     const big = Buffer.alloc(50 * 1024 * 1024, 0x20);
-    big.write(JSON.stringify(slot()).slice(0, -1) + ',"pad":"', 0);
+    big.write(`${JSON.stringify(slot()).slice(0, -1)},"pad":"`, 0);
     big.write('"}', big.length - 2);
     const o = await run(env(), big);
     await expectCode(o, 5);
@@ -324,7 +324,7 @@ describe('explicit hostile input', () => {
 
   it('100 000 levels of nesting anywhere → 6 (no stack overflow, no 999)', async () => {
     const deepArr = '['.repeat(100_000) + ']'.repeat(100_000);
-    const deepObj = '{"a":'.repeat(100_000) + '1' + '}'.repeat(100_000);
+    const deepObj = `${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`;
     const base = JSON.stringify(slot());
     for (const text of [
       deepArr,
@@ -339,7 +339,7 @@ describe('explicit hostile input', () => {
     }
     await expectNothingAllocated();
     // Depth an ordinary config has (and more) is fine.
-    const ok = await run(env(), JSON.stringify(slot({}, { runtimeConfig: JSON.parse('{"a":'.repeat(50) + '1' + '}'.repeat(50)) })));
+    const ok = await run(env(), JSON.stringify(slot({}, { runtimeConfig: JSON.parse(`${'{"a":'.repeat(50)}1${'}'.repeat(50)}`) })));
     expect(ok.exitCode, ok.stdout).toBe(0);
   });
 

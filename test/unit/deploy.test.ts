@@ -112,6 +112,7 @@ describe('deploy/Containerfile', () => {
     const { stages } = await containerfile();
     const final = stages.at(-1)!;
     const build = await readFile(join(ROOT, 'scripts/build.mjs'), 'utf8');
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the build script's own source text is what is checked
     expect(build).toContain('`${finalDist}ipam-shim`'); // the SEA the build renames into dist/
     expect(final.copies).toEqual([['dist/ipam-shim', '/usr/local/bin/ipam-shim']]);
     expect(final.entrypoint).toEqual(['/usr/local/bin/ipam-shim']);
@@ -126,6 +127,7 @@ describe('deploy/Containerfile', () => {
   it('adds the executable to BASE, which defaults to the official slim image plus the same packages the mmdebstrap base holds', async () => {
     const { args, stages } = await containerfile();
     const final = stages.at(-1)!;
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the Dockerfile's build-arg reference, literally
     expect(final.from).toBe('${BASE}');
     // Nothing runs in the final stage: a base made by scripts/image/ already holds the tools (and has no apt).
     expect(final.runs).toEqual([]);
