@@ -3,6 +3,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CniError, ErrorCode } from './cni/errors.js';
+import { isObject } from './cni/json.js';
 import { parseNetConf, PLUGIN_TYPE, type NetConf } from './cni/config.js';
 import { compareVersions, isSupported } from './cni/versions.js';
 
@@ -16,7 +17,6 @@ export interface ShimConflist {
   conf: NetConf;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function holdsShim(entry: unknown): boolean {
   return isObject(entry) && (entry.type === PLUGIN_TYPE || (isObject(entry.ipam) && entry.ipam.type === PLUGIN_TYPE));

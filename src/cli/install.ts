@@ -5,7 +5,7 @@ import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { CniError } from '../cni/errors.js';
 import { createLogger } from '../log.js';
 import { DEFAULT_CNI_PATH } from './network.js';
-import { UsageError, type Command, type CommandOutput } from './command.js';
+import { asUsage, UsageError, type Command, type CommandOutput } from './command.js';
 import { checkSource, defaultSource, installBinary, installConflist, uninstall, validateShimKeys, watchInstall, type ConflistOutcome } from '../install/install.js';
 
 export const DEFAULT_WATCH_INTERVAL_S = 30;
@@ -13,14 +13,6 @@ export const DEFAULT_WATCH_INTERVAL_S = 30;
 const INSTALL_USAGE =
   'ipam-shim install [--cni-bin-dir DIR] [--conf-dir DIR] [--source PATH] [--shim-config JSON] [--watch [--interval SECONDS]] [--json]';
 const UNINSTALL_USAGE = 'ipam-shim uninstall [--cni-bin-dir DIR] [--conf-dir DIR] [--keep-binary] [--json]';
-
-function usage<T>(fn: () => T): T {
-  try {
-    return fn();
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-}
 
 /**
  * --shim-config: a JSON object of the entry's keys, checked as the plugin checks them. Absent: undefined (keep
@@ -63,7 +55,7 @@ export const installCommand: Command = {
   usage: INSTALL_USAGE,
   exitStatus: '0 installed or already in place (or the shim is in an IPAM slot); 1 no conflist holds cilium-cni, one does not parse, or a write failed; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; with --watch: 0 when stopped by a signal',
   async run(argv): Promise<CommandOutput> {
-    const { values: v } = usage(() =>
+    const { values: v } = asUsage(() =>
       parseArgs({
         args: argv,
         strict: true,
@@ -84,13 +76,10 @@ export const installCommand: Command = {
     if (intervalText !== undefined && (!v.watch || !/^\d+(\.\d+)?$/.test(intervalText) || Number(intervalText) < 0.1)) {
       throw new UsageError('--interval takes seconds (≥ 0.1) and only goes with --watch');
     }
-    let source: string;
-    try {
-      source = (v.source) ?? defaultSource();
-      await checkSource(source);
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
+    const source = asUsage(() => v.source ?? defaultSource());
+    await checkSource(source).catch((e: Error) => {
+      throw new UsageError(e.message);
+    });
 
     if (v.watch) {
       const ac = new AbortController();
@@ -141,7 +130,7 @@ export const uninstallCommand: Command = {
   usage: UNINSTALL_USAGE,
   exitStatus: '0 done (also when there was nothing to remove); 1 a write failed; 2 usage',
   async run(argv): Promise<CommandOutput> {
-    const { values: v } = usage(() =>
+    const { values: v } = asUsage(() =>
       parseArgs({ args: argv, strict: true, options: { 'cni-bin-dir': { type: 'string' }, 'conf-dir': { type: 'string' }, 'keep-binary': { type: 'boolean' } } }),
     );
     const out = await uninstall({

@@ -2,12 +2,11 @@
 // Settings (uplink, probe addresses, mode) come from the shim's conflist when there is one, else the defaults;
 // flags win over both. status exits 1 when the rewrite is needed and missing, or drifted.
 import { isIPv6 } from 'node:net';
-import { parseArgs } from 'node:util';
 import { CniError } from '../cni/errors.js';
 import { defaultUplink6, ensureProbeRewrite, PROBE_TABLE, removeProbeRewrite } from '../effects/probe-rewrite.js';
 import type { Run } from '../effects/exec.js';
 import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeAssessment } from '../doctor/probe.js';
-import { UsageError, type Command, type CommandOutput } from './command.js';
+import { parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
 import { NETWORK_FLAGS, openNetwork, type NetworkFlags, type OpenNetwork } from './network.js';
 
 const USAGE = [
@@ -91,17 +90,12 @@ export const probeRewriteCommand: Command = {
 };
 
 function parseFlags(argv: string[]): Flags {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      options: { ...NETWORK_FLAGS, uplink: { type: 'string' }, 'probe-source': { type: 'string' }, 'probe-global': { type: 'string' } },
-      allowPositionals: true,
-      strict: true,
-    });
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const parsed = parseArgv({
+    args: argv,
+    options: { ...NETWORK_FLAGS, uplink: { type: 'string' }, 'probe-source': { type: 'string' }, 'probe-global': { type: 'string' } },
+    allowPositionals: true,
+    strict: true,
+  });
   const { values, positionals } = parsed;
   const [action, ...extra] = positionals;
   if (!action) throw new UsageError('which action: ensure, remove or status?');

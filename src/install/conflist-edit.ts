@@ -4,6 +4,7 @@
 // or out, in the file's own indentation, line endings and spacing. Insert-then-remove gives back the
 // original bytes exactly.
 import { PLUGIN_TYPE } from '../cni/config.js';
+import { isObject } from '../cni/json.js';
 
 export const DEFAULT_ANCHOR = 'cilium-cni';
 
@@ -58,7 +59,6 @@ export interface RemoveResult {
   ipamSlotLeft: boolean;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 // ---------------------------------------------------------------------------------------------------------------
 // scanning (the text is known to be valid JSON: JSON.parse ran first)

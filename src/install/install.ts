@@ -9,6 +9,7 @@ import { basename, dirname, join } from 'node:path';
 import { isSea } from 'node:sea';
 import { parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
+import { isObject } from '../cni/json.js';
 import { ABOUT } from '../cni/skel.js';
 import { run } from '../effects/exec.js';
 import { parseCidrs } from '../net/cidr.js';
@@ -20,7 +21,6 @@ import { ConflistEditError, DEFAULT_ANCHOR, inspectConflist, removeShimEntry, up
 
 export const BINARY_NAME = PLUGIN_TYPE;
 const STALE_TEMP_MS = 10 * 60_000;
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The executable to install by default: the single executable itself, or the bundled script under node. */
 export function defaultSource(): string {
