@@ -8,7 +8,7 @@ import { parseAllDocuments } from 'yaml';
 import { ShimSettingsSchema } from '../../src/cni/config.js';
 import { DEFAULT_CONF_DIR } from '../../src/conflist.js';
 import { DEFAULT_CNI_PATH } from '../../src/cli/network.js';
-import { HOST_LOCAL_DEFAULT_DATA_DIR } from '../../src/doctor/node.js';
+import { HOST_LOCAL_DEFAULT_DATA_DIR } from '../../src/effects/host-local-store.js';
 import { parseShimConfig } from '../../src/cli/install.js';
 import { BASE_PACKAGES, SUITE, TOOL_PACKAGES } from '../../scripts/image/base.js';
 import { DEFAULT_CACHE_DIR } from '../../src/cli/gc.js';
