@@ -6,7 +6,9 @@ import { CniError } from '../cni/errors.js';
 import { createLogger } from '../log.js';
 import { DEFAULT_CNI_PATH } from './network.js';
 import { asUsage, UsageError, type Command, type CommandOutput } from './command.js';
-import { checkSource, defaultSource, installBinary, installConflist, uninstall, validateShimKeys, watchInstall, type ConflistOutcome } from '../install/install.js';
+import { checkSource, defaultSource, installBinary } from '../install/binary.js';
+import { installConflist, validateShimKeys, type ConflistOutcome } from '../install/conflist.js';
+import { uninstall, watchInstall } from '../install/install.js';
 
 export const DEFAULT_WATCH_INTERVAL_S = 30;
 
