@@ -1,4 +1,4 @@
-// Shared timing and table helpers for the benchmarks in scripts/ (bench.ts and any later bench-*.ts).
+// Shared timing and table helpers for the benchmarks in scripts/ (bench/, one module per section, and the bench-*.ts scripts).
 // Rules they implement: every figure is a median with min/max over many runs; cases that are compared are
 // measured in the same run, alternating (round-robin, rotating the starting case), so the noise of a shared
 // machine hits every side equally; child processes get argv arrays, never a shell string.

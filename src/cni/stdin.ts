@@ -71,7 +71,7 @@ let pause: Int32Array | undefined;
 /**
  * readStdin for a file descriptor, synchronously, with the same limit and errors. It never creates
  * process.stdin: for a pipe that is a net.Socket, and loading the stream machinery behind it costs a CNI call
- * about 15 ms of CPU (measured: scripts/bench.ts, docs/performance.md). undefined for a terminal or any other
+ * about 15 ms of CPU (measured: scripts/bench/, docs/performance.md). undefined for a terminal or any other
  * character device, which readStdin's stream path handles as before (a terminal is never waited on).
  */
 export function readStdinFd(fd = 0, limit = MAX_STDIN_BYTES): string | undefined {
