@@ -10,7 +10,14 @@ export const binaryCheck: DoctorCheck = {
       .find()
       .catch(() => undefined);
     if (!path) {
-      return [{ check: this.name, verdict: 'problem', summary: `${PLUGIN_TYPE} is not on the CNI path (${net.cniPath.join(':')}): every pod ADD fails`, fix: 'ipam-shim install --cni-bin-dir <the runtime\'s bin dir>' }];
+      return [
+        {
+          check: this.name,
+          verdict: 'problem',
+          summary: `${PLUGIN_TYPE} is not on the CNI path (${net.cniPath.join(':')}): every pod ADD fails`,
+          fix: "ipam-shim install --cni-bin-dir <the runtime's bin dir>",
+        },
+      ];
     }
     const r = await net.run(path, [], {
       input: JSON.stringify({ cniVersion: net.conf.cniVersion }),
@@ -25,10 +32,24 @@ export const binaryCheck: DoctorCheck = {
       versions = undefined;
     }
     if (r.exitCode !== 0 || !Array.isArray(versions)) {
-      return [{ check: this.name, verdict: 'problem', summary: `${path} does not answer VERSION (exit ${r.exitCode ?? 'signal'}): ${(r.stderr || r.stdout).trim().slice(0, 200)}`, fix: 'reinstall: ipam-shim install (the copy may be truncated or built for another platform)' }];
+      return [
+        {
+          check: this.name,
+          verdict: 'problem',
+          summary: `${path} does not answer VERSION (exit ${r.exitCode ?? 'signal'}): ${(r.stderr || r.stdout).trim().slice(0, 200)}`,
+          fix: 'reinstall: ipam-shim install (the copy may be truncated or built for another platform)',
+        },
+      ];
     }
     if (!versions.includes(net.conf.cniVersion)) {
-      return [{ check: this.name, verdict: 'problem', summary: `${path} speaks ${versions.join(', ')}, not the conflist's ${net.conf.cniVersion}`, fix: 'install the current ipam-shim' }];
+      return [
+        {
+          check: this.name,
+          verdict: 'problem',
+          summary: `${path} speaks ${versions.join(', ')}, not the conflist's ${net.conf.cniVersion}`,
+          fix: 'install the current ipam-shim',
+        },
+      ];
     }
     return [{ check: this.name, verdict: 'ok', summary: `${path} answers VERSION (${versions.join(', ')})` }];
   },

@@ -5,7 +5,7 @@ import { HOST_LOCAL_DEFAULT_DATA_DIR, ipKey, readHostLocalStore, type StoreEntry
 import { type DoctorCheck, type Finding, list } from './check.js';
 import { effectiveIpam, typeOf } from './ipam-config.js';
 
-export interface StoreComparison {
+interface StoreComparison {
   /** Ledger IPs host-local has no reservation for (it may hand them out again). */
   missing: Array<{ record: LedgerRecord; ip: string }>;
   /** Ledger IPs host-local reserved for someone else. */
@@ -17,7 +17,7 @@ export interface StoreComparison {
 }
 
 /** PURE: ledger records against host-local's reservations. */
-export function compareWithStore(records: LedgerRecord[], store: StoreEntry[]): StoreComparison {
+function compareWithStore(records: LedgerRecord[], store: StoreEntry[]): StoreComparison {
   const byIp = new Map(store.map((s) => [ipKey(s.ip)!, s]));
   const out: StoreComparison = { missing: [], conflicting: [], unknown: [], intents: [] };
   for (const record of records) {
@@ -28,7 +28,8 @@ export function compareWithStore(records: LedgerRecord[], store: StoreEntry[]): 
     for (const ip of record.ips) {
       const holder = byIp.get(ipKey(ip) ?? '');
       if (!holder) out.missing.push({ record, ip });
-      else if (holder.containerID !== record.containerID || (holder.ifname !== undefined && holder.ifname !== record.ifname)) out.conflicting.push({ record, ip, holder });
+      else if (holder.containerID !== record.containerID || (holder.ifname !== undefined && holder.ifname !== record.ifname))
+        out.conflicting.push({ record, ip, holder });
     }
   }
   const conflicted = new Set(out.conflicting.map((c) => ipKey(c.ip)));
@@ -47,7 +48,13 @@ export const ledgerCheck: DoctorCheck = {
     const ipam = effectiveIpam(net);
     const type = typeOf(ipam);
     if (!ipam || type !== 'host-local') {
-      return [{ check: name, verdict: 'skipped', summary: `cannot compare the ledger with ${type ?? 'the IPAM plugin'}'s store: only host-local's files can be read` }];
+      return [
+        {
+          check: name,
+          verdict: 'skipped',
+          summary: `cannot compare the ledger with ${type ?? 'the IPAM plugin'}'s store: only host-local's files can be read`,
+        },
+      ];
     }
     const dataDir = typeof ipam.dataDir === 'string' && ipam.dataDir ? ipam.dataDir : HOST_LOCAL_DEFAULT_DATA_DIR;
     const storeDir = join(dataDir, net.conf.name);
@@ -104,10 +111,11 @@ export const ledgerCheck: DoctorCheck = {
         check: name,
         verdict: 'warn',
         summary: `${cmp.intents.length} unfinished ADD(s) (intent records): ${list(cmp.intents.map(att))}`,
-        fix: 'an ADD is running or died midway; if it persists, the runtime\'s DEL (or ipam-shim gc --apply) clears it',
+        fix: "an ADD is running or died midway; if it persists, the runtime's DEL (or ipam-shim gc --apply) clears it",
       });
     }
-    if (!out.length) out.push({ check: name, verdict: 'ok', summary: `${records.length} ledger record(s) match ${store.length} reservation(s) in ${storeDir}` });
+    if (!out.length)
+      out.push({ check: name, verdict: 'ok', summary: `${records.length} ledger record(s) match ${store.length} reservation(s) in ${storeDir}` });
     return out;
   },
 };

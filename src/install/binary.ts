@@ -27,7 +27,6 @@ async function sha256(path: string): Promise<string> {
   return h.digest('hex');
 }
 
-
 /** What an ipam-shim executable prints when run with neither CNI_COMMAND nor arguments (its about line). */
 const ABOUT_PREFIX = ABOUT.slice(0, ABOUT.indexOf(':'));
 
@@ -41,7 +40,9 @@ export async function checkSource(source: string): Promise<void> {
   if (r.notFound) throw new Error(`source ${source} cannot be executed`);
   if (r.exitCode !== 0 || !r.stderr.startsWith(ABOUT_PREFIX)) {
     const said = (r.stderr || r.stdout).trim().split('\n')[0]?.slice(0, 120);
-    throw new Error(`source ${source} is not an ipam-shim executable (run without arguments it ${said ? `says ${JSON.stringify(said)}` : 'says nothing'}, exit ${r.exitCode ?? (r.timedOut ? 'timeout' : '?')}; expected "${ABOUT_PREFIX} …")`);
+    throw new Error(
+      `source ${source} is not an ipam-shim executable (run without arguments it ${said ? `says ${JSON.stringify(said)}` : 'says nothing'}, exit ${r.exitCode ?? (r.timedOut ? 'timeout' : '?')}; expected "${ABOUT_PREFIX} …")`,
+    );
   }
 }
 

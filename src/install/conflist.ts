@@ -1,4 +1,3 @@
-
 import { chmod, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config.js';
@@ -9,7 +8,6 @@ import { checkProbeSettings } from '../effects/probe-rewrite.js';
 import { conflistFiles } from '../conflist.js';
 import { syncDir, writeFileAtomic } from '../effects/fs-atomic.js';
 import { ConflistEditError, DEFAULT_ANCHOR, inspectConflist, upsertShimEntry, type ConflistShape, type UpsertAction } from './conflist-edit.js';
-
 
 /**
  * The shim's keys checked as the plugin checks them: its config schema (unknown key → 2, bad value → 7), the
@@ -28,7 +26,6 @@ export function validateShimKeys(keys: Record<string, unknown>): ShimSettings {
   return settings;
 }
 
-
 export interface ConflistOutcome {
   /** The file edited (or that would be), absent when none holds cilium-cni. */
   path?: string;
@@ -40,7 +37,7 @@ export interface ConflistOutcome {
   warnings?: string[];
 }
 
-export interface Unreadable {
+interface Unreadable {
   path: string;
   error: string;
 }
@@ -55,7 +52,7 @@ interface Target {
  * The first conflist (lexical order, as runtimes read them) that holds cilium-cni or the shim; `before` lists
  * the network configs that sort ahead of it (a runtime that uses only the first one never reads the target).
  */
-export async function findTargetConflist(
+async function findTargetConflist(
   confDir: string,
   anchorType = DEFAULT_ANCHOR,
 ): Promise<{ target?: Target; unreadable: Unreadable[]; before: string[] }> {
@@ -90,11 +87,15 @@ function existingKeys(shape: ConflistShape): Record<string, unknown> | undefined
 function warningsFor(target: Target, before: string[], entry: Record<string, unknown>): string[] {
   const out: string[] = [];
   if (before.length) {
-    out.push(`${before[0]} sorts before ${target.path}: runtimes (libcni) use the first network config, so the shim's entry is not used until that file is moved away`);
+    out.push(
+      `${before[0]} sorts before ${target.path}: runtimes (libcni) use the first network config, so the shim's entry is not used until that file is moved away`,
+    );
   }
   const anchor = target.shape.plugins[target.shape.anchor]?.value;
   if (isObject(anchor) && !isObject(anchor.ipam) && entry.delegate === undefined) {
-    out.push(`${DEFAULT_ANCHOR} in ${target.path} has no "ipam": the shim's entry has no delegate, so GC, STATUS and agent IPs cannot reach the IPAM plugin (give "delegate" in --shim-config)`);
+    out.push(
+      `${DEFAULT_ANCHOR} in ${target.path} has no "ipam": the shim's entry has no delegate, so GC, STATUS and agent IPs cannot reach the IPAM plugin (give "delegate" in --shim-config)`,
+    );
   }
   return out;
 }
@@ -104,10 +105,16 @@ function warningsFor(target: Target, before: string[], entry: Record<string, unk
  * config cilium-cni uses, so GC, STATUS and agent IPs talk to the same IPAM plugin. Validated with the
  * schema the plugin uses (throws CniError 2/7).
  */
-export function buildEntry(shimKeys: Record<string, unknown>, shape: ConflistShape): Record<string, unknown> {
+function buildEntry(shimKeys: Record<string, unknown>, shape: ConflistShape): Record<string, unknown> {
   const keys = { ...shimKeys };
   const anchor = shape.anchor >= 0 ? shape.plugins[shape.anchor]!.value : undefined;
-  if (keys.delegate === undefined && isObject(anchor) && isObject(anchor.ipam) && typeof anchor.ipam.type === 'string' && anchor.ipam.type !== PLUGIN_TYPE) {
+  if (
+    keys.delegate === undefined &&
+    isObject(anchor) &&
+    isObject(anchor.ipam) &&
+    typeof anchor.ipam.type === 'string' &&
+    anchor.ipam.type !== PLUGIN_TYPE
+  ) {
     keys.delegate = anchor.ipam;
   }
   validateShimKeys(keys);
