@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { runInNetns } from '../src/effects/exec.js';
-import { PROBE_TABLE, probeRewriteRuleset } from '../src/effects/probe-rewrite.js';
+import { PROBE_TABLE, probeRewriteRuleset } from '../src/probe-rewrite/ruleset.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const SHIM = process.env.IPAM_SHIM_BIN ?? join(ROOT, 'dist/ipam-shim.js');

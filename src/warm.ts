@@ -10,11 +10,14 @@ import { LedgerRecordSchema } from './effects/ledger.js';
 import { parsePrerouting, type ResidueRule } from './residue/parse.js';
 import { findResidue } from './residue/clean.js';
 import { parseNeighbours } from './effects/neigh.js';
-import { findReservedHit } from './reserved.js';
+import { findReservedHit } from './reserved/ranges.js';
 import { parseCidrs } from './net/cidr.js';
 import { bridgeVersion } from './cni/versions.js';
 import { loggerTo } from './log.js';
-import { parseDefaultRouteDev, parseProbeTable, probeDue } from './effects/probe-rewrite.js';
+import { parseDefaultRouteDev } from './effects/uplink.js';
+import { decide } from './probe-rewrite/decide.js';
+import { tableState } from './probe-rewrite/node.js';
+import { parseProbeTable } from './probe-rewrite/ruleset.js';
 
 const CONF = {
   cniVersion: '1.0.0',
@@ -63,7 +66,7 @@ export async function warm(): Promise<void> {
       findReservedHit(ips[0]!, parseCidrs(['192.0.2.0/24', '2001:db8::/32']));
       findReservedHit(ips[1]!, parseCidrs(['192.0.2.0/24', '2001:db8::/32']));
       const found = findResidue(ips, { rules: parsePrerouting(EBTABLES).rules.filter((r): r is ResidueRule => r.kind !== 'other'), neighbours: parseNeighbours(NEIGH) });
-      probeDue({ available: true, table: parseProbeTable(NFT) }, { uplink: parseDefaultRouteDev(ROUTE6) ?? 'eth0' });
+      decide({ table: tableState({ available: true, table: parseProbeTable(NFT) }, { uplink: parseDefaultRouteDev(ROUTE6) ?? 'eth0' }), uplink: true, bpf: undefined, mode: 'auto', ipv6: true });
       convertResult(result, '0.4.0');
       bridgeVersion('1.0.0', ['0.3.1', '0.4.0', '1.0.0']);
       LedgerRecordSchema.parse({

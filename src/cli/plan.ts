@@ -1,5 +1,5 @@
-// `ipam-shim plan`: which node CIDRs of a Cilium cluster-pool collide with reserved subnets (see src/plan.ts).
-import { type FamilyPlan, type Plan, planPool, planToJson } from '../plan.js';
+// `ipam-shim plan`: which node CIDRs of a Cilium cluster-pool collide with reserved subnets (see src/reserved/pool-plan.ts).
+import { type FamilyPlan, type Plan, planPool, planToJson } from '../reserved/pool-plan.js';
 import { type Command, type CommandOutput, asUsage, parseArgv, UsageError } from './command.js';
 
 const USAGE =

@@ -3,9 +3,11 @@
 // flags win over both. status exits 1 when the rewrite is needed and missing, or drifted.
 import { isIPv6 } from 'node:net';
 import { CniError } from '../cni/errors.js';
-import { defaultUplink6, ensureProbeRewrite, PROBE_TABLE, removeProbeRewrite } from '../effects/probe-rewrite.js';
 import type { Run } from '../effects/exec.js';
-import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeAssessment } from '../doctor/probe.js';
+import { readDefaultUplink } from '../effects/uplink.js';
+import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeAssessment } from '../probe-rewrite/assess.js';
+import { ensureProbeRewrite, removeProbeRewrite } from '../probe-rewrite/node.js';
+import { PROBE_TABLE } from '../probe-rewrite/ruleset.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
 import { NETWORK_FLAGS, openNetwork, type NetworkFlags, type OpenNetwork } from './network.js';
 
@@ -64,7 +66,7 @@ export const probeRewriteCommand: Command = {
           : `table ip6 ${PROBE_TABLE} was not there; nothing to remove`;
       return { data: { ...toJson('remove', a), removed: wasPresent }, text: `${note}\n${render('remove', a, net?.shim.path)}`, exitCode: 0 };
     }
-    const uplink = flags.uplink ?? net?.conf.settings.uplink ?? (await defaultUplink6(ctx.run));
+    const uplink = flags.uplink ?? net?.conf.settings.uplink ?? (await readDefaultUplink(ctx.run));
     if (!uplink) throw new Error('no uplink: the node has no default route; pass --uplink DEV');
     // nft matches interface names as strings: a rule for a device that does not exist installs fine and never
     // matches. Refuse it instead (a flag typo is a usage error; a bad "uplink" in the conflist a failure).

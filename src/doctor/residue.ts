@@ -2,14 +2,14 @@
 // unreachable through the bridged uplink); per-pod rules whose MAC is on no local interface are a warning (they
 // belong to no pod here, but may belong to a live azure-vnet pod, so only the operator may remove them).
 import type { DoctorCheck, Finding } from './check.js';
-import { ledgerTargets, mergeTargets, scanTargets } from '../cli/residue.js';
+import { ledgerTargets, mergeTargets, scanTargets } from '../residue/report.js';
 
 const NAME = 'residue';
 
 export const residueCheck: DoctorCheck = {
   name: NAME,
   async run(net) {
-    const ledger = await ledgerTargets(net);
+    const ledger = await ledgerTargets(net.ledger);
     const targets = mergeTargets(ledger.ips, []);
     const scan = await scanTargets(net.run, targets);
     const where = `--conflist ${net.shim.path}`;

@@ -7,11 +7,15 @@
 //   that overlap reserved CIDRs: a warning while some addresses are usable, a problem when none is.
 // Read-only: every finding carries the command or config change that fixes it; nothing is repaired here.
 import type { OpenNetwork } from '../cli/network.js';
-import { defaultUplink, findCapturingRoutes, listActiveTables, listRoutes, type ActiveTables, type CapturingRoute, type Route } from '../effects/routes.js';
-import { findReservedHit, hostLocalRanges, type HostLocalRange } from '../reserved.js';
+import { defaultUplink, listActiveTables, listRoutes, type ActiveTables, type Route } from '../effects/routes.js';
+import { findCapturingRoutes, type CapturingRoute } from '../reserved/capture.js';
+import { assessRanges, everySetWhollyReserved, findReservedHit, type RangeSetAssessment } from '../reserved/ranges.js';
+import { reservedCidrs } from '../reserved/decision.js';
+import { ipamSources, type IpamSource } from '../reserved/ipam-sources.js';
 import { formatIp } from '../net/ip.js';
-import { parseCidrs, type Cidr, type IpRange } from '../net/cidr.js';
+import type { Cidr, IpRange } from '../net/cidr.js';
 import type { LedgerRecord } from '../effects/ledger.js';
+import { CniError } from '../cni/errors.js';
 import { failedCheck, type DoctorCheck, type Finding } from './check.js';
 
 export const ROUTES_CHECK = 'reserved-routes';
@@ -103,56 +107,6 @@ export function ledgerFindings(records: readonly LedgerRecord[], reserved: reado
   return out;
 }
 
-/** Where a host-local IPAM config was found in the conflist. */
-export interface IpamSource {
-  /** e.g. `delegate`, `plugins[0].ipam`. */
-  where: string;
-  ipam: unknown;
-}
-
-/** The IPAM configs whose ranges hand out this network's addresses: the delegate, and chained, the others' `ipam`. */
-export function ipamSources(net: Pick<OpenNetwork, 'conf' | 'shim'>): IpamSource[] {
-  const out: IpamSource[] = [];
-  if (net.conf.settings.delegate) out.push({ where: 'delegate', ipam: net.conf.settings.delegate });
-  if (net.conf.placement === 'chained') {
-    const plugins = Array.isArray(net.shim.list.plugins) ? (net.shim.list.plugins as unknown[]) : [];
-    plugins.forEach((p, i) => {
-      if (i === net.shim.index || !p || typeof p !== 'object') return;
-      const ipam = (p as Record<string, unknown>).ipam;
-      if (ipam && typeof ipam === 'object' && !out.some((o) => JSON.stringify(o.ipam) === JSON.stringify(ipam))) out.push({ where: `plugins[${i}].ipam`, ipam });
-    });
-  }
-  return out;
-}
-
-/** Sorted, merged intervals of the reserved CIDRs of one family. */
-function mergedReserved(reserved: readonly Cidr[], family: 4 | 6): IpRange[] {
-  const list = reserved.filter((r) => r.family === family).sort((a, b) => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0));
-  const out: IpRange[] = [];
-  for (const r of list) {
-    const last = out.at(-1);
-    if (last && r.first <= last.last + 1n) {
-      if (r.last > last.last) last.last = r.last;
-    } else out.push({ family, first: r.first, last: r.last });
-  }
-  return out;
-}
-
-/** PURE: the parts of `range` outside every reserved CIDR, ascending. */
-export function unreservedPieces(range: IpRange, reserved: readonly Cidr[]): IpRange[] {
-  const out: IpRange[] = [];
-  let cursor = range.first;
-  for (const r of mergedReserved(reserved, range.family)) {
-    if (r.last < cursor) continue;
-    if (r.first > range.last) break;
-    if (r.first > cursor) out.push({ family: range.family, first: cursor, last: r.first - 1n });
-    cursor = r.last + 1n;
-    if (cursor > range.last) return out;
-  }
-  if (cursor <= range.last) out.push({ family: range.family, first: cursor, last: range.last });
-  return out;
-}
-
 const MAX_PIECES = 8;
 
 /** (c) PURE: host-local ranges overlapping reserved CIDRs. */
@@ -161,9 +115,9 @@ export function rangeFindings(sources: readonly IpamSource[], reserved: readonly
   let checked = 0;
   for (const src of sources) {
     // host-local hands out one address from each range set: a set with no usable address refuses every ADD.
-    let sets: HostLocalRange[][];
+    let sets: RangeSetAssessment[];
     try {
-      sets = rangeSets(src.ipam).map((set) => hostLocalRanges(set));
+      sets = assessRanges(src.ipam, reserved);
     } catch (e) {
       out.push({
         check: RANGES_CHECK,
@@ -174,34 +128,27 @@ export function rangeFindings(sources: readonly IpamSource[], reserved: readonly
       continue;
     }
     const type = (src.ipam as { type?: unknown }).type;
-    const ranges = sets.flatMap((rs, set) => rs.map((range) => ({ range, set })));
-    if (!ranges.length) continue;
-    checked += ranges.length;
-    const results = ranges.map(({ range, set }) => {
-      const size = range.last - range.first + 1n;
-      const pieces = unreservedPieces(range, reserved);
-      const usable = pieces.reduce((n, p) => n + (p.last - p.first + 1n), 0n);
-      const touching = reserved.filter((r) => r.family === range.family && r.first <= range.last && range.first <= r.last).map((r) => r.text);
-      return { range, set, size, pieces, usable, touching };
-    });
-    const deadSet = (set: number) => results.every((r) => r.set !== set || r.usable === 0n);
-    const allDead = sets.every((_, i) => deadSet(i));
+    const results = sets.flatMap((set) => set.ranges.map((r) => ({ ...r, set })));
+    if (!results.length) continue;
+    checked += results.length;
+    const allDead = everySetWhollyReserved(sets);
     for (const r of results) {
-      if (!r.touching.length) continue;
+      if (!r.reserved.length) continue;
+      const touching = r.reserved.map((c) => c.text);
       const reservedCount = r.size - r.usable;
       const where = `${src.where}${type ? ` (${String(type)})` : ''} range ${r.range.text} of ${r.range.subnet}`;
-      const listed = [...new Set(r.touching)].slice(0, 5).join(', ') + (r.touching.length > 5 ? ` (+${r.touching.length - 5} more)` : '');
+      const listed = [...new Set(touching)].slice(0, 5).join(', ') + (touching.length > 5 ? ` (+${touching.length - 5} more)` : '');
       const data = {
         source: src.where,
         subnet: r.range.subnet,
         range: r.range.text,
-        reserved: [...new Set(r.touching)],
+        reserved: [...new Set(touching)],
         addresses: r.size.toString(),
         reservedAddresses: reservedCount.toString(),
-        usable: r.pieces.map((p) => pieceText(p)),
+        usable: r.unreserved.map((p) => pieceText(p)),
       };
       if (r.usable === 0n) {
-        const dead = deadSet(r.set);
+        const dead = r.set.whollyReserved;
         const why = !dead ? '' : allDead ? ': every ADD is refused (STATUS reports 50)' : ': host-local takes an address from every range set, so every ADD is refused (STATUS reports 50)';
         out.push({
           check: RANGES_CHECK,
@@ -212,14 +159,14 @@ export function rangeFindings(sources: readonly IpamSource[], reserved: readonly
         });
         continue;
       }
-      const pieces = r.pieces.slice(0, MAX_PIECES).map((p) => ({ subnet: r.range.subnet, rangeStart: formatIp(p.family, p.first), rangeEnd: formatIp(p.family, p.last) }));
+      const pieces = r.unreserved.slice(0, MAX_PIECES).map((p) => ({ subnet: r.range.subnet, rangeStart: formatIp(p.family, p.first), rangeEnd: formatIp(p.family, p.last) }));
       out.push({
         check: RANGES_CHECK,
         verdict: 'warn',
         summary: `${where}: ${reservedCount} of ${r.size} addresses lie in reserved ${listed}; ADDs handed one of them are refused with code 100`,
         fix:
           `replace the range in ${src.where} with its unreserved parts (one range set): ${JSON.stringify(pieces)}` +
-          (r.pieces.length > MAX_PIECES ? ` … and ${r.pieces.length - MAX_PIECES} more pieces` : ''),
+          (r.unreserved.length > MAX_PIECES ? ` … and ${r.unreserved.length - MAX_PIECES} more pieces` : ''),
         data,
       });
     }
@@ -232,16 +179,6 @@ export function rangeFindings(sources: readonly IpamSource[], reserved: readonly
     );
   }
   return out;
-}
-
-/** host-local's range sets, each as a config hostLocalRanges reads: top-level `subnet` first, then `ranges`. */
-export function rangeSets(ipam: unknown): unknown[] {
-  if (!ipam || typeof ipam !== 'object' || Array.isArray(ipam)) return [];
-  const o = ipam as Record<string, unknown>;
-  return [
-    ...(o.subnet !== undefined ? [{ subnet: o.subnet, rangeStart: o.rangeStart, rangeEnd: o.rangeEnd }] : []),
-    ...(Array.isArray(o.ranges) ? o.ranges.map((set) => ({ ranges: [set] })) : o.ranges !== undefined ? [{ ranges: o.ranges }] : []),
-  ];
 }
 
 function pieceText(p: IpRange): string {
@@ -262,9 +199,11 @@ export const reservedCheck: DoctorCheck = {
   async run(net: OpenNetwork): Promise<Finding[]> {
     let reserved: Cidr[];
     try {
-      reserved = parseCidrs(net.conf.settings.reservedCIDRs);
+      reserved = reservedCidrs(net.conf);
     } catch (e) {
-      return [{ check: 'reserved', verdict: 'problem', summary: (e as Error).message, fix: 'correct reservedCIDRs in the conflist: every ADD fails with code 7 until then' }];
+      // The list's own message (the code-7 error ADD gives carries it as details).
+      const summary = e instanceof CniError && e.details ? e.details : (e as Error).message;
+      return [{ check: 'reserved', verdict: 'problem', summary, fix: 'correct reservedCIDRs in the conflist: every ADD fails with code 7 until then' }];
     }
     if (!reserved.length) {
       return [{ check: 'reserved', verdict: 'skipped', summary: 'no reservedCIDRs configured: routes, ledger and ranges not compared' }];

@@ -1,39 +1,29 @@
-// ebtables nat PREROUTING: list azure-vnet's per-pod rules and delete them one by one. Argv arrays only.
+// ebtables nat PREROUTING: list the chain (as text: src/residue/parse.ts reads it) and delete rules one by one.
+// Argv arrays only.
 import { ToolError } from '../cni/errors.js';
-import { parsePrerouting, type ResidueRule } from '../residue/parse.js';
 import type { Run, RunCall, RunResult } from './exec.js';
 
 const EBTABLES = 'ebtables';
 const TIMEOUT_MS = 15_000;
 
-export interface PreroutingListing {
-  /** false: ebtables is not installed, or this kernel/backend has no nat table or PREROUTING chain. */
-  available: boolean;
-  rules: ResidueRule[];
-}
-
-/** The one call listPreroutingResidue makes (the IPAM slot starts it early, alongside the delegate ADD). */
+/** The one call listPrerouting makes (the IPAM slot starts it early, alongside the delegate ADD). */
 export const LIST_PREROUTING: RunCall = [EBTABLES, ['-t', 'nat', '-L', 'PREROUTING'], { check: false, timeoutMs: TIMEOUT_MS }];
 
 /**
- * Lists the per-pod rules (arpreply/dnat4/dnat6 shapes) of the nat PREROUTING chain with one
- * `ebtables -t nat -L PREROUTING` call. Read-only, so trivially idempotent; with the nft backend listing an
- * absent table does not create it. Owns nothing: node-wide and unrecognised rules are parsed but dropped.
- * Tolerates a missing ebtables binary and a missing nat table/chain (→ `available: false, rules: []`); any
- * other failure (e.g. not root) throws ToolError, because "could not look" must not read as "nothing there".
- * `mayName` skips rules that cannot concern the caller (see parsePrerouting).
+ * `ebtables -t nat -L PREROUTING` stdout, one call. Read-only, so trivially idempotent; with the nft backend
+ * listing an absent table does not create it. Owns nothing. Tolerates a missing ebtables binary and a missing
+ * nat table/chain (→ `available: false`); any other failure (e.g. not root) throws ToolError, because "could not
+ * look" must not read as "nothing there".
  */
-export async function listPreroutingResidue(run: Run, mayName?: (rule: string) => boolean): Promise<PreroutingListing> {
+export async function listPrerouting(run: Run): Promise<{ available: false } | { available: true; text: string }> {
   const [, args, opts] = LIST_PREROUTING;
   const r = await run(EBTABLES, args, opts);
-  if (isMissingProgram(r)) return { available: false, rules: [] };
+  if (isMissingProgram(r)) return { available: false };
   if (r.exitCode !== 0 || r.timedOut) {
-    if (isAbsentTable(r.stderr)) return { available: false, rules: [] };
+    if (isAbsentTable(r.stderr)) return { available: false };
     throw new ToolError(EBTABLES, args, r.exitCode, r.stderr, { timedOut: r.timedOut });
   }
-  const parsed = parsePrerouting(r.stdout, mayName);
-  if (!parsed.chainSeen) return { available: false, rules: [] };
-  return { available: true, rules: parsed.rules.filter((x): x is ResidueRule => x.kind !== 'other') };
+  return { available: true, text: r.stdout };
 }
 
 /**
@@ -42,7 +32,7 @@ export async function listPreroutingResidue(run: Run, mayName?: (rule: string) =
  * or binary that no longer exists, is reported as `'absent'`, not an error. Owns only the rule it is given.
  * Any other failure throws ToolError. When several identical rules exist, each call removes one of them.
  */
-export async function deleteRule(run: Run, rule: ResidueRule): Promise<'deleted' | 'absent'> {
+export async function deleteRule(run: Run, rule: { readonly args: readonly string[] }): Promise<'deleted' | 'absent'> {
   const args = ['-t', 'nat', '-D', 'PREROUTING', ...rule.args];
   const r = await run(EBTABLES, args, { check: false, timeoutMs: TIMEOUT_MS });
   if (r.exitCode === 0 && !r.timedOut) return 'deleted';

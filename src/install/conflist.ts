@@ -1,10 +1,9 @@
 import { chmod, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config.js';
-import { CniError, ErrorCode } from '../cni/errors.js';
 import { isObject } from '../cni/json.js';
-import { parseCidrs } from '../net/cidr.js';
-import { checkProbeSettings } from '../effects/probe-rewrite.js';
+import { parseReservedCidrs } from '../reserved/decision.js';
+import { checkProbeSettings } from '../probe-rewrite/ruleset.js';
 import { conflistFiles } from '../conflist.js';
 import { syncDir, writeFileAtomic } from '../effects/fs-atomic.js';
 import { ConflistEditError, DEFAULT_ANCHOR, inspectConflist, upsertShimEntry, type ConflistShape, type UpsertAction } from './conflist-edit.js';
@@ -16,11 +15,7 @@ import { ConflistEditError, DEFAULT_ANCHOR, inspectConflist, upsertShimEntry, ty
  */
 export function validateShimKeys(keys: Record<string, unknown>): ShimSettings {
   const settings = parseShimSettings(keys, '');
-  try {
-    parseCidrs(settings.reservedCIDRs);
-  } catch (e) {
-    throw new CniError(ErrorCode.InvalidNetworkConfig, 'invalid reservedCIDRs', { details: (e as Error).message });
-  }
+  parseReservedCidrs(settings.reservedCIDRs);
   const { uplink, probeSource, probeGlobal } = settings;
   checkProbeSettings({ ...(uplink ? { uplink } : {}), ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) });
   return settings;

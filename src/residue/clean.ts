@@ -1,14 +1,33 @@
 // What residue exists for a set of pod IPs, and its removal. The matching is pure and exact (10.240.0.3 never
 // matches 10.240.0.32); the effects list once, delete rule by rule, and fail loudly when residue stays.
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { deleteRule, listPreroutingResidue } from '../effects/ebtables.js';
+import { deleteRule, listPrerouting } from '../effects/ebtables.js';
 import type { Run } from '../effects/exec.js';
 import { deleteNeighbour, listNeighbours, type Neighbour } from '../effects/neigh.js';
 import { listRoutes } from '../effects/routes.js';
-import { type ResidueRule } from './parse.js';
+import { parsePrerouting, type ResidueRule } from './parse.js';
 import { exactIp } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
 import { hostRouteDevices, isPodOwnNeighbour } from './own.js';
+
+export interface PreroutingListing {
+  /** false: ebtables is not installed, or this kernel/backend has no nat table or PREROUTING chain. */
+  available: boolean;
+  rules: ResidueRule[];
+}
+
+/**
+ * The per-pod rules (arpreply/dnat4/dnat6 shapes) of the nat PREROUTING chain: one listing (effects/ebtables.ts),
+ * parsed here. Node-wide and unrecognised rules are parsed but dropped. `available: false` when ebtables, the nat
+ * table or the chain is missing. `mayName` skips rules that cannot concern the caller (see parsePrerouting).
+ */
+export async function listPreroutingResidue(run: Run, mayName?: (rule: string) => boolean): Promise<PreroutingListing> {
+  const listed = await listPrerouting(run);
+  if (!listed.available) return { available: false, rules: [] };
+  const parsed = parsePrerouting(listed.text, mayName);
+  if (!parsed.chainSeen) return { available: false, rules: [] };
+  return { available: true, rules: parsed.rules.filter((x): x is ResidueRule => x.kind !== 'other') };
+}
 
 export interface ResidueSnapshot {
   rules: ResidueRule[];

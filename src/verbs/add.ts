@@ -3,12 +3,13 @@ import { delegateConf } from '../cni/config.js';
 import { convertResult, invalidAddresses, resultAddresses, type Result } from '../cni/result.js';
 import type { LedgerRecord } from '../effects/ledger.js';
 import { attachmentOf, exclusively, ownerOf, type VerbContext } from './context.js';
-import { prefetchResidue, prepareAddresses, reservedCidrs } from './address-steps.js';
+import { prefetchResidue, prepareAddresses } from './address-steps.js';
+import { reservedCidrs } from '../reserved/decision.js';
 import { resultHostDevices } from '../residue/own.js';
 
 /** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */
 export async function cmdAdd(ctx: VerbContext): Promise<Result> {
-  reservedCidrs(ctx); // a bad reservedCIDRs list fails the ADD before the delegate allocates anything
+  reservedCidrs(ctx.conf); // a bad reservedCIDRs list fails the ADD before the delegate allocates anything
   return ctx.conf.placement === 'ipam' ? addInIpamSlot(ctx) : addChained(ctx);
 }
 

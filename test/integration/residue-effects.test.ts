@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CniError, ErrorCode } from '../../src/cni/errors.js';
-import { deleteRule, listPreroutingResidue } from '../../src/effects/ebtables.js';
+import { deleteRule } from '../../src/effects/ebtables.js';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
 import { deleteNeighbour, listNeighbours } from '../../src/effects/neigh.js';
-import { cleanResidue, findOrphans, listResidueFor, localMacs } from '../../src/residue/clean.js';
+import { cleanResidue, findOrphans, listPreroutingResidue, listResidueFor, localMacs } from '../../src/residue/clean.js';
 import { rootOrSkip, TestNet, uid } from '../helpers/netns.js';
 
 const POD = '10.240.0.32';

@@ -3,9 +3,11 @@
 // exactly the planted capturing route and nothing among the clean ones.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runInNetns } from '../../src/effects/exec.js';
-import { defaultUplink, findCapturingRoutes, listRoutes } from '../../src/effects/routes.js';
+import { defaultUplink, listRoutes } from '../../src/effects/routes.js';
+import { findCapturingRoutes } from '../../src/reserved/capture.js';
 import { parseCidrs } from '../../src/net/cidr.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
+import { routedNode } from '../helpers/routed-node.js';
 
 const root = rootOrSkip();
 
@@ -15,18 +17,8 @@ describe.skipIf(!root)('routes capturing reserved CIDRs (real netns)', () => {
 
   beforeEach(async () => {
     net = new TestNet();
-    node = await net.netns('node');
-    const vnet = await net.netns('vnet');
-    const peer = await net.netns('peer');
-    await net.veth(node, 'up0', vnet, 'eth0');
-    await net.veth(node, 'vx0', peer, 'eth0');
+    node = await routedNode(net);
     const ip = (...args: string[]) => inNs(node, 'ip', args);
-    await ip('addr', 'add', '10.240.0.5/16', 'dev', 'up0');
-    await ip('addr', 'add', '10.99.0.1/24', 'dev', 'vx0');
-    await ip('-6', 'addr', 'add', 'fd00:240::5/64', 'dev', 'up0', 'nodad');
-    await ip('-6', 'addr', 'add', 'fd00:99::1/64', 'dev', 'vx0', 'nodad');
-    await ip('route', 'add', 'default', 'via', '10.240.0.1', 'dev', 'up0');
-    await ip('-6', 'route', 'add', 'default', 'via', 'fd00:240::1', 'dev', 'up0');
     // clean: unrelated subnet via the local device; reserved-adjacent and reserved subnets via the VNet gateway
     await ip('route', 'add', '192.168.50.0/24', 'via', '10.99.0.2', 'dev', 'vx0');
     await ip('route', 'add', '10.225.0.0/16', 'via', '10.240.0.1', 'dev', 'up0');

@@ -3,7 +3,7 @@ import { IPv4, IPv4CidrRange, IPv4Prefix, IPv6, IPv6CidrRange, IPv6Prefix } from
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/cli/command.js';
 import { planCommand } from '../../src/cli/plan.js';
-import { type FamilyPlan, nodeCidrAt, planPool } from '../../src/plan.js';
+import { type FamilyPlan, nodeCidrAt, planPool } from '../../src/reserved/pool-plan.js';
 
 // ---- oracle: enumerate every node CIDR with ip-num and test it against every reserved CIDR (small pools only) ----
 

@@ -1,21 +1,12 @@
-// The pure half of effects/probe-rewrite.ts, fed output recorded from nft 1.0.6 / iproute2 6.1 on the verified
+// The pure ruleset (src/probe-rewrite/ruleset.ts), fed output recorded from nft 1.0.6 / iproute2 6.1 on the verified
 // probe topology (test/fixtures/nft/), plus the effect functions over a scripted Run to pin their tolerances.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CniError, ToolError } from '../../src/cni/errors.js';
 import type { Run, RunResult } from '../../src/effects/exec.js';
-import {
-  ensureProbeRewrite,
-  parseBpfProbeHandler,
-  parseDefaultRouteDev,
-  parseProbeTable,
-  probeCounters,
-  probeRewriteDue,
-  probeRewriteRuleset,
-  probeRewriteStatus,
-  probeTableMatches,
-  removeProbeRewrite,
-} from '../../src/effects/probe-rewrite.js';
+import { parseDefaultRouteDev } from '../../src/effects/uplink.js';
+import { ensureProbeRewrite, probeRewriteDue, probeRewriteStatus, removeProbeRewrite } from '../../src/probe-rewrite/node.js';
+import { parseBpfProbeHandler, parseProbeTable, probeCounters, probeRewriteRuleset, probeTableMatches } from '../../src/probe-rewrite/ruleset.js';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/nft/${name}`, import.meta.url), 'utf8');
 
@@ -184,7 +175,7 @@ describe('effects over a scripted Run', () => {
     await expect(probeRewriteStatus(noTc.run)).resolves.toMatchObject({ state: 'present', matchesExpected: true });
   });
 
-  it('defaultUplink6 falls back to the IPv4 default route', async () => {
+  it('the uplink lookup falls back to the IPv4 default route', async () => {
     const { run, calls } = scripted({
       'ip -j -6 route show default': ok('[]\n'),
       'ip -j route show default': ok('[{"dst":"default","gateway":"10.0.0.1","dev":"eth1","flags":[]}]\n'),

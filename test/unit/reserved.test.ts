@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { IPv4, IPv4CidrRange, IPv6, IPv6CidrRange } from 'ip-num';
 import { isIPv6 } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { findReservedHit, hostLocalRanges, rangesInReserved } from '../../src/reserved.js';
+import { findReservedHit, hostLocalRanges, rangesInReserved } from '../../src/reserved/ranges.js';
 import { formatIp, parseIp } from '../../src/net/ip.js';
 import { parseCidr, parseCidrs, rangeOverlap } from '../../src/net/cidr.js';
 

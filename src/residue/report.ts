@@ -1,0 +1,170 @@
+// The residue report of `ipam-shim residue scan | clean` and doctor's residue check: which addresses to look at
+// (ledger and named), what residue each has (or had removed, or still has), orphaned per-pod rules, counts and a
+// verdict. The CLI (cli/residue.ts) parses flags and renders it; doctor (doctor/residue.ts) reads it.
+import type { Ledger } from '../effects/ledger.js';
+import type { Run } from '../effects/exec.js';
+import { listNeighbours, type Neighbour } from '../effects/neigh.js';
+import { exactIp } from '../net/ip.js';
+import { cleanResidue, findOrphans, findResidueOnNode, listPreroutingResidue, localMacs, type CleanFailure, type ResidueSnapshot } from './clean.js';
+import type { ResidueRule } from './parse.js';
+
+// ---------------------------------------------------------------------------------------------------------------
+// the report (pure data)
+
+/** One address the command looks at, and why. */
+export interface Target {
+  ip: string;
+  /** `ledger`: the shim handed it out; `named`: given with --ip. Both when both. */
+  sources: Array<'ledger' | 'named'>;
+  /** Ledger attachments holding it, as `containerID/ifname` (`(intent)` appended for unfinished ADDs). */
+  attachments: string[];
+}
+
+export interface RuleView {
+  kind: ResidueRule['kind'];
+  ip: string;
+  mac: string;
+  text: string;
+}
+
+export interface NeighbourView {
+  ip: string;
+  dev: string;
+  mac?: string;
+  state: string[];
+}
+
+export interface TargetReport extends Target {
+  /** scan / dry run: present now. --apply: what was removed. */
+  rules: RuleView[];
+  neighbours: NeighbourView[];
+  /** --apply only: still present after the removal (listed again). */
+  left?: { rules: RuleView[]; neighbours: NeighbourView[] };
+}
+
+export interface ResidueReport {
+  mode: 'scan' | 'clean';
+  /** clean: whether anything was (meant to be) deleted. */
+  apply: boolean;
+  network: string | null;
+  conflist: string | null;
+  /** Why ledger IPs were not looked at, when they were not. */
+  ledgerNote?: string;
+  /** Ledger files that did not parse (their IPs are unknown). */
+  corruptLedgerFiles: string[];
+  /** false: ebtables or its nat table is absent, so no rule can exist (neighbours were still looked at). */
+  ebtablesAvailable: boolean;
+  targets: TargetReport[];
+  /** Per-pod-shaped rules for other addresses whose MAC is on no local interface. Never touched. */
+  orphans: RuleView[];
+  /** clean --apply: deletions that failed. */
+  errors: CleanFailure[];
+  counts: { rules: number; neighbours: number; ipsWithResidue: number; orphans: number; leftRules: number; leftNeighbours: number; errors: number };
+  /** No residue (left) for any target and no failure. Orphans do not count: clean cannot remove them. */
+  ok: boolean;
+}
+
+const ruleView = (r: ResidueRule): RuleView => ({ kind: r.kind, ip: r.ip, mac: r.mac, text: r.text });
+const neighView = (n: Neighbour): NeighbourView => ({ ip: n.ip, dev: n.dev, ...(n.mac ? { mac: n.mac } : {}), state: n.state });
+
+/**
+ * PURE. Merges ledger addresses (CNI notation allowed: `10.240.0.32/16`) and named addresses into targets,
+ * normalised and de-duplicated, in order of first appearance (ledger first).
+ */
+export function mergeTargets(ledger: Array<{ ip: string; attachment: string }>, named: readonly string[]): Target[] {
+  const byIp = new Map<string, Target>();
+  const get = (raw: string): Target => {
+    const ip = exactIp(raw.split('/')[0] ?? '');
+    if (!ip) throw new TypeError(`not an IP address: ${JSON.stringify(raw)}`);
+    let t = byIp.get(ip);
+    if (!t) byIp.set(ip, (t = { ip, sources: [], attachments: [] }));
+    return t;
+  };
+  for (const l of ledger) {
+    const t = get(l.ip);
+    if (!t.sources.includes('ledger')) t.sources.push('ledger');
+    if (!t.attachments.includes(l.attachment)) t.attachments.push(l.attachment);
+  }
+  for (const n of named) {
+    const t = get(n);
+    if (!t.sources.includes('named')) t.sources.push('named');
+  }
+  return [...byIp.values()];
+}
+
+/** PURE. Splits a snapshot of residue per target; orphans exclude rules already reported under a target. */
+export function assemble(
+  targets: readonly Target[],
+  found: ResidueSnapshot,
+  orphans: readonly ResidueRule[],
+): { targets: TargetReport[]; orphans: RuleView[] } {
+  const ips = new Set(targets.map((t) => t.ip));
+  return {
+    targets: targets.map((t) => ({
+      ...t,
+      rules: found.rules.filter((r) => r.ip === t.ip).map(ruleView),
+      neighbours: found.neighbours.filter((n) => n.ip === t.ip).map(neighView),
+    })),
+    orphans: orphans.filter((r) => !ips.has(r.ip)).map(ruleView),
+  };
+}
+
+/** PURE. Counts and the verdict. */
+export function summarise(r: Omit<ResidueReport, 'counts' | 'ok'>): ResidueReport {
+  const sum = (f: (t: TargetReport) => number) => r.targets.reduce((a, t) => a + f(t), 0);
+  const counts = {
+    rules: sum((t) => t.rules.length),
+    neighbours: sum((t) => t.neighbours.length),
+    ipsWithResidue: r.targets.filter((t) => (r.apply && t.left ? t.left.rules.length + t.left.neighbours.length : t.rules.length + t.neighbours.length) > 0).length,
+    orphans: r.orphans.length,
+    leftRules: sum((t) => t.left?.rules.length ?? 0),
+    leftNeighbours: sum((t) => t.left?.neighbours.length ?? 0),
+    errors: r.errors.length,
+  };
+  const remaining = r.mode === 'clean' && r.apply ? counts.leftRules + counts.leftNeighbours : counts.rules + counts.neighbours;
+  return { ...r, counts, ok: remaining === 0 && counts.errors === 0 };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// effects
+
+/** One read-only look: ebtables nat PREROUTING, neighbours and local MACs, concurrently. */
+export async function snapshotResidue(run: Run): Promise<{ ebtablesAvailable: boolean; snapshot: ResidueSnapshot; macs: Set<string> }> {
+  const [eb, neighbours, macs] = await Promise.all([listPreroutingResidue(run), listNeighbours(run), localMacs(run)]);
+  return { ebtablesAvailable: eb.available, snapshot: { rules: eb.rules, neighbours }, macs };
+}
+
+/** Ledger addresses of a network, with the attachments holding them; corrupt files listed separately. */
+export async function ledgerTargets(ledger: Pick<Ledger, 'list'>): Promise<{ ips: Array<{ ip: string; attachment: string }>; corrupt: string[] }> {
+  const { records, corrupt } = await ledger.list();
+  const ips = records.flatMap((r) => r.ips.map((ip) => ({ ip, attachment: `${r.containerID}/${r.ifname}${r.state === 'intent' ? ' (intent)' : ''}` })));
+  return { ips, corrupt };
+}
+
+/** scan, or clean's dry run: what is there now for `targets`. */
+export async function scanTargets(run: Run, targets: readonly Target[]): Promise<{ ebtablesAvailable: boolean; targets: TargetReport[]; orphans: RuleView[] }> {
+  const { ebtablesAvailable, snapshot, macs } = await snapshotResidue(run);
+  const found = await findResidueOnNode(
+    run,
+    targets.map((t) => t.ip),
+    snapshot,
+  );
+  return { ebtablesAvailable, ...assemble(targets, found, findOrphans(snapshot.rules, macs)) };
+}
+
+/** clean --apply: remove, keep going past failures, then look again to report what is left. */
+export async function cleanTargets(
+  run: Run,
+  targets: readonly Target[],
+): Promise<{ ebtablesAvailable: boolean; targets: TargetReport[]; orphans: RuleView[]; errors: CleanFailure[] }> {
+  const ips = targets.map((t) => t.ip);
+  const cleaned = ips.length ? await cleanResidue(run, ips, { keepGoing: true }) : { removed: { rules: [], neighbours: [] }, errors: [] };
+  const after = await scanTargets(run, targets);
+  const removed = assemble(targets, cleaned.removed, []).targets;
+  return {
+    ebtablesAvailable: after.ebtablesAvailable,
+    targets: removed.map((t, i) => ({ ...t, left: { rules: after.targets[i]!.rules, neighbours: after.targets[i]!.neighbours } })),
+    orphans: after.orphans,
+    errors: cleaned.errors,
+  };
+}
