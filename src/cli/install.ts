@@ -1,11 +1,10 @@
 // `ipam-shim install` and `ipam-shim uninstall`: put the shim on a node (binary + chained conflist entry after
 // cilium-cni) and take it off again. `install --watch` is what the DaemonSet in deploy/ runs.
-import { parseArgs } from 'node:util';
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { CniError } from '../cni/errors.js';
 import { createLogger } from '../log.js';
 import { DEFAULT_CNI_PATH } from './network.js';
-import { asUsage, UsageError, type Command, type CommandOutput } from './command.js';
+import { asUsage, parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
 import { checkSource, defaultSource, installBinary } from '../install/binary.js';
 import { installConflist, validateShimKeys, type ConflistOutcome } from '../install/conflist.js';
 import { uninstall, watchInstall } from '../install/install.js';
@@ -57,20 +56,18 @@ export const installCommand: Command = {
   usage: INSTALL_USAGE,
   exitStatus: '0 installed or already in place (or the shim is in an IPAM slot); 1 no conflist holds cilium-cni, one does not parse, or a write failed; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; with --watch: 0 when stopped by a signal',
   async run(argv): Promise<CommandOutput> {
-    const { values: v } = asUsage(() =>
-      parseArgs({
-        args: argv,
-        strict: true,
-        options: {
-          'cni-bin-dir': { type: 'string' },
-          'conf-dir': { type: 'string' },
-          source: { type: 'string' },
-          'shim-config': { type: 'string' },
-          watch: { type: 'boolean' },
-          interval: { type: 'string' },
-        },
-      }),
-    );
+    const { values: v } = parseArgv({
+      args: argv,
+      strict: true,
+      options: {
+        'cni-bin-dir': { type: 'string' },
+        'conf-dir': { type: 'string' },
+        source: { type: 'string' },
+        'shim-config': { type: 'string' },
+        watch: { type: 'boolean' },
+        interval: { type: 'string' },
+      },
+    });
     const binDir = (v['cni-bin-dir']) ?? DEFAULT_CNI_PATH;
     const confDir = (v['conf-dir']) ?? DEFAULT_CONF_DIR;
     const shimKeys = parseShimConfig(v['shim-config']);
@@ -132,9 +129,7 @@ export const uninstallCommand: Command = {
   usage: UNINSTALL_USAGE,
   exitStatus: '0 done (also when there was nothing to remove); 1 a write failed; 2 usage',
   async run(argv): Promise<CommandOutput> {
-    const { values: v } = asUsage(() =>
-      parseArgs({ args: argv, strict: true, options: { 'cni-bin-dir': { type: 'string' }, 'conf-dir': { type: 'string' }, 'keep-binary': { type: 'boolean' } } }),
-    );
+    const { values: v } = parseArgv({ args: argv, strict: true, options: { 'cni-bin-dir': { type: 'string' }, 'conf-dir': { type: 'string' }, 'keep-binary': { type: 'boolean' } } });
     const out = await uninstall({
       binDir: (v['cni-bin-dir']) ?? DEFAULT_CNI_PATH,
       confDir: (v['conf-dir']) ?? DEFAULT_CONF_DIR,
