@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FIXTURE_BIN, invoke, PLUGIN_DIR, scratch, SHIM } from '../helpers/cni.js';
 import { uid } from '../helpers/netns.js';
+import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { disagreements, envInt, hostLocalStore, pool, readLedger, WRAP_IPAM } from '../helpers/robust.js';
 
 const RUNS = envInt('IPAM_SHIM_FUZZ_RUNS', 150);
@@ -284,20 +285,8 @@ describe('explicit hostile input', () => {
     CNI_PATH: `${PLUGIN_DIR}:${FIXTURE_BIN}`,
     ...over,
   });
-  const slot = (ipamOver: Record<string, unknown> = {}, top: Record<string, unknown> = {}) => ({
-    cniVersion: '1.0.0',
-    name: NET,
-    type: 'ptp',
-    ipam: {
-      type: 'ipam-shim',
-      stateDir: s.stateDir,
-      logFile: s.logFile,
-      ipv6ProbeRewrite: 'off',
-      delegate: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.238.0.0/24' }]] },
-      ...ipamOver,
-    },
-    ...top,
-  });
+  const slot = (ipamOver: Record<string, unknown> = {}, top: Record<string, unknown> = {}) =>
+    shimConf({ name: NET, dirs: s, probeRewrite: false, delegate: hostLocal(s.dataDir, '10.238.0.0/24'), keys: ipamOver, top });
   async function expectCode(o: Outcome, code: number, command = 'ADD'): Promise<Record<string, any>> {
     expect(protocolViolations(command, o)).toEqual([]);
     expect(o.exitCode).not.toBe(0);
@@ -380,7 +369,7 @@ describe('explicit hostile input', () => {
     await expectCode(await run(env({ WRAP_IPAM_LOG: log }), noType), 7);
     await expect(stat(log)).rejects.toMatchObject({ code: 'ENOENT' });
     // Chained: an unknown key (2).
-    const chained = { cniVersion: '1.0.0', name: NET, type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.238.0.9/24' }] } };
+    const chained = shimConf({ placement: 'chained', name: NET, dirs: s, top: { prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.238.0.9/24' }] } } });
     await expectCode(await run(env(), JSON.stringify(chained).replace('"name"', '"__proto__":{"polluted":1},"name"')), 2);
     // At the top level of the IPAM slot (not ours to judge): the ADD works and the delegate gets its own type.
     const top = await run(env(), base.replace('{"cniVersion"', '{"__proto__":{"type":"/bin/sh"},"cniVersion"'));
@@ -429,7 +418,7 @@ describe('explicit hostile input', () => {
         const conf = slot({ delegate: { type, dataDir: s.dataDir } }, { cniVersion: '1.1.0' });
         await expectCode(await run(env({ CNI_COMMAND: command, CNI_CONTAINERID: '', CNI_IFNAME: '', CNI_NETNS: '' }), JSON.stringify(conf)), 7, command);
       }
-      const chained = { cniVersion: '1.1.0', name: NET, type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, delegate: { type } };
+      const chained = shimConf({ placement: 'chained', cniVersion: '1.1.0', name: NET, dirs: s, delegate: { type } });
       await expectCode(await run(env({ CNI_COMMAND: 'STATUS', CNI_CONTAINERID: '', CNI_IFNAME: '', CNI_NETNS: '' }), JSON.stringify(chained)), 7, 'STATUS');
     }
     // A directory of that name on CNI_PATH is not a plugin either.
@@ -452,18 +441,8 @@ function existsSyncNot(path: string): boolean {
 
 describe('planted symlinks and a corrupt ledger', () => {
   const network = () => `lnk-${uid()}`;
-  const slotFor = (net: string, cniVersion = '1.0.0') => ({
-    cniVersion,
-    name: net,
-    type: 'ptp',
-    ipam: {
-      type: 'ipam-shim',
-      stateDir: s.stateDir,
-      logFile: s.logFile,
-      ipv6ProbeRewrite: 'off',
-      delegate: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.239.0.0/24' }]] },
-    },
-  });
+  const slotFor = (net: string, cniVersion = '1.0.0') =>
+    shimConf({ cniVersion, name: net, dirs: s, probeRewrite: false, delegate: hostLocal(s.dataDir, '10.239.0.0/24') });
   const call = (net: string, command: string, cid = 'pod-1', extra: Record<string, unknown> = {}, cniVersion = '1.0.0') =>
     invoke({ ...slotFor(net, cniVersion), ...extra }, {
       command,
