@@ -1,3 +1,4 @@
+// 2. ADD/DEL: IPAM slot (shim → host-local vs host-local) and chained (ptp → shim vs ptp alone).
 import { join } from 'node:path';
 import { type Sample, type Samples, emptySamples, fmtMs, heading, mustRun, pushSample, stats, table, timeRun } from '../bench-lib.js';
 import {

@@ -1,5 +1,4 @@
 // 4. Concurrency: PARALLEL ADDs at once.
-// CPU time is the steadier figure; tables show both, and targets are judged on both.
 import { rmSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';

@@ -1,6 +1,5 @@
 // What every bench section shares: the flags, the scratch netns (the parent process creates it and re-executes
 // the bench inside), the builds under test, and the CNI plumbing (configs, env, one timed call).
-// CPU time is the steadier figure; tables show both, and targets are judged on both.
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -11,6 +10,17 @@ import { type Sample, type Samples, fmtMs, fmtRatio, fmtStats, mustRun, sampleOf
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const SECTIONS = ['version', 'add', 'split', 'concurrency', 'gc', 'residue', 'plan', 'rss', 'cri'] as const;
 export type Section = (typeof SECTIONS)[number];
+/**
+ * Sections the parent process runs after the netns child, each a script of its own here (also runnable alone):
+ * cri needs the host's cgroups; the other three (only with --only) set up their own namespaces and builds.
+ */
+const PARENT_RUN: Record<string, (runs: string) => string[]> = {
+  cri: (runs) => ['cri.ts', '--runs', runs],
+  'plan-inprocess': (runs) => ['plan-inprocess.ts', '--runs', runs],
+  'residue-add': (runs) => ['residue-add.ts', runs],
+  'probe-add': (runs) => ['probe-add.ts', runs],
+};
+const OPT_IN = ['plan-inprocess', 'residue-add', 'probe-add'];
 
 export const { values: flags } = parseArgs({
   options: {
@@ -29,8 +39,11 @@ export const { values: flags } = parseArgs({
   strict: true,
 });
 
-export const only = new Set<Section>(flags.only ? (flags.only.split(',').map((s) => s.trim()) as Section[]) : SECTIONS);
-for (const s of only) if (!SECTIONS.includes(s)) throw new Error(`--only: unknown section "${s}" (${SECTIONS.join(', ')})`);
+const asked = flags.only ? flags.only.split(',').map((s) => s.trim()) : [...SECTIONS];
+for (const s of asked) {
+  if (!(SECTIONS as readonly string[]).includes(s) && !OPT_IN.includes(s)) throw new Error(`--only: unknown section "${s}" (${[...SECTIONS, ...OPT_IN].join(', ')})`);
+}
+export const only = new Set<Section>(asked.filter((s): s is Section => (SECTIONS as readonly string[]).includes(s)));
 export const RUNS = Number(flags.runs);
 export const SCALE_RUNS = Number(flags['scale-runs'] ?? flags.runs);
 export const SIZES = flags.sizes
@@ -81,13 +94,14 @@ if (!process.env.BENCH_NETNS) {
       });
       child.on('close', (c) => res(c ?? 1));
     });
-    // The kubelet path through containerd CRI (scripts/bench-cri.ts, its own containerd and node netns) runs from
-    // here: runc needs the host's /sys/fs/cgroup, which `ip netns exec` hides behind the netns's own sysfs.
-    if (code === 0 && only.has('cri')) {
+    // The kubelet path through containerd CRI (cri.ts, its own containerd and node netns) runs from here: runc
+    // needs the host's /sys/fs/cgroup, which `ip netns exec` hides behind the netns's own sysfs. The opt-in
+    // sections make their own namespaces, so they run from here too.
+    for (const [name, args] of Object.entries(PARENT_RUN)) {
+      if (code !== 0 || !asked.includes(name)) continue;
+      const [file, ...rest] = args(String(RUNS));
       code = await new Promise<number>((res) => {
-        spawn(NODE, [...process.execArgv, join(ROOT, 'scripts/bench-cri.ts'), '--runs', String(RUNS)], { stdio: 'inherit' }).on('close', (c) =>
-          res(c ?? 1),
-        );
+        spawn(NODE, [...process.execArgv, join(import.meta.dirname, file!), ...rest], { stdio: 'inherit' }).on('close', (c) => res(c ?? 1));
       });
     }
   } finally {

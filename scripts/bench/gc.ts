@@ -1,4 +1,4 @@
-// CPU time is the steadier figure; tables show both, and targets are judged on both.
+// 5a. GC at scale: N ledger attachments, N valid attachments, N/50 of the ledger dead (released by DEL).
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Case, type Samples, alternate, fmtMiB, fmtMs, heading, rssRun, sampleOf, stats, table, timeRun } from '../bench-lib.js';

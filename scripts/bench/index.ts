@@ -2,7 +2,8 @@
 // plugins it sits beside. Prints tables; never asserts. Every figure is a median over --runs runs with min/max,
 // and everything compared in one table was measured in the same run, alternating (see scripts/bench-lib.ts).
 //
-//   --only a,b        sections: version,add,split,concurrency,gc,residue,plan,rss,cri (default: all)
+//   --only a,b        sections: version,add,split,concurrency,gc,residue,plan,rss,cri (default: all), and the
+//                     opt-in plan-inprocess, residue-add, probe-add (each also runs alone: npx tsx scripts/bench/<name>.ts)
 //   --runs N          runs per figure (default 20); --scale-runs N for concurrency/gc/residue/plan (default --runs)
 //   --sizes a,b,c     scale sizes for gc, residue and plan (default 1000,5000,20000; CI: --sizes 200,1000)
 //   --parallel N      concurrent ADDs in the concurrency section (default 64)
@@ -18,7 +19,7 @@
 // shim's ebtables/neighbour/nft work, ptp's veths and the residue rules never touch the machine's own netns,
 // and every state directory lives under a temp dir.
 //
-// Every process is started through a tiny C runner (bench-lib.ts) that reports its wall time, its CPU time (user +
+// Every process is started through a tiny C runner (scripts/bench-lib.ts) that reports its wall time, its CPU time (user +
 // CPU time is the steadier figure; tables show both, and targets are judged on both.
 import { rmSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';

@@ -1,3 +1,4 @@
+// A/B pairs measured alternately, each ADD followed by its DEL (the add, split and gc sections).
 import { type Sample, type Samples, emptySamples, pushSample } from '../bench-lib.js';
 import { type Json, NS, cni, cniEnv, floorRun, nextCid, rotate } from './context.js';
 

@@ -1,3 +1,4 @@
+// 5c. `ipam-shim plan` on large inputs.
 import { type Samples, alternate, fmtMiB, fmtMs, heading, rssRun, sampleOf, stats, table } from '../bench-lib.js';
 import { type Json, SCALE_RUNS, SIZES, VARIANTS, cell, med, results } from './context.js';
 import { ipOf, slopes } from './scale.js';

@@ -1,3 +1,4 @@
+// 5b. Residue cleanup with N ebtables rules on the node (the scratch netns's nat table).
 import { type Case, type Samples, alternate, fmtMiB, fmtMs, heading, mustRun, rssRun, sampleOf, stats, table, timeRun } from '../bench-lib.js';
 import { type Json, NS, SCALE_RUNS, SIZES, VARIANTS, cell, cni, cniEnv, med, nextCid, results, shimArgv } from './context.js';
 import { ipOf, slopes } from './scale.js';

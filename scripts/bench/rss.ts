@@ -1,3 +1,4 @@
+// 6. Peak RSS of one invocation.
 import { type Case, alternate, fmtMiB, heading, rssRun, stats, table } from '../bench-lib.js';
 import {
   FLOOR_ENV,

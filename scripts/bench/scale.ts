@@ -1,3 +1,4 @@
+// The scale sections' shared pieces (gc, residue, plan): addresses by index, and the cost per 1000 and its growth.
 import { fmtMs } from '../bench-lib.js';
 
 export const ipOf = (base: number, i: number) => {

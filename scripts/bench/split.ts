@@ -1,5 +1,4 @@
 // 3. Where an ADD's time goes, from the shim's own `timings` on its "CNI call done" log line.
-// CPU time is the steadier figure; tables show both, and targets are judged on both.
 import { existsSync, readFileSync } from 'node:fs';
 import { heading, stats, table } from '../bench-lib.js';
 import { type Json, RUNS, VARIANTS, cell, results, shimArgv, slotConf } from './context.js';

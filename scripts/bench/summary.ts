@@ -1,3 +1,4 @@
+// Targets, from whatever sections ran.
 import { type Stats, fmtMiB, fmtMs, fmtRatio, heading, table } from '../bench-lib.js';
 import { type Json, VARIANTS, ratio, results } from './context.js';
 import type { slopes } from './scale.js';

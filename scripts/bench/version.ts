@@ -1,5 +1,4 @@
 // 1. VERSION: the shim against `node -e 0` and the Go plugin.
-// CPU time is the steadier figure; tables show both, and targets are judged on both.
 import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Case, alternate, fmtMs, heading, mustRun, sampleOf, stats, table } from '../bench-lib.js';
