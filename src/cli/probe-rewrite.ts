@@ -7,7 +7,7 @@ import type { Run } from '../effects/exec.js';
 import { readDefaultUplink } from '../effects/uplink.js';
 import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeAssessment } from '../probe-rewrite/assess.js';
 import { ensureProbeRewrite, removeProbeRewrite } from '../probe-rewrite/node.js';
-import { PROBE_TABLE } from '../probe-rewrite/ruleset.js';
+import { PROBE_TABLE, safeUplinkName } from '../probe-rewrite/ruleset.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
 import { NETWORK_FLAGS, openNetwork, type NetworkFlags, type OpenNetwork } from './network.js';
 
@@ -103,7 +103,7 @@ function parseFlags(argv: string[]): Flags {
   if (!action) throw new UsageError('which action: ensure, remove or status?');
   if (!(ACTIONS as readonly string[]).includes(action)) throw new UsageError(`unknown action "${action}" (ensure, remove or status)`);
   if (extra.length) throw new UsageError(`unexpected argument "${extra[0]}"`);
-  if (values.uplink !== undefined && (!/^[A-Za-z0-9_.-]{1,15}$/.test(values.uplink) || values.uplink === '.' || values.uplink === '..')) {
+  if (values.uplink !== undefined && !safeUplinkName(values.uplink)) {
     throw new UsageError(`--uplink: not an interface name: ${JSON.stringify(values.uplink)}`);
   }
   for (const key of ['probe-source', 'probe-global'] as const) {
