@@ -1,4 +1,4 @@
-// Shared timing and table helpers for the benchmarks in scripts/ (bench.ts and any later bench-*.ts).
+// Shared timing and table helpers for the benchmarks in scripts/ (bench/, one module per section, and the bench-*.ts scripts).
 // Rules they implement: every figure is a median with min/max over many runs; cases that are compared are
 // measured in the same run, alternating (round-robin, rotating the starting case), so the noise of a shared
 // machine hits every side equally; child processes get argv arrays, never a shell string.
@@ -241,7 +241,7 @@ export const fmtStats = (s: Stats, fmt: (v: number) => string = fmtMs): string =
 /** A plain-text table: first row is the header; numbers right-aligned, text left-aligned. */
 export function table(rows: ReadonlyArray<ReadonlyArray<string>>): string {
   const widths: number[] = [];
-  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
+  for (const r of rows) for (const [i, c] of r.entries()) widths[i] = Math.max(widths[i] ?? 0, c.length);
   const numeric = (c: string) => /^[-–+]?\d[\d.,]*(×|%)?( \(.*\))?$/.test(c);
   const line = (r: ReadonlyArray<string>) =>
     r.map((c, i) => (i > 0 && numeric(c) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();

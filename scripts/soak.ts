@@ -82,7 +82,9 @@ class Gate {
   private exclusive = false;
   private waiters: Array<() => void> = [];
   private wait = () => new Promise<void>((r) => this.waiters.push(r));
-  private wake = () => this.waiters.splice(0).forEach((w) => w());
+  private wake = () => {
+    for (const w of this.waiters.splice(0)) w();
+  };
   async withShared<T>(fn: () => Promise<T>): Promise<T> {
     while (this.exclusive) await this.wait();
     this.shared++;
@@ -208,7 +210,10 @@ async function opOnIdle(lane: Lane, verb: 'DEL' | 'CHECK' | 'LOST'): Promise<voi
   try {
     if (verb === 'CHECK') await timed(lane, 'CHECK', () => lane.runner.check(cid, `/run/netns/${ns}`));
     else if (verb === 'DEL') {
-      const done = await timed(lane, 'DEL', async () => (await lane.runner.del(cid, `/run/netns/${ns}`), true));
+      const done = await timed(lane, 'DEL', async () => {
+        await lane.runner.del(cid, `/run/netns/${ns}`);
+        return true;
+      });
       if (done) {
         lane.attached.delete(cid);
         await delNetns(ns);

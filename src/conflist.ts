@@ -3,6 +3,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CniError, ErrorCode } from './cni/errors.js';
+import { isObject } from './cni/json.js';
 import { parseNetConf, PLUGIN_TYPE, type NetConf } from './cni/config.js';
 import { compareVersions, isSupported } from './cni/versions.js';
 
@@ -16,7 +17,6 @@ export interface ShimConflist {
   conf: NetConf;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function holdsShim(entry: unknown): boolean {
   return isObject(entry) && (entry.type === PLUGIN_TYPE || (isObject(entry.ipam) && entry.ipam.type === PLUGIN_TYPE));
@@ -53,7 +53,7 @@ export async function conflistFiles(dir: string): Promise<string[]> {
 }
 
 /** A conflist that could not be read, or whose shim entry the plugin would refuse, and why. */
-export interface ConflistFailure {
+interface ConflistFailure {
   path: string;
   error: string;
 }
@@ -62,7 +62,7 @@ export interface ConflistFailure {
  * The first conflist that holds the shim (optionally for `network`), and the files passed over because they
  * could not be read: when none is found, those are the likely reason, and the operator needs their names.
  */
-export async function findShimConflist(dir: string, network?: string): Promise<{ found?: ShimConflist; failures: ConflistFailure[] }> {
+async function findShimConflist(dir: string, network?: string): Promise<{ found?: ShimConflist; failures: ConflistFailure[] }> {
   const failures: ConflistFailure[] = [];
   for (const path of await conflistFiles(dir)) {
     try {

@@ -1,9 +1,8 @@
 // `ipam-shim agent-ip allocate | release | list`: cilium-agent's own IPs through the delegate (CFP #13).
-import { parseArgs } from 'node:util';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { agentOwnerOf, allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from '../agent/agent-ip.js';
 import { NETWORK_FLAGS, openNetwork } from './network.js';
-import { UsageError, type Command } from './command.js';
+import { parseArgv, UsageError, type Command } from './command.js';
 
 const USAGE = `ipam-shim agent-ip allocate --owner NAME [--family 4|6|dual (default: whatever the delegate hands out)] [--wait SECONDS]
 ipam-shim agent-ip release  --owner NAME
@@ -16,17 +15,12 @@ export const agentIpCommand: Command = {
   usage: USAGE,
   exitStatus: '0 done; 1 the delegate or the ledger failed; 2 usage (an invalid --owner included)',
   async run(argv, ctx) {
-    let parsed;
-    try {
-      parsed = parseArgs({
-        args: argv,
-        allowPositionals: true,
-        strict: true,
-        options: { ...NETWORK_FLAGS, owner: { type: 'string' }, family: { type: 'string' }, wait: { type: 'string', default: '30' } },
-      });
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
+    const parsed = parseArgv({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: { ...NETWORK_FLAGS, owner: { type: 'string' }, family: { type: 'string' }, wait: { type: 'string', default: '30' } },
+    });
     const { values, positionals } = parsed;
     const [action, ...extra] = positionals;
     if (!action || !['allocate', 'release', 'list'].includes(action) || extra.length) throw new UsageError('expected one of: allocate, release, list');

@@ -1,14 +1,13 @@
 // `ipam-shim agent`: the DaemonSet's one long-running process per node (src/agent/daemon.ts). Flags only; the
 // DaemonSet fills them from its ConfigMap.
-import { parseArgs } from 'node:util';
 import { DEFAULT_CONF_DIR } from '../conflist.js';
-import { defaultSource } from '../install/install.js';
+import { defaultSource } from '../install/binary.js';
 import { NETWORK_FLAGS } from './network.js';
 import { DEFAULT_CNI_PATH, type NetworkSelection } from '../network/open.js';
 import { parseListen } from '../agent/http.js';
 import type { GcMode } from '../agent/reconcile.js';
 import { parseShimConfig, DEFAULT_WATCH_INTERVAL_S } from './install.js';
-import { UsageError, type Command, type CommandOutput } from './command.js';
+import { parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
 
 export const DEFAULT_AGENT_LISTEN = '127.0.0.1:9740';
 export const DEFAULT_AGENT_INTERVAL_S = 30;
@@ -60,12 +59,7 @@ export interface AgentSettings {
 
 /** Validates the agent's argv (no side effects): its settings, and what `install --watch` gets (absent with --no-install). */
 export function parseAgentArgs(argv: string[]): { settings: AgentSettings; install: AgentInstall | undefined } {
-  let v;
-  try {
-    ({ values: v } = parseArgs({ args: argv, strict: true, options: AGENT_FLAGS }));
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const { values: v } = parseArgv({ args: argv, strict: true, options: AGENT_FLAGS });
   const mode = v.gc;
   if (mode !== 'report' && mode !== 'apply') throw new UsageError(`--gc takes report or apply, got ${JSON.stringify(mode)}`);
   const intervalS = seconds('interval', v.interval, 0.1);

@@ -1,8 +1,9 @@
 // The shape every operator command has: parse argv, do the work through the same modules the verbs use,
 // return data + a human rendering. Commands never print or exit; src/cli/index.ts does, once.
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Run } from '../effects/exec.js';
 
-export interface CommandContext {
+interface CommandContext {
   /** How to run programs (tests may point it at a network namespace). */
   run: Run;
   env: NodeJS.ProcessEnv;
@@ -32,4 +33,18 @@ export class UsageError extends Error {
     super(message);
     this.name = 'UsageError';
   }
+}
+
+/** Runs fn; whatever it throws becomes a usage mistake (exit 2). */
+export function asUsage<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
+/** node:util's parseArgs, with an unknown flag or a bad value as a UsageError. */
+export function parseArgv<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
+  return asUsage(() => parseArgs(config));
 }

@@ -1,10 +1,9 @@
 // `ipam-shim doctor`: the one command an operator runs on a node. Runs every check, prints a verdict per
 // finding with its fix; exit 1 on any problem or warning.
-import { parseArgs } from 'node:util';
 import { CHECKS } from '../doctor/index.js';
 import { failedCheck, type Finding } from '../doctor/check.js';
 import { NETWORK_FLAGS, openNetwork } from './network.js';
-import { UsageError, type Command } from './command.js';
+import { parseArgv, type Command } from './command.js';
 
 const USAGE = 'ipam-shim doctor [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS] [--json]';
 
@@ -14,12 +13,7 @@ export const doctorCommand: Command = {
   usage: USAGE,
   exitStatus: '0 every check is ok or skipped; 1 at least one WARN or PROBLEM, or the conflist cannot be read; 2 usage',
   async run(argv, ctx) {
-    let values;
-    try {
-      ({ values } = parseArgs({ args: argv, options: { ...NETWORK_FLAGS }, strict: true }));
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
+    const { values } = parseArgv({ args: argv, options: { ...NETWORK_FLAGS }, strict: true });
     const net = await openNetwork(values, ctx.run, ctx.env);
     const findings: Finding[] = [];
     for (const check of CHECKS) {

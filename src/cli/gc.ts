@@ -1,10 +1,9 @@
 // `ipam-shim gc`: the GC a runtime never sends (0.3.1 conflists): valid = the runtime's result cache,
 // then the GC verb's own algorithm and guards. Dry run unless --apply.
-import { parseArgs } from 'node:util';
 import { DEFAULT_CACHE_DIR, gcFromCache } from '../gc/from-cache.js';
 import type { GcReport } from '../gc/run-gc.js';
 import { NETWORK_FLAGS, openNetwork } from './network.js';
-import { UsageError, type Command } from './command.js';
+import { parseArgv, UsageError, type Command } from './command.js';
 
 const USAGE = `ipam-shim gc --network NAME [--cache-dir /var/lib/cni] [--grace-seconds 60] [--apply] [--allow-empty-cache]
   [--conflist PATH | --conf-dir DIR] [--cni-path DIRS] [--json]
@@ -28,22 +27,17 @@ export const gcCommand: Command = {
   usage: USAGE,
   exitStatus: '0 nothing to release (dry run) or everything released; 1 the dry run found something to release, a release failed, or the cache was out of sight (refused); 2 usage',
   async run(argv, ctx) {
-    let values;
-    try {
-      ({ values } = parseArgs({
-        args: argv,
-        strict: true,
-        options: {
-          ...NETWORK_FLAGS,
-          'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR },
-          apply: { type: 'boolean', default: false },
-          'allow-empty-cache': { type: 'boolean', default: false },
-          'grace-seconds': { type: 'string', default: '60' },
-        },
-      }));
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
+    const { values } = parseArgv({
+      args: argv,
+      strict: true,
+      options: {
+        ...NETWORK_FLAGS,
+        'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR },
+        apply: { type: 'boolean', default: false },
+        'allow-empty-cache': { type: 'boolean', default: false },
+        'grace-seconds': { type: 'string', default: '60' },
+      },
+    });
     if (!values.network && !values.conflist) throw new UsageError('--network (or --conflist) is required');
     const grace = Number(values['grace-seconds']);
     if (!Number.isFinite(grace) || grace < 0) throw new UsageError('--grace-seconds takes a number');

@@ -1,26 +1,19 @@
 // `ipam-shim install` and `ipam-shim uninstall`: put the shim on a node (binary + chained conflist entry after
 // cilium-cni) and take it off again. `install --watch` is what the DaemonSet in deploy/ runs.
-import { parseArgs } from 'node:util';
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { CniError } from '../cni/errors.js';
 import { createLogger } from '../log.js';
 import { DEFAULT_CNI_PATH } from '../network/open.js';
-import { UsageError, type Command, type CommandOutput } from './command.js';
-import { checkSource, defaultSource, installBinary, installConflist, uninstall, validateShimKeys, watchInstall, type ConflistOutcome } from '../install/install.js';
+import { asUsage, parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
+import { checkSource, defaultSource, installBinary } from '../install/binary.js';
+import { installConflist, validateShimKeys, type ConflistOutcome } from '../install/conflist.js';
+import { uninstall, watchInstall } from '../install/install.js';
 
 export const DEFAULT_WATCH_INTERVAL_S = 30;
 
 const INSTALL_USAGE =
   'ipam-shim install [--cni-bin-dir DIR] [--conf-dir DIR] [--source PATH] [--shim-config JSON] [--watch [--interval SECONDS]] [--json]';
 const UNINSTALL_USAGE = 'ipam-shim uninstall [--cni-bin-dir DIR] [--conf-dir DIR] [--keep-binary] [--json]';
-
-function usage<T>(fn: () => T): T {
-  try {
-    return fn();
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-}
 
 /**
  * --shim-config: a JSON object of the entry's keys, checked as the plugin checks them. Absent: undefined (keep
@@ -63,20 +56,18 @@ export const installCommand: Command = {
   usage: INSTALL_USAGE,
   exitStatus: '0 installed or already in place (or the shim is in an IPAM slot); 1 no conflist holds cilium-cni, one does not parse, or a write failed; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; with --watch: 0 when stopped by a signal',
   async run(argv): Promise<CommandOutput> {
-    const { values: v } = usage(() =>
-      parseArgs({
-        args: argv,
-        strict: true,
-        options: {
-          'cni-bin-dir': { type: 'string' },
-          'conf-dir': { type: 'string' },
-          source: { type: 'string' },
-          'shim-config': { type: 'string' },
-          watch: { type: 'boolean' },
-          interval: { type: 'string' },
-        },
-      }),
-    );
+    const { values: v } = parseArgv({
+      args: argv,
+      strict: true,
+      options: {
+        'cni-bin-dir': { type: 'string' },
+        'conf-dir': { type: 'string' },
+        source: { type: 'string' },
+        'shim-config': { type: 'string' },
+        watch: { type: 'boolean' },
+        interval: { type: 'string' },
+      },
+    });
     const binDir = (v['cni-bin-dir']) ?? DEFAULT_CNI_PATH;
     const confDir = (v['conf-dir']) ?? DEFAULT_CONF_DIR;
     const shimKeys = parseShimConfig(v['shim-config']);
@@ -84,13 +75,10 @@ export const installCommand: Command = {
     if (intervalText !== undefined && (!v.watch || !/^\d+(\.\d+)?$/.test(intervalText) || Number(intervalText) < 0.1)) {
       throw new UsageError('--interval takes seconds (≥ 0.1) and only goes with --watch');
     }
-    let source: string;
-    try {
-      source = (v.source) ?? defaultSource();
-      await checkSource(source);
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
+    const source = asUsage(() => v.source ?? defaultSource());
+    await checkSource(source).catch((e: Error) => {
+      throw new UsageError(e.message);
+    });
 
     if (v.watch) {
       const ac = new AbortController();
@@ -141,9 +129,7 @@ export const uninstallCommand: Command = {
   usage: UNINSTALL_USAGE,
   exitStatus: '0 done (also when there was nothing to remove); 1 a write failed; 2 usage',
   async run(argv): Promise<CommandOutput> {
-    const { values: v } = usage(() =>
-      parseArgs({ args: argv, strict: true, options: { 'cni-bin-dir': { type: 'string' }, 'conf-dir': { type: 'string' }, 'keep-binary': { type: 'boolean' } } }),
-    );
+    const { values: v } = parseArgv({ args: argv, strict: true, options: { 'cni-bin-dir': { type: 'string' }, 'conf-dir': { type: 'string' }, 'keep-binary': { type: 'boolean' } } });
     const out = await uninstall({
       binDir: (v['cni-bin-dir']) ?? DEFAULT_CNI_PATH,
       confDir: (v['conf-dir']) ?? DEFAULT_CONF_DIR,

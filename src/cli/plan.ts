@@ -1,7 +1,6 @@
 // `ipam-shim plan`: which node CIDRs of a Cilium cluster-pool collide with reserved subnets (see src/reserved/pool-plan.ts).
-import { parseArgs } from 'node:util';
 import { type FamilyPlan, type Plan, planPool, planToJson } from '../reserved/pool-plan.js';
-import { type Command, type CommandOutput, UsageError } from './command.js';
+import { type Command, type CommandOutput, asUsage, parseArgv, UsageError } from './command.js';
 
 const USAGE =
   `ipam-shim plan --pool CIDR[,CIDR…] [--node-mask N] [--node-mask-v6 N] [--reserved CIDR[,CIDR…]] [--allocated K] [--json]
@@ -15,12 +14,7 @@ export const planCommand: Command = {
   exitStatus: '0 no node CIDR collides; 1 at least one collides; 2 usage',
   async run(argv: string[]): Promise<CommandOutput> {
     const opts = parseFlags(argv);
-    let plan: Plan;
-    try {
-      plan = planPool(opts);
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
+    const plan = asUsage(() => planPool(opts));
     return { data: planToJson(plan), text: renderPlan(plan), exitCode: plan.collision ? 1 : 0 };
   },
 };
@@ -34,24 +28,19 @@ interface PlanFlags {
 }
 
 function parseFlags(argv: string[]): PlanFlags {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        pool: { type: 'string', multiple: true },
-        'node-mask': { type: 'string' },
-        'node-mask-v6': { type: 'string' },
-        reserved: { type: 'string', multiple: true },
-        allocated: { type: 'string' },
-        json: { type: 'boolean' },
-      },
-      allowPositionals: false,
-      strict: true,
-    }));
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const { values } = parseArgv({
+    args: argv,
+    options: {
+      pool: { type: 'string', multiple: true },
+      'node-mask': { type: 'string' },
+      'node-mask-v6': { type: 'string' },
+      reserved: { type: 'string', multiple: true },
+      allocated: { type: 'string' },
+      json: { type: 'boolean' },
+    },
+    allowPositionals: false,
+    strict: true,
+  });
   const pools = splitList(values.pool);
   const reserved = splitList(values.reserved);
   if (!pools.length) throw new UsageError('--pool is required');
@@ -82,7 +71,7 @@ function bigFlag(name: string, v: string): bigint {
 
 /** The human rendering: one block per family, then the colliding index ranges as a table. */
 export function renderPlan(plan: Plan): string {
-  return plan.families.map(renderFamily).join('\n\n') + '\n';
+  return `${plan.families.map(renderFamily).join('\n\n')}\n`;
 }
 
 function renderFamily(f: FamilyPlan): string {

@@ -2,14 +2,13 @@
 // Settings (uplink, probe addresses, mode) come from the shim's conflist when there is one, else the defaults;
 // flags win over both. status exits 1 when the rewrite is needed and missing, or drifted.
 import { isIPv6 } from 'node:net';
-import { parseArgs } from 'node:util';
 import { CniError } from '../cni/errors.js';
 import type { Run } from '../effects/exec.js';
 import { readDefaultUplink } from '../effects/uplink.js';
 import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeAssessment } from '../probe-rewrite/assess.js';
 import { ensureProbeRewrite, removeProbeRewrite } from '../probe-rewrite/node.js';
-import { PROBE_TABLE } from '../probe-rewrite/ruleset.js';
-import { UsageError, type Command, type CommandOutput } from './command.js';
+import { PROBE_TABLE, safeUplinkName } from '../probe-rewrite/ruleset.js';
+import { parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
 import { NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
 import type { OpenNetwork } from '../network/open.js';
 
@@ -94,23 +93,18 @@ export const probeRewriteCommand: Command = {
 };
 
 function parseFlags(argv: string[]): Flags {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      options: { ...NETWORK_FLAGS, uplink: { type: 'string' }, 'probe-source': { type: 'string' }, 'probe-global': { type: 'string' } },
-      allowPositionals: true,
-      strict: true,
-    });
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const parsed = parseArgv({
+    args: argv,
+    options: { ...NETWORK_FLAGS, uplink: { type: 'string' }, 'probe-source': { type: 'string' }, 'probe-global': { type: 'string' } },
+    allowPositionals: true,
+    strict: true,
+  });
   const { values, positionals } = parsed;
   const [action, ...extra] = positionals;
   if (!action) throw new UsageError('which action: ensure, remove or status?');
   if (!(ACTIONS as readonly string[]).includes(action)) throw new UsageError(`unknown action "${action}" (ensure, remove or status)`);
   if (extra.length) throw new UsageError(`unexpected argument "${extra[0]}"`);
-  if (values.uplink !== undefined && (!/^[A-Za-z0-9_.-]{1,15}$/.test(values.uplink) || values.uplink === '.' || values.uplink === '..')) {
+  if (values.uplink !== undefined && !safeUplinkName(values.uplink)) {
     throw new UsageError(`--uplink: not an interface name: ${JSON.stringify(values.uplink)}`);
   }
   for (const key of ['probe-source', 'probe-global'] as const) {

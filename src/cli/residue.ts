@@ -3,13 +3,12 @@
 // scan is read-only; clean is a dry run unless --apply and only ever removes residue for those addresses.
 // Per-pod-shaped rules whose MAC is on no local interface ("orphans") are reported, never touched.
 // The report itself is built in src/residue/report.ts; this file parses the flags and renders it.
-import { parseArgs } from 'node:util';
 import { cleanTargets, ledgerTargets, mergeTargets, scanTargets, summarise, type NeighbourView, type ResidueReport } from '../residue/report.js';
 import { exactIp } from '../net/ip.js';
 import { confDirProblem, DEFAULT_CONF_DIR } from '../conflist.js';
 import { NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
 import type { OpenNetwork } from '../network/open.js';
-import { UsageError, type Command, type CommandOutput } from './command.js';
+import { parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
 
 const USAGE = [
   'ipam-shim residue scan  [--ip IP …] [--conflist PATH | --conf-dir DIR] [--network NAME] [--json]',
@@ -30,17 +29,12 @@ interface Flags extends NetworkFlags {
 }
 
 function parseFlags(argv: string[]): { mode: 'scan' | 'clean'; flags: Flags; named: string[] } {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      options: { ...NETWORK_FLAGS, ip: { type: 'string', multiple: true }, apply: { type: 'boolean' } },
-      allowPositionals: true,
-      strict: true,
-    });
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const parsed = parseArgv({
+    args: argv,
+    options: { ...NETWORK_FLAGS, ip: { type: 'string', multiple: true }, apply: { type: 'boolean' } },
+    allowPositionals: true,
+    strict: true,
+  });
   const [mode, ...extra] = parsed.positionals;
   if (mode !== 'scan' && mode !== 'clean') throw new UsageError(mode ? `unknown subcommand "${mode}"` : 'expected "scan" or "clean"');
   if (extra.length) throw new UsageError(`unexpected argument "${extra[0]}"`);

@@ -15,7 +15,7 @@ const PluginName = z.string().check(
 
 const absolutePath = () => z.string().check(z.startsWith('/', 'must be an absolute path'));
 
-export const DelegateSchema = z.looseObject({ type: PluginName });
+const DelegateSchema = z.looseObject({ type: PluginName });
 
 export const ShimSettingsSchema = z.strictObject({
   delegate: z.optional(DelegateSchema),
@@ -35,7 +35,7 @@ export const ShimSettingsSchema = z.strictObject({
 });
 
 export type ShimSettings = z.infer<typeof ShimSettingsSchema>;
-export type Placement = 'chained' | 'ipam';
+type Placement = 'chained' | 'ipam';
 
 /** Keys the runtime or spec may put into a plugin's config next to ours (chained placement). */
 const STANDARD_KEYS = new Set([
@@ -61,7 +61,7 @@ export interface NetConf {
   mistake?: ConfigMistake;
 }
 
-export interface ConfigMistake {
+interface ConfigMistake {
   /** What parseNetConf refused the config with (what ADD, CHECK and STATUS answer). */
   error: CniError;
   /** Our settings whose value could not be used (an unknown key is not listed: it only adds nothing). */
@@ -86,7 +86,7 @@ function requireName(raw: Record<string, unknown>): string {
   return name;
 }
 
-export function detectPlacement(raw: Record<string, unknown>): Placement {
+function detectPlacement(raw: Record<string, unknown>): Placement {
   if (raw.type === PLUGIN_TYPE) return 'chained';
   const ipam = raw.ipam;
   if (ipam && typeof ipam === 'object' && (ipam as Record<string, unknown>).type === PLUGIN_TYPE) return 'ipam';

@@ -1,7 +1,7 @@
 // CNI_* environment: which variables each verb needs and what a valid value looks like (cni-notes.md).
 import { CniError, ErrorCode } from './errors.js';
 
-export const COMMANDS = ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS', 'VERSION'] as const;
+const COMMANDS = ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS', 'VERSION'] as const;
 export type Command = (typeof COMMANDS)[number];
 
 export interface CniEnv {
@@ -24,7 +24,7 @@ const NEEDS: Record<string, Record<Command, Need>> = {
   CNI_PATH: { ADD: 'opt', DEL: 'opt', CHECK: 'opt', GC: 'req', STATUS: 'opt', VERSION: 'no' },
 };
 
-export function validIfname(name: string): string | undefined {
+function validIfname(name: string): string | undefined {
   if (Buffer.byteLength(name) > 15) return 'longer than 15 bytes';
   if (name === '.' || name === '..') return 'is "." or ".."';
   if (/[/:\s]/.test(name)) return 'contains "/", ":" or whitespace';

@@ -20,8 +20,6 @@ export const ErrorCode = {
   Internal: 999,
 } as const;
 
-export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
-
 export interface CniErrorJson {
   cniVersion: string;
   code: number;

@@ -13,7 +13,7 @@ const IpConfigSchema = z.looseObject({
 
 const InterfaceSchema = z.looseObject({ name: z.string(), mac: z.optional(z.string()), sandbox: z.optional(z.string()) });
 
-export const ResultSchema = z.looseObject({
+const ResultSchema = z.looseObject({
   cniVersion: z.optional(z.string()),
   interfaces: z.optional(z.array(InterfaceSchema)),
   ips: z.optional(z.array(IpConfigSchema)),
@@ -22,7 +22,7 @@ export const ResultSchema = z.looseObject({
 });
 
 export type Result = z.infer<typeof ResultSchema>;
-export type IpConfig = z.infer<typeof IpConfigSchema>;
+type IpConfig = z.infer<typeof IpConfigSchema>;
 
 /** Parses a result (a delegate's stdout or a prevResult), reporting problems as code 6. */
 export function parseResult(raw: unknown, what: string): Result {
@@ -32,7 +32,7 @@ export function parseResult(raw: unknown, what: string): Result {
 }
 
 /** The bare address of an ips[] entry ("10.0.0.5/24" → "10.0.0.5"). */
-export function addressOf(ip: IpConfig): string {
+function addressOf(ip: IpConfig): string {
   return ip.address.split('/')[0] ?? ip.address;
 }
 

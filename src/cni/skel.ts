@@ -1,7 +1,7 @@
 // The protocol in one place, like CNI's skel: read env and stdin, gate by version, call one verb, and turn
 // its outcome into exactly one JSON document for stdout plus an exit code. No I/O of its own: the caller
 // injects env and stdin and writes what comes back.
-import { CniError, ErrorCode, toCniError } from './errors.js';
+import { type CniError, toCniError } from './errors.js';
 import { readCniEnv, type CniEnv, type Command } from './env.js';
 import { parseJsonObject } from './stdin.js';
 import { parseNetConf, parseNetConfForDel, type NetConf } from './config.js';
@@ -85,5 +85,3 @@ function safeObject(text: string): Record<string, unknown> | undefined {
     return undefined;
   }
 }
-
-export { CniError, ErrorCode };

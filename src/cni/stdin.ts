@@ -3,9 +3,9 @@
 import { fstatSync, readSync } from 'node:fs';
 import { CniError, ErrorCode } from './errors.js';
 
-export const MAX_STDIN_BYTES = 4 * 1024 * 1024;
+const MAX_STDIN_BYTES = 4 * 1024 * 1024;
 /** A CNI config is a handful of levels deep (prevResult, runtimeConfig); this leaves ample room. */
-export const MAX_JSON_DEPTH = 128;
+const MAX_JSON_DEPTH = 128;
 
 export async function readStdin(stream: NodeJS.ReadableStream & { isTTY?: boolean }, limit = MAX_STDIN_BYTES): Promise<string> {
   if (stream.isTTY) return '';
@@ -50,7 +50,7 @@ export function parseJsonObject(text: string, what = 'network config'): Record<s
 }
 
 /** The deepest bracket nesting of a JSON text, strings skipped; iterative, so any depth is measured safely. */
-export function nestingDepth(text: string): number {
+function nestingDepth(text: string): number {
   let depth = 0;
   let max = 0;
   let inString = false;
@@ -71,7 +71,7 @@ let pause: Int32Array | undefined;
 /**
  * readStdin for a file descriptor, synchronously, with the same limit and errors. It never creates
  * process.stdin: for a pipe that is a net.Socket, and loading the stream machinery behind it costs a CNI call
- * about 15 ms of CPU (measured: scripts/bench.ts, docs/performance.md). undefined for a terminal or any other
+ * about 15 ms of CPU (measured: scripts/bench/, docs/performance.md). undefined for a terminal or any other
  * character device, which readStdin's stream path handles as before (a terminal is never waited on).
  */
 export function readStdinFd(fd = 0, limit = MAX_STDIN_BYTES): string | undefined {

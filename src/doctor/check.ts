@@ -2,7 +2,7 @@
 import type { OpenNetwork } from '../network/open.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 
-export type Verdict = 'ok' | 'warn' | 'problem' | 'skipped';
+type Verdict = 'ok' | 'warn' | 'problem' | 'skipped';
 
 export interface Finding {
   check: string;
@@ -30,3 +30,6 @@ export function failedCheck(check: string, e: unknown, net: Pick<OpenNetwork, 'l
   net.log.error({ err: e, check }, 'doctor check failed');
   return { check, verdict: 'problem', summary: `check failed: ${(e as Error).message}`, fix: `the error and its stack are in ${net.conf.settings.logFile}; run doctor again` };
 }
+
+/** The first few items of a list for a finding's summary, and how many more there are. */
+export const list = (items: string[], max = 5): string => items.slice(0, max).join(', ') + (items.length > max ? ` (+${items.length - max} more)` : '');

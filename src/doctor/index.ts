@@ -1,17 +1,13 @@
 // The checks `ipam-shim doctor` runs, in order. Each lives in its own module; add new ones here.
 import type { DoctorCheck } from './check.js';
-import { binaryCheck, conflistCheck, delegateCheck, ledgerCheck, stateDirCheck } from './node.js';
+import { NODE_CHECKS } from './node.js';
 import { agentCheck } from './agent.js';
 import { probeCheck } from './probe.js';
 import { reservedCheck } from './routes.js';
 import { residueCheck } from './residue.js';
 
 export const CHECKS: DoctorCheck[] = [
-  conflistCheck,
-  binaryCheck,
-  delegateCheck,
-  stateDirCheck,
-  ledgerCheck,
+  ...NODE_CHECKS,
   probeCheck,
   reservedCheck,
   residueCheck,

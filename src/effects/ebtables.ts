@@ -40,7 +40,7 @@ export async function deleteRule(run: Run, rule: { readonly args: readonly strin
   throw new ToolError(EBTABLES, args, r.exitCode, r.stderr, { timedOut: r.timedOut });
 }
 
-// Directly, execa reports ENOENT; through `ip netns exec` (runInNetns) the same thing is exit 1 with this text.
+// Run directly, a missing program is ENOENT from spawn (r.notFound); through `ip netns exec` (runInNetns) the same thing is exit 1 with this text.
 function isMissingProgram(r: RunResult): boolean {
   return r.notFound || (r.exitCode === 1 && /^exec of ".*" failed: No such file or directory/m.test(r.stderr));
 }

@@ -1,7 +1,6 @@
 // Crash-safe files: write a temp file, fsync, rename over the target, fsync the directory. Never follow
 // symlinks (a planted link must not redirect a root-owned write).
 import { chmodSync, closeSync, constants, fsyncSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync, type Stats } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { dirname, basename, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
@@ -82,11 +81,6 @@ export function readFileNoFollowSync(path: string): string | undefined {
   } finally {
     closeSync(fd);
   }
-}
-
-export async function readJsonFile<T>(path: string): Promise<T | undefined> {
-  const text = await readFile(path, 'utf8').catch((e) => (isErrno(e, 'ENOENT') ? undefined : Promise.reject(e)));
-  return text === undefined ? undefined : (JSON.parse(text) as T);
 }
 
 /** Removes a file; missing is success. */

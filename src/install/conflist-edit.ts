@@ -4,6 +4,7 @@
 // or out, in the file's own indentation, line endings and spacing. Insert-then-remove gives back the
 // original bytes exactly.
 import { PLUGIN_TYPE } from '../cni/config.js';
+import { isObject } from '../cni/json.js';
 
 export const DEFAULT_ANCHOR = 'cilium-cni';
 
@@ -20,7 +21,7 @@ interface Span {
   end: number;
 }
 
-export interface PluginSlot {
+interface PluginSlot {
   span: Span;
   value: unknown;
   type: string | undefined;
@@ -58,7 +59,6 @@ export interface RemoveResult {
   ipamSlotLeft: boolean;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 // ---------------------------------------------------------------------------------------------------------------
 // scanning (the text is known to be valid JSON: JSON.parse ran first)
@@ -212,7 +212,7 @@ function compact(v: unknown, st: Style): string {
   return JSON.stringify(v);
 }
 
-export function formatEntry(entry: Record<string, unknown>, st: Style): string {
+function formatEntry(entry: Record<string, unknown>, st: Style): string {
   if (st.unit === undefined) return compact(entry, st);
   return JSON.stringify(entry, null, st.unit).split('\n').join(`${st.eol}${st.indent}`);
 }

@@ -62,13 +62,17 @@ export function probeRewriteRuleset(opts: ProbeRewriteOptions): string {
   ].join('\n');
 }
 
+/** The uplink is interpolated into an nft script: only what Linux interface names use, no quotes or spaces. */
+export function safeUplinkName(name: string): boolean {
+  return /^[A-Za-z0-9_.-]{1,15}$/.test(name) && name !== '.' && name !== '..';
+}
+
 /**
  * The probe-rewrite settings as every ADD will check them (CniError 7 naming the field), for those given: `install`
  * refuses a config that fails here before writing it.
  */
 export function checkProbeSettings(opts: Partial<ProbeRewriteOptions>): void {
-  // The uplink is interpolated into an nft script: allow only what Linux interface names use, no quotes/spaces.
-  if (opts.uplink !== undefined && (!/^[A-Za-z0-9_.-]{1,15}$/.test(opts.uplink) || opts.uplink === '.' || opts.uplink === '..')) {
+  if (opts.uplink !== undefined && !safeUplinkName(opts.uplink)) {
     throw invalid(`uplink: not an interface name: ${JSON.stringify(opts.uplink)}`);
   }
   if (opts.probeSource !== undefined) canonicalIPv6(opts.probeSource, 'probeSource');

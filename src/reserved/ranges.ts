@@ -1,5 +1,6 @@
 // PURE: reserved CIDRs (config `reservedCIDRs`, doctor's checks): which addresses and host-local ranges fall
 // inside them, and which parts of a range are left. Parsing rules are in src/net/cidr.ts.
+import { isObject } from '../cni/json.js';
 import { formatIp, parseIp, type Family } from '../net/ip.js';
 import { parseCidr, rangeOverlap, type Cidr, type IpRange } from '../net/cidr.js';
 
@@ -201,8 +202,4 @@ function toHostLocalRange(path: string, value: unknown): HostLocalRange {
   if (typeof value.rangeStart === 'string' && value.rangeStart) out.rangeStart = value.rangeStart;
   if (typeof value.rangeEnd === 'string' && value.rangeEnd) out.rangeEnd = value.rangeEnd;
   return out;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -17,7 +17,7 @@ export async function cmdCheck(ctx: VerbContext): Promise<void> {
 async function requireAttached(ctx: VerbContext) {
   const att = attachmentOf(ctx);
   const rec = await ctx.ledger.get(att);
-  if (!rec || rec.state !== 'attached') {
+  if (rec?.state !== 'attached') {
     throw new CniError(ErrorCode.UnknownContainer, `ipam-shim has no attachment ${att.containerID}/${att.ifname} in network ${ctx.conf.name}`, {
       details: rec ? 'only an intent record: the ADD did not complete' : `no record in ${ctx.ledger.dir}`,
     });

@@ -6,6 +6,7 @@ import { mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promise
 import { join } from 'node:path';
 import { CniRunner } from '../runner/runner.js';
 import { TestNet, rootOrSkip, uid } from '../helpers/netns.js';
+import { shimKeys } from '../helpers/shim-conf.js';
 import { FIXTURE_BIN, PLUGIN_DIR, SHIM, hostLocalAllocations, invoke, scratch, shimBinDir } from '../helpers/cni.js';
 
 const root = rootOrSkip();
@@ -36,7 +37,7 @@ beforeEach(async () => {
     name: network,
     plugins: [
       { type: 'ptp-1.1', ipMasq: false, ipam },
-      { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, residue: { ebtables: false, neigh: false }, delegate: ipam },
+      shimKeys({ dirs: s, keys: { residue: { ebtables: false, neigh: false } }, delegate: ipam }),
     ],
   };
   await mkdir(join(s.dir, 'net.d'));

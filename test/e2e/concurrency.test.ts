@@ -12,6 +12,7 @@ import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { invoke, PLUGIN_DIR, ROOT, shimBinDir } from '../helpers/cni.js';
+import { hostLocal, shimConf, shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
 import { disagreements, envInt, hostLocalStore, pool, readLedger } from '../helpers/robust.js';
@@ -27,18 +28,8 @@ const { s, net } = useScratchNet();
 
 /** The shim in the IPAM slot (as ptp would call it), dual-stack host-local below it. */
 function slotConf(name: string): JsonObject {
-  return {
-    cniVersion: '1.0.0',
-    name,
-    type: 'ptp',
-    ipam: {
-      type: 'ipam-shim',
-      stateDir: s.stateDir,
-      logFile: s.logFile,
-      ipv6ProbeRewrite: 'off', // host nftables is not this suite's business
-      delegate: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.234.0.0/23' }], [{ subnet: 'fd00:234::/112' }]] },
-    },
-  };
+  // probeRewrite off: host nftables is not this suite's business
+  return shimConf({ name, dirs: s, probeRewrite: false, delegate: hostLocal(s.dataDir, '10.234.0.0/23', 'fd00:234::/112') });
 }
 
 const slotEnv = (command: string, cid: string) => ({ command, containerID: cid, netns: `/run/netns/gone-${cid}`, ifname: 'eth0', path: [PLUGIN_DIR] });
@@ -119,7 +110,7 @@ describe.skipIf(!haveRoot)('chained after ptp, through the libcni-like runner, i
         name: network,
         plugins: [
           { type: 'ptp', ipMasq: false, ipam: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: `10.236.${third}.0/24` }]] } },
-          { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, ipv6ProbeRewrite: 'off' },
+          shimKeys({ dirs: s, probeRewrite: false }),
         ],
       },
       pluginDirs: [bin, PLUGIN_DIR],

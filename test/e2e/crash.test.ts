@@ -13,6 +13,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FIXTURE_BIN, invoke, SHIM } from '../helpers/cni.js';
+import { hostLocal, shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
 import { disagreements, envInt, hostLocalStore, pidsIn, pool, readLedger, waitGone, WRAP_IPAM } from '../helpers/robust.js';
@@ -61,14 +62,7 @@ function campaign(cniVersion: string): Campaign {
     network,
     cniVersion,
     nsPrefix: `cr${uid(4)}`,
-    ipam: {
-      type: 'ipam-shim',
-      stateDir: s.stateDir,
-      logFile: s.logFile,
-      ipv6ProbeRewrite: 'off',
-      delegateTimeoutMs: 10_000,
-      delegate: { type: WRAP_IPAM, dataDir: s.dataDir, ranges: [[{ subnet: '10.237.0.0/24' }]] },
-    },
+    ipam: shimKeys({ dirs: s, probeRewrite: false, delegate: { ...hostLocal(s.dataDir, '10.237.0.0/24'), type: WRAP_IPAM }, keys: { delegateTimeoutMs: 10_000 } }),
   };
 }
 
@@ -80,7 +74,7 @@ class LedgerWriteWatch {
   private waiters: Array<{ cid: string; after: () => boolean; resolve: () => void }> = [];
   constructor(dir: string) {
     this.watcher = watch(dir, (_event, name) => {
-      if (!name || !name.endsWith('.tmp')) return;
+      if (!name?.endsWith('.tmp')) return;
       for (const w of [...this.waiters]) {
         if (name.startsWith(`.${w.cid}:`) && w.after()) {
           this.waiters = this.waiters.filter((x) => x !== w);
@@ -143,7 +137,10 @@ async function crashAdds(c: Campaign): Promise<Run[]> {
           timeout: 60_000,
         });
         let exited = false;
-        const done = sub.then((r) => ((exited = true), r));
+        const done = sub.then((r) => {
+          exited = true;
+          return r;
+        });
         const kill = () => {
           if (!exited) sub.kill('SIGKILL');
         };

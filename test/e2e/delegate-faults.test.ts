@@ -7,6 +7,7 @@ import { chmod, copyFile, mkdir, readFile, rm, symlink, writeFile } from 'node:f
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { invoke, PLUGIN_DIR, scratch, type PluginOutput } from '../helpers/cni.js';
+import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { uid } from '../helpers/netns.js';
 import { disagreements, hostLocalStore, pidsIn, readLedger, waitGone, waitReaped, WRAP_IPAM, WRAP_IPAM_PATH } from '../helpers/robust.js';
 
@@ -35,19 +36,8 @@ afterEach(async () => {
   await s.cleanup();
 });
 
-const conf = (cniVersion = '1.0.0', ipamOver: Record<string, unknown> = {}) => ({
-  cniVersion,
-  name: network,
-  type: 'ptp',
-  ipam: {
-    type: 'ipam-shim',
-    stateDir: s.stateDir,
-    logFile: s.logFile,
-    delegateTimeoutMs: 1500,
-    delegate: { type: WRAP_IPAM, dataDir: s.dataDir, ranges: [[{ subnet: '10.235.0.0/24' }]] },
-    ...ipamOver,
-  },
-});
+const conf = (cniVersion = '1.0.0', ipamOver: Record<string, unknown> = {}) =>
+  shimConf({ cniVersion, name: network, dirs: s, delegate: { ...hostLocal(s.dataDir, '10.235.0.0/24'), type: WRAP_IPAM }, keys: { delegateTimeoutMs: 1500, ...ipamOver } });
 
 function call(command: string, wrap: Record<string, string> = {}, extra: Partial<Parameters<typeof invoke>[1]> = {}, ipamOver: Record<string, unknown> = {}) {
   return invoke(conf('1.0.0', ipamOver), {
@@ -307,16 +297,14 @@ describe('a repeated ADD for one attachment never allocates twice and never free
   });
 
   it('chained: a repeated ADD (sequential and concurrent) records the runtime\'s address once and never drops it', async () => {
-    const chained = {
-      cniVersion: '1.0.0',
+    const chained = shimConf({
+      placement: 'chained',
       name: network,
-      type: 'ipam-shim',
-      stateDir: s.stateDir,
-      logFile: s.logFile,
-      residue: { ebtables: false, neigh: false },
-      ipv6ProbeRewrite: 'off',
-      prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.236.0.9/24' }] },
-    };
+      dirs: s,
+      probeRewrite: false,
+      keys: { residue: { ebtables: false, neigh: false } },
+      top: { prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.236.0.9/24' }] } },
+    });
     const env = { command: 'ADD', containerID: 'ctr-1', netns: '/run/netns/does-not-exist', ifname: 'eth0', path: [bin] };
     expect((await invoke(chained, env)).exitCode).toBe(0);
     const outs = await Promise.all(Array.from({ length: 6 }, () => invoke(chained, env)));
@@ -392,16 +380,8 @@ describe('a config mistake never blocks teardown: DEL does what it can, logs the
   });
 
   it('chained: an unknown key does not keep DEL from forgetting the record', async () => {
-    const chained = (over: Record<string, unknown> = {}) => ({
-      cniVersion: '1.0.0',
-      name: network,
-      type: 'ipam-shim',
-      stateDir: s.stateDir,
-      logFile: s.logFile,
-      residue: { ebtables: false, neigh: false },
-      ipv6ProbeRewrite: 'off',
-      ...over,
-    });
+    const chained = (over: Record<string, unknown> = {}) =>
+      shimConf({ placement: 'chained', name: network, dirs: s, probeRewrite: false, keys: { residue: { ebtables: false, neigh: false }, ...over } });
     const env = { containerID: 'ctr-1', netns: '/run/netns/does-not-exist', ifname: 'eth0', path: [bin] };
     const add = await invoke({ ...chained(), prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.236.0.9/24' }] } }, { command: 'ADD', ...env });
     expect(add.exitCode, add.stdout).toBe(0);

@@ -11,6 +11,7 @@ import { NODE_CHECKS } from '../../src/doctor/node.js';
 import type { Finding } from '../../src/doctor/check.js';
 import { CniRunner, type JsonObject } from '../runner/runner.js';
 import { rootOrSkip } from '../helpers/netns.js';
+import { shimKeys } from '../helpers/shim-conf.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
 import { FIXTURE_BIN, PLUGIN_DIR, ROOT, SHIM, shimBinDir } from '../helpers/cni.js';
 
@@ -136,7 +137,7 @@ d('doctor node checks', () => {
     await execa('ln', ['-s', SHIM, join(bin, 'ipam-shim')]);
     expect(of(await findings(bin), 'delegate')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('host-local is not on the CNI path') }]);
     // fake-ipam as the delegate (IPAM slot): answering, but its store is not host-local's.
-    const slot = { cniVersion: '1.0.0', name: 'fakenet', plugins: [{ type: 'ptp', ipam: { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, delegate: { type: 'fake-ipam' } } }] };
+    const slot = { cniVersion: '1.0.0', name: 'fakenet', plugins: [{ type: 'ptp', ipam: shimKeys({ dirs: s, delegate: { type: 'fake-ipam' } }) }] };
     await writeFile(conflist, JSON.stringify(slot));
     const fs = await findings(`${bin}:${FIXTURE_BIN}`);
     expect(of(fs, 'delegate')[0]!.verdict).toBe('ok');

@@ -7,6 +7,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { invoke, PLUGIN_DIR, scratch, shimBinDir, SHIM } from '../helpers/cni.js';
+import { shimConf, shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
 import { routedNode } from '../helpers/routed-node.js';
 import { LEDGER_CHECK, RANGES_CHECK, ROUTES_CHECK, ledgerFindings, rangeFindings, routeFindings } from '../../src/doctor/routes.js';
@@ -58,7 +59,7 @@ async function chainedConflist(reserved: string[], over: Record<string, unknown>
     name: 'drsv',
     plugins: [
       { type: 'ptp', ipMasq: false, ipam: hostLocal },
-      { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, reservedCIDRs: reserved, ipv6ProbeRewrite: 'off', delegate: hostLocal, ...over },
+      shimKeys({ dirs: s, probeRewrite: false, delegate: hostLocal, keys: { reservedCIDRs: reserved, ...over } }),
     ],
   };
   const path = await conflistPath();
@@ -68,12 +69,7 @@ async function chainedConflist(reserved: string[], over: Record<string, unknown>
 
 /** The IPAM-slot conflist: the shim wraps host-local. */
 function slotConf(reserved: string[], delegate: Record<string, unknown>) {
-  return {
-    cniVersion: '1.0.0',
-    name: 'drsv',
-    type: 'ptp',
-    ipam: { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, reservedCIDRs: reserved, ipv6ProbeRewrite: 'off', delegate },
-  };
+  return shimConf({ name: 'drsv', dirs: s, probeRewrite: false, delegate, keys: { reservedCIDRs: reserved } });
 }
 
 async function slotConflist(reserved: string[], delegate: Record<string, unknown>): Promise<string> {

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FIXTURE_BIN, invoke, PLUGIN_DIR, scratch, SHIM } from '../helpers/cni.js';
 import { uid } from '../helpers/netns.js';
+import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { disagreements, envInt, hostLocalStore, pool, readLedger, WRAP_IPAM } from '../helpers/robust.js';
 
 const RUNS = envInt('IPAM_SHIM_FUZZ_RUNS', 150);
@@ -166,7 +167,7 @@ function arbitraries(root: string) {
       stateDir,
       logFile,
       delegate,
-      delegateTimeoutMs: fc.oneof(fc.constantFrom(100, 2000, 0, -1, 1e400 as number, 600_001, 1.5), hostile),
+      delegateTimeoutMs: fc.oneof(fc.constantFrom(100, 2000, 0, -1, Number.POSITIVE_INFINITY, 600_001, 1.5), hostile),
       logLevel: fc.oneof(fc.constantFrom('info', 'silent', 'trace', 'loud'), hostile),
       reservedCIDRs: fc.oneof(fc.constant(['10.238.0.128/25']), fc.constant(['not-a-cidr']), hostile),
       residue: fc.oneof(fc.constant({ ebtables: false, neigh: false }), hostile),
@@ -216,7 +217,7 @@ function arbitraries(root: string) {
         const i = n % Math.max(1, t.length);
         if (how === 'truncate') return t.slice(0, i);
         if (how === 'flip') return t.slice(0, i) + String.fromCharCode((t.charCodeAt(i) + 1) % 128) + t.slice(i + 1);
-        if (how === 'nul') return t.slice(0, i) + '\u0000' + t.slice(i);
+        if (how === 'nul') return `${t.slice(0, i)}\u0000${t.slice(i)}`;
         return `${t}{"second":"document"}`;
       }),
     },
@@ -268,7 +269,7 @@ describe('fuzz: generated configs and environments', () => {
     expect(changed(before, await listing(root)).filter((p) => !allowed.some((re) => re.test(p)))).toEqual([]);
     expect(await readdir(join(root, 'cwd'))).toEqual([]);
     const machineAfter = await Promise.all(machineDirs.map((d) => listing(d)));
-    machineDirs.forEach((d, i) => expect(changed(machineBefore[i]!, machineAfter[i]!), d).toEqual([]));
+    for (const [i, d] of machineDirs.entries()) expect(changed(machineBefore[i]!, machineAfter[i]!), d).toEqual([]);
   });
 });
 
@@ -284,20 +285,8 @@ describe('explicit hostile input', () => {
     CNI_PATH: `${PLUGIN_DIR}:${FIXTURE_BIN}`,
     ...over,
   });
-  const slot = (ipamOver: Record<string, unknown> = {}, top: Record<string, unknown> = {}) => ({
-    cniVersion: '1.0.0',
-    name: NET,
-    type: 'ptp',
-    ipam: {
-      type: 'ipam-shim',
-      stateDir: s.stateDir,
-      logFile: s.logFile,
-      ipv6ProbeRewrite: 'off',
-      delegate: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.238.0.0/24' }]] },
-      ...ipamOver,
-    },
-    ...top,
-  });
+  const slot = (ipamOver: Record<string, unknown> = {}, top: Record<string, unknown> = {}) =>
+    shimConf({ name: NET, dirs: s, probeRewrite: false, delegate: hostLocal(s.dataDir, '10.238.0.0/24'), keys: ipamOver, top });
   async function expectCode(o: Outcome, code: number, command = 'ADD'): Promise<Record<string, any>> {
     expect(protocolViolations(command, o)).toEqual([]);
     expect(o.exitCode).not.toBe(0);
@@ -315,7 +304,7 @@ describe('explicit hostile input', () => {
 
   it('50 MB on stdin → 5, promptly, without reading it all', async () => {
     const big = Buffer.alloc(50 * 1024 * 1024, 0x20);
-    big.write(JSON.stringify(slot()).slice(0, -1) + ',"pad":"', 0);
+    big.write(`${JSON.stringify(slot()).slice(0, -1)},"pad":"`, 0);
     big.write('"}', big.length - 2);
     const o = await run(env(), big);
     await expectCode(o, 5);
@@ -324,7 +313,7 @@ describe('explicit hostile input', () => {
 
   it('100 000 levels of nesting anywhere → 6 (no stack overflow, no 999)', async () => {
     const deepArr = '['.repeat(100_000) + ']'.repeat(100_000);
-    const deepObj = '{"a":'.repeat(100_000) + '1' + '}'.repeat(100_000);
+    const deepObj = `${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`;
     const base = JSON.stringify(slot());
     for (const text of [
       deepArr,
@@ -339,7 +328,7 @@ describe('explicit hostile input', () => {
     }
     await expectNothingAllocated();
     // Depth an ordinary config has (and more) is fine.
-    const ok = await run(env(), JSON.stringify(slot({}, { runtimeConfig: JSON.parse('{"a":'.repeat(50) + '1' + '}'.repeat(50)) })));
+    const ok = await run(env(), JSON.stringify(slot({}, { runtimeConfig: JSON.parse(`${'{"a":'.repeat(50)}1${'}'.repeat(50)}`) })));
     expect(ok.exitCode, ok.stdout).toBe(0);
   });
 
@@ -380,7 +369,7 @@ describe('explicit hostile input', () => {
     await expectCode(await run(env({ WRAP_IPAM_LOG: log }), noType), 7);
     await expect(stat(log)).rejects.toMatchObject({ code: 'ENOENT' });
     // Chained: an unknown key (2).
-    const chained = { cniVersion: '1.0.0', name: NET, type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.238.0.9/24' }] } };
+    const chained = shimConf({ placement: 'chained', name: NET, dirs: s, top: { prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.238.0.9/24' }] } } });
     await expectCode(await run(env(), JSON.stringify(chained).replace('"name"', '"__proto__":{"polluted":1},"name"')), 2);
     // At the top level of the IPAM slot (not ours to judge): the ADD works and the delegate gets its own type.
     const top = await run(env(), base.replace('{"cniVersion"', '{"__proto__":{"type":"/bin/sh"},"cniVersion"'));
@@ -429,7 +418,7 @@ describe('explicit hostile input', () => {
         const conf = slot({ delegate: { type, dataDir: s.dataDir } }, { cniVersion: '1.1.0' });
         await expectCode(await run(env({ CNI_COMMAND: command, CNI_CONTAINERID: '', CNI_IFNAME: '', CNI_NETNS: '' }), JSON.stringify(conf)), 7, command);
       }
-      const chained = { cniVersion: '1.1.0', name: NET, type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, delegate: { type } };
+      const chained = shimConf({ placement: 'chained', cniVersion: '1.1.0', name: NET, dirs: s, delegate: { type } });
       await expectCode(await run(env({ CNI_COMMAND: 'STATUS', CNI_CONTAINERID: '', CNI_IFNAME: '', CNI_NETNS: '' }), JSON.stringify(chained)), 7, 'STATUS');
     }
     // A directory of that name on CNI_PATH is not a plugin either.
@@ -452,18 +441,8 @@ function existsSyncNot(path: string): boolean {
 
 describe('planted symlinks and a corrupt ledger', () => {
   const network = () => `lnk-${uid()}`;
-  const slotFor = (net: string, cniVersion = '1.0.0') => ({
-    cniVersion,
-    name: net,
-    type: 'ptp',
-    ipam: {
-      type: 'ipam-shim',
-      stateDir: s.stateDir,
-      logFile: s.logFile,
-      ipv6ProbeRewrite: 'off',
-      delegate: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.239.0.0/24' }]] },
-    },
-  });
+  const slotFor = (net: string, cniVersion = '1.0.0') =>
+    shimConf({ cniVersion, name: net, dirs: s, probeRewrite: false, delegate: hostLocal(s.dataDir, '10.239.0.0/24') });
   const call = (net: string, command: string, cid = 'pod-1', extra: Record<string, unknown> = {}, cniVersion = '1.0.0') =>
     invoke({ ...slotFor(net, cniVersion), ...extra }, {
       command,

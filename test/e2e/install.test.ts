@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { parseMetrics } from '../../src/metrics.js';
 import { TestNet, inNs, rootOrSkip } from '../helpers/netns.js';
 import { PLUGIN_DIR, ROOT, SHIM, invoke, ledgerRecords, scratch } from '../helpers/cni.js';
+import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 
 const SEA = join(ROOT, 'dist/ipam-shim');
 // AKS's /etc/cni/net.d/05-cilium.conflist as a node shows it: tabs, cniVersion 0.3.1, cilium-cni + azure-ipam.
@@ -293,12 +294,8 @@ const root = rootOrSkip();
   it('counts invocations, errors, refusals, residue removed and GC releases without losing concurrent updates', async () => {
     const node = await net.netns('node');
     const metricsFile = join(s.dir, 'textfile/ipam-shim.prom');
-    const conf = (name: string, subnet: string, reserved: string[] = []) => ({
-      cniVersion: '1.1.0',
-      name,
-      type: 'ptp',
-      ipam: { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, metricsFile, reservedCIDRs: reserved, delegate: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet }]] } },
-    });
+    const conf = (name: string, subnet: string, reserved: string[] = []) =>
+      shimConf({ cniVersion: '1.1.0', name, dirs: s, delegate: hostLocal(s.dataDir, subnet), keys: { metricsFile, reservedCIDRs: reserved } });
     const mnet = conf('mnet', '10.97.0.0/24');
     const env = (command: string, containerID: string, netns = '/run/netns/whatever') => ({ command, containerID, netns, ifname: 'eth0', path: [PLUGIN_DIR], inNetns: node });
     // azure-vnet residue for the first address host-local hands out.
@@ -340,7 +337,7 @@ const root = rootOrSkip();
     const blocker = join(s.dir, 'not-a-dir');
     await writeFile(blocker, '');
     await chmod(blocker, 0o444);
-    const c = { cniVersion: '1.0.0', name: 'mfail', type: 'ptp', ipam: { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, metricsFile: join(blocker, 'x.prom'), delegate: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.96.0.0/24' }]] } } };
+    const c = shimConf({ name: 'mfail', dirs: s, delegate: hostLocal(s.dataDir, '10.96.0.0/24'), keys: { metricsFile: join(blocker, 'x.prom') } });
     const a = await invoke(c, { command: 'ADD', containerID: 'f1', netns: '/run/netns/x', ifname: 'eth0', path: [PLUGIN_DIR] });
     expect(a.exitCode, a.stdout).toBe(0);
     expect(a.json.ips[0].address).toBe('10.96.0.2/24');

@@ -2,6 +2,7 @@
 // at every spec version: ADD → CHECK → DEL, version bridging for 1.1.0, STATUS.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { hostLocalAllocations, invoke, ledgerRecords, scratch } from '../helpers/cni.js';
+import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 
 let s: Awaited<ReturnType<typeof scratch>>;
 beforeEach(async () => {
@@ -11,19 +12,9 @@ afterEach(async () => {
   await s.cleanup();
 });
 
-const conf = (cniVersion: string) => ({
-  cniVersion,
-  name: 'slotnet',
-  type: 'ptp',
-  ipam: {
-    type: 'ipam-shim',
-    stateDir: s.stateDir,
-    logFile: s.logFile,
-    // These run in the host's namespace: the probe rewrite would install a table on the host (tested in netns elsewhere).
-    ipv6ProbeRewrite: 'off',
-    delegate: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.97.0.0/24' }], [{ subnet: 'fd00:97::/120' }]] },
-  },
-});
+// These run in the host's namespace: the probe rewrite would install a table on the host (tested in netns elsewhere).
+const conf = (cniVersion: string) =>
+  shimConf({ cniVersion, name: 'slotnet', dirs: s, probeRewrite: false, delegate: hostLocal(s.dataDir, '10.97.0.0/24', 'fd00:97::/120') });
 const env = (command: string, containerID = 'pod-a') => ({ command, containerID, netns: '/var/run/netns/pod-a', ifname: 'eth0' });
 
 describe.each(['0.3.1', '0.4.0', '1.0.0', '1.1.0'])('IPAM slot at %s', (v) => {

@@ -5,6 +5,7 @@ import { chmod, chown, lstat, mkdir, readdir, stat, writeFile } from 'node:fs/pr
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { invoke, PLUGIN_DIR, scratch } from '../helpers/cni.js';
+import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { rootOrSkip, uid } from '../helpers/netns.js';
 import { hostLocalStore, readLedger } from '../helpers/robust.js';
 
@@ -20,19 +21,15 @@ afterEach(async () => {
   await s.cleanup();
 });
 
-const conf = (cniVersion = '1.1.0', over: Record<string, unknown> = {}) => ({
-  cniVersion,
-  name: network,
-  type: 'ptp',
-  ipam: {
-    type: 'ipam-shim',
-    stateDir: s.stateDir,
-    logFile: join(s.dir, 'logs', 'shim.log'),
-    ipv6ProbeRewrite: 'off',
-    delegate: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.240.77.0/24' }]] },
-    ...over,
-  },
-});
+const conf = (cniVersion = '1.1.0', over: Record<string, unknown> = {}) =>
+  shimConf({
+    cniVersion,
+    name: network,
+    dirs: { stateDir: s.stateDir, logFile: join(s.dir, 'logs', 'shim.log') },
+    probeRewrite: false,
+    delegate: hostLocal(s.dataDir, '10.240.77.0/24'),
+    keys: over,
+  });
 const call = (command: string, cid = 'pod-1', extra: Record<string, unknown> = {}) =>
   invoke({ ...conf(), ...extra }, {
     command,

@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { CniRunner } from '../runner/runner.js';
 import { PodmanBed } from '../helpers/podman.js';
+import { shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
 import { FIXTURE_BIN, PLUGIN_DIR, hostLocalAllocations, ledgerRecords, shimBinDir } from '../helpers/cni.js';
@@ -13,15 +14,14 @@ const root = rootOrSkip();
 const d = root ? describe : describe.skip;
 
 type Placement = 'chained' | 'ipam';
-const shimKeys = (s: { stateDir: string; logFile: string }) => ({ stateDir: s.stateDir, logFile: s.logFile });
 
 /** A conflist with the shim in `placement`, host-local storing under dataDir. */
 function confList(placement: Placement, cniVersion: string, name: string, s: { stateDir: string; logFile: string; dataDir: string }, subnet: string) {
   const hostLocal = { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet }]] };
   const plugins =
     placement === 'chained'
-      ? [{ type: 'ptp', ipMasq: false, ipam: hostLocal }, { type: 'ipam-shim', ...shimKeys(s), delegate: hostLocal }]
-      : [{ type: 'ptp', ipMasq: false, ipam: { type: 'ipam-shim', ...shimKeys(s), delegate: hostLocal } }];
+      ? [{ type: 'ptp', ipMasq: false, ipam: hostLocal }, shimKeys({ dirs: s, delegate: hostLocal })]
+      : [{ type: 'ptp', ipMasq: false, ipam: shimKeys({ dirs: s, delegate: hostLocal }) }];
   return { cniVersion, name, plugins };
 }
 

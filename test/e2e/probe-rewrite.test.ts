@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
 import { ledgerRecords, PLUGIN_DIR, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
+import { shimKeys } from '../helpers/shim-conf.js';
 import { rootOrSkip, TestNet } from '../helpers/netns.js';
 import { bpfFilterArgs, ping, probeTopology, UPLINK, watchPodInput as watchInput } from '../helpers/probe-topology.js';
 import { CniRunner, type JsonObject } from '../runner/runner.js';
@@ -49,12 +50,12 @@ const hostLocal = (s: Bed['s'], family: 4 | 6, subnet = SHIM_RANGE) => ({
 /** The node's conflist with the shim in `placement`; written to a file so the CLI can read the same settings. */
 async function shimConflist(bed: Bed, placement: Placement, o: { mode?: Mode; family?: 4 | 6; name?: string } = {}): Promise<{ list: JsonObject; file: string }> {
   const delegate = hostLocal(bed.s, o.family ?? 6);
-  const settings = { stateDir: bed.s.stateDir, logFile: bed.s.logFile, ...(o.mode ? { ipv6ProbeRewrite: o.mode } : {}) };
+  const shim = shimKeys({ dirs: bed.s, delegate, keys: o.mode ? { ipv6ProbeRewrite: o.mode } : {} });
   const name = o.name ?? 'probe6';
   const list: JsonObject =
     placement === 'chained'
-      ? { cniVersion: '1.0.0', name, plugins: [{ type: 'ptp', ipam: delegate }, { type: 'ipam-shim', ...settings, delegate }] }
-      : { cniVersion: '1.0.0', name, plugins: [{ type: 'ptp', ipam: { type: 'ipam-shim', ...settings, delegate } }] };
+      ? { cniVersion: '1.0.0', name, plugins: [{ type: 'ptp', ipam: delegate }, shim] }
+      : { cniVersion: '1.0.0', name, plugins: [{ type: 'ptp', ipam: shim }] };
   const file = join(bed.s.dir, `${name}-${o.mode ?? 'default'}-${o.family ?? 6}.conflist`);
   await writeFile(file, JSON.stringify(list));
   return { list, file };

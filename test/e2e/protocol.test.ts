@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { readFile } from 'node:fs/promises';
 import { hostLocalAllocations, invoke, ledgerRecords, scratch, SHIM } from '../helpers/cni.js';
+import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { pidsIn, waitGone } from '../helpers/robust.js';
 
 let s: Awaited<ReturnType<typeof scratch>>;
@@ -14,20 +15,8 @@ afterEach(async () => {
   await s.cleanup();
 });
 
-const slot = (over: Record<string, unknown> = {}, ipamOver: Record<string, unknown> = {}) => ({
-  cniVersion: '1.0.0',
-  name: 'proto',
-  type: 'ptp',
-  ipam: {
-    type: 'ipam-shim',
-    stateDir: s.stateDir,
-    logFile: s.logFile,
-    delegateTimeoutMs: 1500,
-    delegate: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.98.0.0/24' }]] },
-    ...ipamOver,
-  },
-  ...over,
-});
+const slot = (over: Record<string, unknown> = {}, ipamOver: Record<string, unknown> = {}) =>
+  shimConf({ name: 'proto', dirs: s, delegate: hostLocal(s.dataDir, '10.98.0.0/24'), keys: { delegateTimeoutMs: 1500, ...ipamOver }, top: over });
 const add = { command: 'ADD', containerID: 'c1', netns: '/var/run/netns/none', ifname: 'eth0' };
 
 async function expectError(out: Awaited<ReturnType<typeof invoke>>, code: number) {
@@ -140,7 +129,7 @@ describe('bad input gets the right CNI error', () => {
     expectError(await invoke(slot({}, { delegate: { type: 'fake-ipam' } }), { ...add, env: { FAKE_IPAM_MODE: 'badjson' } }), 101));
   it('stdin too large → 5', async () => expectError(await invoke(JSON.stringify({ ...slot(), pad: 'x'.repeat(5 * 1024 * 1024) }), add), 5));
   it('chained without prevResult → 7', async () =>
-    expectError(await invoke({ cniVersion: '1.0.0', name: 'proto', type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile }, add), 7));
+    expectError(await invoke(shimConf({ placement: 'chained', name: 'proto', dirs: s }), add), 7));
   it('delegate result with an address that is not an IP → 101 (the delegate\'s fault), and the delegate is DELed', async () => {
     const log = `${s.dir}/fake.log`;
     const out = await invoke(slot({}, { delegate: { type: 'fake-ipam' } }), { ...add, env: { FAKE_IPAM_MODE: 'notip', FAKE_IPAM_LOG: log } });

@@ -8,6 +8,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { hostLocalAllocations, invoke, ledgerRecords, PLUGIN_DIR, shimBinDir } from '../helpers/cni.js';
+import { shimConf, shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
 import { CniRunner, PluginError, type JsonObject } from '../runner/runner.js';
@@ -56,8 +57,11 @@ function v6Case(): Case {
 
 const hostLocal = (c: Case) => ({ type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: c.subnet, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd }]] });
 
-/** The shim's own keys: temp dirs only, no IPv6 probe rewrite on the machine. */
-const shimKeys = (reserved: string[]) => ({ stateDir: s.stateDir, logFile: s.logFile, reservedCIDRs: reserved, ipv6ProbeRewrite: 'off' });
+/** The shim in ptp's IPAM slot: temp dirs only, no IPv6 probe rewrite on the machine. */
+const slotConf = (cniVersion: string, name: string, reserved: string[], delegate: Record<string, unknown>) =>
+  shimConf({ cniVersion, name, dirs: s, probeRewrite: false, delegate, keys: { reservedCIDRs: reserved } });
+/** The same keys as a conflist's plugin entry. */
+const shimEntry = (reserved: string[], delegate: Record<string, unknown>) => shimKeys({ dirs: s, probeRewrite: false, delegate, keys: { reservedCIDRs: reserved } });
 
 const bare = (address: string) => address.split('/')[0]!;
 const sorted = (xs: string[]) => [...xs].sort();
@@ -113,7 +117,7 @@ describe.skipIf(!root)('reserved CIDRs in the IPAM slot (the shim invoked as the
     const c = make();
     it(`${c.family}: allocating ${c.rangeStart}-${c.rangeEnd} to exhaustion refuses exactly ${c.reserved}, leaks nothing, and hands out the rest`, async () => {
       const network = `rsv${uid(4)}`;
-      const conf = { cniVersion: '1.0.0', name: network, type: 'ptp', ipam: { type: 'ipam-shim', ...shimKeys([c.reserved]), delegate: hostLocal(c) } };
+      const conf = slotConf('1.0.0', network, [c.reserved], hostLocal(c));
       const inv = (command: string, containerID: string) => ({ command, containerID, netns: `/run/netns/${pod}`, ifname: 'eth0', inNetns: node });
       const held = new Map<string, string>();
       const okOrder: string[] = [];
@@ -165,7 +169,7 @@ describe.skipIf(!root)('reserved CIDRs in the IPAM slot (the shim invoked as the
       dataDir: s.dataDir,
       ranges: [[{ subnet: '10.96.1.0/24', rangeStart: '10.96.1.2', rangeEnd: '10.96.1.20' }], [{ subnet: 'fd00:96:1::/120' }]],
     };
-    const conf = { cniVersion: '1.0.0', name: network, type: 'ptp', ipam: { type: 'ipam-shim', ...shimKeys(['fd00:96:1::/64']), delegate } };
+    const conf = slotConf('1.0.0', network, ['fd00:96:1::/64'], delegate);
     for (let i = 0; i < 3; i++) {
       const out = await invoke(conf, { command: 'ADD', containerID: `ds-${i}`, netns: `/run/netns/${pod}`, ifname: 'eth0', inNetns: node });
       expect(out.exitCode).not.toBe(0);
@@ -181,7 +185,7 @@ describe.skipIf(!root)('reserved CIDRs in the IPAM slot (the shim invoked as the
   it('CHECK fails with 100 once the attachment\'s address is made reserved (config changed after ADD)', async () => {
     const c = v4Case(2);
     const network = `rsv${uid(4)}`;
-    const conf = (reserved: string[]) => ({ cniVersion: '1.0.0', name: network, type: 'ptp', ipam: { type: 'ipam-shim', ...shimKeys(reserved), delegate: hostLocal(c) } });
+    const conf = (reserved: string[]) => slotConf('1.0.0', network, reserved, hostLocal(c));
     const inv = (command: string) => ({ command, containerID: 'chk', netns: `/run/netns/${pod}`, ifname: 'eth0', inNetns: node });
     const added = await invoke(conf([c.reserved]), inv('ADD'));
     expect(added.exitCode, added.stdout).toBe(0);
@@ -204,7 +208,7 @@ describe.skipIf(!root)('reserved CIDRs in the IPAM slot (the shim invoked as the
     const v4 = v4Case(3);
     const v6 = v6Case();
     const status = async (c: Case, reserved: string[]) => {
-      const conf = { cniVersion: '1.1.0', name: `st${uid(4)}`, type: 'ptp', ipam: { type: 'ipam-shim', ...shimKeys(reserved), delegate: hostLocal(c) } };
+      const conf = slotConf('1.1.0', `st${uid(4)}`, reserved, hostLocal(c));
       return invoke(conf, { command: 'STATUS', path: [PLUGIN_DIR], inNetns: node });
     };
     for (const [c, partly, wholly, together] of [
@@ -251,7 +255,7 @@ describe.skipIf(!root)('reserved CIDRs under ptp, through the libcni-like runner
     const list = (reserved: string[]): JsonObject => ({
       cniVersion: '1.0.0',
       name: network,
-      plugins: [{ type: 'ptp', ipMasq: false, ipam: { type: 'ipam-shim', ...shimKeys(reserved), delegate: hostLocal(c) } }],
+      plugins: [{ type: 'ptp', ipMasq: false, ipam: shimEntry(reserved, hostLocal(c)) }],
     });
     const bin = await shimBinDir(s.dir);
     const runner = (reserved = [c.reserved]) => new CniRunner({ confList: list(reserved), pluginDirs: [bin, PLUGIN_DIR], cacheDir: join(s.dir, 'cache') });
@@ -309,7 +313,7 @@ describe.skipIf(!root)('reserved CIDRs under ptp, through the libcni-like runner
       name: network,
       plugins: [
         { type: 'ptp', ipMasq: false, ipam: hostLocal(c) },
-        { type: 'ipam-shim', ...shimKeys(reserved), delegate: hostLocal(c) },
+        shimEntry(reserved, hostLocal(c)),
       ],
     });
     const bin = await shimBinDir(s.dir);

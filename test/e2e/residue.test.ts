@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { run as hostRun, runInNetns, type Run } from '../../src/effects/exec.js';
 import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
+import { shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
 import { hasPodman, PodmanBed } from '../helpers/podman.js';
 import { CniRunner, PluginError } from '../runner/runner.js';
@@ -108,11 +109,10 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
   type Placement = 'ptp-only' | 'chained' | 'ipam';
   function confList(n: Node, placement: Placement, cniVersion = '1.0.0'): Record<string, unknown> {
     const hostLocal = { type: 'host-local', dataDir: n.dir.dataDir, ranges: [[RANGE]] };
-    const shim = { stateDir: n.dir.stateDir, logFile: n.dir.logFile };
     const plugins =
       placement === 'ipam'
-        ? [{ type: 'ptp', ipMasq: false, ipam: { type: 'ipam-shim', ...shim, delegate: hostLocal } }]
-        : [{ type: 'ptp', ipMasq: false, ipam: hostLocal }, ...(placement === 'chained' ? [{ type: 'ipam-shim', ...shim }] : [])];
+        ? [{ type: 'ptp', ipMasq: false, ipam: shimKeys({ dirs: n.dir, delegate: hostLocal }) }]
+        : [{ type: 'ptp', ipMasq: false, ipam: hostLocal }, ...(placement === 'chained' ? [shimKeys({ dirs: n.dir })] : [])];
     return { cniVersion, name: 'azure', plugins };
   }
 
@@ -314,7 +314,7 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
           name: dirs.network,
           plugins: [
             { type: 'ptp', ipMasq: false, ipam: { type: 'host-local', dataDir: dirs.dataDir, ranges: [[RANGE]] } },
-            { type: 'ipam-shim', stateDir: n.dir.stateDir, logFile: n.dir.logFile },
+            shimKeys({ dirs: n.dir }),
           ],
         }),
       });

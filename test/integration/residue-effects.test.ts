@@ -166,7 +166,7 @@ describe.skipIf(!rootOrSkip())('residue effects (root, real ebtables and iproute
       if (i === 500) for (const rule of podRules(POD, POD_MAC)) lines.push(`-A PREROUTING ${rule.join(' ')}`);
       for (const rule of podRules(ip, mac)) lines.push(`-A PREROUTING ${rule.join(' ')}`);
     }
-    await r('ebtables-restore', ['--noflush'], { input: lines.join('\n') + '\n' });
+    await r('ebtables-restore', ['--noflush'], { input: `${lines.join('\n')}\n` });
     const before = await natListing(r);
     expect(before).toContain('entries: 2002,');
 

@@ -550,7 +550,7 @@ export class CniRunner {
       } catch {
         continue;
       }
-      if (!c || c.kind !== 'cniCacheV1' || !c.ifName || !c.networkName) continue;
+      if (c?.kind !== 'cniCacheV1' || !c.ifName || !c.networkName) continue;
       out.push(c);
     }
     return out;

@@ -8,7 +8,7 @@ import { parseAllDocuments } from 'yaml';
 import { ShimSettingsSchema } from '../../src/cni/config.js';
 import { DEFAULT_CONF_DIR } from '../../src/conflist.js';
 import { DEFAULT_CNI_PATH } from '../../src/network/open.js';
-import { HOST_LOCAL_DEFAULT_DATA_DIR } from '../../src/doctor/node.js';
+import { HOST_LOCAL_DEFAULT_DATA_DIR } from '../../src/effects/host-local-store.js';
 import { parseShimConfig } from '../../src/cli/install.js';
 import { AGENT_FLAGS, DEFAULT_AGENT_INTERVAL_S, parseAgentArgs } from '../../src/cli/agent.js';
 import { BASE_PACKAGES, SUITE, TOOL_PACKAGES } from '../../scripts/image/base.js';
@@ -180,6 +180,7 @@ describe('deploy/Containerfile', () => {
     const { stages } = await containerfile();
     const final = stages.at(-1)!;
     const build = await readFile(join(ROOT, 'scripts/build.mjs'), 'utf8');
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the build script's own source text is what is checked
     expect(build).toContain('`${finalDist}ipam-shim`'); // the SEA the build renames into dist/
     expect(final.copies).toEqual([['dist/ipam-shim', '/usr/local/bin/ipam-shim']]);
     expect(final.entrypoint).toEqual(['/usr/local/bin/ipam-shim']);
@@ -194,6 +195,7 @@ describe('deploy/Containerfile', () => {
   it('adds the executable to BASE, which defaults to the official slim image plus the same packages the mmdebstrap base holds', async () => {
     const { args, stages } = await containerfile();
     const final = stages.at(-1)!;
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the Dockerfile's build-arg reference, literally
     expect(final.from).toBe('${BASE}');
     // Nothing runs in the final stage: a base made by scripts/image/ already holds the tools (and has no apt).
     expect(final.runs).toEqual([]);

@@ -15,7 +15,7 @@ const OUR_DOCS = ['configuration.md', 'cli.md', 'operations.md', 'errors.md'];
 /** The lines between a heading and the next heading of the same or a higher level. */
 function section(md: string, heading: string): string {
   const lines = md.split('\n');
-  const start = lines.findIndex((l) => l === heading);
+  const start = lines.indexOf(heading);
   expect(start, `heading "${heading}"`).toBeGreaterThanOrEqual(0);
   const level = /^#+/.exec(heading)![0].length;
   const end = lines.findIndex((l, i) => i > start && /^#+ /.test(l) && /^#+/.exec(l)![0].length <= level);

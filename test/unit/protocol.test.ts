@@ -159,7 +159,10 @@ describe('dispatch', () => {
   });
   it('an env error answers in the cniVersion of the config on stdin, which it reads only for that', async () => {
     let reads = 0;
-    const o = await dispatch({ CNI_COMMAND: 'ADD' }, async () => (reads++, JSON.stringify({ cniVersion: '0.3.1' })), async () => verbs);
+    const o = await dispatch({ CNI_COMMAND: 'ADD' }, async () => {
+        reads++;
+        return JSON.stringify({ cniVersion: '0.3.1' });
+      }, async () => verbs);
     expect(JSON.parse(o.stdout)).toMatchObject({ code: 4, cniVersion: '0.3.1' });
     expect(reads).toBe(1);
     // stdin that cannot be read or parsed leaves the env error as it was, in the latest version.

@@ -1,4 +1,4 @@
-// npx tsx scripts/bench-residue.ts [runs]        (root; build first: npm run build; IPAM_SHIM_BIN=dist/ipam-shim for the SEA)
+// npx tsx scripts/bench/residue-add.ts [runs]        (root; build first: npm run build; IPAM_SHIM_BIN=dist/ipam-shim for the SEA)
 //
 // What residue cleanup costs an ADD. The built plugin in the IPAM slot over host-local, invoked the way ptp invokes
 // its IPAM plugin, inside scratch network namespaces: one whose bridge nat table holds only node-wide rules, one
@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
-const ROOT = resolve(import.meta.dirname, '..');
+const ROOT = resolve(import.meta.dirname, '../..');
 const SHIM = process.env.IPAM_SHIM_BIN ?? join(ROOT, 'dist/ipam-shim.js');
 const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
 const RUNS = Number(process.argv[2] ?? 25);
@@ -22,7 +22,7 @@ if (process.getuid?.() !== 0) {
   process.exit(2);
 }
 if (!(RUNS >= 1)) {
-  process.stderr.write('usage: npx tsx scripts/bench-residue.ts [runs ≥ 1]\n');
+  process.stderr.write('usage: npx tsx scripts/bench/residue-add.ts [runs ≥ 1]\n');
   process.exit(2);
 }
 

@@ -1,4 +1,4 @@
-// `npx tsx scripts/bench-plan.ts [--runs N] [--sizes 1,1000,5000,20000] [--cli dist/ipam-shim.js]`: `ipam-shim plan`
+// `npx tsx scripts/bench/plan-inprocess.ts [--runs N] [--sizes 1,1000,5000,20000] [--cli dist/ipam-shim.js]`: `ipam-shim plan`
 // on the issue's large inputs — a 10.0.0.0/8 pool cut into /24 node CIDRs and an fd00::/48 pool cut into /120s
 // (65,536 and 2^72 node CIDRs) — against 1k/5k/20k reserved CIDRs. Prints one table; never asserts.
 //
@@ -17,9 +17,9 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { fmtMiB, fmtStats, heading, rssRun, stats, table, timeRun } from './bench-lib.js';
+import { fmtMiB, fmtStats, heading, rssRun, stats, table, timeRun } from '../bench-lib.js';
 
-const ROOT = resolve(import.meta.dirname, '..');
+const ROOT = resolve(import.meta.dirname, '../..');
 const TSX = join(ROOT, 'node_modules/.bin/tsx');
 
 interface Input {
@@ -84,7 +84,7 @@ export function makeInput(family: 4 | 6, n: number): Input {
 // Child: planPool in-process, one row.
 
 async function child(family: 4 | 6, n: number, runs: number): Promise<void> {
-  const { planPool } = await import('../src/reserved/pool-plan.js');
+  const { planPool } = await import('../../src/reserved/pool-plan.js');
   const input = makeInput(family, n);
   const opts = { pools: input.pools, nodeMask: input.nodeMask, reserved: input.reserved };
   const rssBefore = process.resourceUsage().maxRSS;
@@ -141,7 +141,7 @@ async function main(): Promise<void> {
     for (const n of sizes) {
       const input = makeInput(family, n);
       // in-process, fresh child per row
-      const c = await timeRun([TSX, join(ROOT, 'scripts/bench-plan.ts'), '--child', `${family}:${n}`, '--runs', String(runs)], { timeoutMs: 600_000 });
+      const c = await timeRun([TSX, join(ROOT, 'scripts/bench/plan-inprocess.ts'), '--child', `${family}:${n}`, '--runs', String(runs)], { timeoutMs: 600_000 });
       if (c.code !== 0) throw new Error(`child ${family}:${n} failed: ${c.stderr.slice(0, 2000)}`);
       const r = JSON.parse(c.stdout) as { samples: number[]; rssBefore: number; rssPeak: number; colliding: string; first: string };
       // CLI end to end; argv split into --reserved chunks (one argument may not exceed 128 KiB)

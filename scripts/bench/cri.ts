@@ -1,4 +1,4 @@
-// npx tsx scripts/bench-cri.ts [--runs N]       (root; build first: npm run build; also `npm run bench`, section cri)
+// npx tsx scripts/bench/cri.ts [--runs N]       (root; build first: npm run build; also `npm run bench`, section cri)
 //
 // The shim's share of a pod's network set-up on the kubelet path: RunPodSandbox and StopPodSandbox through a
 // private containerd 1.6 (CRI → libcni → the conflist), with ptp + host-local alone, with the shim chained after
@@ -8,10 +8,10 @@
 // like, which would slow every Node start-up of the shim). Prints medians with min/max; never asserts.
 import { parseArgs } from 'node:util';
 import { cpus } from 'node:os';
-import { alternate, emptySamples, fmtMs, fmtStats, heading, pushSample, stats, table, type Case, type Samples } from './bench-lib.js';
-import { CRI_SHIM, CriBed } from '../test/helpers/cri/bed.js';
-import { shimConfList, type Placement } from '../test/helpers/cri/conflists.js';
-import { TestNet } from '../test/helpers/netns.js';
+import { alternate, emptySamples, fmtMs, fmtStats, heading, pushSample, stats, table, type Case, type Samples } from '../bench-lib.js';
+import { CRI_SHIM, CriBed } from '../../test/helpers/cri/bed.js';
+import { shimConfList, type Placement } from '../../test/helpers/cri/conflists.js';
+import { TestNet } from '../../test/helpers/netns.js';
 
 const { values: flags } = parseArgs({ options: { runs: { type: 'string', default: '15' } }, strict: true });
 const RUNS = Number(flags.runs);
@@ -20,7 +20,7 @@ if (process.getuid?.() !== 0) {
   process.exit(2);
 }
 if (!(RUNS >= 1)) {
-  console.error('usage: npx tsx scripts/bench-cri.ts [--runs N ≥ 1]');
+  console.error('usage: npx tsx scripts/bench/cri.ts [--runs N ≥ 1]');
   process.exit(2);
 }
 

@@ -2,17 +2,17 @@
 // every pod after the first). The BUILT plugin in the IPAM slot over host-local with an IPv6 range, inside a
 // scratch netns that already holds table ip6 azureSLBProbe; ipv6ProbeRewrite auto (uplink discovered from the
 // default route, and configured) against off, alternating, same run. Each ADD is followed by an untimed DEL.
-//   npx tsx scripts/bench-probe.ts [runs]        (root; npm run build first; IPAM_SHIM_BIN for the SEA)
+//   npx tsx scripts/bench/probe-add.ts [runs]        (root; npm run build first; IPAM_SHIM_BIN for the SEA)
 import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { runInNetns } from '../src/effects/exec.js';
-import { PROBE_TABLE, probeRewriteRuleset } from '../src/probe-rewrite/ruleset.js';
+import { runInNetns } from '../../src/effects/exec.js';
+import { PROBE_TABLE, probeRewriteRuleset } from '../../src/probe-rewrite/ruleset.js';
 
-const ROOT = resolve(import.meta.dirname, '..');
+const ROOT = resolve(import.meta.dirname, '../..');
 const SHIM = process.env.IPAM_SHIM_BIN ?? join(ROOT, 'dist/ipam-shim.js');
 const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
 const RUNS = Math.max(20, Number(process.argv[2] ?? 25));
@@ -95,8 +95,8 @@ try {
     parts['nft -j list table ip6 azureSLBProbe'].push(await timeIt('nft', ['-j', 'list', 'table', 'ip6', PROBE_TABLE]));
   }
 
-  const ruleset = JSON.parse((await inNs('nft', ['-j', 'list', 'ruleset'])).stdout) as { nftables: Array<Record<string, any>> };
-  const tables = ruleset.nftables.filter((o) => o.table).map((o) => `${o.table.family} ${o.table.name}`);
+  const ruleset = JSON.parse((await inNs('nft', ['-j', 'list', 'ruleset'])).stdout) as { nftables: Array<{ table?: { family: string; name: string }; rule?: unknown }> };
+  const tables = ruleset.nftables.flatMap((o) => (o.table ? [`${o.table.family} ${o.table.name}`] : []));
   const rules = ruleset.nftables.filter((o) => o.rule).length;
 
   const off = stats(samples.off);

@@ -1,4 +1,4 @@
-// npx tsx scripts/bench-agent.ts [--sizes 500,5000] [--idle-seconds 60] [--idle-interval 30] [--passes 5]
+// npx tsx scripts/bench/agent.ts [--sizes 500,5000] [--idle-seconds 60] [--idle-interval 30] [--passes 5]
 // (root; build first: npm run build; also `npm run bench`, section agent)
 //
 // The node agent (the built single executable, `ipam-shim agent`) in a scratch node netns:
@@ -14,9 +14,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { fmtMs, heading, stats, table } from './bench-lib.js';
+import { fmtMs, heading, stats, table } from '../bench-lib.js';
 
-const ROOT = resolve(import.meta.dirname, '..');
+const ROOT = resolve(import.meta.dirname, '../..');
 const AGENT = join(ROOT, 'dist/ipam-shim');
 const { values: flags } = parseArgs({
   options: {

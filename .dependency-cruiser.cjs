@@ -1,0 +1,54 @@
+// Layering rules for src/ (issue 15): which folder may import which. `npm run lint` runs them.
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'cni-is-the-protocol-layer',
+      comment: 'src/cni/ is the CNI protocol: it imports nothing of ours outside cni/.',
+      severity: 'error',
+      from: { path: '^src/cni/' },
+      to: { path: '^src/', pathNot: '^src/cni/' },
+    },
+    {
+      name: 'net-is-a-leaf',
+      comment: 'src/net/ holds the address helpers everyone uses: it imports nothing of ours.',
+      severity: 'error',
+      from: { path: '^src/net/' },
+      to: { path: '^src/', pathNot: '^src/net/' },
+    },
+    {
+      name: 'effects-import-no-fix',
+      comment: 'Effects are narrow system calls; the fixes (residue, reserved, probe rewrite) decide and call them, never the reverse.',
+      severity: 'error',
+      from: { path: '^src/effects/' },
+      to: { path: '^src/(residue/|reserved|probe-rewrite/)' },
+    },
+    {
+      name: 'effects-import-no-caller',
+      comment: 'Effects are called by the verbs, the CLI, doctor and the agent; they never import them.',
+      severity: 'error',
+      from: { path: '^src/effects/' },
+      to: { path: '^src/(cli|doctor|verbs|agent)/' },
+    },
+    {
+      name: 'doctor-and-agent-not-cli',
+      comment: 'doctor and the node agent share code with the CLI through the modules below it, never through cli/.',
+      severity: 'error',
+      from: { path: '^src/(doctor|agent)/' },
+      to: { path: '^src/cli/' },
+    },
+    {
+      name: 'no-cycles',
+      comment: 'A cycle means two modules are one module, or a seam is in the wrong place.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default'], extensions: ['.ts', '.js'] },
+  },
+};

@@ -1,0 +1,94 @@
+// Targets, from whatever sections ran.
+import { type Stats, fmtMiB, fmtMs, fmtRatio, heading, table } from '../bench-lib.js';
+import { type Json, VARIANTS, ratio, results } from './context.js';
+import type { slopes } from './scale.js';
+
+export function summary(): void {
+  heading('Targets');
+  const rows: string[][] = [['target', 'wall', 'CPU', 'met (wall / CPU)']];
+  const r = results as Json;
+  const v = VARIANTS[0]!.name;
+  const verdict = (...oks: Array<boolean | undefined>) => oks.map((ok) => (ok === undefined ? '–' : ok ? 'met' : 'NOT met')).join(' / ');
+  const rt = (a: number, b: number) => `${fmtMs(a)} / ${fmtMs(b)} = ${ratio(a, b)}`;
+  if (r.version) {
+    const floor = r.version['node -e 0'];
+    for (const form of ['SEA', 'node ipam-shim.js']) {
+      const s = r.version[`${v} ${form} VERSION`];
+      rows.push([
+        `${form} VERSION ≤ 1.15× node -e 0`,
+        rt(s.wall.median, floor.wall.median),
+        rt(s.cpu.median, floor.cpu.median),
+        verdict(s.wall.median / floor.wall.median <= 1.15, s.cpu.n ? s.cpu.median / floor.cpu.median <= 1.15 : undefined),
+      ]);
+    }
+  }
+  if (r.addSlot) {
+    const floor = r.addSlot.add['node -e 0'];
+    for (const family of ['v4', 'dual']) {
+      const shim = r.addSlot.add[`${v} SEA→host-local ${family}`];
+      const hl = r.addSlot.add[`host-local ${family}`];
+      const ow = shim.wall.median - hl.wall.median;
+      const oc = shim.cpu.median - hl.cpu.median;
+      rows.push([
+        `shim-only ADD overhead (${family}) ≤ 1.3× node -e 0`,
+        rt(ow, floor.wall.median),
+        rt(oc, floor.cpu.median),
+        verdict(ow / floor.wall.median <= 1.3, shim.cpu.n ? oc / floor.cpu.median <= 1.3 : undefined),
+      ]);
+    }
+  }
+  if (r.chained) {
+    const floor = r.chained.add['node -e 0'];
+    const own = r.chained.shimPart[`ptp → ${v} SEA`];
+    if (own)
+      rows.push([
+        'chained shim ADD ≤ 1.3× node -e 0',
+        rt(own.add.median, floor.wall.median),
+        rt(own.addCpu.median, floor.cpu.median),
+        verdict(own.add.median / floor.wall.median <= 1.3, own.addCpu.n ? own.addCpu.median / floor.cpu.median <= 1.3 : undefined),
+      ]);
+  }
+  if (r.rss) {
+    const shimCases = Object.entries(r.rss as Record<string, Stats>).filter(([k]) => k.startsWith(`${v} `));
+    const worst = Math.max(...shimCases.map(([, s]) => s.max));
+    rows.push([
+      'peak RSS of one invocation < 60 MiB',
+      `worst ${fmtMiB(worst)} MiB (${shimCases.map(([k, s]) => `${k.slice(v.length + 1)} ${fmtMiB(s.median)}`).join(', ')})`,
+      '',
+      verdict(worst < 60 * 1024),
+    ]);
+  }
+  if (r.gc) {
+    const sizes = Object.keys(r.gc)
+      .map(Number)
+      .sort((a, b) => a - b);
+    const at = r.gc[5000] ? 5000 : sizes.at(-1)!;
+    const g = r.gc[at];
+    rows.push([
+      `GC of ${at} < 2× (one ADD + its ${g.dels} delegate DELs)`,
+      `${fmtMs(g.gc.median)} / ${fmtMs(g.floor)} = ${ratio(g.gc.median, g.floor)}`,
+      fmtRatio(g.ratioCpu),
+      verdict(g.ratio < 2, Number.isFinite(g.ratioCpu) ? g.ratioCpu < 2 : undefined),
+    ]);
+    const peak = Math.max(...sizes.map((n) => r.gc[n].rssKiB.max));
+    rows.push([
+      `GC peak RSS (${sizes.join('/')})`,
+      `${sizes.map((n) => `${n}: ${fmtMiB(r.gc[n].rssKiB.median)}`).join(', ')} MiB`,
+      '',
+      peak < 60 * 1024 ? 'under 60 MiB' : 'over 60 MiB',
+    ]);
+  }
+  const lin = (name: string, l: { wall: ReturnType<typeof slopes>; cpu: ReturnType<typeof slopes> } | undefined) => {
+    if (!l || l.wall.linear === undefined) return;
+    rows.push([
+      `${name} linear (last marginal cost ≤ 1.5× the first)`,
+      `×${l.wall.growth.toFixed(2)}`,
+      `×${l.cpu.growth.toFixed(2)}`,
+      verdict(l.wall.linear, l.cpu.linear),
+    ]);
+  };
+  lin('GC', r.gcLinear);
+  lin('residue cleanup', r.residueLinear);
+  lin('plan', r.planLinear);
+  console.log(table(rows));
+}

@@ -1,0 +1,135 @@
+// Doctor's conflist check: the conflists and the shim's place in them, and its delegate against the allocator's ipam.
+import { readFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { isObject } from '../cni/json.js';
+import { conflistFiles, holdsShim } from '../conflist.js';
+import type { DoctorCheck, Finding } from './check.js';
+import { ANCHOR, allocator, typeOf } from './ipam-config.js';
+
+function sameJson(a: unknown, b: unknown): boolean {
+  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((x, i) => sameJson(x, b[i]));
+  if (isObject(a) && isObject(b)) {
+    const ka = Object.keys(a);
+    return ka.length === Object.keys(b).length && ka.every((k) => Object.hasOwn(b, k) && sameJson(a[k], b[k]));
+  }
+  return a === b;
+}
+
+export const conflistCheck: DoctorCheck = {
+  name: 'conflist',
+  async run(net) {
+    const name = this.name;
+    const out: Finding[] = [];
+    const dir = dirname(net.shim.path);
+    const files = await conflistFiles(dir);
+    const valid: string[] = [];
+    for (const f of files) {
+      try {
+        const v = JSON.parse(await readFile(f, 'utf8')) as unknown;
+        if (!isObject(v)) throw new Error('not a JSON object');
+        if (f.endsWith('.conflist') && !(Array.isArray(v.plugins) && v.plugins.length && v.plugins.every((p) => typeOf(p))))
+          throw new Error('"plugins" must be a non-empty list of objects with a "type"');
+        valid.push(f);
+      } catch (e) {
+        out.push({
+          check: name,
+          verdict: 'problem',
+          summary: `${f} is not a valid network config: ${(e as Error).message}`,
+          fix: 'fix or remove the file: runtimes stop at configs they cannot parse',
+        });
+      }
+    }
+    if (valid[0] && valid[0] !== net.shim.path) {
+      out.push({
+        check: name,
+        verdict: 'warn',
+        summary: `runtimes read ${valid[0]} first; the shim is in ${net.shim.path}`,
+        fix: "the runtime uses the first config in lexical order: make the shim's conflist sort first (or remove the other)",
+      });
+    }
+    const plugins = net.shim.list.plugins as unknown[];
+    const shims = plugins.filter(holdsShim).length;
+    if (shims > 1)
+      out.push({
+        check: name,
+        verdict: 'problem',
+        summary: `${shims} plugin entries in ${net.shim.path} name ipam-shim`,
+        fix: 'keep one (ipam-shim install puts exactly one after cilium-cni)',
+      });
+
+    const types = plugins.map((p) => typeOf(p) ?? '?');
+    if (net.conf.placement === 'chained') {
+      const i = net.shim.index;
+      const ciliumAt = types.indexOf(ANCHOR);
+      const prev = plugins[i - 1];
+      if (i === 0) {
+        out.push({
+          check: name,
+          verdict: 'problem',
+          summary: 'the shim is the first plugin: it never gets a prevResult, every ADD fails (code 7)',
+          fix: 'list it right after cilium-cni (ipam-shim install does)',
+        });
+      } else if (ciliumAt >= 0 && ciliumAt !== i - 1) {
+        out.push({
+          check: name,
+          verdict: 'warn',
+          summary: `the shim is plugin ${i} (${types.join(' → ')}), not right after cilium-cni`,
+          fix: 'run ipam-shim install: it moves the entry right after cilium-cni',
+        });
+      } else if (ciliumAt < 0 && !isObject(isObject(prev) ? prev.ipam : undefined)) {
+        out.push({
+          check: name,
+          verdict: 'warn',
+          summary: `the plugin before the shim (${typeOf(prev)}) allocates no addresses`,
+          fix: 'chain the shim after the plugin that allocates (cilium-cni)',
+        });
+      } else {
+        out.push({ check: name, verdict: 'ok', summary: `chained after ${typeOf(prev)} in ${net.shim.path} (${types.join(' → ')})` });
+      }
+      const ipam = allocator(net)?.ipam;
+      const delegate = net.conf.settings.delegate;
+      const allocType = typeOf(allocator(net));
+      if (!isObject(ipam)) {
+        if (!delegate)
+          out.push({
+            check: name,
+            verdict: 'warn',
+            summary: 'no "delegate" and no IPAM config to mirror',
+            fix: 'set "delegate" to the IPAM config cilium-cni uses',
+          });
+      } else if (!delegate) {
+        out.push({
+          check: name,
+          verdict: 'warn',
+          summary: `no "delegate": GC, STATUS and agent IPs cannot reach ${typeOf(ipam)}`,
+          fix: `set "delegate" to ${allocType}'s ipam config: ${JSON.stringify(ipam)} (ipam-shim install does this by default)`,
+        });
+      } else if (delegate.type !== ipam.type) {
+        out.push({
+          check: name,
+          verdict: 'problem',
+          summary: `delegate is ${delegate.type} but ${allocType} allocates with ${String(ipam.type)}`,
+          fix: `set "delegate" to ${JSON.stringify(ipam)}: GC would release through the wrong plugin`,
+        });
+      } else if (!sameJson(delegate, ipam)) {
+        const keys = [...new Set([...Object.keys(delegate), ...Object.keys(ipam)])].filter((k) => !sameJson(delegate[k], ipam[k]));
+        out.push({
+          check: name,
+          verdict: 'warn',
+          summary: `delegate and ${allocType}'s ipam differ in ${keys.join(', ')}`,
+          fix: `make "delegate" equal to ${JSON.stringify(ipam)}`,
+        });
+      } else {
+        out.push({ check: name, verdict: 'ok', summary: `delegate matches ${allocType}'s IPAM config (${delegate.type})` });
+      }
+    } else {
+      const host = plugins[net.shim.index];
+      out.push({
+        check: name,
+        verdict: 'ok',
+        summary: `in the IPAM slot of ${typeOf(host)} in ${net.shim.path}, wrapping ${net.conf.settings.delegate?.type}`,
+      });
+    }
+    return out;
+  },
+};

@@ -1,0 +1,158 @@
+import { chmod, readFile, realpath, stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config.js';
+import { isObject } from '../cni/json.js';
+import { parseReservedCidrs } from '../reserved/decision.js';
+import { checkProbeSettings } from '../probe-rewrite/ruleset.js';
+import { conflistFiles } from '../conflist.js';
+import { syncDir, writeFileAtomic } from '../effects/fs-atomic.js';
+import { ConflistEditError, DEFAULT_ANCHOR, inspectConflist, upsertShimEntry, type ConflistShape, type UpsertAction } from './conflist-edit.js';
+
+/**
+ * The shim's keys checked as the plugin checks them: its config schema (unknown key → 2, bad value → 7), the
+ * reservedCIDRs list every ADD parses, and the probe-rewrite addresses and uplink name every IPv6 ADD checks
+ * (7). A config that passes here is one ADD accepts.
+ */
+export function validateShimKeys(keys: Record<string, unknown>): ShimSettings {
+  const settings = parseShimSettings(keys, '');
+  parseReservedCidrs(settings.reservedCIDRs);
+  const { uplink, probeSource, probeGlobal } = settings;
+  checkProbeSettings({ ...(uplink ? { uplink } : {}), ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) });
+  return settings;
+}
+
+export interface ConflistOutcome {
+  /** The file edited (or that would be), absent when none holds cilium-cni. */
+  path?: string;
+  action: UpsertAction | 'missing';
+  entry?: Record<string, unknown>;
+  /** Files skipped because they did not parse (cilium-agent may be writing one in place, or a typo), with why. */
+  unreadable?: Unreadable[];
+  /** Things that will make the entry useless or surprising, though it is in place. */
+  warnings?: string[];
+}
+
+interface Unreadable {
+  path: string;
+  error: string;
+}
+
+interface Target {
+  path: string;
+  text: string;
+  shape: ConflistShape;
+}
+
+/**
+ * The first conflist (lexical order, as runtimes read them) that holds cilium-cni or the shim; `before` lists
+ * the network configs that sort ahead of it (a runtime that uses only the first one never reads the target).
+ */
+async function findTargetConflist(
+  confDir: string,
+  anchorType = DEFAULT_ANCHOR,
+): Promise<{ target?: Target; unreadable: Unreadable[]; before: string[] }> {
+  const unreadable: Unreadable[] = [];
+  const before: string[] = [];
+  for (const path of await conflistFiles(confDir)) {
+    let text: string;
+    let shape: ConflistShape;
+    try {
+      text = await readFile(path, 'utf8');
+      shape = inspectConflist(text, anchorType);
+    } catch (e) {
+      if (e instanceof ConflistEditError && /single-plugin/.test(e.message)) before.push(path);
+      else if (!(e instanceof ConflistEditError) || !/not a JSON object/.test(e.message)) unreadable.push({ path, error: (e as Error).message });
+      continue;
+    }
+    if (shape.anchor >= 0 || shape.chained.length || shape.ipamSlot >= 0) return { target: { path, text, shape }, unreadable, before };
+    before.push(path);
+  }
+  return { unreadable, before };
+}
+
+/** The keys of the chained shim entry already in the list (without `type`), or undefined when there is none. */
+function existingKeys(shape: ConflistShape): Record<string, unknown> | undefined {
+  const i = shape.chained[0];
+  const value = i === undefined ? undefined : shape.plugins[i]!.value;
+  if (!isObject(value)) return undefined;
+  const { type: _type, ...keys } = value;
+  return keys;
+}
+
+function warningsFor(target: Target, before: string[], entry: Record<string, unknown>): string[] {
+  const out: string[] = [];
+  if (before.length) {
+    out.push(
+      `${before[0]} sorts before ${target.path}: runtimes (libcni) use the first network config, so the shim's entry is not used until that file is moved away`,
+    );
+  }
+  const anchor = target.shape.plugins[target.shape.anchor]?.value;
+  if (isObject(anchor) && !isObject(anchor.ipam) && entry.delegate === undefined) {
+    out.push(
+      `${DEFAULT_ANCHOR} in ${target.path} has no "ipam": the shim's entry has no delegate, so GC, STATUS and agent IPs cannot reach the IPAM plugin (give "delegate" in --shim-config)`,
+    );
+  }
+  return out;
+}
+
+/**
+ * The chained entry: `type` first, then the operator's keys. Without a `delegate` the entry takes the IPAM
+ * config cilium-cni uses, so GC, STATUS and agent IPs talk to the same IPAM plugin. Validated with the
+ * schema the plugin uses (throws CniError 2/7).
+ */
+function buildEntry(shimKeys: Record<string, unknown>, shape: ConflistShape): Record<string, unknown> {
+  const keys = { ...shimKeys };
+  const anchor = shape.anchor >= 0 ? shape.plugins[shape.anchor]!.value : undefined;
+  if (
+    keys.delegate === undefined &&
+    isObject(anchor) &&
+    isObject(anchor.ipam) &&
+    typeof anchor.ipam.type === 'string' &&
+    anchor.ipam.type !== PLUGIN_TYPE
+  ) {
+    keys.delegate = anchor.ipam;
+  }
+  validateShimKeys(keys);
+  const { delegate, ...rest } = keys;
+  return { type: PLUGIN_TYPE, ...(delegate === undefined ? {} : { delegate }), ...rest };
+}
+
+/**
+ * Replaces `path` with `text` unless someone changed it since we read `before` (then false: read again). A
+ * symlinked conflist stays a symlink: the new text replaces its target (atomically, in the target's directory),
+ * as an operator who linked it there expects.
+ */
+export async function replaceIfUnchanged(link: string, before: string, text: string): Promise<boolean> {
+  const path = await realpath(link);
+  const st = await stat(path);
+  if ((await readFile(path, 'utf8')) !== before) return false;
+  const mode = st.mode & 0o777;
+  await writeFileAtomic(path, text, mode);
+  if (((await stat(path)).mode & 0o777) !== mode) await chmod(path, mode);
+  if (dirname(path) !== dirname(link)) await syncDir(dirname(link));
+  return true;
+}
+
+/**
+ * Inserts or updates the shim's entry after cilium-cni; `missing` when no conflist holds cilium-cni yet.
+ * `shimKeys` undefined keeps the keys of the entry already there (a second run changes nothing).
+ */
+export async function installConflist(confDir: string, shimKeys: Record<string, unknown> | undefined): Promise<ConflistOutcome> {
+  for (let attempt = 0; ; attempt++) {
+    const { target, unreadable, before } = await findTargetConflist(confDir);
+    const extra = unreadable.length ? { unreadable } : {};
+    if (!target) return { action: 'missing', ...extra };
+    if (target.shape.ipamSlot >= 0) return { path: target.path, action: 'ipam-slot', ...extra };
+    if (target.shape.anchor < 0) {
+      // Only a chained shim is left (cilium-cni gone from the list): nothing to anchor to.
+      return { path: target.path, action: 'missing', ...extra };
+    }
+    const entry = buildEntry(shimKeys ?? existingKeys(target.shape) ?? {}, target.shape);
+    const r = upsertShimEntry(target.text, entry);
+    const warnings = warningsFor(target, before, entry);
+    if (!r.changed || (await replaceIfUnchanged(target.path, target.text, r.text))) {
+      return { path: target.path, action: r.action, entry, ...extra, ...(warnings.length ? { warnings } : {}) };
+    }
+    if (attempt >= 5) throw new Error(`${target.path} keeps changing while it is edited; try again`);
+  }
+}
