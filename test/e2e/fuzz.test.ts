@@ -56,6 +56,28 @@ async function run(env: Record<string, string>, input: string | Buffer): Promise
   return { exitCode: r.exitCode ?? -1, stdout: String(r.stdout), stderr: String(r.stderr), ms: Date.now() - started, timedOut: Boolean(r.timedOut) };
 }
 
+/**
+ * The JSON documents in a delegate's recorded output, one or more per call. Go plugins print their error objects
+ * indented over several lines (skel's Print), so a document is the shortest run of lines from a `{` line that parses.
+ */
+function jsonDocuments(text: string): Array<{ code?: unknown; msg?: unknown }> {
+  const lines = text.split('\n');
+  const docs: Array<{ code?: unknown; msg?: unknown }> = [];
+  for (let i = 0; i < lines.length; i++) {
+    if (!lines[i]!.startsWith('{')) continue;
+    for (let j = i; j < lines.length; j++) {
+      try {
+        docs.push(JSON.parse(lines.slice(i, j + 1).join('\n')));
+        i = j;
+        break;
+      } catch {
+        // not complete yet
+      }
+    }
+  }
+  return docs;
+}
+
 /** What the protocol allows the shim to print for this call; returns a list of violations (empty = fine). */
 function protocolViolations(command: string, o: Outcome, delegateErrors: Array<{ code?: unknown; msg?: unknown }> = []): string[] {
   const bad: string[] = [];
@@ -247,15 +269,7 @@ describe('fuzz: generated configs and environments', () => {
       const out = join(root, 'wrapout', String(i));
       const ev: Record<string, string> = { ...cleanEnv(e), WRAP_IPAM_OUT: out };
       const o = await run(ev, input);
-      const delegateErrors = (await readFile(out, 'utf8').catch(() => ''))
-        .split('\n')
-        .flatMap((l) => {
-          try {
-            return [JSON.parse(l)];
-          } catch {
-            return [];
-          }
-        });
+      const delegateErrors = jsonDocuments(await readFile(out, 'utf8').catch(() => ''));
       const code = o.exitCode === 0 ? 'ok' : String((() => { try { return JSON.parse(o.stdout).code; } catch { return 'unparsed'; } })());
       codes.set(code, (codes.get(code) ?? 0) + 1);
       const bad = protocolViolations(ev.CNI_COMMAND ?? '', o, delegateErrors);
