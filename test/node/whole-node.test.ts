@@ -1,0 +1,172 @@
+// The whole node through the real parts: the node image (built as `npm run image` builds it) run under podman the
+// way deploy/daemonset.yaml runs it — privileged, in the network of the namespace standing for the node, the
+// DaemonSet's host paths being the CRI bed's own dirs (containerd's CNI bin and conf dirs, the host's /var/lib/cni
+// where the bed's containerd keeps libcni's result cache, /run/netns with rslave propagation so pod namespaces
+// created later are seen) — running `agent --gc apply` with a short interval, while containerd (the CRI bed) starts
+// pods on that node through CRI. The shim's stateDir and log (a temp dir of this test) and host-local's dataDir (the
+// bed's) are mounted at their own paths inside, so the plugin run by containerd and the agent in the container share
+// one ledger and one store. (The stateDir is not the bed's: the bed's crash kills every process whose command line
+// names its dir, and the agent's --shim-config names the stateDir.)
+import { execa } from 'execa';
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../../scripts/image/build-image.js';
+import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR } from '../helpers/cni.js';
+import { hasContainerd } from '../helpers/cri/bed.js';
+import { hostLocal } from '../helpers/cri/conflists.js';
+import { useCriBed } from '../helpers/cri/suite.js';
+import { uid } from '../helpers/netns.js';
+import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
+import { PodmanBed } from '../helpers/podman.js';
+
+const enabled = nodeImagePrerequisites('the whole-node test', { 'containerd, runc and busybox-static (scripts/install-deps.sh)': hasContainerd() });
+
+const ENTRYPOINT = '/usr/local/bin/ipam-shim';
+const CNI_CACHE = '/var/lib/cni';
+const INTERVAL_S = 2;
+const GRACE_S = 2;
+const sha = async (p: string) => createHash('sha256').update(await readFile(p)).digest('hex');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(what: string, pred: () => Promise<boolean>, ms = 30_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await pred().catch(() => false)) return;
+    await sleep(200);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe.skipIf(!enabled)('the whole node: the agent image under podman beside containerd', () => {
+  // ptp under cilium-cni's name (install anchors the shim's entry after cilium-cni), host-local as its IPAM; no shim
+  // yet: the agent puts it in.
+  const s = useCriBed({
+    plugins: { 'cilium-cni': path.join(PLUGIN_DIR, 'ptp') },
+    confList: (dirs) => ({ cniVersion: '0.3.1', name: dirs.network, plugins: [{ type: 'cilium-cni', ipMasq: false, mtu: 1500, ipam: hostLocal(dirs, [[{ subnet: '10.101.0.0/24' }]]) }] }),
+  });
+  let podman: PodmanBed;
+  let image: string;
+  let logDir: string;
+  /** The shim's stateDir and log file, as the agent's --shim-config puts them in the conflist. */
+  let nodeDir: string;
+  let stateDir: string;
+  const container = `ipam-shim-node-${uid(8)}`;
+  const owner = `health-${uid()}`;
+  const port = 20_000 + Math.floor(Math.random() * 20_000);
+  const t0 = Date.now();
+
+  const ledger = () => ledgerRecords(stateDir, s.bed.network);
+  const store = () => hostLocalAllocations(s.bed.dataDir, s.bed.network);
+  /** A real HTTP client (Node's fetch) in the node's network namespace, where the agent listens. */
+  async function scrape(urlPath: string): Promise<{ status: number; body: string }> {
+    const code = `fetch(${JSON.stringify(`http://127.0.0.1:${port}${urlPath}`)}).then(async (r) => process.stdout.write(r.status + '\\n' + (await r.text())))`;
+    const r = await execa('nsenter', [`--net=/run/netns/${s.node}`, process.execPath, '-e', code], { timeout: 10_000 });
+    const nl = r.stdout.indexOf('\n');
+    return { status: Number(r.stdout.slice(0, nl)), body: r.stdout.slice(nl + 1) };
+  }
+  /** The sum of a metric's samples (every label set) matching `labels`. */
+  async function metric(name: string, labels = ''): Promise<number> {
+    const { body } = await scrape('/metrics');
+    return body
+      .split('\n')
+      .filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `))
+      .filter((l) => l.includes(labels))
+      .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+  }
+  const passes = () => metric('ipam_shim_agent_reconcile_passes_total');
+  const agentLogs = async () => String((await podman.podman(['logs', '--tail', '40', container], { reject: false })).stdout);
+
+  beforeAll(async () => {
+    podman = await PodmanBed.create({ confList: { cniVersion: '0.4.0', plugins: [{ type: 'loopback' }] } });
+    image = await buildTestImage(podman, 'whole-node test');
+    logDir = await mkdtemp(path.join(os.tmpdir(), 'whole-node-log-'));
+    nodeDir = await mkdtemp(path.join(os.tmpdir(), 'whole-node-'));
+    stateDir = path.join(nodeDir, 'shim-state');
+    await mkdir(s.bed.dataDir, { recursive: true });
+    await mkdir(path.join(CNI_CACHE, 'results'), { recursive: true });
+    // The node has no shim yet: the agent installs it.
+    await rm(path.join(s.bed.binDir, 'ipam-shim'), { force: true });
+    s.net.defer(() => execa('ip', ['netns', 'del', `ipam-shim-agent-${owner}`], { reject: false }));
+  }, 600_000);
+
+  afterAll(async () => {
+    // Registered after the CRI bed's hooks, so it runs first: the container (and podman's store) go before containerd.
+    await podman?.cleanup();
+    for (const d of [logDir, nodeDir]) if (d) await rm(d, { recursive: true, force: true });
+  });
+
+  it('installs the shim; pods go through it; a leaked pod is released within two passes, live pods and the agent IP never; /metrics counts it', async () => {
+    const reloads = await s.bed.reloadCount();
+    // Every network the container sees is given: never podman's default bridge network (it writes into the host's nft).
+    const run = await podman.podman(
+      [
+        'run', '--detach', '--name', container, '--privileged', '--network', `ns:/run/netns/${s.node}`,
+        '--volume', `${s.bed.binDir}:/opt/cni/bin`,
+        '--volume', `${s.bed.confDir}:/etc/cni/net.d`,
+        '--volume', `${CNI_CACHE}:${CNI_CACHE}`,
+        '--volume', `${logDir}:/var/log`,
+        '--volume', '/run/netns:/run/netns:rslave',
+        // The shim's state and log, host-local's store, the plugins the bed's bin dir links to: at their own paths.
+        '--volume', `${nodeDir}:${nodeDir}`,
+        '--volume', `${s.bed.dataDir}:${s.bed.dataDir}`,
+        '--volume', `${PLUGIN_DIR}:${PLUGIN_DIR}:ro`,
+        image,
+        'agent', '--gc', 'apply', '--interval', String(INTERVAL_S), '--jitter', '0', '--grace-seconds', String(GRACE_S),
+        '--listen', `127.0.0.1:${port}`, '--network', s.bed.network,
+        '--shim-config', JSON.stringify({ stateDir, logFile: path.join(nodeDir, 'shim.log') }),
+      ],
+      { reject: false },
+    );
+    expect(run.exitCode, String(run.stderr)).toBe(0);
+
+    // The agent installs the executable and the chained entry; containerd reloads the conflist it rewrote.
+    const conflist = s.bed.confListPath;
+    const types = async () => (JSON.parse(await readFile(conflist, 'utf8')) as { plugins: Array<{ type: string }> }).plugins.map((p) => p.type);
+    await waitFor('the shim in the conflist', async () => (await types()).includes('ipam-shim'));
+    await waitFor('the executable in the bin dir', async () => (await sha(path.join(s.bed.binDir, 'ipam-shim'))) === (await sha(path.join(ROOT, 'dist/ipam-shim'))));
+    expect(await types()).toEqual(['cilium-cni', 'ipam-shim']);
+    await waitFor('containerd to reload the conflist', async () => (await s.bed.reloadCount()) > reloads);
+    await waitFor('/healthz', async () => (await scrape('/healthz')).status === 200);
+
+    // cilium-agent's own IP, allocated in the agent's container as `kubectl exec` would.
+    const agentIp = await podman.podman(['exec', container, ENTRYPOINT, 'agent-ip', 'allocate', '--owner', owner, '--network', s.bed.network, '--json'], { reject: false });
+    expect(agentIp.exitCode, `${agentIp.stdout}\n${agentIp.stderr}`).toBe(0);
+    const agentIps: string[] = JSON.parse(String(agentIp.stdout)).ips;
+    expect(agentIps).toHaveLength(1);
+    const agentRecord = `cilium-agent-${owner}:eth0.json`;
+
+    // A pod through CRI goes through the shim the agent chained: its ledger record appears.
+    const leaked = await s.bed.runPod('leaked');
+    expect(await ledger()).toEqual([agentRecord, `${leaked.id}:eth0.json`].sort());
+
+    // The node loses its runtime with `leaked` running: no DEL ever comes for it. New pods start afterwards.
+    await s.bed.crashAndWipe();
+    const live = [await s.bed.runPod('live-1'), await s.bed.runPod('live-2')];
+    const liveRecords = live.map((p) => `${p.id}:eth0.json`);
+    const before = await passes();
+    const t1 = Date.now();
+    await waitFor('the agent to release the leaked pod', async () => !(await ledger()).includes(`${leaked.id}:eth0.json`), (3 * INTERVAL_S + GRACE_S) * 1000 + 10_000).catch(async (e) => {
+      throw new Error(`${(e as Error).message}\n${await agentLogs()}`);
+    });
+    const after = await passes();
+    console.log(`whole-node test: leak released ${Date.now() - t1} ms after the live pods started, passes ${before} → ${after}`);
+    expect(after - before).toBeLessThanOrEqual(2);
+    expect(await store()).toEqual([...agentIps, ...live.flatMap((p) => p.ips)].sort());
+    expect(await ledger()).toEqual([agentRecord, ...liveRecords].sort());
+    expect(await metric('ipam_shim_agent_gc_released_total', `network="${s.bed.network}"`)).toBe(1);
+
+    // Two more passes: nothing else goes (live pods, the agent IP), and the live pods still answer ping.
+    const settled = await passes();
+    await waitFor('two more passes', async () => (await passes()) >= settled + 2, 5 * INTERVAL_S * 1000);
+    expect(await ledger()).toEqual([agentRecord, ...liveRecords].sort());
+    expect(await store()).toEqual([...agentIps, ...live.flatMap((p) => p.ips)].sort());
+    expect(await metric('ipam_shim_agent_gc_released_total', `network="${s.bed.network}"`)).toBe(1);
+    for (const p of live) await execa('nsenter', [`--net=/run/netns/${s.node}`, 'ping', '-c', '1', '-W', '2', p.ips[0]!]);
+    const health = await scrape('/healthz');
+    expect(health.status).toBe(200);
+    console.log(`whole-node test: ${Date.now() - t0} ms since the suite started (image build included)`);
+  });
+});
