@@ -2,7 +2,7 @@
 // way deploy/daemonset.yaml runs it — privileged, in the network of the namespace standing for the node, the
 // DaemonSet's host paths being the CRI bed's own dirs (containerd's CNI bin and conf dirs, the host's /var/lib/cni
 // where the bed's containerd keeps libcni's result cache, /run/netns with rslave propagation so pod namespaces
-// created later are seen) — running `agent --gc apply` with a short interval, while containerd (the CRI bed) starts
+// created later are seen) — running `agent` with a short interval (`--gc report`, then `apply`), while containerd (the CRI bed) starts
 // pods on that node through CRI. The shim's stateDir and log (a temp dir of this test) and host-local's dataDir (the
 // bed's) are mounted at their own paths inside, so the plugin run by containerd and the agent in the container share
 // one ledger and one store. (The stateDir is not the bed's: the bed's crash kills every process whose command line
@@ -79,6 +79,31 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
   const passes = () => metric('ipam_shim_agent_reconcile_passes_total');
   const agentLogs = async () => String((await podman.podman(['logs', '--tail', '40', container], { reject: false })).stdout);
 
+  /** The agent's container as the DaemonSet runs it, in gc `mode` (the ConfigMap's gc-mode). */
+  async function runAgent(mode: 'report' | 'apply'): Promise<void> {
+    // Every network the container sees is given: never podman's default bridge network (it writes into the host's nft).
+    const run = await podman.podman(
+      [
+        'run', '--detach', '--name', container, '--privileged', '--network', `ns:/run/netns/${s.node}`,
+        '--volume', `${s.bed.binDir}:/opt/cni/bin`,
+        '--volume', `${s.bed.confDir}:/etc/cni/net.d`,
+        '--volume', `${CNI_CACHE}:${CNI_CACHE}`,
+        '--volume', `${logDir}:/var/log`,
+        '--volume', '/run/netns:/run/netns:rslave',
+        // The shim's state and log, host-local's store, the plugins the bed's bin dir links to: at their own paths.
+        '--volume', `${nodeDir}:${nodeDir}`,
+        '--volume', `${s.bed.dataDir}:${s.bed.dataDir}`,
+        '--volume', `${PLUGIN_DIR}:${PLUGIN_DIR}:ro`,
+        image,
+        'agent', '--gc', mode, '--interval', String(INTERVAL_S), '--jitter', '0', '--grace-seconds', String(GRACE_S),
+        '--listen', `127.0.0.1:${port}`, '--network', s.bed.network,
+        '--shim-config', JSON.stringify({ stateDir, logFile: path.join(nodeDir, 'shim.log') }),
+      ],
+      { reject: false },
+    );
+    expect(run.exitCode, String(run.stderr)).toBe(0);
+  }
+
   beforeAll(async () => {
     podman = await PodmanBed.create({ confList: { cniVersion: '0.4.0', plugins: [{ type: 'loopback' }] } });
     image = await buildTestImage(podman, 'whole-node test');
@@ -98,29 +123,9 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     for (const d of [logDir, nodeDir]) if (d) await rm(d, { recursive: true, force: true });
   });
 
-  it('installs the shim; pods go through it; a leaked pod is released within two passes, live pods and the agent IP never; /metrics counts it', async () => {
+  it('installs the shim; pods go through it; a leaked pod is reported (report) or released within two passes (apply), live pods and the agent IP never; /metrics counts it; SIGKILL mid-pass loses nothing', async () => {
     const reloads = await s.bed.reloadCount();
-    // Every network the container sees is given: never podman's default bridge network (it writes into the host's nft).
-    const run = await podman.podman(
-      [
-        'run', '--detach', '--name', container, '--privileged', '--network', `ns:/run/netns/${s.node}`,
-        '--volume', `${s.bed.binDir}:/opt/cni/bin`,
-        '--volume', `${s.bed.confDir}:/etc/cni/net.d`,
-        '--volume', `${CNI_CACHE}:${CNI_CACHE}`,
-        '--volume', `${logDir}:/var/log`,
-        '--volume', '/run/netns:/run/netns:rslave',
-        // The shim's state and log, host-local's store, the plugins the bed's bin dir links to: at their own paths.
-        '--volume', `${nodeDir}:${nodeDir}`,
-        '--volume', `${s.bed.dataDir}:${s.bed.dataDir}`,
-        '--volume', `${PLUGIN_DIR}:${PLUGIN_DIR}:ro`,
-        image,
-        'agent', '--gc', 'apply', '--interval', String(INTERVAL_S), '--jitter', '0', '--grace-seconds', String(GRACE_S),
-        '--listen', `127.0.0.1:${port}`, '--network', s.bed.network,
-        '--shim-config', JSON.stringify({ stateDir, logFile: path.join(nodeDir, 'shim.log') }),
-      ],
-      { reject: false },
-    );
-    expect(run.exitCode, String(run.stderr)).toBe(0);
+    await runAgent('report');
 
     // The agent installs the executable and the chained entry; containerd reloads the conflist it rewrote.
     const conflist = s.bed.confListPath;
@@ -146,15 +151,29 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     await s.bed.crashAndWipe();
     const live = [await s.bed.runPod('live-1'), await s.bed.runPod('live-2')];
     const liveRecords = live.map((p) => `${p.id}:eth0.json`);
-    const before = await passes();
+    const podIps = live.flatMap((p) => p.ips);
+
+    // report (the default until an operator opts in): the leak is found and counted within two passes, not released.
+    const reported = await passes();
+    await waitFor('the agent to report the leaked pod', async () => (await metric('ipam_shim_agent_gc_leaked', `mode="report"`)) === 1, (3 * INTERVAL_S + GRACE_S) * 1000 + 10_000);
+    expect((await passes()) - reported).toBeLessThanOrEqual(2);
+    await waitFor('one more pass', async () => (await passes()) >= reported + 3, 5 * INTERVAL_S * 1000);
+    expect(await ledger()).toEqual([agentRecord, `${leaked.id}:eth0.json`, ...liveRecords].sort());
+    expect(await store()).toEqual([...agentIps, ...leaked.ips, ...podIps].sort());
+    expect(await metric('ipam_shim_agent_gc_released_total')).toBe(0);
+
+    // The operator opts in (ConfigMap gc-mode: apply; the DaemonSet rolls): released within two passes.
+    expect((await podman.podman(['rm', '--force', '--time', '10', container], { reject: false })).exitCode).toBe(0);
     const t1 = Date.now();
+    await runAgent('apply');
+    await waitFor('/healthz of the apply agent', async () => (await scrape('/healthz')).status === 200);
     await waitFor('the agent to release the leaked pod', async () => !(await ledger()).includes(`${leaked.id}:eth0.json`), (3 * INTERVAL_S + GRACE_S) * 1000 + 10_000).catch(async (e) => {
       throw new Error(`${(e as Error).message}\n${await agentLogs()}`);
     });
     const after = await passes();
-    console.log(`whole-node test: leak released ${Date.now() - t1} ms after the live pods started, passes ${before} → ${after}`);
-    expect(after - before).toBeLessThanOrEqual(2);
-    expect(await store()).toEqual([...agentIps, ...live.flatMap((p) => p.ips)].sort());
+    console.log(`whole-node test: leak released ${Date.now() - t1} ms after the apply agent started, after ${after} pass(es)`);
+    expect(after).toBeLessThanOrEqual(2);
+    expect(await store()).toEqual([...agentIps, ...podIps].sort());
     expect(await ledger()).toEqual([agentRecord, ...liveRecords].sort());
     expect(await metric('ipam_shim_agent_gc_released_total', `network="${s.bed.network}"`)).toBe(1);
 
@@ -167,6 +186,21 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     for (const p of live) await execa('nsenter', [`--net=/run/netns/${s.node}`, 'ping', '-c', '1', '-W', '2', p.ips[0]!]);
     const health = await scrape('/healthz');
     expect(health.status).toBe(200);
+
+    // SIGKILL mid-pass (SIGHUP starts one at once), then the container started again as kubelet would: nothing lost
+    // (binary, entry, live pods' and the agent's records and addresses), nothing released again.
+    const installed = await sha(path.join(s.bed.binDir, 'ipam-shim'));
+    for (const signal of ['HUP', 'KILL']) expect((await podman.podman(['kill', '--signal', signal, container], { reject: false })).exitCode).toBe(0);
+    await waitFor('the container to stop', async () => String((await podman.podman(['inspect', '--format', '{{.State.Running}}', container])).stdout) === 'false');
+    expect((await podman.podman(['start', container], { reject: false })).exitCode).toBe(0);
+    await waitFor('/healthz after the restart', async () => (await scrape('/healthz')).status === 200);
+    await waitFor('two passes after the restart', async () => (await passes()) >= 2, 5 * INTERVAL_S * 1000);
+    expect(await ledger()).toEqual([agentRecord, ...liveRecords].sort());
+    expect(await store()).toEqual([...agentIps, ...live.flatMap((p) => p.ips)].sort());
+    expect(await metric('ipam_shim_agent_gc_released_total', `network="${s.bed.network}"`)).toBe(0);
+    expect(await types()).toEqual(['cilium-cni', 'ipam-shim']);
+    expect(await sha(path.join(s.bed.binDir, 'ipam-shim'))).toBe(installed);
+    for (const p of live) await execa('nsenter', [`--net=/run/netns/${s.node}`, 'ping', '-c', '1', '-W', '2', p.ips[0]!]);
     console.log(`whole-node test: ${Date.now() - t0} ms since the suite started (image build included)`);
   });
 });
