@@ -18,7 +18,7 @@ import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR } from '../helpers/cni.
 import { hasContainerd } from '../helpers/cri/bed.js';
 import { hostLocal } from '../helpers/cri/conflists.js';
 import { useCriBed } from '../helpers/cri/suite.js';
-import { uid } from '../helpers/netns.js';
+import { inNs, uid } from '../helpers/netns.js';
 import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
 import { PodmanBed } from '../helpers/podman.js';
 
@@ -27,6 +27,15 @@ const enabled = nodeImagePrerequisites('the whole-node test', { 'containerd, run
 const ENTRYPOINT = '/usr/local/bin/ipam-shim';
 const CNI_CACHE = '/var/lib/cni';
 const INTERVAL_S = 2;
+const RANGES = [[{ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' }]];
+const DEAD_MAC = '0:d:3a:30:47:42';
+/** azure-vnet's two per-pod rules (bridge mode), as test/cri/residue.test.ts has them. */
+const podRules = (ip: string, mac: string): string[][] => [
+  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
+  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT'],
+];
+/** An address no pod has (host-local hands out .32 upwards): its rules are a decoy the agent must leave. */
+const DECOY = '10.240.0.61';
 const GRACE_S = 2;
 const sha = async (p: string) => createHash('sha256').update(await readFile(p)).digest('hex');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -43,9 +52,20 @@ async function waitFor(what: string, pred: () => Promise<boolean>, ms = 30_000):
 describe.skipIf(!enabled)('the whole node: the agent image under podman beside containerd', () => {
   // ptp under cilium-cni's name (install anchors the shim's entry after cilium-cni), host-local as its IPAM; no shim
   // yet: the agent puts it in.
+  // The node as test/cri/residue.test.ts has it: its uplink eth0 in bridge azure0 (10.240.0.5/16), a VNet host
+  // (10.240.0.4) routing the pod range through it, so residue for a pod's address cuts the VNet off from the pod.
+  let vnet = '';
   const s = useCriBed({
     plugins: { 'cilium-cni': path.join(PLUGIN_DIR, 'ptp') },
-    confList: (dirs) => ({ cniVersion: '0.3.1', name: dirs.network, plugins: [{ type: 'cilium-cni', ipMasq: false, mtu: 1500, ipam: hostLocal(dirs, [[{ subnet: '10.101.0.0/24' }]]) }] }),
+    confList: (dirs) => ({ cniVersion: '0.3.1', name: dirs.network, plugins: [{ type: 'cilium-cni', ipMasq: false, mtu: 1500, ipam: hostLocal(dirs, RANGES) }] }),
+    async prepare(node, net) {
+      vnet = await net.netns('vnet');
+      await net.veth(vnet, 'eth0', node, 'eth0');
+      for (const args of [['link', 'add', 'azure0', 'type', 'bridge'], ['link', 'set', 'eth0', 'master', 'azure0'], ['link', 'set', 'azure0', 'up'], ['addr', 'add', '10.240.0.5/16', 'dev', 'azure0']]) await inNs(node, 'ip', args);
+      await inNs(node, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+      await inNs(vnet, 'ip', ['addr', 'add', '10.240.0.4/16', 'dev', 'eth0']);
+      await inNs(vnet, 'ip', ['route', 'add', '10.240.0.32/27', 'via', '10.240.0.5']);
+    },
   });
   let podman: PodmanBed;
   let image: string;
@@ -123,7 +143,7 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     for (const d of [logDir, nodeDir]) if (d) await rm(d, { recursive: true, force: true });
   });
 
-  it('installs the shim; pods go through it; a leaked pod is reported (report) or released within two passes (apply), live pods and the agent IP never; /metrics counts it; SIGKILL mid-pass loses nothing', async () => {
+  it('installs the shim; pods go through it; a leaked pod is reported (report) or released within two passes (apply), live pods and the agent IP never; /metrics counts it; residue removed within one pass; SIGKILL mid-pass loses nothing', async () => {
     const reloads = await s.bed.reloadCount();
     await runAgent('report');
 
@@ -186,6 +206,19 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     for (const p of live) await execa('nsenter', [`--net=/run/netns/${s.node}`, 'ping', '-c', '1', '-W', '2', p.ips[0]!]);
     const health = await scrape('/healthz');
     expect(health.status).toBe(200);
+
+    // azure-vnet re-adds its rules for a live pod's address (and a decoy's): gone within one pass, the decoy's
+    // untouched, and the VNet host reaches the pod again.
+    const target = live[0]!.ips[0]!;
+    for (const rule of [...podRules(target, DEAD_MAC), ...podRules(DECOY, '0:d:3a:30:47:61')]) await inNs(s.node, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    const planted = await passes();
+    const ipDst = (ip: string) => new RegExp(`ip-dst ${ip.replaceAll('.', '\\.')}(/32)? `, 'g');
+    const nat = async () => (await inNs(s.node, 'ebtables', ['-t', 'nat', '-L'])).stdout;
+    await waitFor('the agent to remove the residue', async () => !ipDst(target).test(await nat()), 3 * INTERVAL_S * 1000 + 10_000);
+    expect((await passes()) - planted).toBeLessThanOrEqual(1);
+    expect((await nat()).match(ipDst(DECOY))).toHaveLength(2);
+    expect(await metric('ipam_shim_agent_residue_removed_total', `network="${s.bed.network}"`)).toBeGreaterThanOrEqual(2);
+    expect((await inNs(vnet, 'ping', ['-c', '3', '-i', '0.2', '-W', '1', '-q', target], { reject: false })).exitCode).toBe(0);
 
     // SIGKILL mid-pass (SIGHUP starts one at once), then the container started again as kubelet would: nothing lost
     // (binary, entry, live pods' and the agent's records and addresses), nothing released again.
