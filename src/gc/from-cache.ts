@@ -150,7 +150,10 @@ export async function gcFromCache(net: Pick<OpenNetwork, 'conf' | 'ledger' | 'de
     apply,
     // Unlike the runtime's GC this one is not exclusive: an ADD may be between its ledger write and the cache write.
     graceMs: o.graceMs,
-    forward: true,
+    // Never forward GC to the delegate: its keep list is only our ledger, and a chained ADD in flight (the delegate
+    // already allocated, neither the ledger nor the cache written yet) is in neither, with no lock or grace period
+    // to protect it. Releases go only through per-attachment DELs under the attachment lock.
+    forward: false,
     signal: o.signal,
     lockWaitMs: o.lockWaitMs,
   });

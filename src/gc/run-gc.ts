@@ -1,5 +1,5 @@
-// GC end to end for one network: probe, plan, forward GC to a delegate that speaks 1.1.0, release the rest
-// with delegate DELs. Shared by the GC verb and `ipam-shim gc`.
+// GC end to end for one network: probe, plan, forward GC to a delegate that speaks 1.1.0 (the GC verb only),
+// release the rest with delegate DELs. Shared by the GC verb and `ipam-shim gc`.
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type Attachment, type NetConf } from '../cni/config.js';
 import type { IpamDelegate } from '../effects/delegate.js';
@@ -21,7 +21,7 @@ export interface GcOptions {
   valid: Attachment[];
   apply: boolean;
   graceMs: number;
-  /** Forward GC to the delegate (the runtime's GC verb does; the operator command does too when it can). */
+  /** Forward GC to the delegate: only the runtime's GC verb (libcni runs it exclusively, no ADD in flight). */
   forward: boolean;
   /** Once aborted (the node agent's SIGTERM), no further release starts; the ones under way finish. */
   signal?: AbortSignal | undefined;

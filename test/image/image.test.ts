@@ -5,28 +5,16 @@
 // its mountPath. The container's default command (`agent`, which runs install --watch) installs the shim into the node's dirs; the
 // operator commands run in it with `podman exec`, as `kubectl exec` would; every effect is checked from outside.
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildImage, CACHE_DIR, ROOT } from '../../scripts/image/build-image.js';
-import { inNs, rootOrSkip, TestNet, uid } from '../helpers/netns.js';
-import { hasPodman, PodmanBed } from '../helpers/podman.js';
+import { ROOT } from '../../scripts/image/build-image.js';
+import { inNs, TestNet, uid } from '../helpers/netns.js';
+import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
+import { PodmanBed } from '../helpers/podman.js';
 
-function prerequisites(): boolean {
-  if (!rootOrSkip()) return false;
-  const missing = [
-    ...(hasPodman() ? [] : ['podman']),
-    ...(existsSync('/usr/bin/mmdebstrap') ? [] : ['mmdebstrap (scripts/install-deps.sh)']),
-    ...(existsSync(join(ROOT, 'dist/ipam-shim')) ? [] : ['dist/ipam-shim (npm run build)']),
-  ];
-  if (missing.length === 0) return true;
-  if (process.env.CI === 'true') throw new Error(`CI must have ${missing.join(', ')}`);
-  console.warn(`skipping the image test: missing ${missing.join(', ')}`);
-  return false;
-}
-const enabled = prerequisites();
+const enabled = nodeImagePrerequisites('the image test');
 
 const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string; devDependencies: Record<string, string> };
 // AKS's /etc/cni/net.d/05-cilium.conflist (cniVersion 0.3.1, cilium-cni + azure-ipam), as test/e2e/install.test.ts has it.
@@ -77,16 +65,7 @@ describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it
   beforeAll(async () => {
     // The private store goes with the bed (images included); the conflist is the bed's own and unused here.
     bed = await PodmanBed.create({ confList: { cniVersion: '0.4.0', plugins: [{ type: 'loopback' }] } });
-    const t0 = Date.now();
-    const report = await buildImage({
-      podman: async (args) => ({ stdout: String((await bed.podman(args, { timeoutMs: 600_000 })).stdout) }),
-      tag: `localhost/ipam-shim-test:${uid(8)}`,
-    });
-    image = report.tag;
-    console.log(
-      `image test: ${image} ${(report.sizes.image / 1048576).toFixed(1)} MiB, base ${(report.sizes.baseImage / 1048576).toFixed(1)} MiB ` +
-        `(${report.baseBuilt ? 'built by mmdebstrap' : `cached in ${CACHE_DIR}`}); base ${report.ms.base} ms, import ${report.ms.import} ms, build ${report.ms.build} ms, total ${Date.now() - t0} ms`,
-    );
+    image = await buildTestImage(bed, 'image test');
 
     // The node: a netns with an uplink eth0 (its peer in a second netns) and the DaemonSet's host paths.
     node = await net.netns('node');

@@ -261,7 +261,8 @@ export class CriBed implements CriBedDirs {
     }
   }
 
-  private async reloadCount(): Promise<number> {
+  /** How many conf dir changes containerd has logged (a reload follows each). */
+  async reloadCount(): Promise<number> {
     const log = await readFile(this.containerdLog, 'utf8').catch(() => '');
     return log.split('\n').filter((l) => l.includes('receiving change event from cni conf dir')).length;
   }

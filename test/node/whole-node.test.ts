@@ -1,0 +1,239 @@
+// The whole node through the real parts: the node image (built as `npm run image` builds it) run under podman the
+// way deploy/daemonset.yaml runs it — privileged, in the network of the namespace standing for the node, the
+// DaemonSet's host paths being the CRI bed's own dirs (containerd's CNI bin and conf dirs, the host's /var/lib/cni
+// where the bed's containerd keeps libcni's result cache, /run/netns with rslave propagation so pod namespaces
+// created later are seen) — running `agent` with a short interval (`--gc report`, then `apply`), while containerd (the CRI bed) starts
+// pods on that node through CRI. The shim's stateDir and log (a temp dir of this test) and host-local's dataDir (the
+// bed's) are mounted at their own paths inside, so the plugin run by containerd and the agent in the container share
+// one ledger and one store. (The stateDir is not the bed's: the bed's crash kills every process whose command line
+// names its dir, and the agent's --shim-config names the stateDir.)
+import { execa } from 'execa';
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../../scripts/image/build-image.js';
+import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR } from '../helpers/cni.js';
+import { hasContainerd } from '../helpers/cri/bed.js';
+import { hostLocal } from '../helpers/cri/conflists.js';
+import { useCriBed } from '../helpers/cri/suite.js';
+import { inNs, uid } from '../helpers/netns.js';
+import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
+import { PodmanBed } from '../helpers/podman.js';
+
+const enabled = nodeImagePrerequisites('the whole-node test', { 'containerd, runc and busybox-static (scripts/install-deps.sh)': hasContainerd() });
+
+const ENTRYPOINT = '/usr/local/bin/ipam-shim';
+const CNI_CACHE = '/var/lib/cni';
+const INTERVAL_S = 2;
+const RANGES = [[{ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' }]];
+const DEAD_MAC = '0:d:3a:30:47:42';
+/** azure-vnet's two per-pod rules (bridge mode), as test/cri/residue.test.ts has them. */
+const podRules = (ip: string, mac: string): string[][] => [
+  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
+  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT'],
+];
+/** An address no pod has (host-local hands out .32 upwards): its rules are a decoy the agent must leave. */
+const DECOY = '10.240.0.61';
+const GRACE_S = 2;
+const sha = async (p: string) => createHash('sha256').update(await readFile(p)).digest('hex');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(what: string, pred: () => Promise<boolean>, ms = 30_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await pred().catch(() => false)) return;
+    await sleep(200);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe.skipIf(!enabled)('the whole node: the agent image under podman beside containerd', () => {
+  // ptp under cilium-cni's name (install anchors the shim's entry after cilium-cni), host-local as its IPAM; no shim
+  // yet: the agent puts it in.
+  // The node as test/cri/residue.test.ts has it: its uplink eth0 in bridge azure0 (10.240.0.5/16), a VNet host
+  // (10.240.0.4) routing the pod range through it, so residue for a pod's address cuts the VNet off from the pod.
+  let vnet = '';
+  const s = useCriBed({
+    plugins: { 'cilium-cni': path.join(PLUGIN_DIR, 'ptp') },
+    confList: (dirs) => ({ cniVersion: '0.3.1', name: dirs.network, plugins: [{ type: 'cilium-cni', ipMasq: false, mtu: 1500, ipam: hostLocal(dirs, RANGES) }] }),
+    async prepare(node, net) {
+      vnet = await net.netns('vnet');
+      await net.veth(vnet, 'eth0', node, 'eth0');
+      for (const args of [['link', 'add', 'azure0', 'type', 'bridge'], ['link', 'set', 'eth0', 'master', 'azure0'], ['link', 'set', 'azure0', 'up'], ['addr', 'add', '10.240.0.5/16', 'dev', 'azure0']]) await inNs(node, 'ip', args);
+      await inNs(node, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+      await inNs(vnet, 'ip', ['addr', 'add', '10.240.0.4/16', 'dev', 'eth0']);
+      await inNs(vnet, 'ip', ['route', 'add', '10.240.0.32/27', 'via', '10.240.0.5']);
+    },
+  });
+  let podman: PodmanBed;
+  let image: string;
+  let logDir: string;
+  /** The shim's stateDir and log file, as the agent's --shim-config puts them in the conflist. */
+  let nodeDir: string;
+  let stateDir: string;
+  const container = `ipam-shim-node-${uid(8)}`;
+  const owner = `health-${uid()}`;
+  const port = 20_000 + Math.floor(Math.random() * 20_000);
+  const t0 = Date.now();
+
+  const ledger = () => ledgerRecords(stateDir, s.bed.network);
+  const store = () => hostLocalAllocations(s.bed.dataDir, s.bed.network);
+  /** A real HTTP client (Node's fetch) in the node's network namespace, where the agent listens. */
+  async function scrape(urlPath: string): Promise<{ status: number; body: string }> {
+    const code = `fetch(${JSON.stringify(`http://127.0.0.1:${port}${urlPath}`)}).then(async (r) => process.stdout.write(r.status + '\\n' + (await r.text())))`;
+    const r = await execa('nsenter', [`--net=/run/netns/${s.node}`, process.execPath, '-e', code], { timeout: 10_000 });
+    const nl = r.stdout.indexOf('\n');
+    return { status: Number(r.stdout.slice(0, nl)), body: r.stdout.slice(nl + 1) };
+  }
+  /** The sum of a metric's samples (every label set) matching `labels`. */
+  async function metric(name: string, labels = ''): Promise<number> {
+    const { body } = await scrape('/metrics');
+    return body
+      .split('\n')
+      .filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `))
+      .filter((l) => l.includes(labels))
+      .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+  }
+  const passes = () => metric('ipam_shim_agent_reconcile_passes_total');
+  const agentLogs = async () => String((await podman.podman(['logs', '--tail', '40', container], { reject: false })).stdout);
+
+  /** The agent's container as the DaemonSet runs it, in gc `mode` (the ConfigMap's gc-mode). */
+  async function runAgent(mode: 'report' | 'apply'): Promise<void> {
+    // Every network the container sees is given: never podman's default bridge network (it writes into the host's nft).
+    const run = await podman.podman(
+      [
+        'run', '--detach', '--name', container, '--privileged', '--network', `ns:/run/netns/${s.node}`,
+        '--volume', `${s.bed.binDir}:/opt/cni/bin`,
+        '--volume', `${s.bed.confDir}:/etc/cni/net.d`,
+        '--volume', `${CNI_CACHE}:${CNI_CACHE}`,
+        '--volume', `${logDir}:/var/log`,
+        '--volume', '/run/netns:/run/netns:rslave',
+        // The shim's state and log, host-local's store, the plugins the bed's bin dir links to: at their own paths.
+        '--volume', `${nodeDir}:${nodeDir}`,
+        '--volume', `${s.bed.dataDir}:${s.bed.dataDir}`,
+        '--volume', `${PLUGIN_DIR}:${PLUGIN_DIR}:ro`,
+        image,
+        'agent', '--gc', mode, '--interval', String(INTERVAL_S), '--jitter', '0', '--grace-seconds', String(GRACE_S),
+        '--listen', `127.0.0.1:${port}`, '--network', s.bed.network,
+        '--shim-config', JSON.stringify({ stateDir, logFile: path.join(nodeDir, 'shim.log') }),
+      ],
+      { reject: false },
+    );
+    expect(run.exitCode, String(run.stderr)).toBe(0);
+  }
+
+  beforeAll(async () => {
+    podman = await PodmanBed.create({ confList: { cniVersion: '0.4.0', plugins: [{ type: 'loopback' }] } });
+    image = await buildTestImage(podman, 'whole-node test');
+    logDir = await mkdtemp(path.join(os.tmpdir(), 'whole-node-log-'));
+    nodeDir = await mkdtemp(path.join(os.tmpdir(), 'whole-node-'));
+    stateDir = path.join(nodeDir, 'shim-state');
+    await mkdir(s.bed.dataDir, { recursive: true });
+    await mkdir(path.join(CNI_CACHE, 'results'), { recursive: true });
+    // The node has no shim yet: the agent installs it.
+    await rm(path.join(s.bed.binDir, 'ipam-shim'), { force: true });
+    s.net.defer(() => execa('ip', ['netns', 'del', `ipam-shim-agent-${owner}`], { reject: false }));
+  }, 600_000);
+
+  afterAll(async () => {
+    // Registered after the CRI bed's hooks, so it runs first: the container (and podman's store) go before containerd.
+    await podman?.cleanup();
+    for (const d of [logDir, nodeDir]) if (d) await rm(d, { recursive: true, force: true });
+  });
+
+  it('installs the shim; pods go through it; a leaked pod is reported (report) or released within two passes (apply), live pods and the agent IP never; /metrics counts it; residue removed within one pass; SIGKILL mid-pass loses nothing', async () => {
+    const reloads = await s.bed.reloadCount();
+    await runAgent('report');
+
+    // The agent installs the executable and the chained entry; containerd reloads the conflist it rewrote.
+    const conflist = s.bed.confListPath;
+    const types = async () => (JSON.parse(await readFile(conflist, 'utf8')) as { plugins: Array<{ type: string }> }).plugins.map((p) => p.type);
+    await waitFor('the shim in the conflist', async () => (await types()).includes('ipam-shim'));
+    await waitFor('the executable in the bin dir', async () => (await sha(path.join(s.bed.binDir, 'ipam-shim'))) === (await sha(path.join(ROOT, 'dist/ipam-shim'))));
+    expect(await types()).toEqual(['cilium-cni', 'ipam-shim']);
+    await waitFor('containerd to reload the conflist', async () => (await s.bed.reloadCount()) > reloads);
+    await waitFor('/healthz', async () => (await scrape('/healthz')).status === 200);
+
+    // cilium-agent's own IP, allocated in the agent's container as `kubectl exec` would.
+    const agentIp = await podman.podman(['exec', container, ENTRYPOINT, 'agent-ip', 'allocate', '--owner', owner, '--network', s.bed.network, '--json'], { reject: false });
+    expect(agentIp.exitCode, `${agentIp.stdout}\n${agentIp.stderr}`).toBe(0);
+    const agentIps: string[] = JSON.parse(String(agentIp.stdout)).ips;
+    expect(agentIps).toHaveLength(1);
+    const agentRecord = `cilium-agent-${owner}:eth0.json`;
+
+    // A pod through CRI goes through the shim the agent chained: its ledger record appears.
+    const leaked = await s.bed.runPod('leaked');
+    expect(await ledger()).toEqual([agentRecord, `${leaked.id}:eth0.json`].sort());
+
+    // The node loses its runtime with `leaked` running: no DEL ever comes for it. New pods start afterwards.
+    await s.bed.crashAndWipe();
+    const live = [await s.bed.runPod('live-1'), await s.bed.runPod('live-2')];
+    const liveRecords = live.map((p) => `${p.id}:eth0.json`);
+    const podIps = live.flatMap((p) => p.ips);
+
+    // report (the default until an operator opts in): the leak is found and counted within two passes, not released.
+    const reported = await passes();
+    await waitFor('the agent to report the leaked pod', async () => (await metric('ipam_shim_agent_gc_leaked', `mode="report"`)) === 1, (3 * INTERVAL_S + GRACE_S) * 1000 + 10_000);
+    expect((await passes()) - reported).toBeLessThanOrEqual(2);
+    await waitFor('one more pass', async () => (await passes()) >= reported + 3, 5 * INTERVAL_S * 1000);
+    expect(await ledger()).toEqual([agentRecord, `${leaked.id}:eth0.json`, ...liveRecords].sort());
+    expect(await store()).toEqual([...agentIps, ...leaked.ips, ...podIps].sort());
+    expect(await metric('ipam_shim_agent_gc_released_total')).toBe(0);
+
+    // The operator opts in (ConfigMap gc-mode: apply; the DaemonSet rolls): released within two passes.
+    expect((await podman.podman(['rm', '--force', '--time', '10', container], { reject: false })).exitCode).toBe(0);
+    const t1 = Date.now();
+    await runAgent('apply');
+    await waitFor('/healthz of the apply agent', async () => (await scrape('/healthz')).status === 200);
+    await waitFor('the agent to release the leaked pod', async () => !(await ledger()).includes(`${leaked.id}:eth0.json`), (3 * INTERVAL_S + GRACE_S) * 1000 + 10_000).catch(async (e) => {
+      throw new Error(`${(e as Error).message}\n${await agentLogs()}`);
+    });
+    const after = await passes();
+    console.log(`whole-node test: leak released ${Date.now() - t1} ms after the apply agent started, after ${after} pass(es)`);
+    expect(after).toBeLessThanOrEqual(2);
+    expect(await store()).toEqual([...agentIps, ...podIps].sort());
+    expect(await ledger()).toEqual([agentRecord, ...liveRecords].sort());
+    expect(await metric('ipam_shim_agent_gc_released_total', `network="${s.bed.network}"`)).toBe(1);
+
+    // Two more passes: nothing else goes (live pods, the agent IP), and the live pods still answer ping.
+    const settled = await passes();
+    await waitFor('two more passes', async () => (await passes()) >= settled + 2, 5 * INTERVAL_S * 1000);
+    expect(await ledger()).toEqual([agentRecord, ...liveRecords].sort());
+    expect(await store()).toEqual([...agentIps, ...live.flatMap((p) => p.ips)].sort());
+    expect(await metric('ipam_shim_agent_gc_released_total', `network="${s.bed.network}"`)).toBe(1);
+    for (const p of live) await execa('nsenter', [`--net=/run/netns/${s.node}`, 'ping', '-c', '1', '-W', '2', p.ips[0]!]);
+    const health = await scrape('/healthz');
+    expect(health.status).toBe(200);
+
+    // azure-vnet re-adds its rules for a live pod's address (and a decoy's): gone within one pass, the decoy's
+    // untouched, and the VNet host reaches the pod again.
+    const target = live[0]!.ips[0]!;
+    for (const rule of [...podRules(target, DEAD_MAC), ...podRules(DECOY, '0:d:3a:30:47:61')]) await inNs(s.node, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    const planted = await passes();
+    const ipDst = (ip: string) => new RegExp(`ip-dst ${ip.replaceAll('.', '\\.')}(/32)? `, 'g');
+    const nat = async () => (await inNs(s.node, 'ebtables', ['-t', 'nat', '-L'])).stdout;
+    await waitFor('the agent to remove the residue', async () => !ipDst(target).test(await nat()), 3 * INTERVAL_S * 1000 + 10_000);
+    expect((await passes()) - planted).toBeLessThanOrEqual(1);
+    expect((await nat()).match(ipDst(DECOY))).toHaveLength(2);
+    expect(await metric('ipam_shim_agent_residue_removed_total', `network="${s.bed.network}"`)).toBeGreaterThanOrEqual(2);
+    expect((await inNs(vnet, 'ping', ['-c', '3', '-i', '0.2', '-W', '1', '-q', target], { reject: false })).exitCode).toBe(0);
+
+    // SIGKILL mid-pass (SIGHUP starts one at once), then the container started again as kubelet would: nothing lost
+    // (binary, entry, live pods' and the agent's records and addresses), nothing released again.
+    const installed = await sha(path.join(s.bed.binDir, 'ipam-shim'));
+    for (const signal of ['HUP', 'KILL']) expect((await podman.podman(['kill', '--signal', signal, container], { reject: false })).exitCode).toBe(0);
+    await waitFor('the container to stop', async () => String((await podman.podman(['inspect', '--format', '{{.State.Running}}', container])).stdout) === 'false');
+    expect((await podman.podman(['start', container], { reject: false })).exitCode).toBe(0);
+    await waitFor('/healthz after the restart', async () => (await scrape('/healthz')).status === 200);
+    await waitFor('two passes after the restart', async () => (await passes()) >= 2, 5 * INTERVAL_S * 1000);
+    expect(await ledger()).toEqual([agentRecord, ...liveRecords].sort());
+    expect(await store()).toEqual([...agentIps, ...live.flatMap((p) => p.ips)].sort());
+    expect(await metric('ipam_shim_agent_gc_released_total', `network="${s.bed.network}"`)).toBe(0);
+    expect(await types()).toEqual(['cilium-cni', 'ipam-shim']);
+    expect(await sha(path.join(s.bed.binDir, 'ipam-shim'))).toBe(installed);
+    for (const p of live) await execa('nsenter', [`--net=/run/netns/${s.node}`, 'ping', '-c', '1', '-W', '2', p.ips[0]!]);
+    console.log(`whole-node test: ${Date.now() - t0} ms since the suite started (image build included)`);
+  });
+});
