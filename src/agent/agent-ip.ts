@@ -10,17 +10,17 @@ import type { LedgerRecord, LedgerStore } from '../effects/ledger.js';
 import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
 
-export const AGENT_IFNAME = 'eth0';
+const AGENT_IFNAME = 'eth0';
 const AGENT_ID_PREFIX = 'cilium-agent-';
 /** The deterministic container ID of an owner's agent IPs, and back. */
-export const agentContainerID = (owner: string): string => `${AGENT_ID_PREFIX}${owner}`;
+const agentContainerID = (owner: string): string => `${AGENT_ID_PREFIX}${owner}`;
 export const agentOwnerOf = (containerID: string): string =>
   containerID.startsWith(AGENT_ID_PREFIX) ? containerID.slice(AGENT_ID_PREFIX.length) : containerID;
 /** An empty namespace per owner: the CFP's CNI_NETNS for IPs that live in no pod. */
-export const agentNetnsName = (owner: string): string => `ipam-shim-agent-${owner}`;
+const agentNetnsName = (owner: string): string => `ipam-shim-agent-${owner}`;
 
 export type Family = '4' | '6' | 'dual';
-export type AgentAction = 'reused' | 'allocated' | 'reallocated';
+type AgentAction = 'reused' | 'allocated' | 'reallocated';
 
 export interface AgentDeps {
   conf: NetConf;

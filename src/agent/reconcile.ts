@@ -30,7 +30,7 @@ export interface ReconcileOptions {
   signal: AbortSignal;
 }
 
-export type StepOutcome = 'ok' | 'error' | 'skipped' | 'stopped';
+type StepOutcome = 'ok' | 'error' | 'skipped' | 'stopped';
 
 export interface PassReport {
   network: string | undefined;

@@ -10,7 +10,7 @@ import type { Attachment } from '../cni/config.js';
 import { assertPrivateDir, ensurePrivateDir, isErrno, readFileNoFollow, readFileNoFollowSync, removeFile, writeFileAtomic, UnsafePathError } from './fs-atomic.js';
 import { breakIfStale, withLock, LockTimeoutError } from './lock.js';
 
-export const LedgerRecordSchema = z.object({
+const LedgerRecordSchema = z.object({
   v: z.literal(1),
   containerID: z.string(),
   ifname: z.string(),
@@ -373,7 +373,7 @@ export const ownerOf = (containerID: string, agentPatterns: readonly string[]): 
   matchesAny(containerID, agentPatterns) ? 'agent' : 'pod';
 
 /** Glob match for agentContainerIDs ("cilium-agent-*"). */
-export function matchesAny(id: string, patterns: readonly string[]): boolean {
+function matchesAny(id: string, patterns: readonly string[]): boolean {
   return patterns.some((p) => new RegExp(`^${p.split('*').map(escapeRe).join('.*')}$`).test(id));
 }
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -9,7 +9,7 @@ import type { OpenNetwork } from '../network/open.js';
 import { runGc, type GcReport } from './run-gc.js';
 
 /** What the runtime's result cache showed for a network: its attachments, or why it could not be seen. */
-export interface CacheView {
+interface CacheView {
   attachments: Attachment[];
   /** `missing`: no results directory; `unreadable`: it could not be listed; `empty`: no entry for this network. */
   blind?: { kind: 'missing' | 'unreadable' | 'empty'; why: string };
@@ -53,7 +53,7 @@ function networkNameIn(text: string): string | undefined {
  * file of this network makes the list unknowable and aborts (releasing on a partial list could free a live
  * pod's IP).
  */
-export async function cachedAttachments(cacheDir: string, network: string): Promise<CacheView> {
+async function cachedAttachments(cacheDir: string, network: string): Promise<CacheView> {
   const dir = join(cacheDir, 'results');
   let names: string[];
   try {

@@ -5,7 +5,7 @@ import type { LedgerRecord } from '../effects/ledger.js';
 
 export type Liveness = 'alive' | 'dead' | 'unknown';
 
-export type KeepReason = 'valid' | 'agent' | 'alive' | 'unknown' | 'recent';
+type KeepReason = 'valid' | 'agent' | 'alive' | 'unknown' | 'recent';
 
 export interface GcPlan {
   /** What the delegate's GC gets as its valid list: valid ∪ everything kept here. */

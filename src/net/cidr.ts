@@ -30,7 +30,7 @@ export interface Cidr extends IpRange {
 export type Overlap = 'none' | 'partial' | 'full';
 
 /** The inclusive range of `prefix` bits around `value`. */
-export function cidrRange(family: Family, value: bigint, prefix: number): IpRange {
+function cidrRange(family: Family, value: bigint, prefix: number): IpRange {
   const hostBits = BigInt(BITS[family] - prefix);
   const size = 1n << hostBits;
   const first = (value >> hostBits) << hostBits;

@@ -24,7 +24,7 @@ export type ProbeVerdict = 'ok' | 'handled-by-bpf' | 'absent' | 'drifted' | 'not
  * answer depends on a BPF handler the caller has not looked for yet: look, then ask again · fail: needed but
  * cannot be done (nft unavailable, no uplink).
  */
-export type ProbeAction = 'none' | 'install' | 'reinstall' | 'look-for-bpf' | 'fail';
+type ProbeAction = 'none' | 'install' | 'reinstall' | 'look-for-bpf' | 'fail';
 
 export interface ProbeFacts {
   table: TableState;

@@ -80,7 +80,7 @@ export async function probeRewriteDue(run: Run, opts: ProbeRewriteOptions): Prom
 }
 
 /** PURE. probeRewriteDue's verdict on a listing already made. */
-export function probeDue(listed: ProbeListing, opts: ProbeRewriteOptions): ProbeRewriteDue {
+function probeDue(listed: ProbeListing, opts: ProbeRewriteOptions): ProbeRewriteDue {
   resolveOptions(opts);
   if (!listed.available) return listed;
   return { available: true, tablePresent: listed.table !== null, due: tableState(listed, opts) !== 'matching' };

@@ -14,7 +14,7 @@ export function uplinkGateways(routes: readonly Route[], uplink: string): string
   return [...out];
 }
 
-export type CaptureReason = 'other-device' | 'other-gateway' | 'blackhole' | 'unreachable' | 'prohibit' | 'no-nexthop';
+type CaptureReason = 'other-device' | 'other-gateway' | 'blackhole' | 'unreachable' | 'prohibit' | 'no-nexthop';
 
 export interface CapturingRoute {
   route: Route;

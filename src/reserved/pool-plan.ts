@@ -26,7 +26,7 @@ export interface PlanInput {
   maxRanges?: number;
 }
 
-export interface CollisionRange {
+interface CollisionRange {
   /** First and last colliding global block index (inclusive). */
   from: bigint;
   to: bigint;
@@ -40,14 +40,14 @@ export interface CollisionRange {
   reservedCount: number;
 }
 
-export interface PoolEntryPlan {
+interface PoolEntryPlan {
   cidr: string;
   /** Global index of this entry's first block. */
   offset: bigint;
   blocks: bigint;
 }
 
-export interface CollisionPoint {
+interface CollisionPoint {
   index: bigint;
   nodeCidr: string;
   /** A reserved CIDR the block touches (first in list order). */

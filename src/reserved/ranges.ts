@@ -69,7 +69,7 @@ export function hostLocalRanges(ipamConfig: unknown): HostLocalRange[] {
  * present, then each `ranges[i]`. host-local hands out one address from EVERY set. The one reader of the
  * `subnet`/`ranges` shape: STATUS, doctor and rangesInReserved all go through it. Errors name the real path.
  */
-export function hostLocalRangeSets(ipamConfig: unknown): HostLocalRange[][] {
+function hostLocalRangeSets(ipamConfig: unknown): HostLocalRange[][] {
   if (!isObject(ipamConfig)) return [];
   const sets: HostLocalRange[][] = [];
   // `path` names the object holding subnet/rangeStart/rangeEnd: '' for the top level, `.ranges[i][j]` otherwise.
@@ -86,7 +86,7 @@ export function hostLocalRangeSets(ipamConfig: unknown): HostLocalRange[][] {
 }
 
 /** One host-local range judged against the reserved CIDRs. */
-export interface RangeAssessment {
+interface RangeAssessment {
   range: HostLocalRange;
   /** Addresses in the range. */
   size: bigint;

@@ -6,7 +6,7 @@ import { exactIPv4, exactIPv6 } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
 
 /** The three per-pod shapes azure-vnet writes. */
-export type ResidueKind = 'arpreply' | 'dnat4' | 'dnat6';
+type ResidueKind = 'arpreply' | 'dnat4' | 'dnat6';
 
 export interface ResidueRule {
   kind: ResidueKind;
@@ -20,7 +20,7 @@ export interface ResidueRule {
   args: string[];
 }
 
-export interface OtherRule {
+interface OtherRule {
   kind: 'other';
   text: string;
   /** Why it is not per-pod residue (for scan reports and tests). */

@@ -129,7 +129,7 @@ export function summarise(r: Omit<ResidueReport, 'counts' | 'ok'>): ResidueRepor
 // effects
 
 /** One read-only look: ebtables nat PREROUTING, neighbours and local MACs, concurrently. */
-export async function snapshotResidue(run: Run): Promise<{ ebtablesAvailable: boolean; snapshot: ResidueSnapshot; macs: Set<string> }> {
+async function snapshotResidue(run: Run): Promise<{ ebtablesAvailable: boolean; snapshot: ResidueSnapshot; macs: Set<string> }> {
   const [eb, neighbours, macs] = await Promise.all([listPreroutingResidue(run), listNeighbours(run), localMacs(run)]);
   return { ebtablesAvailable: eb.available, snapshot: { rules: eb.rules, neighbours }, macs };
 }

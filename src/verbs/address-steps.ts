@@ -26,7 +26,7 @@ export function prefetchResidue(ctx: VerbContext): Run {
   return prefetching(ctx.run, [...(ebtables ? [LIST_PREROUTING] : []), ...(neigh ? [LIST_NEIGHBOURS] : [])], 'residue.prefetch');
 }
 
-export const residueOpts = (ctx: Pick<VerbContext, 'conf'>) => ({ ebtables: ctx.conf.settings.residue.ebtables, neigh: ctx.conf.settings.residue.neigh });
+const residueOpts = (ctx: Pick<VerbContext, 'conf'>) => ({ ebtables: ctx.conf.settings.residue.ebtables, neigh: ctx.conf.settings.residue.neigh });
 
 /** ADD: runs the per-address steps; throws a CniError when the address must not be used. */
 export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: AddressContext): Promise<void> {

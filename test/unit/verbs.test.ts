@@ -126,7 +126,8 @@ describe('GC keep/release', () => {
     const dels = f.delegate.calls.filter((c) => c.command === 'DEL').map((c) => c.env.CNI_CONTAINERID);
     expect(dels).toEqual(['dead']);
     const gc = f.delegate.calls.find((c) => c.command === 'GC');
-    expect((gc?.conf['cni.dev/valid-attachments'] as Array<{ containerID: string }>).map((a) => a.containerID).sort()).toEqual(['alive', 'cilium-agent-node', 'valid']);
+    expect(gc).toBeDefined();
+    expect((gc!.conf['cni.dev/valid-attachments'] as Array<{ containerID: string }>).map((a) => a.containerID).sort()).toEqual(['alive', 'cilium-agent-node', 'valid']);
     expect(ctx.counters.gcReleased).toBe(1);
   });
 });
