@@ -12,6 +12,7 @@ import { hostLocalAllocations, ledgerRecords } from '../helpers/cni.js';
 import { inNs } from '../helpers/netns.js';
 import { PLACEMENTS, shimConfList, VERSIONS } from '../helpers/cri/conflists.js';
 import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
+import { vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
 
 const enabled = criOrSkip();
 const POD = '10.240.0.32';
@@ -24,16 +25,6 @@ const podRules = (ip: string, mac: string): string[][] => [
 ];
 const isPodLine = (l: string) => /--(arp-)?ip-dst 10\.240\.0\.32(\/32)? /.test(l);
 
-/** `before` minus the given rule lines, PREROUTING's entry count adjusted. */
-function withoutLines(before: string, lines: string[]): string {
-  const drop = new Set(lines);
-  return before
-    .split('\n')
-    .filter((l) => !drop.has(l))
-    .map((l) => l.replace(/^(Bridge chain: PREROUTING, entries: )(\d+)/, (_m, p: string, n: string) => `${p}${Number(n) - lines.length}`))
-    .join('\n');
-}
-
 describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
   let vnet = '';
   let r: Run;
@@ -41,16 +32,8 @@ describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
   const s = useCriBed({
     confList: (dirs) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges: RANGES }),
     async prepare(node, net) {
-      vnet = await net.netns('vnet');
-      await net.veth(vnet, 'eth0', node, 'eth0');
+      vnet = await vnetBridge(net, node);
       r = runInNetns(node);
-      await r('ip', ['link', 'add', 'azure0', 'type', 'bridge']);
-      await r('ip', ['link', 'set', 'eth0', 'master', 'azure0']);
-      await r('ip', ['link', 'set', 'azure0', 'up']);
-      await r('ip', ['addr', 'add', '10.240.0.5/16', 'dev', 'azure0']);
-      await r('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
-      await inNs(vnet, 'ip', ['addr', 'add', '10.240.0.4/16', 'dev', 'eth0']);
-      await inNs(vnet, 'ip', ['route', 'add', '10.240.0.32/27', 'via', '10.240.0.5']);
       eth0Mac = (JSON.parse((await r('ip', ['-j', 'link', 'show', 'eth0'])).stdout) as Array<{ address: string }>)[0]!.address;
     },
   });

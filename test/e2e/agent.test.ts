@@ -13,6 +13,7 @@ import { parseMetrics, seriesKey } from '../../src/metrics.js';
 import { FIXTURE_BIN, hostLocalAllocations, PLUGIN_DIR, ROOT, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
 import { inNs, rootOrSkip, TestNet, uid } from '../helpers/netns.js';
 import { CniRunner } from '../runner/runner.js';
+import { vnetBridge } from '../helpers/azure-vnet.js';
 
 /** The single executable the DaemonSet's image ships. */
 const AGENT = join(ROOT, 'dist/ipam-shim');
@@ -52,17 +53,9 @@ interface Bed {
 async function makeBed(net: TestNet, o: { delegateType?: string } = {}): Promise<Bed> {
   const s = await scratch();
   net.defer(() => s.cleanup());
-  const vnet = await net.netns('vnet');
   const node = await net.netns('node');
-  await net.veth(vnet, 'eth0', node, 'eth0');
+  const vnet = await vnetBridge(net, node);
   const r = runInNetns(node);
-  await r('ip', ['link', 'add', 'azure0', 'type', 'bridge']);
-  await r('ip', ['link', 'set', 'eth0', 'master', 'azure0']);
-  await r('ip', ['link', 'set', 'azure0', 'up']);
-  await r('ip', ['addr', 'add', '10.240.0.5/16', 'dev', 'azure0']);
-  await r('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
-  await inNs(vnet, 'ip', ['addr', 'add', '10.240.0.4/16', 'dev', 'eth0']);
-  await inNs(vnet, 'ip', ['route', 'add', '10.240.0.32/27', 'via', '10.240.0.5']);
 
   const network = `agt${uid()}`;
   const hostLocal = {

@@ -16,6 +16,7 @@ import { shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
 import { hasPodman, PodmanBed } from '../helpers/podman.js';
 import { CniRunner, PluginError } from '../runner/runner.js';
+import { natListing, vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
 
 const POD = '10.240.0.32';
 const DEAD_MAC = '0:d:3a:30:47:42'; // the MAC of the azure-vnet pod that once had 10.240.0.32
@@ -31,17 +32,6 @@ const DNAT_POD = podRules(POD, DEAD_MAC)[1]!;
 /** Lines of a listing that are a rule naming exactly the pod's address. */
 const isPodLine = (l: string) => /--(arp-)?ip-dst 10\.240\.0\.32(\/32)? /.test(l);
 
-/** `before` minus the given rule lines, PREROUTING's entry count adjusted: what the listing must become. */
-function withoutLines(before: string, lines: string[]): string {
-  const drop = new Set(lines);
-  return before
-    .split('\n')
-    .filter((l) => !drop.has(l))
-    .map((l) => l.replace(/^(Bridge chain: PREROUTING, entries: )(\d+)/, (_m, p: string, n: string) => `${p}${Number(n) - lines.length}`))
-    .join('\n');
-}
-
-const natListing = async (r: Run) => (await r('ebtables', ['-t', 'nat', '-L'])).stdout;
 const permanentNeigh = async (r: Run) => (await r('ip', ['neigh', 'show', 'nud', 'permanent'])).stdout;
 
 interface Node {
@@ -63,17 +53,9 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
   async function azureNode(): Promise<Node> {
     const dir = await scratch();
     net.defer(() => dir.cleanup());
-    const vnet = await net.netns('vnet');
     const node = await net.netns('node');
-    await net.veth(vnet, 'eth0', node, 'eth0');
+    const vnet = await vnetBridge(net, node);
     const r = runInNetns(node);
-    await r('ip', ['link', 'add', 'azure0', 'type', 'bridge']);
-    await r('ip', ['link', 'set', 'eth0', 'master', 'azure0']);
-    await r('ip', ['link', 'set', 'azure0', 'up']);
-    await r('ip', ['addr', 'add', '10.240.0.5/16', 'dev', 'azure0']);
-    await r('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
-    await inNs(vnet, 'ip', ['addr', 'add', '10.240.0.4/16', 'dev', 'eth0']);
-    await inNs(vnet, 'ip', ['route', 'add', '10.240.0.32/27', 'via', '10.240.0.5']);
     const eth0Mac = (JSON.parse((await r('ip', ['-j', 'link', 'show', 'eth0'])).stdout) as Array<{ address: string }>)[0]!.address;
     return { vnet, node, r, eth0Mac, dir, shimBin: await shimBinDir(dir.dir) };
   }

@@ -10,6 +10,7 @@ import { runInNetns, type Run } from '../../src/effects/exec.js';
 import { deleteNeighbour, listNeighbours } from '../../src/effects/neigh.js';
 import { cleanResidue, findOrphans, listPreroutingResidue, listResidueFor, localMacs } from '../../src/residue/clean.js';
 import { rootOrSkip, TestNet, uid } from '../helpers/netns.js';
+import { natListing, vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
 
 const POD = '10.240.0.32';
 const POD_MAC = '0:d:3a:30:47:42'; // the dead MAC of a pod azure-vnet once attached
@@ -33,18 +34,8 @@ const SNAT = ['-s', 'unicast', '-o', 'eth0', '-j', 'snat', '--to-src', '0:d:3a:3
 const appendAll = async (r: Run, rules: string[][]) => {
   for (const rule of rules) await r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
 };
-const natListing = async (r: Run) => (await r('ebtables', ['-t', 'nat', '-L'])).stdout;
 const neighText = async (r: Run) => (await r('ip', ['neigh', 'show'])).stdout;
 
-/** `before` minus the given rule lines, with the PREROUTING entry count adjusted: what `after` must equal. */
-function withoutLines(before: string, lines: string[]): string {
-  const drop = new Set(lines);
-  return before
-    .split('\n')
-    .filter((l) => !drop.has(l))
-    .map((l) => l.replace(/^(Bridge chain: PREROUTING, entries: )(\d+)/, (_m, p: string, n: string) => `${p}${Number(n) - lines.length}`))
-    .join('\n');
-}
 
 describe.skipIf(!rootOrSkip())('residue effects (root, real ebtables and iproute2)', () => {
   const net = new TestNet();
@@ -180,18 +171,10 @@ describe.skipIf(!rootOrSkip())('residue effects (root, real ebtables and iproute
   });
 
   it('real packets: the residue blackholes the pod, cleanResidue brings it back', async () => {
-    const vnet = await net.netns('vnet');
     const node = await net.netns('node');
+    const vnet = await vnetBridge(net, node, `${POD}/32`);
     const pod = await net.netns('pod');
     const [rv, rn] = [runInNetns(vnet), runInNetns(node)];
-    await net.veth(vnet, 'eth0', node, 'eth0');
-    await rn('ip', ['link', 'add', 'azure0', 'type', 'bridge']);
-    await rn('ip', ['link', 'set', 'eth0', 'master', 'azure0']);
-    await rn('ip', ['link', 'set', 'azure0', 'up']);
-    await rn('ip', ['addr', 'add', '10.240.0.5/16', 'dev', 'azure0']);
-    await rn('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
-    await rv('ip', ['addr', 'add', '10.240.0.4/16', 'dev', 'eth0']);
-    await rv('ip', ['route', 'add', `${POD}/32`, 'via', '10.240.0.5']);
 
     // Attach the pod with the reference ptp plugin + host-local, run inside the node netns.
     const dataDir = await mkdtemp(join(tmpdir(), 'residue-hl-'));

@@ -21,6 +21,7 @@ import { useCriBed } from '../helpers/cri/suite.js';
 import { inNs, uid } from '../helpers/netns.js';
 import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
 import { PodmanBed } from '../helpers/podman.js';
+import { vnetBridge } from '../helpers/azure-vnet.js';
 
 const enabled = nodeImagePrerequisites('the whole-node test', { 'containerd, runc and busybox-static (scripts/install-deps.sh)': hasContainerd() });
 
@@ -59,12 +60,7 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     plugins: { 'cilium-cni': path.join(PLUGIN_DIR, 'ptp') },
     confList: (dirs) => ({ cniVersion: '0.3.1', name: dirs.network, plugins: [{ type: 'cilium-cni', ipMasq: false, mtu: 1500, ipam: hostLocal(dirs, RANGES) }] }),
     async prepare(node, net) {
-      vnet = await net.netns('vnet');
-      await net.veth(vnet, 'eth0', node, 'eth0');
-      for (const args of [['link', 'add', 'azure0', 'type', 'bridge'], ['link', 'set', 'eth0', 'master', 'azure0'], ['link', 'set', 'azure0', 'up'], ['addr', 'add', '10.240.0.5/16', 'dev', 'azure0']]) await inNs(node, 'ip', args);
-      await inNs(node, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
-      await inNs(vnet, 'ip', ['addr', 'add', '10.240.0.4/16', 'dev', 'eth0']);
-      await inNs(vnet, 'ip', ['route', 'add', '10.240.0.32/27', 'via', '10.240.0.5']);
+      vnet = await vnetBridge(net, node);
     },
   });
   let podman: PodmanBed;

@@ -1,0 +1,34 @@
+// The residue reproduction of field-notes §1, shared by the residue suites (runner, CRI, agent, whole node):
+// a VNet client namespace on a veth whose node end is enslaved to azure-vnet's bridge, and the ebtables listing
+// arithmetic the suites assert with.
+import type { Run } from '../../src/effects/exec.js';
+import { inNs, type TestNet } from './netns.js';
+
+/**
+ * Netns `vnet` (client 10.240.0.4/16) — veth — `node`, whose `eth0` is enslaved to bridge `azure0` (10.240.0.5/16,
+ * IPv4 forwarding on); the client routes `podRoute` via the node. Returns the client's netns name.
+ */
+export async function vnetBridge(net: TestNet, node: string, podRoute = '10.240.0.32/27'): Promise<string> {
+  const vnet = await net.netns('vnet');
+  await net.veth(vnet, 'eth0', node, 'eth0');
+  for (const args of [['link', 'add', 'azure0', 'type', 'bridge'], ['link', 'set', 'eth0', 'master', 'azure0'], ['link', 'set', 'azure0', 'up'], ['addr', 'add', '10.240.0.5/16', 'dev', 'azure0']]) {
+    await inNs(node, 'ip', args);
+  }
+  await inNs(node, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+  await inNs(vnet, 'ip', ['addr', 'add', '10.240.0.4/16', 'dev', 'eth0']);
+  await inNs(vnet, 'ip', ['route', 'add', podRoute, 'via', '10.240.0.5']);
+  return vnet;
+}
+
+/** The bridge nat table as `ebtables -t nat -L` prints it. */
+export const natListing = async (r: Run): Promise<string> => (await r('ebtables', ['-t', 'nat', '-L'])).stdout;
+
+/** `before` minus the given rule lines, PREROUTING's entry count adjusted: what the listing must become. */
+export function withoutLines(before: string, lines: string[]): string {
+  const drop = new Set(lines);
+  return before
+    .split('\n')
+    .filter((l) => !drop.has(l))
+    .map((l) => l.replace(/^(Bridge chain: PREROUTING, entries: )(\d+)/, (_m, p: string, n: string) => `${p}${Number(n) - lines.length}`))
+    .join('\n');
+}
