@@ -7,6 +7,8 @@
 // bed's) are mounted at their own paths inside, so the plugin run by containerd and the agent in the container share
 // one ledger and one store. (The stateDir is not the bed's: the bed's crash kills every process whose command line
 // names its dir, and the agent's --shim-config names the stateDir.)
+// A second test adds Azure's LB beside the node and a dual-stack pod: the agent keeps the IPv6 probe table
+// (ip6 azureSLBProbe) in place, so a flushed table is back within one pass and the LB's probe is answered.
 import { execa } from 'execa';
 import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -17,6 +19,9 @@ import { ROOT } from '../../scripts/image/build-image.js';
 import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR } from '../helpers/cni.js';
 import { hasContainerd } from '../helpers/cri/bed.js';
 import { hostLocal } from '../helpers/cri/conflists.js';
+import { ping, PROBE_SOURCE, watchPodInput } from '../helpers/probe-topology.js';
+import { runInNetns } from '../../src/effects/exec.js';
+import { PROBE_TABLE } from '../../src/probe-rewrite/ruleset.js';
 import { useCriBed } from '../helpers/cri/suite.js';
 import { inNs, uid } from '../helpers/netns.js';
 import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
@@ -38,6 +43,8 @@ const podRules = (ip: string, mac: string): string[][] => [
 /** An address no pod has (host-local hands out .32 upwards): its rules are a decoy the agent must leave. */
 const DECOY = '10.240.0.61';
 const GRACE_S = 2;
+/** The IPv6 range the probe test adds (the LB namespace routes it via the node). */
+const V6_RANGE = 'fd00:10:240::/64';
 const sha = async (p: string) => createHash('sha256').update(await readFile(p)).digest('hex');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -231,5 +238,65 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     expect(await sha(path.join(s.bed.binDir, 'ipam-shim'))).toBe(installed);
     for (const p of live) await execa('nsenter', [`--net=/run/netns/${s.node}`, 'ping', '-c', '1', '-W', '2', p.ips[0]!]);
     console.log(`whole-node test: ${Date.now() - t0} ms since the suite started (image build included)`);
+  });
+
+  it('a flushed probe table is restored within one pass and the LB probe to a dual-stack pod is answered', async () => {
+    const t2 = Date.now();
+    // The agent as the test above leaves it (running, shim chained); started again if that test stopped early.
+    const running = await podman.podman(['inspect', '--format', '{{.State.Running}}', container], { reject: false });
+    if (String(running.stdout) !== 'true') {
+      await podman.podman(['rm', '--force', container], { reject: false });
+      await runAgent('apply');
+    }
+    const conflist = async () => JSON.parse(await readFile(s.bed.confListPath, 'utf8')) as { plugins: Array<Record<string, unknown>> };
+    await waitFor('the shim in the conflist', async () => (await conflist()).plugins.some((p) => p.type === 'ipam-shim'));
+
+    // Azure's LB beside the node (test/helpers/probe-topology.ts): lb (fe80::1234:5678:9abc only) ── node's `lb6`,
+    // the node's default IPv6 route via it (the uplink the shim discovers).
+    const lb = await s.net.netns('lb');
+    const [inLb, inNode] = [runInNetns(lb), runInNetns(s.node)];
+    await s.net.veth(lb, 'eth0', s.node, 'lb6');
+    await inLb('ip', ['link', 'set', 'eth0', 'addrgenmode', 'none']);
+    await inLb('ip', ['-6', 'addr', 'flush', 'dev', 'eth0']);
+    await inLb('ip', ['-6', 'addr', 'add', `${PROBE_SOURCE}/64`, 'dev', 'eth0', 'nodad']);
+    await inLb('ip', ['-6', 'route', 'add', V6_RANGE, 'via', 'fe80::1', 'dev', 'eth0']);
+    await inNode('ip', ['-6', 'addr', 'add', 'fe80::1/64', 'dev', 'lb6', 'nodad']);
+    await inNode('sysctl', ['-qw', 'net.ipv6.conf.all.forwarding=1']);
+    await inNode('ip', ['-6', 'route', 'add', 'default', 'via', PROBE_SOURCE, 'dev', 'lb6']);
+
+    // Dual-stack: an IPv6 range for host-local, in cilium-cni's ipam and in the shim's delegate the agent derived.
+    const dual = hostLocal(s.bed, [...RANGES, [{ subnet: V6_RANGE }]]);
+    const list = await conflist();
+    await s.bed.setConfList({ ...list, plugins: list.plugins.map((p) => (p.type === 'ipam-shim' ? { ...p, delegate: dual } : { ...p, ipam: dual })) });
+    const pod = await s.bed.runPod('dual');
+    const v6 = pod.ips.find((ip) => ip.includes(':'));
+    expect(v6, pod.ips.join(' ')).toBeDefined();
+    expect(await ledger()).toContain(`${pod.id}:eth0.json`);
+
+    // The table ADD put in, stateless (no counters): what the agent must put back.
+    const table = async () => (await inNode('nft', ['-s', 'list', 'table', 'ip6', PROBE_TABLE], { check: false })).stdout;
+    const installed = await table();
+    expect(installed).toContain(PROBE_SOURCE);
+
+    // Something flushes it (a node's nft reload, an operator): gone; the next agent pass puts it back.
+    const restores = await metric('ipam_shim_agent_probe_restores_total');
+    const flushedAt = await passes();
+    await inNode('nft', ['flush', 'table', 'ip6', PROBE_TABLE]);
+    expect(await table()).not.toContain(PROBE_SOURCE);
+    const t3 = Date.now();
+    await waitFor('the agent to restore the probe table', async () => (await table()) === installed, INTERVAL_S * 1000 + 5_000).catch(async (e) => {
+      throw new Error(`${(e as Error).message}\n${await table()}\n${await agentLogs()}`);
+    });
+    console.log(`whole-node test: probe table restored ${Date.now() - t3} ms after the flush`);
+    // The pass in flight at the flush (its probe step may have run before it), then one.
+    expect((await passes()) - flushedAt).toBeLessThanOrEqual(2);
+    expect(await metric('ipam_shim_agent_probe_restores_total')).toBeGreaterThan(restores);
+
+    // A real probe from the LB's source reaches the pod (rewritten) and is answered (DAD may still be running).
+    const podInput = await watchPodInput(runInNetns(pod.netnsPath.split('/').pop()!));
+    await waitFor('the probe to be answered', async () => (await ping(inLb, v6!)).exitCode === 0, 15_000);
+    expect((await podInput()).fromGlobal).toBeGreaterThan(0);
+    await s.bed.removePod(pod.id);
+    console.log(`whole-node test: probe test took ${Date.now() - t2} ms`);
   });
 });
