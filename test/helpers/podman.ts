@@ -17,6 +17,7 @@ import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat,
 import os from 'node:os';
 import path from 'node:path';
 import { uid } from './netns.js';
+import { unmountBelow } from './mounts.js';
 
 export const BUSYBOX_APPLETS = ['sh', 'ip', 'ping', 'ping6', 'sleep', 'cat', 'ls', 'ps', 'echo', 'ifconfig', 'route', 'hostname', 'true', 'false', 'wget', 'nc', 'sysctl', 'mount'];
 
@@ -259,7 +260,7 @@ export class PodmanBed {
       await this.podman(['rm', '--all', '--force', '--time', '0'], { reject: false, timeoutMs: 30_000 });
     });
     await step('kill strays', () => this.killStrays());
-    await step('unmount', () => this.unmountBelow(this.baseDir));
+    await step('unmount', () => unmountBelow(this.baseDir));
     await step('netns', async () => {
       for (const ns of this.netnsPaths) {
         if (!existsSync(ns)) continue;
@@ -319,17 +320,6 @@ export class PodmanBed {
         if (st && netnsInodes.has(String(st.ino))) this.netnsPaths.add(path.join('/run/netns', n));
       }
     }
-  }
-
-  private async unmountBelow(dir: string): Promise<void> {
-    const info = await readFile('/proc/self/mountinfo', 'utf8');
-    const targets = info
-      .split('\n')
-      .map((l) => l.split(' ')[4])
-      .filter((t): t is string => !!t && (t === dir || t.startsWith(`${dir}/`)))
-      .map((t) => t.replace(/\\040/g, ' '))
-      .sort((a, b) => b.length - a.length);
-    for (const t of targets) await execa('umount', ['-l', t], { reject: false });
   }
 }
 

@@ -30,6 +30,7 @@ import { buildSandboxImage } from '../../fixtures/cri/sandbox-image.js';
 import { ROOT } from '../cni.js';
 import { uid } from '../netns.js';
 import { CriClient, type PodSandboxConfig, type PodSandboxStatus } from './client.js';
+import { unmountBelow } from '../mounts.js';
 
 /** The built single executable: what a node runs. IPAM_SHIM_BIN tests another build. */
 export const CRI_SHIM = process.env.IPAM_SHIM_BIN ?? path.join(ROOT, 'dist/ipam-shim');
@@ -470,17 +471,6 @@ async function removeCgroups(parent: string): Promise<void> {
     for (const child of await readdir(dir, { withFileTypes: true })) if (child.isDirectory()) await rmdir(path.join(dir, child.name)).catch(() => undefined);
     await rmdir(dir).catch(() => undefined);
   }
-}
-
-async function unmountBelow(dir: string): Promise<void> {
-  const info = await readFile('/proc/self/mountinfo', 'utf8');
-  const targets = info
-    .split('\n')
-    .map((l) => l.split(' ')[4])
-    .filter((t): t is string => !!t && (t === dir || t.startsWith(`${dir}/`)))
-    .map((t) => t.replace(/\\040/g, ' '))
-    .sort((a, b) => b.length - a.length);
-  for (const t of targets) await execa('umount', ['-l', t], { reject: false });
 }
 
 function signalPid(pid: number, signal: NodeJS.Signals): void {
