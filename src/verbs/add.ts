@@ -6,6 +6,7 @@ import { attachmentOf, exclusively, type VerbContext } from './context.js';
 import { prefetchResidue, prepareAddresses } from './address-steps.js';
 import { reservedCidrs } from '../reserved/decision.js';
 import { resultHostDevices } from '../residue/own.js';
+import { span, timed } from './timed.js';
 
 /** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */
 export async function cmdAdd(ctx: VerbContext): Promise<Result> {
@@ -67,7 +68,7 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
   const delegate = ctx.delegate!;
   // Resolving the delegate first: a missing or mute delegate fails the ADD before anything is written.
   const version = await timed('delegate.version', () => delegate.versionFor(ctx.conf.cniVersion));
-  performance.mark('ledger.intent');
+  const intentWritten = span('ledger.intent');
   return exclusively(ctx, async () => {
     const previous = await ctx.ledger.get(attachmentOf(ctx));
     if (previous?.state === 'attached') throw repeatedAdd(ctx, previous);
@@ -75,7 +76,7 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
     // again by this ADD's undo if it fails.
     // The intent record comes next: if we die after the delegate allocated, GC still finds the attachment.
     await ctx.ledger.put(record(ctx, 'intent', previous?.ips ?? [], previous));
-    performance.measure('ledger.intent', 'ledger.intent');
+    intentWritten();
     const run = prefetchResidue(ctx); // the residue listing runs while the delegate allocates
     const conf = delegateConf(ctx.conf, version);
     let result: Result;
@@ -94,16 +95,6 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
   });
 }
 
-/** A span for the ADD log line's `timings` (plugin.ts reads every performance.measure). */
-async function timed<T>(name: string, fn: () => Promise<T>): Promise<T> {
-  performance.mark(name);
-  try {
-    return await fn();
-  } finally {
-    performance.measure(name, name);
-  }
-}
-
 /**
  * Releases what this ADD's delegate call may have allocated and forgets the attachment; keeps the record if
  * that fails. Only ever reached under the attachment lock with no attached record before this call, so what it
@@ -111,7 +102,7 @@ async function timed<T>(name: string, fn: () => Promise<T>): Promise<T> {
  */
 async function undoAllocation(ctx: VerbContext, conf: Record<string, unknown>): Promise<void> {
   try {
-    await ctx.delegate!.del(conf);
+    await timed('delegate.del', () => ctx.delegate!.del(conf));
     await ctx.ledger.remove(attachmentOf(ctx));
   } catch (e) {
     ctx.log.error({ err: e }, 'ADD failed and the delegate DEL failed too: the intent record stays for GC');

@@ -8,6 +8,7 @@ import { decide } from '../probe-rewrite/decide.js';
 import { ensureProbeRewrite, isProbeHandledByBpf, listProbeTable, tableState } from '../probe-rewrite/node.js';
 import { resolveOptions, type ProbeRewriteOptions } from '../probe-rewrite/ruleset.js';
 import type { VerbContext } from './context.js';
+import { span } from './timed.js';
 import { prefetching, type Run } from '../effects/exec.js';
 import { LIST_PREROUTING } from '../effects/ebtables.js';
 import { LIST_NEIGHBOURS } from '../effects/neigh.js';
@@ -73,7 +74,7 @@ export type ProbeOutcome = 'off' | 'in-place' | 'ensured' | 'bpf' | 'failed';
 export async function ensureProbeRewriteIfDue(ctx: Pick<VerbContext, 'conf' | 'run' | 'log'>): Promise<ProbeOutcome> {
   const { ipv6ProbeRewrite: mode, uplink: configured, probeSource, probeGlobal } = ctx.conf.settings;
   if (mode === 'off') return 'off'; // decide() never acts when off: not even a read
-  performance.mark('probe6');
+  const probed = span('probe6');
   try {
     // The uplink lookup and the table listing are independent reads: one `ip` and one `nft` at once.
     const [found, listing] = await Promise.allSettled([configured ?? readDefaultUplink(ctx.run), listProbeTable(ctx.run)]);
@@ -105,7 +106,7 @@ export async function ensureProbeRewriteIfDue(ctx: Pick<VerbContext, 'conf' | 'r
     ctx.log.warn({ err: e }, 'IPv6 probe rewrite not ensured (ipv6ProbeRewrite=auto: continuing)');
     return 'failed';
   } finally {
-    performance.measure('probe6', 'probe6'); // the ADD log line's timings
+    probed();
   }
 }
 

@@ -5,6 +5,7 @@ import { atLeast } from '../cni/versions.js';
 import { attachmentOf, exclusively, type VerbContext } from './context.js';
 import { checkAddresses } from './address-steps.js';
 import { resultHostDevices } from '../residue/own.js';
+import { timed } from './timed.js';
 
 /** CHECK: the ledger holds the attachment with the runtime's addresses, the address checks pass, the delegate agrees. */
 export async function cmdCheck(ctx: VerbContext): Promise<void> {
@@ -38,12 +39,13 @@ async function checkAttached(ctx: VerbContext): Promise<void> {
     }
   }
   await checkAddresses(ctx, rec.ips, { ownDevs: resultHostDevices(prev) });
-  if (ctx.delegate) {
-    const version = await ctx.delegate.versionFor(ctx.conf.cniVersion);
+  const delegate = ctx.delegate;
+  if (delegate) {
+    const version = await timed('delegate.version', () => delegate.versionFor(ctx.conf.cniVersion));
     // CHECK exists from 0.4.0 on; an older delegate simply cannot be asked.
     if (atLeast(version, '0.4.0')) {
       const extra = prev ? { prevResult: convertResult(prev, version) } : {};
-      await ctx.delegate.check(delegateConf(ctx.conf, version, extra));
+      await timed('delegate.check', () => delegate.check(delegateConf(ctx.conf, version, extra)));
     }
   }
 }

@@ -6,6 +6,7 @@ import { run as defaultRun, KILL_GRACE_MS, type Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
 import { networkDeps, type NetworkDeps } from '../network/open.js';
 import type { InvocationCounters } from '../metrics.js';
+import { span } from './timed.js';
 
 export interface VerbContext extends Request, NetworkDeps {
   procEnv: NodeJS.ProcessEnv;
@@ -25,8 +26,14 @@ const MIN_ATTACHMENT_WAIT_MS = 30_000;
 /**
  * Runs fn as the only ADD, DEL or CHECK of this attachment (Ledger.lockedAttachment). A waiter waits as long as
  * one such call can last: three delegate calls (VERSION, ADD, the undo DEL), each bounded by delegateTimeoutMs.
+ * The span `ledger.lock` is the ledger's opening plus the wait for the lock (up to fn, or to the lock's failure).
  */
 export function exclusively<T>(ctx: VerbContext, fn: () => Promise<T>): Promise<T> {
   const waitMs = Math.max(MIN_ATTACHMENT_WAIT_MS, 3 * (ctx.conf.settings.delegateTimeoutMs + KILL_GRACE_MS) + 5_000);
-  return ctx.ledger.lockedAttachment(attachmentOf(ctx), waitMs, fn);
+  const locked = span('ledger.lock');
+  const entered = () => {
+    locked();
+    return fn();
+  };
+  return ctx.ledger.lockedAttachment(attachmentOf(ctx), waitMs, entered).finally(locked);
 }

@@ -4,6 +4,7 @@ import { atLeast } from '../cni/versions.js';
 import { ErrorCode } from '../cni/errors.js';
 import { AttachmentLockError } from '../effects/ledger.js';
 import { attachmentOf, exclusively, type VerbContext } from './context.js';
+import { timed } from './timed.js';
 
 /**
  * DEL: idempotent and tolerant (no netns, no prevResult, nothing recorded: all fine). In the IPAM slot the
@@ -31,7 +32,7 @@ export async function cmdDel(ctx: VerbContext): Promise<void> {
       ctx.log.error({ delegate: ctx.conf.raw.ipam }, 'DEL cannot release the address (no readable delegate): the record stays for GC');
       return;
     }
-    const forgotten = await ctx.ledger.remove(attachmentOf(ctx));
+    const forgotten = await timed('ledger.remove', () => ctx.ledger.remove(attachmentOf(ctx)));
     ctx.log.info({ ips: forgotten?.ips ?? [], recorded: Boolean(forgotten) }, 'DEL');
   }).catch(async (e) => {
     // A ledger that cannot be written (unsafe 103, full disk 5) must not also keep the address allocated: the
@@ -47,9 +48,9 @@ async function release(ctx: VerbContext): Promise<boolean> {
   if (ctx.conf.placement !== 'ipam') return true;
   const delegate = ctx.delegate;
   if (!delegate) return false;
-  const version = await delegate.versionFor(ctx.conf.cniVersion);
+  const version = await timed('delegate.version', () => delegate.versionFor(ctx.conf.cniVersion));
   const prev = ctx.conf.prevResult;
   const extra = prev && atLeast(version, '0.4.0') ? { prevResult: convertResult(prev, version) } : {};
-  await delegate.del(delegateConf(ctx.conf, version, extra));
+  await timed('delegate.del', () => delegate.del(delegateConf(ctx.conf, version, extra)));
   return true;
 }
