@@ -14,20 +14,32 @@ export interface StartMarks {
 
 const round1 = (ms: number) => Math.round(ms * 10) / 10;
 
+/** When this call reached each phase (performance.now()); undefined for a phase it never reached. */
+interface CallMarks extends StartMarks {
+  /** runPlugin started. */
+  started: number;
+  /** The config parsed (env, stdin, config read); undefined when it never did. */
+  config?: number;
+  /** The logger exists (after the config, or the default one after a failure). */
+  logger?: number;
+  /** The verb's start (undefined when the call failed before it). */
+  verb?: number;
+}
+
 /**
- * The ADD log line's `timings` (ms): boot (process start → main), modules (loading the plugin), config (env,
- * stdin, config parse), logger, every performance.measure() the verb recorded (delegate.add, residue.list, …),
- * verb, total (process start → now). Spans the shim runs concurrently overlap.
+ * The `timings` (ms) on every "CNI call done" and "CNI call failed" line: boot (process start → main), modules
+ * (loading the plugin), config (env, stdin, config parse; up to the failure when it did not parse), logger,
+ * every performance.measure() the verb recorded (delegate.add, delegate.del, ledger.lock, …), verb, total
+ * (process start → `now`). Spans the shim runs concurrently overlap. A phase the call never reached is absent.
  */
-function timings(marks: StartMarks, started: number, configAt: number, loggerAt: number): Record<string, number> {
-  const now = performance.now();
+function timings(m: CallMarks, now: number): Record<string, number> {
   const t: Record<string, number> = {};
-  if (marks.main !== undefined) t.boot = round1(marks.main);
-  if (marks.main !== undefined && marks.loaded !== undefined) t.modules = round1(marks.loaded - marks.main);
-  t.config = round1(configAt - started);
-  t.logger = round1(loggerAt - configAt);
-  for (const m of performance.getEntriesByType('measure')) t[m.name] = round1(m.duration);
-  t.verb = round1(now - loggerAt);
+  if (m.main !== undefined) t.boot = round1(m.main);
+  if (m.main !== undefined && m.loaded !== undefined) t.modules = round1(m.loaded - m.main);
+  if (m.config !== undefined) t.config = round1(m.config - m.started);
+  if (m.config !== undefined && m.logger !== undefined) t.logger = round1(m.logger - m.config);
+  for (const e of performance.getEntriesByType('measure')) t[e.name] = round1(e.duration);
+  if (m.verb !== undefined) t.verb = round1(now - m.verb);
   t.total = round1(now);
   return t;
 }
@@ -39,11 +51,9 @@ function timings(marks: StartMarks, started: number, configAt: number, loggerAt:
 export async function runPlugin(
   procEnv: NodeJS.ProcessEnv,
   stdin: NodeJS.ReadableStream | (() => Promise<string>),
-  marks: StartMarks = {},
+  startMarks: StartMarks = {},
 ): Promise<{ stdout: string; exitCode: number }> {
-  const started = performance.now();
-  let configAt = started;
-  let loggerAt = started;
+  const marks: CallMarks = { ...startMarks, started: performance.now() };
   let log: Logger = silentLogger;
   const counters = { residueRules: 0, residueNeighbours: 0, gcReleased: 0 };
   const verbs = async (): Promise<Verbs> => {
@@ -58,26 +68,30 @@ export async function runPlugin(
     };
   };
   const outcome = await dispatch(procEnv, typeof stdin === 'function' ? stdin : () => readStdin(stdin), verbs, (conf, env) => {
-    configAt = performance.now();
+    marks.config = performance.now();
     log = createLogger({
       file: conf.settings.logFile,
       level: conf.settings.logLevel,
       base: { command: env.command, network: conf.name, containerID: env.containerID || undefined, ifname: env.ifname || undefined, netns: env.netns || undefined },
     });
-    loggerAt = performance.now();
+    marks.logger = marks.verb = performance.now();
   });
-  const ms = Math.round((performance.now() - started) * 10) / 10;
   if (outcome.command === 'VERSION' && !outcome.error) return outcome;
   if (log === silentLogger) {
     // The config never parsed: log where an operator looks by default.
+    marks.config = performance.now();
     log = createLogger({ file: DEFAULT_LOG_FILE, base: { command: outcome.command ?? procEnv.CNI_COMMAND, containerID: procEnv.CNI_CONTAINERID || undefined } });
+    marks.logger = performance.now();
   }
+  // `ms`: the whole call as its caller waits for it, process start → this line (what `timings.total` says).
+  const t = timings(marks, performance.now());
+  const ms = t.total;
   if (outcome.error) {
     const { code, msg, details, logFields } = outcome.error;
     // The CNI error's msg under its own name: pino's message key is `msg`, and a second one would hide it.
-    log.error({ ...logFields, code, cniMsg: msg, details, ms, outcome: 'error' }, 'CNI call failed');
+    log.error({ ...logFields, code, cniMsg: msg, details, ms, outcome: 'error', timings: t }, 'CNI call failed');
   } else {
-    log.info(outcome.command === 'ADD' ? { ms, outcome: 'ok', timings: timings(marks, started, configAt, loggerAt) } : { ms, outcome: 'ok' }, 'CNI call done');
+    log.info({ ms, outcome: 'ok', timings: t }, 'CNI call done');
   }
   if (outcome.conf?.settings.metricsFile) await (await import('./metrics.js')).recordInvocation(outcome, counters, log); // never throws
   return outcome;

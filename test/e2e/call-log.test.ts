@@ -1,0 +1,119 @@
+// The call's own log line ("CNI call done" / "CNI call failed") from the single executable, started from its
+// startup snapshot, run as a runtime runs it (scrubbed environment) inside a scratch netns over Debian's
+// host-local: `ms` is the whole call (process start → the line), the `timings` split is beside it on every verb
+// and on errors, and both count from this process's start (not from the snapshot's build, not from before the
+// parent started the process): checked against the wall time and the wall clock the parent measured around it.
+import { readFile } from 'node:fs/promises';
+import { execa } from 'execa';
+import { describe, expect, it } from 'vitest';
+import { PLUGIN_DIR, SHIM } from '../helpers/cni.js';
+import { hostLocal, shimConf } from '../helpers/shim-conf.js';
+import { rootOrSkip, uid } from '../helpers/netns.js';
+import { useScratchNet } from '../helpers/scratch-net.js';
+
+const root = rootOrSkip();
+const { s, net } = useScratchNet();
+const SEA = SHIM.replace(/ipam-shim\.js$/, 'ipam-shim');
+/** Where the shim logs when the config does not parse (src/plugin.ts). */
+const DEFAULT_LOG = '/var/log/ipam-shim.log';
+
+type Line = { msg: string; time: string; ms: number; command: string; containerID?: string; code?: number; timings?: Record<string, number> };
+
+/** One call of the executable in `ns`, with the parent's wall time around it and its wall clock just before. */
+async function call(ns: string, command: string, containerID: string, conf: unknown) {
+  const env = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', CNI_COMMAND: command, CNI_CONTAINERID: containerID, CNI_NETNS: `/run/netns/${ns}`, CNI_IFNAME: 'eth0', CNI_PATH: PLUGIN_DIR };
+  const input = typeof conf === 'string' ? conf : JSON.stringify(conf);
+  const spawnedAt = Date.now();
+  const t0 = performance.now();
+  const r = await execa('ip', ['netns', 'exec', ns, SEA], { input, env, extendEnv: false, reject: false, timeout: 60_000 });
+  return { exitCode: r.exitCode, stdout: r.stdout, wallMs: performance.now() - t0, spawnedAt };
+}
+
+/** The call's own line: the last "CNI call …" line of this command (and container, for verbs that have one). */
+async function callLine(logFile: string, command: string, containerID?: string): Promise<Line> {
+  const lines = (await readFile(logFile, 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as Line);
+  const line = lines.filter((l) => l.command === command && (containerID === undefined || l.containerID === containerID) && l.msg.startsWith('CNI call ')).at(-1);
+  expect(line, `${command} ${containerID} in ${logFile}`).toBeDefined();
+  return line!;
+}
+
+/** `ms` is the whole call: process start → the line, = timings.total, within what the parent saw. */
+function expectWholeCall(line: Line, c: { wallMs: number; spawnedAt: number }) {
+  const t = line.timings!;
+  expect(t, JSON.stringify(line)).toBeDefined();
+  expect(Math.abs(line.ms - t.total!)).toBeLessThanOrEqual(1);
+  expect(line.ms).toBeGreaterThanOrEqual(t.boot!);
+  expect(line.ms).toBeLessThanOrEqual(c.wallMs);
+  // Where the line says the process started (its wall clock minus ms; `time` has ms resolution): not before the
+  // parent started it. An origin at the snapshot's build, or any other process's start, would be far earlier.
+  expect(Date.parse(line.time) - line.ms).toBeGreaterThanOrEqual(c.spawnedAt - 1.1);
+  for (const [span, ms] of Object.entries(t)) expect(ms, span).toBeLessThanOrEqual(t.total!);
+}
+
+describe.runIf(root)('the call log line of the single executable', () => {
+  const conf = () => shimConf({ name: 'calllog', dirs: s, delegate: hostLocal(s.dataDir, '10.93.0.0/24') });
+
+  it('ADD and DEL: ms is the whole call, with the split beside it (DEL: the delegate and ledger steps)', async () => {
+    const ns = await net.netns('cl');
+    const cid = `cl-${uid()}`;
+    const added = await call(ns, 'ADD', cid, conf());
+    expect(added.exitCode, added.stdout).toBe(0);
+    const add = await callLine(s.logFile, 'ADD', cid);
+    expect(add).toMatchObject({ msg: 'CNI call done', outcome: 'ok' });
+    expectWholeCall(add, added);
+    expect(Object.keys(add.timings!)).toEqual(expect.arrayContaining(['boot', 'modules', 'config', 'logger', 'delegate.version', 'delegate.add', 'ledger.lock', 'ledger.write', 'verb', 'total']));
+
+    const deleted = await call(ns, 'DEL', cid, { ...conf(), prevResult: JSON.parse(added.stdout) });
+    expect(deleted.exitCode, deleted.stdout).toBe(0);
+    const del = await callLine(s.logFile, 'DEL', cid);
+    expect(del).toMatchObject({ msg: 'CNI call done', outcome: 'ok' });
+    expect(Object.keys(del.timings!)).toEqual(expect.arrayContaining(['boot', 'modules', 'config', 'logger', 'ledger.lock', 'delegate.version', 'delegate.del', 'ledger.remove', 'verb', 'total']));
+    expect(del.timings!['delegate.del']).toBeGreaterThan(0);
+    expectWholeCall(del, deleted);
+  });
+
+  it('CHECK, STATUS and GC log ms and the split too, with their delegate calls', async () => {
+    const ns = await net.netns('cl');
+    const cid = `cl-${uid()}`;
+    const conf11 = { ...conf(), cniVersion: '1.1.0' };
+    const added = await call(ns, 'ADD', cid, conf11);
+    expect(added.exitCode, added.stdout).toBe(0);
+    const calls: Array<[string, Record<string, unknown>, string[]]> = [
+      ['CHECK', { prevResult: JSON.parse(added.stdout) }, ['ledger.lock', 'delegate.version', 'delegate.check']],
+      ['STATUS', {}, ['delegate.version']], // host-local 1.1.1 speaks no 1.1.0: no STATUS of its own to ask
+      ['GC', { 'cni.dev/valid-attachments': [{ containerID: cid, ifname: 'eth0' }] }, []],
+    ];
+    for (const [command, extra, spans] of calls) {
+      const c = await call(ns, command, cid, { ...conf11, ...extra });
+      expect(c.exitCode, `${command}: ${c.stdout}`).toBe(0);
+      const line = await callLine(s.logFile, command, command === 'CHECK' ? cid : undefined); // STATUS, GC: no container
+      expect(line).toMatchObject({ msg: 'CNI call done', outcome: 'ok' });
+      expect(Object.keys(line.timings!)).toEqual(expect.arrayContaining(['boot', 'modules', 'config', 'logger', ...spans, 'verb', 'total']));
+      expectWholeCall(line, c);
+    }
+  });
+
+  it('a failed call (a bad reservedCIDRs list) logs ms and timings too', async () => {
+    const ns = await net.netns('cl');
+    const cid = `cl-${uid()}`;
+    const bad = shimConf({ name: 'calllog', dirs: s, delegate: hostLocal(s.dataDir, '10.93.0.0/24'), keys: { reservedCIDRs: ['10.1.0.0/33'] } });
+    const failed = await call(ns, 'ADD', cid, bad);
+    expect(failed.exitCode).not.toBe(0);
+    expect(JSON.parse(failed.stdout)).toMatchObject({ code: 7, msg: 'invalid reservedCIDRs' });
+    const line = await callLine(s.logFile, 'ADD', cid);
+    expect(line).toMatchObject({ msg: 'CNI call failed', outcome: 'error', code: 7 });
+    expect(Object.keys(line.timings!)).toEqual(expect.arrayContaining(['boot', 'modules', 'config', 'logger', 'verb', 'total']));
+    expectWholeCall(line, failed);
+  });
+
+  it('a call whose config does not parse logs ms and timings to the default log, without a verb', async () => {
+    const ns = await net.netns('cl');
+    const cid = `cl-${uid()}`;
+    const failed = await call(ns, 'DEL', cid, '{"cniVersion": ');
+    expect(JSON.parse(failed.stdout)).toMatchObject({ code: 6 });
+    const line = await callLine(DEFAULT_LOG, 'DEL', cid);
+    expect(line).toMatchObject({ msg: 'CNI call failed', outcome: 'error', code: 6 });
+    expect(Object.keys(line.timings!).sort()).toEqual(['boot', 'config', 'logger', 'modules', 'total']);
+    expectWholeCall(line, failed);
+  });
+});
