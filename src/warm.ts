@@ -59,8 +59,8 @@ export const warmRun = scriptedRun((file, args) => {
 });
 
 export async function warm(): Promise<void> {
-  // The built-in modules an ADD needs: child processes, fs/promises, crypto (temp names), pino's worker_threads.
-  for (const m of ['node:child_process', 'node:crypto', 'node:fs/promises', 'node:net', 'node:worker_threads']) process.getBuiltinModule(m);
+  // The built-in modules an ADD needs: child processes and fs/promises (pino's worker threads are not bundled).
+  for (const m of ['node:child_process', 'node:fs/promises']) process.getBuiltinModule(m);
   // The modules the verbs load at run time, evaluated now (their top levels are pure).
   await import('./plugin.js');
   const { cmdAdd } = await import('./verbs/add.js');
