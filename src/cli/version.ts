@@ -3,9 +3,11 @@
 // The runtime matters to an operator: the single executable embeds its own Node.js (docs/build.md).
 import { startup } from '../startup.js';
 
-/** Two lines: `ipam-shim VERSION`, then `node vX.Y.Z (embedded: single executable[, startup snapshot] | external: PATH)`. */
+/** Two lines: `ipam-shim VERSION`, then `node vX.Y.Z (embedded: single executable[, startup snapshot][, flags …] | external: PATH)`. */
 export function versionText(): string {
   const version = process.env.IPAM_SHIM_VERSION ?? 'unbundled';
   const sea = process.getBuiltinModule('node:sea')?.isSea() === true;
-  return `ipam-shim ${version}\nnode ${process.version} (${sea ? `embedded: single executable${startup.fromSnapshot ? ', startup snapshot' : ''}` : `external: ${process.execPath}`})\n`;
+  // The single executable's own node/V8 flags (scripts/build.mjs SEA_EXEC_ARGV), and any NODE_OPTIONS added.
+  const flags = process.execArgv.length ? `, flags ${process.execArgv.join(' ')}` : '';
+  return `ipam-shim ${version}\nnode ${process.version} (${sea ? `embedded: single executable${startup.fromSnapshot ? ', startup snapshot' : ''}${flags}` : `external: ${process.execPath}`})\n`;
 }

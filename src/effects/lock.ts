@@ -24,9 +24,15 @@ function startTime(pid: number): string | undefined {
   }
 }
 
-/** "pid starttime" of this process; computed on first use (the module may be evaluated into the startup snapshot). */
-let ownId: string | undefined;
-const OWN_ID = (): string => (ownId ??= `${process.pid} ${startTime(process.pid) ?? '?'}`);
+/**
+ * "pid starttime" of this process, computed once per process: the startup snapshot's warm-up takes locks too
+ * (src/warm.ts), and an identity kept from the build would name a process that is gone.
+ */
+let own: { pid: number; id: string } | undefined;
+const OWN_ID = (): string => {
+  if (own?.pid !== process.pid) own = { pid: process.pid, id: `${process.pid} ${startTime(process.pid) ?? '?'}` };
+  return own.id;
+};
 /** An empty lock file younger than this belongs to a live holder that has not written its id yet. */
 const EMPTY_LOCK_STALE_MS = 5_000;
 

@@ -6,7 +6,7 @@ import { execa } from 'execa';
 import { chmod, copyFile, mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { invoke, PLUGIN_DIR, scratch, type PluginOutput } from '../helpers/cni.js';
+import { invoke, PLUGIN_DIR, scratch, SEA_SHIM, type PluginOutput } from '../helpers/cni.js';
 import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { uid } from '../helpers/netns.js';
 import { disagreements, hostLocalStore, pidsIn, readLedger, waitGone, waitReaped, WRAP_IPAM, WRAP_IPAM_PATH } from '../helpers/robust.js';
@@ -297,6 +297,28 @@ describe('a repeated ADD for one attachment never allocates twice and never free
     await rm(lock('ctr-2'));
     const again = await invoke({ ...conf('1.1.0'), 'cni.dev/valid-attachments': [] }, { command: 'GC', path: [bin] });
     expect(again.exitCode, again.stdout).toBe(0);
+    await expectNothingLeft();
+  });
+
+  it('the attachment lock names the process that holds it (pid and start time of this call, never the snapshot build\'s)', async () => {
+    // The startup snapshot's warm-up takes locks too (src/warm.ts): the single executable, which starts from that heap.
+    const lock = join(s.stateDir, network, '.attach-ctr-1:eth0.lock');
+    const adding = call('ADD', { WRAP_IPAM_PRE: '1' }, { timeoutMs: 60_000, bin: SEA_SHIM }, { delegateTimeoutMs: 20_000 });
+    let held = '';
+    for (let i = 0; i < 400 && !held; i++) {
+      held = await readFile(lock, 'utf8').catch(() => '');
+      if (!held) await new Promise((r) => setTimeout(r, 10));
+    }
+    const out = await adding;
+    expect(out.exitCode, out.stdout).toBe(0);
+    const pid = (await readFile(s.logFile, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .find((l) => l.msg === 'CNI call done').pid;
+    expect(held, 'the lock was never seen while the delegate ran').toMatch(/^\d+ \d+$/);
+    expect(Number(held.split(' ')[0])).toBe(pid);
+    expect((await call('DEL')).exitCode).toBe(0);
     await expectNothingLeft();
   });
 

@@ -18,7 +18,7 @@ describe('ipam-shim --version', () => {
     expect(runtime.version).toMatch(/^24\./);
     const r = await execa(sea, ['--version'], { env: { PATH: '/usr/sbin:/sbin' }, extendEnv: false, reject: false });
     expect(r.exitCode, r.stderr).toBe(0);
-    expect(r.stdout.split('\n')).toEqual([`ipam-shim ${ours.version}`, `node v${runtime.version} (embedded: single executable, startup snapshot)`]);
+    expect(r.stdout.split('\n')).toEqual([`ipam-shim ${ours.version}`, `node v${runtime.version} (embedded: single executable, startup snapshot, flags --no-sparkplug --no-maglev)`]);
   });
 
   it('the bundle reports our version and the node that runs it', async () => {

@@ -8,6 +8,8 @@ import { join, resolve } from 'node:path';
 export const ROOT = resolve(import.meta.dirname, '../..');
 /** The plugin under test: dist/ipam-shim.js by default, IPAM_SHIM_BIN to test the single executable. */
 export const SHIM = process.env.IPAM_SHIM_BIN ?? join(ROOT, 'dist/ipam-shim.js');
+/** The single executable beside it (what a node runs: started from the startup snapshot). */
+export const SEA_SHIM = SHIM.replace(/ipam-shim\.js$/, 'ipam-shim');
 /** Reference plugins (Debian's containernetworking-plugins); override to test newer upstream builds. */
 export const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
 export const FIXTURE_BIN = join(ROOT, 'test/fixtures/bin');
@@ -25,6 +27,8 @@ export interface Invocation {
   /** Plain execa call through `ip netns exec` when set. */
   inNetns?: string;
   timeoutMs?: number;
+  /** Another build to invoke than SHIM (e.g. SEA_SHIM). */
+  bin?: string;
 }
 
 export interface PluginOutput {
@@ -46,7 +50,8 @@ export async function invoke(conf: unknown, inv: Invocation): Promise<PluginOutp
     ...inv.env,
   };
   const input = typeof conf === 'string' ? conf : JSON.stringify(conf);
-  const [file, args] = inv.inNetns ? ['ip', ['netns', 'exec', inv.inNetns, SHIM]] : [SHIM, []];
+  const shim = inv.bin ?? SHIM;
+  const [file, args] = inv.inNetns ? ['ip', ['netns', 'exec', inv.inNetns, shim]] : [shim, []];
   const r = await execa(file, args as string[], { input, env, extendEnv: false, reject: false, timeout: inv.timeoutMs ?? 60_000 });
   let json: any;
   try {

