@@ -3,6 +3,7 @@ import { dispatch, type Verbs } from './cni/skel.js';
 import { readStdin } from './cni/stdin.js';
 import { createLogger, silentLogger, type Logger } from './log.js';
 import { createContext } from './verbs/context.js';
+import type { Run } from './effects/exec.js';
 
 const DEFAULT_LOG_FILE = '/var/log/ipam-shim.log';
 
@@ -47,17 +48,19 @@ function timings(m: CallMarks, now: number): Record<string, number> {
 /**
  * `stdin`: the stream to read the config from, or a function that reads it (main reads fd 0 directly: creating
  * process.stdin costs more than some verbs). Only called for verbs that need stdin, after the env is valid.
+ * `run`: how programs are run (the exec wrapper; the snapshot warm-up answers for the node's tools itself).
  */
 export async function runPlugin(
   procEnv: NodeJS.ProcessEnv,
   stdin: NodeJS.ReadableStream | (() => Promise<string>),
   startMarks: StartMarks = {},
+  run?: Run,
 ): Promise<{ stdout: string; exitCode: number }> {
   const marks: CallMarks = { ...startMarks, started: performance.now() };
   let log: Logger = silentLogger;
   const counters = { residueRules: 0, residueNeighbours: 0, gcReleased: 0 };
   const verbs = async (): Promise<Verbs> => {
-    const ctx = (req: Parameters<Verbs['ADD']>[0]) => createContext(req, log, procEnv, undefined, counters);
+    const ctx = (req: Parameters<Verbs['ADD']>[0]) => createContext(req, log, procEnv, run, counters);
     return {
       // One verb per process: load only its modules (GC's planner, STATUS's checks… stay unevaluated on ADD).
       ADD: async (req) => (await import('./verbs/add.js')).cmdAdd(ctx(req)),

@@ -2,31 +2,28 @@
 // modules a CNI call needs and run the real verbs once on made-up input, so the snapshot holds them evaluated and
 // compiled (bytecode, zod's parsers built) and no invocation pays for that again.
 //
-// The sample ADD and DEL run the real verb code (src/verbs/) through the real dispatcher and the real context
-// builder (createContext: the file-backed ledger, the delegate runner, the exec wrapper), with a stand-in delegate
+// The sample ADD and DEL are real CNI calls through runPlugin (the dispatcher, the logger on a file, the context
+// builder with the file-backed ledger, the delegate runner, the exec wrapper, the verbs), with a stand-in delegate
 // process and a scripted Run answering for the node's tools with their real output: every ADD and DEL step is
 // warmed, a new one included, without a copy of the steps here. Code a call runs that the warm-up did not is
 // parsed and compiled on every call (~0.1 ms per function).
 //
 // Nothing here may leave state a call could see: the snapshot is shared by every invocation. Files: a private
-// temp dir (the ledger, the stand-in delegate), removed before the snapshot is written; the lock module reads the
-// process's identity per process (src/effects/lock.ts). Loggers write nowhere; the performance entries the verbs
-// record go. The node's tools (ebtables, ip, nft) are never run here: the build machine's network is not ours.
+// temp dir (the ledger, the log, the stand-in delegate), removed before the snapshot is written; the lock module
+// reads the process's identity per process (src/effects/lock.ts). The performance entries the verbs record go.
+// The node's tools (ebtables, ip, nft) are never run here: the build machine's network is not ours.
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { dispatch, type Request, type Verbs } from './cni/skel.js';
-import { loggerTo } from './log.js';
 import { run, type Run } from './effects/exec.js';
 import { scriptedRun } from './effects/scripted-run.js';
-import { createContext } from './verbs/context.js';
 
 const DELEGATE = 'warm-ipam';
-const conf = (stateDir: string) => ({
+const conf = (dir: string) => ({
   cniVersion: '1.0.0',
   name: 'warm',
   type: 'ptp',
-  ipam: { type: 'ipam-shim', stateDir, reservedCIDRs: ['192.0.2.0/24', '2001:db8::/32'], delegate: { type: DELEGATE, ranges: [[{ subnet: '10.0.0.0/24' }]] } },
+  ipam: { type: 'ipam-shim', stateDir: join(dir, 'state'), logFile: join(dir, 'shim.log'), reservedCIDRs: ['192.0.2.0/24', '2001:db8::/32'], delegate: { type: DELEGATE, ranges: [[{ subnet: '10.0.0.0/24' }]] } },
 });
 const RESULT = {
   cniVersion: '1.0.0',
@@ -79,11 +76,10 @@ export async function warm(): Promise<void> {
   // The built-in modules an ADD needs: child processes and fs/promises (pino's worker threads are not bundled).
   for (const m of ['node:child_process', 'node:fs/promises']) process.getBuiltinModule(m);
   // The modules the verbs load at run time, evaluated now (their top levels are pure).
-  await import('./plugin.js');
-  const { cmdAdd } = await import('./verbs/add.js');
-  const { cmdDel } = await import('./verbs/del.js');
+  const { runPlugin } = await import('./plugin.js');
+  await import('./verbs/add.js');
+  await import('./verbs/del.js');
   await import('./verbs/check.js');
-  const log = loggerTo({ write() {} }, { level: 'info', base: { command: 'ADD', network: 'warm' } });
   const dir = mkdtempSync(join(tmpdir(), 'ipam-shim-warm-'));
   try {
     const bin = join(dir, 'bin');
@@ -92,26 +88,19 @@ export async function warm(): Promise<void> {
     chmodSync(join(bin, DELEGATE), 0o755);
     // The delegate really runs (the exec wrapper, the delegate's protocol); the node's tools answer from the script.
     const runs: Run = (file, args, opts) => (file.startsWith(bin) ? run(file, args, opts) : warmRun(file, args, opts));
-    const verbs = async (): Promise<Verbs> => {
-      const ctx = (req: Request) => createContext(req, log, {}, runs);
-      return { ADD: (req) => cmdAdd(ctx(req)), DEL: (req) => cmdDel(ctx(req)), CHECK: fail, GC: fail, STATUS: fail };
-    };
     const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'warm', CNI_NETNS: '/run/netns/warm', CNI_IFNAME: 'eth0', CNI_PATH: bin };
-    const input = (c: unknown) => () => Promise.resolve(JSON.stringify(c));
-    const good = conf(join(dir, 'state'));
-    const added = await dispatch(env, input(good), verbs);
+    const call = (command: string, c: unknown) => runPlugin({ ...env, CNI_COMMAND: command }, () => Promise.resolve(JSON.stringify(c)), {}, runs);
+    const good = conf(dir);
     // A warm-up that quietly took the error path would leave the ADD path cold: fail the build instead.
+    const added = await call('ADD', good);
     if (added.exitCode !== 0) throw new Error(`snapshot warm-up: the sample ADD failed: ${added.stdout}`);
-    const deleted = await dispatch({ ...env, CNI_COMMAND: 'DEL' }, input(good), verbs);
+    const deleted = await call('DEL', good);
     if (deleted.exitCode !== 0) throw new Error(`snapshot warm-up: the sample DEL failed: ${deleted.stdout}`);
-    const bad = await dispatch(env, input({ ...good, ipam: { ...good.ipam, delegate: 'x' } }), verbs); // an invalid config: the error path
-    log.error({ code: bad.error?.code, msg: bad.error?.msg }, 'warm');
+    await call('ADD', { ...good, ipam: { ...good.ipam, delegate: 'x' } }); // an invalid config: the error path
   } finally {
     rmSync(dir, { recursive: true, force: true });
-    // The spans the verbs measured (the ADD log line's timings) must not show up in a real call's.
+    // The spans the verbs measured (the log lines' timings) must not show up in a real call's.
     performance.clearMarks();
     performance.clearMeasures();
   }
 }
-
-const fail = (): Promise<never> => Promise.reject(new Error('warm'));
