@@ -1,6 +1,8 @@
 // Reading the node's conflists: find the one that holds the shim (chained or in an IPAM slot) and turn the
 // shim's part of it into the NetConf the verbs use, so operator commands decide exactly as the plugin does.
-import { readdir, readFile, stat } from 'node:fs/promises';
+// Synchronous reads of small local files: no thread-pool round trips, and no node:fs/promises loaded into the
+// plugin's startup snapshot (the verbs reach this module through network/open.ts).
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CniError, ErrorCode } from './cni/errors.js';
 import { isObject } from './cni/json.js';
@@ -34,7 +36,7 @@ export function listVersion(list: Record<string, unknown>): string {
 export async function readShimConflist(path: string): Promise<ShimConflist | undefined> {
   let list: unknown;
   try {
-    list = JSON.parse(await readFile(path, 'utf8'));
+    list = JSON.parse(readFileSync(path, 'utf8'));
   } catch (e) {
     throw new CniError(ErrorCode.DecodingFailure, `cannot read conflist ${path}`, { details: (e as Error).message });
   }
@@ -48,7 +50,12 @@ export async function readShimConflist(path: string): Promise<ShimConflist | und
 
 /** Conflist files in a directory, in the order runtimes read them (lexical). */
 export async function conflistFiles(dir: string): Promise<string[]> {
-  const names = await readdir(dir).catch(() => [] as string[]);
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    names = [];
+  }
   return names.filter((n) => /\.(conflist|conf|json)$/.test(n)).sort().map((n) => join(dir, n));
 }
 
@@ -79,8 +86,8 @@ async function findShimConflist(dir: string, network?: string): Promise<{ found?
 /** Why a conf dir holds nothing to look at, or undefined when it is a readable directory. */
 export async function confDirProblem(dir: string): Promise<string | undefined> {
   try {
-    if (!(await stat(dir)).isDirectory()) return `${dir} is not a directory`;
-    await readdir(dir);
+    if (!statSync(dir).isDirectory()) return `${dir} is not a directory`;
+    readdirSync(dir);
     return undefined;
   } catch (e) {
     const code = (e as { code?: string }).code;

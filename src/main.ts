@@ -6,16 +6,17 @@
 import { readInput, versionFast, writeStdout } from './cni/fd-io.js';
 import { buildingSnapshot } from './snapshot.js';
 import { startup } from './startup.js';
+import { sinceStart } from './spans.js';
 
 /** process start → here (node bootstrap + the bundle, or the snapshot); the ADD log line reports it. */
-let mainAt = performance.now();
+let mainAt = sinceStart();
 
 async function main(): Promise<number> {
   if (process.env.CNI_COMMAND) {
     const fast = process.env.CNI_COMMAND.toUpperCase() === 'VERSION' ? versionFast() : undefined;
     if (fast !== undefined) return reply(fast, 0);
     const { runPlugin } = await import('./plugin.js');
-    const { stdout, exitCode } = await runPlugin(process.env, readInput, { main: mainAt, loaded: performance.now() });
+    const { stdout, exitCode } = await runPlugin(process.env, readInput, { main: mainAt, loaded: sinceStart() });
     return reply(stdout, exitCode);
   }
   const argv = process.argv.slice(2);
@@ -42,7 +43,7 @@ function start(): void {
 }
 
 function startFromSnapshot(): void {
-  mainAt = performance.now();
+  mainAt = sinceStart();
   startup.fromSnapshot = true;
   start();
 }

@@ -4,10 +4,11 @@ import { readStdin } from './cni/stdin.js';
 import { createLogger, silentLogger, type Logger } from './log.js';
 import { createContext } from './verbs/context.js';
 import type { Run } from './effects/exec.js';
+import { sinceStart, takeSpans } from './spans.js';
 
 const DEFAULT_LOG_FILE = '/var/log/ipam-shim.log';
 
-/** When main() started and when it had this module loaded (performance.now(), ms since process start). */
+/** When main() started and when it had this module loaded (sinceStart(): ms since process start). */
 export interface StartMarks {
   main?: number;
   loaded?: number;
@@ -15,7 +16,7 @@ export interface StartMarks {
 
 const round1 = (ms: number) => Math.round(ms * 10) / 10;
 
-/** When this call reached each phase (performance.now()); undefined for a phase it never reached. */
+/** When this call reached each phase (sinceStart()); undefined for a phase it never reached. */
 interface CallMarks extends StartMarks {
   /** runPlugin started. */
   started: number;
@@ -30,7 +31,7 @@ interface CallMarks extends StartMarks {
 /**
  * The `timings` (ms) on every "CNI call done" and "CNI call failed" line: boot (process start → main), modules
  * (loading the plugin), config (env, stdin, config parse; up to the failure when it did not parse), logger,
- * every performance.measure() the verb recorded (delegate.add, delegate.del, ledger.lock, …), verb, total
+ * every span the verb recorded (src/spans.ts: delegate.add, delegate.del, ledger.lock, …), verb, total
  * (process start → `now`). Spans the shim runs concurrently overlap. A phase the call never reached is absent.
  */
 function timings(m: CallMarks, now: number): Record<string, number> {
@@ -39,7 +40,7 @@ function timings(m: CallMarks, now: number): Record<string, number> {
   if (m.main !== undefined && m.loaded !== undefined) t.modules = round1(m.loaded - m.main);
   if (m.config !== undefined) t.config = round1(m.config - m.started);
   if (m.config !== undefined && m.logger !== undefined) t.logger = round1(m.logger - m.config);
-  for (const e of performance.getEntriesByType('measure')) t[e.name] = round1(e.duration);
+  for (const [name, ms] of takeSpans()) t[name] = round1(ms);
   if (m.verb !== undefined) t.verb = round1(now - m.verb);
   t.total = round1(now);
   return t;
@@ -56,7 +57,7 @@ export async function runPlugin(
   startMarks: StartMarks = {},
   run?: Run,
 ): Promise<{ stdout: string; exitCode: number }> {
-  const marks: CallMarks = { ...startMarks, started: performance.now() };
+  const marks: CallMarks = { ...startMarks, started: sinceStart() };
   let log: Logger = silentLogger;
   const counters = { residueRules: 0, residueNeighbours: 0, gcReleased: 0 };
   const verbs = async (): Promise<Verbs> => {
@@ -71,23 +72,23 @@ export async function runPlugin(
     };
   };
   const outcome = await dispatch(procEnv, typeof stdin === 'function' ? stdin : () => readStdin(stdin), verbs, (conf, env) => {
-    marks.config = performance.now();
+    marks.config = sinceStart();
     log = createLogger({
       file: conf.settings.logFile,
       level: conf.settings.logLevel,
       base: { command: env.command, network: conf.name, containerID: env.containerID || undefined, ifname: env.ifname || undefined, netns: env.netns || undefined },
     });
-    marks.logger = marks.verb = performance.now();
+    marks.logger = marks.verb = sinceStart();
   });
   if (outcome.command === 'VERSION' && !outcome.error) return outcome;
   if (log === silentLogger) {
     // The config never parsed: log where an operator looks by default.
-    marks.config = performance.now();
+    marks.config = sinceStart();
     log = createLogger({ file: DEFAULT_LOG_FILE, base: { command: outcome.command ?? procEnv.CNI_COMMAND, containerID: procEnv.CNI_CONTAINERID || undefined } });
-    marks.logger = performance.now();
+    marks.logger = sinceStart();
   }
   // `ms`: the whole call as its caller waits for it, process start → this line (what `timings.total` says).
-  const t = timings(marks, performance.now());
+  const t = timings(marks, sinceStart());
   const ms = t.total;
   if (outcome.error) {
     const { code, msg, details, logFields } = outcome.error;

@@ -10,13 +10,14 @@
 //
 // Nothing here may leave state a call could see: the snapshot is shared by every invocation. Files: a private
 // temp dir (the ledger, the log, the stand-in delegate), removed before the snapshot is written; the lock module
-// reads the process's identity per process (src/effects/lock.ts). The performance entries the verbs record go.
+// reads the process's identity per process (src/effects/lock.ts). The spans the verbs record go.
 // The node's tools (ebtables, ip, nft) are never run here: the build machine's network is not ours.
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run, type Run } from './effects/exec.js';
 import { scriptedRun } from './effects/scripted-run.js';
+import { takeSpans } from './spans.js';
 
 const DELEGATE = 'warm-ipam';
 const conf = (dir: string) => ({
@@ -99,8 +100,7 @@ export async function warm(): Promise<void> {
     await call('ADD', { ...good, ipam: { ...good.ipam, delegate: 'x' } }); // an invalid config: the error path
   } finally {
     rmSync(dir, { recursive: true, force: true });
-    // The spans the verbs measured (the log lines' timings) must not show up in a real call's.
-    performance.clearMarks();
-    performance.clearMeasures();
+    // The spans the verbs recorded (the log lines' timings) must not show up in a real call's.
+    takeSpans();
   }
 }

@@ -14,6 +14,7 @@ import { findResidueOnNode, listPreroutingResidue } from '../residue/clean.js';
 import { cleanResidueFor, ensureProbeRewriteIfDue } from '../verbs/address-steps.js';
 import { openConflistNetwork, type NetworkSelection, type OpenNetwork } from '../network/open.js';
 import type { Logger } from '../log.js';
+import { sinceStart } from '../spans.js';
 import { gcFromCache } from '../gc/from-cache.js';
 import type { AgentMetrics, Step } from './metrics.js';
 import { AGENT_LOCK_WAIT_MS, AttachmentBusy, exclusiveAttachment } from './lock.js';
@@ -50,7 +51,7 @@ export interface PassReport {
 const stopped = (o: ReconcileOptions) => o.signal.aborted;
 
 export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
-  const t0 = performance.now();
+  const t0 = sinceStart();
   const report: PassReport = { network: undefined, steps: {}, busy: 0, leaked: 0, released: 0, residueRemoved: 0, probeRestored: false, errors: 0, durationMs: 0, stopped: false };
   const step = async (name: Step, fn: () => Promise<StepOutcome>): Promise<void> => {
     if (stopped(o)) {
@@ -89,7 +90,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   }
 
   report.stopped = stopped(o);
-  report.durationMs = performance.now() - t0;
+  report.durationMs = sinceStart() - t0;
   const outcome = report.stopped ? 'stopped' : report.errors ? 'error' : 'ok';
   o.metrics.passes.inc({ outcome });
   o.metrics.lastDuration.set(report.durationMs / 1000);

@@ -7,6 +7,7 @@ import { parseResult, convertResult, invalidAddresses, type Result } from '../cn
 import { bridgeVersion, LATEST_VERSION } from '../cni/versions.js';
 import { assertPrivateDirSync, ensurePrivateDir, readFileNoFollowSync, writeFileAtomic } from './fs-atomic.js';
 import { run as defaultRun, type Run } from './exec.js';
+import { sinceStart } from '../spans.js';
 import type { Logger } from '../log.js';
 
 export interface DelegateOptions {
@@ -139,13 +140,13 @@ export class Delegate implements IpamDelegate {
     const run = this.o.run ?? defaultRun;
     const env = { ...this.o.env, ...envOverride, CNI_COMMAND: command };
     const input = JSON.stringify(conf);
-    const started = performance.now();
+    const started = sinceStart();
     let r = await run(path, [], { input, env, extendEnv: false, timeoutMs: this.o.timeoutMs, check: false });
     for (let i = 0; i < ETXTBSY_RETRIES && !r.timedOut && /text file busy/i.test(r.stderr) && r.exitCode !== 0; i++) {
       await new Promise((res) => setTimeout(res, 50));
       r = await run(path, [], { input, env, extendEnv: false, timeoutMs: this.o.timeoutMs, check: false });
     }
-    const ms = Math.round((performance.now() - started) * 10) / 10;
+    const ms = Math.round((sinceStart() - started) * 10) / 10;
     this.o.log.debug({ delegate: this.o.type, command, exitCode: r.exitCode, ms }, 'delegate call');
     if (r.timedOut) {
       throw new CniError(ErrorCode.TryAgainLater, `delegate ${this.o.type} ${command} timed out after ${this.o.timeoutMs} ms`, {

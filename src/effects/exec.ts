@@ -1,6 +1,7 @@
 // The single wrapper around child processes: argv arrays only, never a shell.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { ToolError } from '../cni/errors.js';
+import { span as startSpan } from '../spans.js';
 
 export interface RunOptions {
   input?: string;
@@ -159,15 +160,15 @@ export type RunCall = readonly [file: string, args: readonly string[], opts: Run
 /**
  * Starts `calls` now (read-only commands whose answer is needed later) and returns a Run that answers the
  * first later call with the same file, args and input from the early run, with the later caller's `check`;
- * every other call runs normally. An early run that nobody asks for is simply dropped. `span` names a
- * performance.measure (the ADD log line's timings) from now until every early run has finished.
+ * every other call runs normally. An early run that nobody asks for is simply dropped. `span` names a span
+ * (the log line's timings) from now until every early run has finished.
  */
 export function prefetching(run: Run, calls: readonly RunCall[], span?: string): Run {
   if (run !== defaultRun) return run; // an injected Run (tests, runInNetns) is left alone
   const key = (file: string, args: readonly string[], opts: RunOptions = {}) => JSON.stringify([file, args, opts.input ?? '']);
-  if (span) performance.mark(span);
+  const end = span ? startSpan(span) : undefined;
   const early = new Map(calls.map(([file, args, opts]) => [key(file, args, opts), spawnRun(file, args, opts)]));
-  if (span) void Promise.all(early.values()).then(() => performance.measure(span, span));
+  if (end) void Promise.all(early.values()).then(end);
   return async (file, args, opts = {}) => {
     const k = key(file, args, opts);
     const pending = early.get(k);

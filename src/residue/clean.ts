@@ -9,6 +9,7 @@ import { parsePrerouting, type ResidueRule } from './parse.js';
 import { exactIp } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
 import { hostRouteDevices, isPodOwnNeighbour } from './own.js';
+import { timed } from '../spans.js';
 
 export interface PreroutingListing {
   /** false: ebtables is not installed, or this kernel/backend has no nat table or PREROUTING chain. */
@@ -207,12 +208,10 @@ function mayNameAny(ips: readonly string[]): (rule: string) => boolean {
 
 async function snapshot(run: Run, opts: ResidueOptions, ips: readonly string[]): Promise<ResidueSnapshot & { ebtablesAvailable: boolean }> {
   try {
-    performance.mark('residue.list');
-    const [eb, neighbours] = await Promise.all([
-      opts.ebtables === false ? { available: false, rules: [] } : listPreroutingResidue(run, mayNameAny(ips)),
-      opts.neigh === false ? [] : listNeighbours(run),
-    ]);
-    performance.measure('residue.list', 'residue.list'); // the ADD log line's timings
+    // A span for the log line's timings.
+    const [eb, neighbours] = await timed('residue.list', () =>
+      Promise.all([opts.ebtables === false ? { available: false, rules: [] } : listPreroutingResidue(run, mayNameAny(ips)), opts.neigh === false ? [] : listNeighbours(run)]),
+    );
     return { ebtablesAvailable: eb.available, rules: eb.rules, neighbours };
   } catch (e) {
     throw new CniError(ErrorCode.ResidueCleanupFailed, 'listing residue', { details: messageOf(e), cause: e });

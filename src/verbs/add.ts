@@ -6,7 +6,7 @@ import { attachmentOf, exclusively, type VerbContext } from './context.js';
 import { prefetchResidue, prepareAddresses } from './address-steps.js';
 import { reservedCidrs } from '../reserved/decision.js';
 import { resultHostDevices } from '../residue/own.js';
-import { span, timed } from './timed.js';
+import { span, timed } from '../spans.js';
 
 /** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */
 export async function cmdAdd(ctx: VerbContext): Promise<Result> {

@@ -8,7 +8,7 @@ import { decide } from '../probe-rewrite/decide.js';
 import { ensureProbeRewrite, isProbeHandledByBpf, listProbeTable, tableState } from '../probe-rewrite/node.js';
 import { resolveOptions, type ProbeRewriteOptions } from '../probe-rewrite/ruleset.js';
 import type { VerbContext } from './context.js';
-import { span } from './timed.js';
+import { span } from '../spans.js';
 import { prefetching, type Run } from '../effects/exec.js';
 import { LIST_PREROUTING } from '../effects/ebtables.js';
 import { LIST_NEIGHBOURS } from '../effects/neigh.js';

@@ -5,7 +5,7 @@ import { atLeast } from '../cni/versions.js';
 import { attachmentOf, exclusively, type VerbContext } from './context.js';
 import { checkAddresses } from './address-steps.js';
 import { resultHostDevices } from '../residue/own.js';
-import { timed } from './timed.js';
+import { timed } from '../spans.js';
 
 /** CHECK: the ledger holds the attachment with the runtime's addresses, the address checks pass, the delegate agrees. */
 export async function cmdCheck(ctx: VerbContext): Promise<void> {

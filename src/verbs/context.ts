@@ -6,7 +6,7 @@ import { run as defaultRun, KILL_GRACE_MS, type Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
 import { networkDeps, type NetworkDeps } from '../network/open.js';
 import type { InvocationCounters } from '../metrics.js';
-import { span } from './timed.js';
+import { span } from '../spans.js';
 
 export interface VerbContext extends Request, NetworkDeps {
   procEnv: NodeJS.ProcessEnv;

@@ -4,7 +4,7 @@ import { atLeast } from '../cni/versions.js';
 import { ErrorCode } from '../cni/errors.js';
 import { AttachmentLockError } from '../effects/ledger.js';
 import { attachmentOf, exclusively, type VerbContext } from './context.js';
-import { timed } from './timed.js';
+import { timed } from '../spans.js';
 
 /**
  * DEL: idempotent and tolerant (no netns, no prevResult, nothing recorded: all fine). In the IPAM slot the

@@ -2,7 +2,7 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf } from '../cni/config.js';
 import type { VerbContext } from './context.js';
 import { statusProblems } from './address-steps.js';
-import { timed } from './timed.js';
+import { timed } from '../spans.js';
 
 /** STATUS: can ADD be served now? Delegate present and answering, its own STATUS, the state dir writable. */
 export async function cmdStatus(ctx: VerbContext): Promise<void> {

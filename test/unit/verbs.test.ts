@@ -12,6 +12,7 @@ import { allocateAgentIp } from '../../src/agent/agent-ip.js';
 import { parseNetConf } from '../../src/cni/config.js';
 import { silentLogger } from '../../src/log.js';
 import { warm, warmRun } from '../../src/warm.js';
+import { takeSpans } from '../../src/spans.js';
 import { Ledger } from '../../src/effects/ledger.js';
 import { ledgerGauges } from '../../src/metrics.js';
 import { fakes, ipamConf, record, resultWith, verbContext } from '../helpers/verb-context.js';
@@ -172,9 +173,9 @@ describe('metrics gauges from the file ledger', () => {
 });
 
 describe('startup-snapshot warm-up', () => {
-  it('runs the real ADD (residue cleanup included) and leaves no performance entries behind', async () => {
+  it('runs the real ADD (residue cleanup included) and leaves no spans behind', async () => {
     await warm();
     expect(warmRun.calls.filter((c) => c.file === 'ebtables' && c.args.includes('-D'))).toHaveLength(3);
-    expect(performance.getEntries()).toEqual([]);
+    expect(takeSpans()).toEqual([]);
   });
 });
