@@ -164,18 +164,20 @@ export type RunCall = readonly [file: string, args: readonly string[], opts: Run
  * (the log line's timings) from now until every early run has finished.
  */
 export function prefetching(run: Run, calls: readonly RunCall[], span?: string): Run {
-  if (run !== defaultRun) return run; // an injected Run (tests, runInNetns) is left alone
+  if (!runsHere(run)) return run; // an injected Run (tests, runInNetns) is left alone
   const key = (file: string, args: readonly string[], opts: RunOptions = {}) => JSON.stringify([file, args, opts.input ?? '']);
   const end = span ? startSpan(span) : undefined;
   const early = new Map(calls.map(([file, args, opts]) => [key(file, args, opts), spawnRun(file, args, opts)]));
   if (end) void Promise.all(early.values()).then(end);
-  return async (file, args, opts = {}) => {
+  const answering: Run = async (file, args, opts = {}) => {
     const k = key(file, args, opts);
     const pending = early.get(k);
     if (!pending) return run(file, args, opts);
     early.delete(k);
     return checked(file, args, opts, await pending);
   };
+  here.add(answering);
+  return answering;
 }
 
 function killGroup(pid: number): void {
@@ -188,6 +190,14 @@ function killGroup(pid: number): void {
 
 export type Run = typeof run;
 const defaultRun: Run = run;
+/** Runs that start programs in this process's own network namespace: the exec wrapper and its prefetching ones. */
+const here = new WeakSet<Run>([defaultRun]);
+
+/**
+ * True when `run` starts programs here, in this process's network namespace, so that what they would read can
+ * also be read from this process's /proc (src/effects/neigh.ts). False for an injected Run (tests, runInNetns).
+ */
+export const runsHere = (run: Run): boolean => here.has(run);
 
 /**
  * A Run that executes every program inside network namespace `ns` (`ip netns exec`). The shim itself runs in

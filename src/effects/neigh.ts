@@ -1,14 +1,12 @@
 // Neighbour (ARP/NDP) entries via iproute2's JSON output. azure-vnet leaves `<podIP> lladdr <MAC> PERMANENT`
 // on its bridge; such an entry never expires, so it has to be deleted explicitly.
+import { readFileSync } from 'node:fs';
 import { ToolError } from '../cni/errors.js';
 import { exactIp } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
-import type { Run, RunCall } from './exec.js';
+import { runsHere, type Run } from './exec.js';
 
 const TIMEOUT_MS = 10_000;
-
-/** listNeighbours' call for both families (the IPAM slot starts it early, alongside the delegate ADD). */
-export const LIST_NEIGHBOURS: RunCall = ['ip', ['-j', 'neigh', 'show'], { timeoutMs: TIMEOUT_MS }];
 
 export interface Neighbour {
   /** Normalised address (canonical IPv6). */
@@ -29,6 +27,38 @@ export async function listNeighbours(run: Run, family?: 4 | 6): Promise<Neighbou
   const args = [...(family ? [`-${family}`] : []), '-j', 'neigh', 'show'];
   const r = await run('ip', args, { timeoutMs: TIMEOUT_MS });
   return parseNeighbours(r.stdout);
+}
+
+/**
+ * The PERMANENT entries (the only ones residue can be) of the families asked for. A Run that starts programs here
+ * (runsHere) reads IPv4 from /proc/net/arp, the kernel's own table of this netns, and starts `ip` only for IPv6:
+ * an IPv4 pod's ADD starts no process for its neighbours. An injected Run (another netns, tests) gets one
+ * `ip -j neigh show` for both families.
+ */
+export async function listPermanentNeighbours(run: Run, families: { v4: boolean; v6: boolean }): Promise<Neighbour[]> {
+  const permanent = (ns: Neighbour[]) => ns.filter((n) => n.state.includes('PERMANENT'));
+  if (!families.v4 && !families.v6) return [];
+  if (!runsHere(run)) return permanent(await listNeighbours(run));
+  const v4 = families.v4 ? parseArpTable(readFileSync('/proc/net/arp', 'utf8')) : [];
+  return families.v6 ? [...v4, ...permanent(await listNeighbours(run, 6))] : v4;
+}
+
+/**
+ * PURE: /proc/net/arp → its PERMANENT entries (ATF_PERM, 0x4, in the flags column: the kernel sets it for
+ * NUD_PERMANENT), without proxy-ARP entries (ATF_PUBL, 0x8: `ip neigh show` does not list them either).
+ * Columns: IP address, HW type, Flags, HW address, Mask, Device.
+ */
+export function parseArpTable(text: string): Neighbour[] {
+  const out: Neighbour[] = [];
+  for (const line of text.split('\n').slice(1)) {
+    const [addr, , flags, hw, , dev] = line.trim().split(/\s+/);
+    const ip = addr ? exactIp(addr) : undefined;
+    const f = Number(flags);
+    if (!ip || !dev || !(f & 0x4) || f & 0x8) continue;
+    const mac = hw ? normaliseMac(hw) : undefined;
+    out.push({ ip, dev, ...(mac ? { mac } : {}), state: ['PERMANENT'] });
+  }
+  return out;
 }
 
 /** PURE: `ip -j neigh show` JSON → Neighbour[]. */

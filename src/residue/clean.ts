@@ -3,7 +3,7 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { deleteRule, listPrerouting } from '../effects/ebtables.js';
 import type { Run } from '../effects/exec.js';
-import { deleteNeighbour, listNeighbours, type Neighbour } from '../effects/neigh.js';
+import { deleteNeighbour, listPermanentNeighbours, type Neighbour } from '../effects/neigh.js';
 import { listRoutes } from '../effects/routes.js';
 import { parsePrerouting, type ResidueRule } from './parse.js';
 import { exactIp } from '../net/ip.js';
@@ -209,8 +209,12 @@ function mayNameAny(ips: readonly string[]): (rule: string) => boolean {
 async function snapshot(run: Run, opts: ResidueOptions, ips: readonly string[]): Promise<ResidueSnapshot & { ebtablesAvailable: boolean }> {
   try {
     // A span for the log line's timings.
+    const families = { v4: ips.some((ip) => !ip.includes(':')), v6: ips.some((ip) => ip.includes(':')) };
     const [eb, neighbours] = await timed('residue.list', () =>
-      Promise.all([opts.ebtables === false ? { available: false, rules: [] } : listPreroutingResidue(run, mayNameAny(ips)), opts.neigh === false ? [] : listNeighbours(run)]),
+      Promise.all([
+        opts.ebtables === false ? { available: false, rules: [] } : listPreroutingResidue(run, mayNameAny(ips)),
+        opts.neigh === false ? [] : listPermanentNeighbours(run, families),
+      ]),
     );
     return { ebtablesAvailable: eb.available, rules: eb.rules, neighbours };
   } catch (e) {

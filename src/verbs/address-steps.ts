@@ -11,7 +11,6 @@ import type { VerbContext } from './context.js';
 import { span } from '../spans.js';
 import { prefetching, type Run } from '../effects/exec.js';
 import { LIST_PREROUTING } from '../effects/ebtables.js';
-import { LIST_NEIGHBOURS } from '../effects/neigh.js';
 
 export interface AddressContext {
   /** Host-side interfaces of this attachment: their neighbour entries are the pod's own, not residue. */
@@ -19,12 +18,14 @@ export interface AddressContext {
 }
 
 /**
- * IPAM slot: starts the residue listing (ebtables, neighbours) now, so it runs while the delegate allocates;
- * prepareAddresses called with the returned Run as `ctx.run` takes the listing from it.
+ * IPAM slot: starts the ebtables residue listing now, so it runs while the delegate allocates; prepareAddresses
+ * called with the returned Run as `ctx.run` takes the listing from it.
  */
 export function prefetchResidue(ctx: VerbContext): Run {
-  const { ebtables, neigh } = ctx.conf.settings.residue;
-  return prefetching(ctx.run, [...(ebtables ? [LIST_PREROUTING] : []), ...(neigh ? [LIST_NEIGHBOURS] : [])], 'residue.prefetch');
+  const { ebtables } = ctx.conf.settings.residue;
+  // Not the neighbours: which families to list is only known from the delegate's answer, and IPv4's are a file
+  // read (src/effects/neigh.ts listPermanentNeighbours).
+  return prefetching(ctx.run, ebtables ? [LIST_PREROUTING] : [], 'residue.prefetch');
 }
 
 const residueOpts = (ctx: Pick<VerbContext, 'conf'>) => ({ ebtables: ctx.conf.settings.residue.ebtables, neigh: ctx.conf.settings.residue.neigh });

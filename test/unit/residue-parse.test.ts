@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseNeighbours } from '../../src/effects/neigh.js';
+import { parseArpTable, parseNeighbours } from '../../src/effects/neigh.js';
 import { findOrphans, findResidue, parseLinkMacs } from '../../src/residue/clean.js';
 import { classifyRule, parsePrerouting, type ResidueRule } from '../../src/residue/parse.js';
 import { exactIPv4, exactIPv6 } from '../../src/net/ip.js';
@@ -238,5 +238,27 @@ describe('the pod-own neighbour rule (src/residue/own.ts)', () => {
     expect(devs).toEqual(['veth2']);
     expect(isPodOwnNeighbour({ ip: '10.240.0.99', dev: 'veth2' }, { devs })).toBe(true);
     expect(isPodOwnNeighbour({ ip: '10.240.0.99', dev: 'eth0' }, { devs })).toBe(false);
+  });
+});
+
+describe('parseArpTable on /proc/net/arp', () => {
+  // As the kernel prints it: a PERMANENT entry (flags 0x6 = ATF_COM|ATF_PERM, azure-vnet's residue), a learnt one
+  // (0x2), an incomplete one (0x0) and a proxy-ARP entry (0xc = ATF_PUBL|ATF_PERM: not a neighbour entry).
+  const table = [
+    'IP address       HW type     Flags       HW address            Mask     Device',
+    '10.240.0.32      0x1         0x6         12:34:56:78:9A:BC     *        azure0',
+    '10.240.0.1       0x1         0x2         02:fc:00:00:00:05     *        eth0',
+    '10.240.0.77      0x1         0x0         00:00:00:00:00:00     *        azure0',
+    '10.240.0.78      0x1         0xc         00:00:00:00:00:00     *        azure0',
+    '',
+  ].join('\n');
+
+  it('keeps exactly the PERMANENT entries, with a normalised MAC', () => {
+    expect(parseArpTable(table)).toEqual([{ ip: '10.240.0.32', dev: 'azure0', mac: '12:34:56:78:9a:bc', state: ['PERMANENT'] }]);
+  });
+
+  it('reads the header alone, and an empty file, as no entries', () => {
+    expect(parseArpTable(table.split('\n')[0]!)).toEqual([]);
+    expect(parseArpTable('')).toEqual([]);
   });
 });
