@@ -2,7 +2,6 @@
 // symlinks (a planted link must not redirect a root-owned write).
 import { chmodSync, closeSync, constants, fsyncSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync, type Stats } from 'node:fs';
 import { dirname, basename, join } from 'node:path';
-import { randomBytes } from 'node:crypto';
 
 const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW, O_RDONLY, O_DIRECTORY } = constants;
 
@@ -11,15 +10,39 @@ const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW, O_RDONLY, O_DIRECTORY } = constan
 // hops cost more than the operations (measured on ADD: docs/performance.md). Children the verb started (the
 // delegate, ebtables, ip) keep running meanwhile; only their output waits to be read.
 
+/**
+ * How many temp names one write tries. Within a process writes never overlap (they are synchronous), so a taken
+ * name is a dead process's leftover (its pid reused) or a live writer's in another pid namespace.
+ */
+const TEMP_ATTEMPTS = 64;
+
+/**
+ * `.<name>.<pid>.<attempt>.tmp` beside the target: at most 16 bytes more than the name (pid_max ≤ 2^22, 7 digits;
+ * attempt < 64), which the ledger's file-name limit counts on. No random bytes: node:crypto costs a CNI call
+ * ~20 modules at start-up, and O_EXCL (below) is what makes the name ours.
+ */
+export const tempNameFor = (path: string, attempt: number): string => join(dirname(path), `.${basename(path)}.${process.pid}.${attempt}.tmp`);
+
 /** Atomically replaces `path` with `data` (mode 0600 unless given). Idempotent; a crash leaves old or new. */
 export async function writeFileAtomic(path: string, data: string, mode = 0o600): Promise<void> {
   writeFileAtomicSync(path, data, mode);
 }
 
+/** Creates a fresh temp file for `path` (O_EXCL, never through a link): the next name while one is taken. */
+function openTemp(path: string, mode: number): { fd: number; tmp: string } {
+  for (let attempt = 0; ; attempt++) {
+    const tmp = tempNameFor(path, attempt);
+    try {
+      return { fd: openSync(tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW, mode), tmp };
+    } catch (e) {
+      if (!isErrno(e, 'EEXIST') || attempt + 1 >= TEMP_ATTEMPTS) throw e;
+    }
+  }
+}
+
 function writeFileAtomicSync(path: string, data: string, mode = 0o600): void {
   const dir = dirname(path);
-  const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
-  const fd = openSync(tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW, mode);
+  const { fd, tmp } = openTemp(path, mode);
   try {
     const buf = Buffer.from(data, 'utf8');
     for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off, buf.length - off);

@@ -37,7 +37,7 @@ export const sameAttachment = (a: Attachment, b: Attachment): boolean => a.conta
  */
 const LEDGER_LOCK_WAIT_MS = 30_000;
 
-/** NAME_MAX (255) minus what writeFileAtomic adds for its temp file ("." + name + "." + 12 hex + ".tmp"). */
+/** NAME_MAX (255) minus what writeFileAtomic adds for its temp file (at most 16 bytes: fs-atomic.ts tempNameFor; 18 kept). */
 const MAX_RECORD_NAME_BYTES = 255 - 18;
 
 function unsafe(e: UnsafePathError): CniError {
