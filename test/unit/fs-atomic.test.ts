@@ -5,7 +5,7 @@ import { lstat, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { tempNameFor, writeFileAtomic } from '../../src/effects/fs-atomic.js';
+import { removeFile, tempNameFor, writeFileAtomic } from '../../src/effects/fs-atomic.js';
 
 let dir: string | undefined;
 afterEach(async () => dir && rm(dir, { recursive: true, force: true }));
@@ -26,7 +26,7 @@ describe('writeFileAtomic temp names', () => {
   it('skips names already taken (links planted at them are never written through) and leaves no temp of its own', async () => {
     const w = await world();
     for (let i = 0; i < 16; i++) await symlink(w.target, tempNameFor(w.file, i));
-    await writeFileAtomic(w.file, 'new');
+    await writeFileAtomic(w.file, 'new', { durable: false });
     expect(await readFile(w.file, 'utf8')).toBe('new');
     expect(await readFile(w.target, 'utf8')).toBe('untouched');
     for (let i = 0; i < 16; i++) expect((await lstat(tempNameFor(w.file, i))).isSymbolicLink()).toBe(true);
@@ -36,7 +36,18 @@ describe('writeFileAtomic temp names', () => {
   it('gives up with EEXIST when every name is taken, writing nothing', async () => {
     const w = await world();
     for (let i = 0; i < 64; i++) await writeFile(tempNameFor(w.file, i), 'a dead writer');
-    await expect(writeFileAtomic(w.file, 'new')).rejects.toMatchObject({ code: 'EEXIST' });
+    await expect(writeFileAtomic(w.file, 'new', { durable: true })).rejects.toMatchObject({ code: 'EEXIST' });
+    await expect(lstat(w.file)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('replaces the file either way (durable or not) with the given mode; removeFile of a missing file is success', async () => {
+    const w = await world();
+    await writeFileAtomic(w.file, 'one', { durable: true, mode: 0o644 });
+    expect(((await lstat(w.file)).mode & 0o777).toString(8)).toBe('644');
+    await writeFileAtomic(w.file, 'two', { durable: false });
+    expect(await readFile(w.file, 'utf8')).toBe('two');
+    await removeFile(w.file, { durable: true });
+    await removeFile(w.file, { durable: true });
     await expect(lstat(w.file)).rejects.toMatchObject({ code: 'ENOENT' });
   });
 });
