@@ -147,7 +147,9 @@ export async function updateMetricsFile(file: string, u: Update, gauges?: () => 
     async () => {
       const text = await readFile(file, 'utf8').catch((e) => ((e as { code?: string }).code === 'ENOENT' ? '' : Promise.reject(e)));
       const ledger = gauges ? await gauges() : u.ledger;
-      await writeFileAtomic(file, renderMetrics(applyUpdate(parseMetrics(text), { ...u, ...(ledger ? { ledger } : {}) })), 0o644);
+      // Not durable (fs-atomic.ts): written on every CNI call; lost to a power loss, the counters restart (a reset
+      // Prometheus expects) and the gauges are recounted from the ledger on the next call.
+      await writeFileAtomic(file, renderMetrics(applyUpdate(parseMetrics(text), { ...u, ...(ledger ? { ledger } : {}) })), { durable: false, mode: 0o644 });
     },
     METRICS_LOCK_TIMEOUT_MS,
   );

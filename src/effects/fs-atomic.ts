@@ -1,8 +1,17 @@
-// Crash-safe files: write a temp file, fsync, rename over the target, fsync the directory. Never follow
-// symlinks (a planted link must not redirect a root-owned write).
+// Crash-safe files: write a temp file, rename it over the target. Never follow symlinks (a planted link must not
+// redirect a root-owned write).
+//
+// Durability policy (docs/failure-model.md "Power loss"), decided here and stated by every caller, never defaulted:
+// every write is atomic, so a SIGKILL at any instant leaves the old file or the new one, never a torn one; the
+// caller says whether it must also outlive a power loss (`durable`: fsync the file, then the directory).
+//   - Not durable: what a CNI verb writes for a pod (intent and attached records, IP index entries, their removal,
+//     the delegate VERSION cache), lock files, the metrics file. Their durability is the page cache's, the same as
+//     host-local's store and the runtime's result cache (libcni fsyncs neither); a power loss kills every pod on
+//     the node anyway, and a record lost or left empty reads as absent or corrupt, never as a release.
+//   - Durable: what must be there after a reboot: the agent's own IPs (records of owner `agent`: Ledger decides
+//     from the owner) and what `install` puts on the node (the executable, the conflist).
 import { chmodSync, closeSync, constants, fsyncSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync, type Stats } from 'node:fs';
 import { dirname, basename, join } from 'node:path';
-import { randomBytes } from 'node:crypto';
 
 const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW, O_RDONLY, O_DIRECTORY } = constants;
 
@@ -11,19 +20,50 @@ const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW, O_RDONLY, O_DIRECTORY } = constan
 // hops cost more than the operations (measured on ADD: docs/performance.md). Children the verb started (the
 // delegate, ebtables, ip) keep running meanwhile; only their output waits to be read.
 
-/** Atomically replaces `path` with `data` (mode 0600 unless given). Idempotent; a crash leaves old or new. */
-export async function writeFileAtomic(path: string, data: string, mode = 0o600): Promise<void> {
-  writeFileAtomicSync(path, data, mode);
+export interface WriteOptions {
+  /** fsync the file and its directory: the write outlives a power loss, not only a killed process (see above). */
+  durable: boolean;
+  /** Permission bits of a new file (default 0600). */
+  mode?: number;
 }
 
-function writeFileAtomicSync(path: string, data: string, mode = 0o600): void {
+/**
+ * How many temp names one write tries. Within a process writes never overlap (they are synchronous), so a taken
+ * name is a dead process's leftover (its pid reused) or a live writer's in another pid namespace.
+ */
+const TEMP_ATTEMPTS = 64;
+
+/**
+ * `.<name>.<pid>.<attempt>.tmp` beside the target: at most 16 bytes more than the name (pid_max ≤ 2^22, 7 digits;
+ * attempt < 64), which the ledger's file-name limit counts on. No random bytes: node:crypto costs a CNI call
+ * ~20 modules at start-up, and O_EXCL (below) is what makes the name ours.
+ */
+export const tempNameFor = (path: string, attempt: number): string => join(dirname(path), `.${basename(path)}.${process.pid}.${attempt}.tmp`);
+
+/** Atomically replaces `path` with `data`. Idempotent; a crash leaves old or new (after a power loss too when durable). */
+export async function writeFileAtomic(path: string, data: string, o: WriteOptions): Promise<void> {
+  writeFileAtomicSync(path, data, o);
+}
+
+/** Creates a fresh temp file for `path` (O_EXCL, never through a link): the next name while one is taken. */
+function openTemp(path: string, mode: number): { fd: number; tmp: string } {
+  for (let attempt = 0; ; attempt++) {
+    const tmp = tempNameFor(path, attempt);
+    try {
+      return { fd: openSync(tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW, mode), tmp };
+    } catch (e) {
+      if (!isErrno(e, 'EEXIST') || attempt + 1 >= TEMP_ATTEMPTS) throw e;
+    }
+  }
+}
+
+function writeFileAtomicSync(path: string, data: string, o: WriteOptions): void {
   const dir = dirname(path);
-  const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
-  const fd = openSync(tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW, mode);
+  const { fd, tmp } = openTemp(path, o.mode ?? 0o600);
   try {
     const buf = Buffer.from(data, 'utf8');
     for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off, buf.length - off);
-    fsyncSync(fd);
+    if (o.durable) fsyncSync(fd);
   } catch (e) {
     closeSync(fd);
     unlinkQuiet(tmp);
@@ -37,7 +77,7 @@ function writeFileAtomicSync(path: string, data: string, mode = 0o600): void {
     unlinkQuiet(tmp);
     throw e;
   }
-  syncDirSync(dir);
+  if (o.durable) syncDirSync(dir);
 }
 
 /** Removes a file if it is there; never throws (cleanup after another error, lock release). */
@@ -83,13 +123,15 @@ export function readFileNoFollowSync(path: string): string | undefined {
   }
 }
 
-/** Removes a file; missing is success. */
-export async function removeFile(path: string): Promise<void> {
+/** Removes a file; missing is success. Durable: the directory is fsynced, so the removal outlives a power loss. */
+export async function removeFile(path: string, o: Pick<WriteOptions, 'durable'>): Promise<void> {
   try {
     unlinkSync(path);
   } catch (e) {
     if (!isErrno(e, 'ENOENT')) throw e;
+    return;
   }
+  if (o.durable) syncDirSync(dirname(path));
 }
 
 /**

@@ -37,7 +37,7 @@ export const sameAttachment = (a: Attachment, b: Attachment): boolean => a.conta
  */
 const LEDGER_LOCK_WAIT_MS = 30_000;
 
-/** NAME_MAX (255) minus what writeFileAtomic adds for its temp file ("." + name + "." + 12 hex + ".tmp"). */
+/** NAME_MAX (255) minus what writeFileAtomic adds for its temp file (at most 16 bytes: fs-atomic.ts tempNameFor; 18 kept). */
 const MAX_RECORD_NAME_BYTES = 255 - 18;
 
 function unsafe(e: UnsafePathError): CniError {
@@ -69,6 +69,13 @@ function assertLedgerLayout(dir: string): void {
 
 /** Ledger.lockedAttachment could not take the lock (the ledger is unusable, or another call holds it): fn never ran. */
 export class AttachmentLockError extends CniError {}
+
+/**
+ * Whether a record's writes (and its removal) must outlive a power loss, by its owner: the durability policy of
+ * fs-atomic.ts. The agent's own IPs are allocated once and kept across reboots: fsynced. A pod's are not: a power
+ * loss ends every pod on the node, and its record only has to survive a SIGKILL, which needs no fsync.
+ */
+const durableFor = (owner: LedgerRecord['owner']): boolean => owner === 'agent';
 
 /** containerID cannot contain ':' (spec regex), so "<cid>:<ifname>" is unambiguous. */
 const keyOf = (a: Attachment): string => `${a.containerID}:${a.ifname}`;
@@ -216,9 +223,10 @@ export class Ledger implements LedgerStore {
         }
       }
       const previous = await this.get(rec);
-      await writeFileAtomic(this.recordPath(rec), `${JSON.stringify(rec)}\n`);
-      for (const ip of rec.ips) await writeFileAtomic(this.ipPath(ip), keyOf(rec));
-      for (const ip of previous?.ips ?? []) if (!rec.ips.includes(ip)) await this.dropIndex(ip, rec);
+      const durable = durableFor(rec.owner);
+      await writeFileAtomic(this.recordPath(rec), `${JSON.stringify(rec)}\n`, { durable });
+      for (const ip of rec.ips) await writeFileAtomic(this.ipPath(ip), keyOf(rec), { durable });
+      for (const ip of previous?.ips ?? []) if (!rec.ips.includes(ip)) await this.dropIndex(ip, rec, durable);
     });
   }
 
@@ -231,8 +239,10 @@ export class Ledger implements LedgerStore {
         if (e instanceof CniError && e.code === ErrorCode.LedgerCorrupt) return undefined; // forgetting a corrupt record is fine
         throw e;
       });
-      await removeFile(this.recordPath(a));
-      for (const ip of rec?.ips ?? []) await this.dropIndex(ip, a);
+      // A record that did not parse may be an agent's: its removal is made durable too (a missing one costs nothing).
+      const durable = rec ? durableFor(rec.owner) : true;
+      await removeFile(this.recordPath(a), { durable });
+      for (const ip of rec?.ips ?? []) await this.dropIndex(ip, a, durable);
       // GC forgetting a killed ADD's attachment also removes the lock that ADD left; a live holder's stays.
       breakIfStale(this.attachmentLockPath(a));
       return rec;
@@ -306,8 +316,9 @@ export class Ledger implements LedgerStore {
   async assertWritable(): Promise<void> {
     await this.open();
     const probe = join(this.dir, '.status-probe');
-    await writeFileAtomic(probe, String(Date.now()));
-    await removeFile(probe);
+    // Proves the directory takes a write now; nothing about it has to outlive anything.
+    await writeFileAtomic(probe, String(Date.now()), { durable: false });
+    await removeFile(probe, { durable: false });
   }
 
   /**
@@ -362,9 +373,9 @@ export class Ledger implements LedgerStore {
     return holder?.ips.includes(ip) ? holder : undefined;
   }
 
-  private async dropIndex(ip: string, a: Attachment): Promise<void> {
+  private async dropIndex(ip: string, a: Attachment, durable: boolean): Promise<void> {
     const key = await readFileNoFollow(this.ipPath(ip)).catch(() => undefined);
-    if (key === keyOf(a)) await removeFile(this.ipPath(ip));
+    if (key === keyOf(a)) await removeFile(this.ipPath(ip), { durable });
   }
 }
 

@@ -127,7 +127,8 @@ export async function replaceIfUnchanged(link: string, before: string, text: str
   const st = await stat(path);
   if ((await readFile(path, 'utf8')) !== before) return false;
   const mode = st.mode & 0o777;
-  await writeFileAtomic(path, text, mode);
+  // Durable (fs-atomic.ts): the runtime reads it after a reboot.
+  await writeFileAtomic(path, text, { durable: true, mode });
   if (((await stat(path)).mode & 0o777) !== mode) await chmod(path, mode);
   if (dirname(path) !== dirname(link)) await syncDir(dirname(link));
   return true;

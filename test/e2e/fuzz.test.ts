@@ -505,8 +505,9 @@ describe('planted symlinks and a corrupt ledger', () => {
     await rm(join(s.stateDir, net, 'ips', '10.239.0.3'));
     // A symlinked lock: never written through (the lock is created O_EXCL|O_NOFOLLOW; a dead holder's link is removed).
     await symlink(t, join(s.stateDir, net, 'lock'));
-    // Temp names are random (48 bits) and opened O_CREAT|O_EXCL|O_NOFOLLOW; planted guesses are simply not used.
-    for (let i = 0; i < 16; i++) await symlink(t, join(s.stateDir, net, 'records', `.second:eth0.json.${i.toString(16).padStart(12, '0')}.tmp`));
+    // Temp names (".<name>.<pid>.<attempt>.tmp") are opened O_CREAT|O_EXCL|O_NOFOLLOW: a planted one is skipped, never
+    // written through (a name that is taken for the writer's own pid: test/unit/fs-atomic.test.ts).
+    for (let i = 0; i < 16; i++) await symlink(t, join(s.stateDir, net, 'records', `.second:eth0.json.${i + 1}.${i % 4}.tmp`));
     const again = await call(net, 'ADD', 'second');
     expect(again.exitCode, again.stdout).toBe(0);
     await untouched(t);

@@ -15,7 +15,7 @@ export interface LedgerOnDisk {
   corrupt: Map<string, string>;
   /** Index entries: IP (as in the file name) → "cid:ifname". */
   index: Map<string, string>;
-  /** Leftover temp files of writeFileAtomic (".name.<hex>.tmp") anywhere in the ledger. */
+  /** Leftover temp files of writeFileAtomic (".name.<pid>.<attempt>.tmp") anywhere in the ledger. */
   temps: string[];
   /** Files that are neither records, index entries, temps nor locks. */
   strays: string[];
@@ -33,7 +33,7 @@ async function names(dir: string): Promise<string[]> {
   }
 }
 
-const TEMP = /^\..+\.[0-9a-f]{12}\.tmp$/;
+const TEMP = /^\..+\.\d+\.\d+\.tmp$/;
 const ATTACHMENT_LOCK = /^\.attach-.+\.lock(\.break)?$/;
 
 /** Reads <stateDir>/<network> completely; never throws on content (corrupt files are reported). */
