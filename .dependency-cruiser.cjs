@@ -48,6 +48,14 @@ module.exports = {
       to: { path: '^(node:)?crypto$', reachable: true },
     },
     {
+      name: 'add-del-no-fs-promises',
+      comment:
+        'ADD, DEL and CHECK run in every pod start and stop, from the startup snapshot: node:fs/promises would put its module tree (readline included, ~300 KB of heap) in that snapshot (issue 18). Their file calls are synchronous (src/effects/fs-atomic.ts).',
+      severity: 'error',
+      from: { path: '^src/verbs/(add|del|check)\\.ts$' },
+      to: { path: '^(node:)?fs/promises$', reachable: true },
+    },
+    {
       name: 'no-cycles',
       comment: 'A cycle means two modules are one module, or a seam is in the wrong place.',
       severity: 'error',

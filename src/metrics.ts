@@ -9,6 +9,7 @@ import { Ledger, ownerOf } from './effects/ledger.js';
 import { withLock } from './effects/lock.js';
 import type { Outcome } from './cni/skel.js';
 import type { Logger } from './log.js';
+import type { InvocationCounters } from './verbs/context.js';
 
 export const METRICS_LOCK_TIMEOUT_MS = 2_000;
 
@@ -28,15 +29,6 @@ export const FAMILIES: Record<string, Family> = {
   ipam_shim_ledger_attachments: { type: 'gauge', help: 'Attachments recorded in the ledger.' },
   ipam_shim_last_invocation_timestamp_seconds: { type: 'gauge', help: 'Unix time of the last invocation, by network and verb.' },
 };
-
-// ---------------------------------------------------------------------------------------------------------------
-// per-invocation counters: the verb adds to its context's (src/verbs/context.ts), plugin.ts hands them over
-
-export interface InvocationCounters {
-  residueRules: number;
-  residueNeighbours: number;
-  gcReleased: number;
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // the text format (PURE)

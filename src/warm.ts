@@ -74,8 +74,9 @@ else if (c === 'ADD') process.stdout.write(${JSON.stringify(JSON.stringify(RESUL
 `;
 
 export async function warm(): Promise<void> {
-  // The built-in modules an ADD needs: child processes and fs/promises (pino's worker threads are not bundled).
-  for (const m of ['node:child_process', 'node:fs/promises']) process.getBuiltinModule(m);
+  // The one built-in module an ADD needs beyond Node's own start-up: child processes. Its file calls are
+  // synchronous (no fs/promises); pino's worker threads are not bundled.
+  process.getBuiltinModule('node:child_process');
   // The modules the verbs load at run time, evaluated now (their top levels are pure).
   const { runPlugin } = await import('./plugin.js');
   await import('./verbs/add.js');

@@ -2,7 +2,6 @@
 // plus an index file per IP so a second owner for one address is caught in O(1). Layout and record shape
 // are an upgrade contract: never rename them (records carry `v` so old ones keep reading).
 import { mkdirSync, readdirSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
@@ -254,7 +253,7 @@ export class Ledger implements LedgerStore {
     await this.verify();
     let names: string[];
     try {
-      names = await readdir(this.recordsDir);
+      names = readdirSync(this.recordsDir);
     } catch (e) {
       if ((e as { code?: string }).code === 'ENOENT') return { records: [], corrupt: [] };
       throw e;
@@ -326,9 +325,14 @@ export class Ledger implements LedgerStore {
    * records whose container ID `isAgent` accepts are opened (for their addresses). Missing ledger: zeros.
    */
   async census(isAgent: (containerID: string) => boolean): Promise<{ attachments: number; agentIps: number }> {
-    const names = (await readdir(this.recordsDir).catch((e) => ((e as { code?: string }).code === 'ENOENT' ? [] : Promise.reject(e)))).filter(
-      (n) => n.endsWith('.json') && !n.startsWith('.'),
-    );
+    let all: string[];
+    try {
+      all = readdirSync(this.recordsDir);
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'ENOENT') throw e;
+      all = [];
+    }
+    const names = all.filter((n) => n.endsWith('.json') && !n.startsWith('.'));
     let agentIps = 0;
     for (const n of names) {
       if (!isAgent(n.slice(0, n.indexOf(':')))) continue;

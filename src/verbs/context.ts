@@ -5,8 +5,17 @@ import type { Attachment } from '../cni/config.js';
 import { run as defaultRun, KILL_GRACE_MS, type Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
 import { networkDeps, type NetworkDeps } from '../network/open.js';
-import type { InvocationCounters } from '../metrics.js';
 import { span } from '../spans.js';
+
+/**
+ * What the verb did that the metrics file counts: the verb adds to its context's, plugin.ts hands them to
+ * src/metrics.ts. Declared here, not there: the verbs must not reach the metrics module (and its fs/promises).
+ */
+export interface InvocationCounters {
+  residueRules: number;
+  residueNeighbours: number;
+  gcReleased: number;
+}
 
 export interface VerbContext extends Request, NetworkDeps {
   procEnv: NodeJS.ProcessEnv;
