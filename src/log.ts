@@ -21,21 +21,38 @@ export function createLogger(opts: { file?: string; level?: string; base?: Recor
 }
 
 /** The shim's logger shape (ISO times, the given base fields) on any destination. */
-export function loggerTo(dest: pino.DestinationStream, opts: { level: string; base: Record<string, unknown> }): Logger {
+function loggerTo(dest: pino.DestinationStream, opts: { level: string; base: Record<string, unknown> }): Logger {
   return pino({ level: opts.level, base: opts.base, timestamp: pino.stdTimeFunctions.isoTime }, dest);
 }
 
 /**
- * Synchronous appends that swallow write errors: a full or failing log disk (ENOSPC, EIO) or a closed stderr
- * must cost the log line, never the CNI call (pino's own destination throws them into the verb).
+ * JSON lines on stdout, synchronous: the node agent's log (its container's log stream). Not pino.destination:
+ * sonic-boom is not in the bundle (scripts/build.mjs pino-diet).
+ */
+export function stdoutLogger(level: string, base: Record<string, unknown>): Logger {
+  return loggerTo(neverThrows(1), { level, base: { pid: process.pid, ...base } });
+}
+
+/** How long a write to a full pipe (EAGAIN) is retried before the line is dropped. */
+const FULL_PIPE_RETRY_MS = 1000;
+
+/**
+ * Synchronous writes that swallow write errors: a full or failing log disk (ENOSPC, EIO) or a closed stderr
+ * must cost the log line, never the CNI call (pino's own destination throws them into the verb). A pipe that is
+ * full for now (EAGAIN, a non-blocking stdout) is waited for, up to FULL_PIPE_RETRY_MS.
  */
 function neverThrows(fd: number): pino.DestinationStream {
   return {
     write(line: string) {
-      try {
-        writeSync(fd, line);
-      } catch {
-        // dropped
+      const buf = Buffer.from(line);
+      const deadline = Date.now() + FULL_PIPE_RETRY_MS;
+      for (let off = 0; off < buf.length; ) {
+        try {
+          off += writeSync(fd, buf, off);
+        } catch (e) {
+          if ((e as { code?: string }).code !== 'EAGAIN' || Date.now() > deadline) return; // dropped
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+        }
       }
     },
   };
