@@ -1,4 +1,9 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+
+// The suites run the single executable, as a node does (test/helpers/cni.ts); these also run the bundle for `node`.
+const BUNDLE_SUITES = ['test/e2e/protocol.test.ts', 'test/e2e/ipam-slot.test.ts'];
+const integration = { pool: 'forks' as const, globalSetup: ['test/helpers/host-guard.ts'], testTimeout: 120_000, hookTimeout: 120_000 };
 
 export default defineConfig({
   test: {
@@ -9,10 +14,15 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts', 'test/e2e/**/*.test.ts', 'test/cri/**/*.test.ts', 'test/image/**/*.test.ts', 'test/node/**/*.test.ts'],
-          pool: 'forks',
-          globalSetup: ['test/helpers/host-guard.ts'],
-          testTimeout: 120_000,
-          hookTimeout: 120_000,
+          ...integration,
+        },
+      },
+      {
+        test: {
+          name: 'bundle',
+          include: BUNDLE_SUITES,
+          env: { IPAM_SHIM_BIN: fileURLToPath(new URL('./dist/ipam-shim.js', import.meta.url)) },
+          ...integration,
         },
       },
     ],

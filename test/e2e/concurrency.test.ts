@@ -11,7 +11,7 @@ import { execa } from 'execa';
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { invoke, PLUGIN_DIR, ROOT, SEA_SHIM, shimBinDir } from '../helpers/cni.js';
+import { BUNDLE_SHIM, invoke, PLUGIN_DIR, ROOT, SEA_SHIM, shimBinDir } from '../helpers/cni.js';
 import { hostLocal, shimConf, shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
@@ -47,7 +47,7 @@ describe.skipIf(!haveRoot)('IPAM slot: the shim over host-local, invoked directl
   // Both builds: the single executable starts from its startup snapshot, where state the warm-up left once broke
   // every call that had to wait for the ledger lock (exit 0, nothing on stdout; src/warm.ts).
   it.each([
-    ['the bundle', undefined],
+    ['the bundle', BUNDLE_SHIM],
     ['the single executable', SEA_SHIM],
   ])(`%s: ${N} parallel ADDs get distinct addresses, then ${N} parallel DELs leave nothing`, async (_build, bin) => {
     const network = `conc-${uid()}`;

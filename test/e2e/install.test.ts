@@ -9,7 +9,7 @@ import { chmod, lstat, mkdir, readdir, readFile, readlink, rename, stat, symlink
 import { join } from 'node:path';
 import { parseMetrics } from '../../src/metrics.js';
 import { TestNet, inNs, rootOrSkip } from '../helpers/netns.js';
-import { PLUGIN_DIR, ROOT, SHIM, invoke, ledgerRecords, scratch } from '../helpers/cni.js';
+import { BUNDLE_SHIM, PLUGIN_DIR, ROOT, SHIM, invoke, ledgerRecords, scratch } from '../helpers/cni.js';
 import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 
 const SEA = join(ROOT, 'dist/ipam-shim');
@@ -141,10 +141,11 @@ describe('install / uninstall on a simulated node', () => {
     await waitFor('the running copy to install itself', async () => existsSync(join(other, 'bin/ipam-shim')));
     await expect(writeFile(installed, 'x')).rejects.toMatchObject({ code: 'ETXTBSY' });
     const oldIno = (await stat(installed)).ino;
-    const again = await cli(['install', ...flags(), '--source', SHIM, '--json']);
+    // Another file than the installed executable: the bundle of the same build.
+    const again = await cli(['install', ...flags(), '--source', BUNDLE_SHIM, '--json']);
     expect(again.exitCode, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout).binary.action).toBe('updated');
-    expect(await sha(installed)).toBe(await sha(SHIM));
+    expect(await sha(installed)).toBe(await sha(BUNDLE_SHIM));
     expect((await stat(installed)).ino).not.toBe(oldIno);
     expect(running.exitCode).toBeNull(); // the running copy kept its inode and runs on
     running.kill('SIGTERM');

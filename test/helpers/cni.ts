@@ -6,10 +6,15 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
-/** The plugin under test: dist/ipam-shim.js by default, IPAM_SHIM_BIN to test the single executable. */
-export const SHIM = process.env.IPAM_SHIM_BIN ?? join(ROOT, 'dist/ipam-shim.js');
-/** The single executable beside it (what a node runs: started from the startup snapshot). */
+/**
+ * The plugin under test: the single executable by default, what a node runs (started from its startup snapshot,
+ * whose warm-up state the bundle never exercises); IPAM_SHIM_BIN tests another build, e.g. dist/ipam-shim.js.
+ */
+export const SHIM = process.env.IPAM_SHIM_BIN ?? join(ROOT, 'dist/ipam-shim');
+/** The single executable of that build (the same file unless IPAM_SHIM_BIN names a bundle). */
 export const SEA_SHIM = SHIM.replace(/ipam-shim\.js$/, 'ipam-shim');
+/** The bundle of that build, for `node` (dist/ipam-shim.js). */
+export const BUNDLE_SHIM = SEA_SHIM.replace(/ipam-shim$/, 'ipam-shim.js');
 /** Reference plugins (Debian's containernetworking-plugins); override to test newer upstream builds. */
 export const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
 export const FIXTURE_BIN = join(ROOT, 'test/fixtures/bin');
