@@ -264,7 +264,8 @@ async function shimGc(lane: Lane): Promise<void> {
   } else {
     const r = await execa(
       SHIM,
-      ['gc', '--conflist', lane.conflistFile, '--cache-dir', lane.runner.cacheDir, '--cni-path', lane.runner.pluginDirs.join(':'), '--grace-seconds', '0', '--apply', '--json'],
+      // --allow-empty-cache: the soak's own runtime cache is legitimately empty once every container is gone.
+      ['gc', '--conflist', lane.conflistFile, '--cache-dir', lane.runner.cacheDir, '--cni-path', lane.runner.pluginDirs.join(':'), '--grace-seconds', '0', '--apply', '--allow-empty-cache', '--json'],
       { env: { PATH: process.env.PATH! }, extendEnv: false, reject: false },
     );
     if (r.exitCode !== 0) throw gcFailure('ipam-shim gc --apply', String(r.stdout), String(r.stderr));
