@@ -35,6 +35,8 @@ export function stdoutLogger(level: string, base: Record<string, unknown>): Logg
 
 /** How long a write to a full pipe (EAGAIN) is retried before the line is dropped. */
 const FULL_PIPE_RETRY_MS = 1000;
+/** Something to Atomics.wait on for a 1 ms synchronous pause between retries; made on first use, not in the snapshot. */
+let pause: Int32Array | undefined;
 
 /**
  * Synchronous writes that swallow write errors: a full or failing log disk (ENOSPC, EIO) or a closed stderr
@@ -51,7 +53,7 @@ function neverThrows(fd: number): pino.DestinationStream {
           off += writeSync(fd, buf, off);
         } catch (e) {
           if ((e as { code?: string }).code !== 'EAGAIN' || Date.now() > deadline) return; // dropped
-          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+          Atomics.wait((pause ??= new Int32Array(new SharedArrayBuffer(4))), 0, 0, 1);
         }
       }
     },

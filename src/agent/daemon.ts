@@ -3,7 +3,7 @@
 // one at once), HTTP for /metrics /healthz /readyz, logs as JSON lines on stdout (`kubectl logs`: the agent is
 // not the plugin, its stdout carries no protocol). `signal` (SIGTERM) stops it: the pass in flight stops at its
 // next safe point (src/agent/reconcile.ts), the watcher and the server close.
-import { stdoutLogger as logToStdout, type Logger } from '../log.js';
+import type { Logger } from '../log.js';
 import { watchInstall, type WatchOptions, type WatchSummary } from '../install/install.js';
 import { startHttp, type HealthState } from './http.js';
 import { AgentMetrics } from './metrics.js';
@@ -28,10 +28,6 @@ export interface AgentSummary {
   install: WatchSummary | undefined;
 }
 
-/** JSON lines on stdout, written synchronously (a SIGTERM'd agent loses no line). */
-export function stdoutLogger(level: string): Logger {
-  return logToStdout(level, { component: 'agent' });
-}
 
 /** The wait before the next pass. */
 export function nextDelay(intervalMs: number, jitter: number, random = Math.random): number {

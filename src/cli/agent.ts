@@ -8,6 +8,7 @@ import { parseListen } from '../agent/http.js';
 import type { GcMode } from '../agent/reconcile.js';
 import { parseShimConfig, DEFAULT_WATCH_INTERVAL_S } from './install.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
+import { stdoutLogger } from '../log.js';
 
 export const DEFAULT_AGENT_LISTEN = '127.0.0.1:9740';
 export const DEFAULT_AGENT_INTERVAL_S = 30;
@@ -107,8 +108,9 @@ export const agentCommand: Command = {
   exitStatus: '0 stopped by SIGTERM/SIGINT (every problem meanwhile is logged and counted, never an exit); 1 it could not start (e.g. the --listen address is taken); 2 usage',
   async run(argv, ctx): Promise<CommandOutput> {
     const { settings, install } = parseAgentArgs(argv);
-    const { runAgent, stdoutLogger } = await import('../agent/daemon.js');
-    const log = stdoutLogger(settings.logLevel);
+    const { runAgent } = await import('../agent/daemon.js');
+    // JSON lines on stdout, written synchronously (a SIGTERM'd agent loses no line).
+    const log = stdoutLogger(settings.logLevel, { component: 'agent' });
     const ac = new AbortController();
     const stop = (sig: string) => () => {
       log.info({ signal: sig }, 'stopping');
