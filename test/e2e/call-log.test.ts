@@ -6,14 +6,14 @@
 import { readFile } from 'node:fs/promises';
 import { execa } from 'execa';
 import { describe, expect, it } from 'vitest';
-import { PLUGIN_DIR, SHIM } from '../helpers/cni.js';
+import { PLUGIN_DIR, SEA_SHIM } from '../helpers/cni.js';
 import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
 
 const root = rootOrSkip();
 const { s, net } = useScratchNet();
-const SEA = SHIM.replace(/ipam-shim\.js$/, 'ipam-shim');
+const SEA = SEA_SHIM;
 /** Where the shim logs when the config does not parse (src/plugin.ts). */
 const DEFAULT_LOG = '/var/log/ipam-shim.log';
 

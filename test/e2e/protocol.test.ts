@@ -3,7 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { readFile } from 'node:fs/promises';
-import { hostLocalAllocations, invoke, ledgerRecords, scratch, SHIM } from '../helpers/cni.js';
+import { hostLocalAllocations, invoke, ledgerRecords, scratch, SEA_SHIM, SHIM } from '../helpers/cni.js';
 import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { pidsIn, waitGone } from '../helpers/robust.js';
 
@@ -171,7 +171,7 @@ describe('delegate results', () => {
 });
 
 describe('the single executable', () => {
-  const sea = SHIM.replace(/ipam-shim\.js$/, 'ipam-shim');
+  const sea = SEA_SHIM;
   it('runs VERSION and a real ADD/DEL with no node on PATH', async () => {
     const env = { PATH: '/usr/sbin:/sbin' }; // ip/ebtables/nft live here; node is in /usr/bin
     const version = await execa(sea, [], { input: '{"cniVersion":"1.0.0"}', env: { ...env, CNI_COMMAND: 'VERSION' }, extendEnv: false, reject: false });

