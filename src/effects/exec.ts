@@ -203,6 +203,17 @@ const here = new WeakSet<Run>([defaultRun]);
 export const runsHere = (run: Run): boolean => here.has(run);
 
 /**
+ * `run` with a bound on every call that sets none (a caller's own timeoutMs, e.g. delegateTimeoutMs, stands): the
+ * node agent's, so a tool stuck for good (ebtables waiting on a lock, nsenter on a dying netns) is killed with its
+ * group instead of holding the pass, a child and its pipes for the agent's lifetime. Runs where `run` runs.
+ */
+export function withDefaultTimeout(run: Run, timeoutMs: number): Run {
+  const bounded: Run = (file, args, opts = {}) => run(file, args, { ...opts, timeoutMs: opts.timeoutMs ?? timeoutMs });
+  if (runsHere(run)) here.add(bounded);
+  return bounded;
+}
+
+/**
  * A Run that executes every program inside network namespace `ns` (`ip netns exec`). The shim itself runs in
  * the node's namespace; this lets operator commands and tests address another one without special cases.
  */
