@@ -1,12 +1,17 @@
 // What the node agent holds stays bounded however it is used: connections to its HTTP port (at most
-// MAX_CONNECTIONS, the rest closed as they arrive; silent ones closed by the agent itself), and tool calls without
-// a bound of their own (withDefaultTimeout). The agent as a whole: test/e2e/agent-soak.test.ts.
+// MAX_CONNECTIONS, the rest closed as they arrive; silent ones closed by the agent itself), log-file descriptors
+// (one per file per process), and tool calls without a bound of their own (withDefaultTimeout). The agent as a whole: test/e2e/agent-soak.test.ts.
 import { connect, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_CONNECTIONS, startHttp } from '../../src/agent/http.js';
 import { AgentMetrics } from '../../src/agent/metrics.js';
 import { run, runsHere, withDefaultTimeout, type Run } from '../../src/effects/exec.js';
+import { createLogger } from '../../src/log.js';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 describe('the agent HTTP server', () => {
   const sockets: Socket[] = [];
@@ -38,6 +43,24 @@ describe('the agent HTTP server', () => {
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
+    }
+  });
+});
+
+describe('log files', () => {
+  it('a process holds one descriptor per log file, however many loggers write to it (the agent made one per pass)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'ipam-shim-log-'));
+    try {
+      const file = join(dir, 'shim.log');
+      const fds = () => readdirSync('/proc/self/fd').length;
+      createLogger({ file }).info('first');
+      const before = fds();
+      for (let i = 0; i < 50; i++) createLogger({ file, base: { pass: i } }).info('again');
+      expect(fds() - before).toBeLessThanOrEqual(1);
+      const lines = (await readFile(file, 'utf8')).trim().split('\n');
+      expect(lines).toHaveLength(51);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });
