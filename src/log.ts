@@ -6,13 +6,30 @@ import pino, { type Logger } from 'pino';
 
 export type { Logger };
 
+/**
+ * The descriptor of each log file this process opened, shared by every logger on that file: a process that opens
+ * the same network many times (a CLI command, anything long-running) holds one descriptor per file, not one per
+ * logger (the node agent held one more every reconcile pass). Keyed by pid too: an entry made while the startup
+ * snapshot was built (src/warm.ts logs to a temp file, whose random path is never asked for again) is never a later
+ * process's descriptor.
+ */
+const openFiles = new Map<string, { pid: number; fd: number }>();
+
+function logFd(file: string): number {
+  const shared = openFiles.get(file);
+  if (shared?.pid === process.pid) return shared.fd;
+  mkdirSync(dirname(file), { recursive: true, mode: 0o755 });
+  const fd = openSync(file, 'a', 0o640);
+  openFiles.set(file, { pid: process.pid, fd });
+  return fd;
+}
+
 export function createLogger(opts: { file?: string; level?: string; base?: Record<string, unknown> }): Logger {
   const level = opts.level ?? 'info';
   let dest: pino.DestinationStream;
   try {
     if (!opts.file) throw new Error('no log file');
-    mkdirSync(dirname(opts.file), { recursive: true, mode: 0o755 });
-    dest = neverThrows(openSync(opts.file, 'a', 0o640));
+    dest = neverThrows(logFd(opts.file));
   } catch {
     // The log file cannot be opened: stderr is the only other place that is not the protocol.
     dest = neverThrows(2);

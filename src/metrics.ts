@@ -25,6 +25,8 @@ export const FAMILIES: Record<string, Family> = {
   ipam_shim_residue_removed_total: { type: 'counter', help: 'azure-vnet residue removed for handed-out addresses, by kind (ebtables rule, neighbour entry).' },
   ipam_shim_reserved_refusals_total: { type: 'counter', help: 'ADDs refused because the address lies in a reserved CIDR (error 100).' },
   ipam_shim_gc_released_total: { type: 'counter', help: 'Attachments released by the GC verb.' },
+  ipam_shim_stale_records_taken_total: { type: 'counter', help: "ADDs whose address the ledger held for a provably dead pod: that record gave the address up (forgotten, or kept for its other addresses)." },
+  ipam_shim_del_records_kept_total: { type: 'counter', help: 'DELs that released the address but could not forget its record (the ledger could not be written): the record stays for GC.' },
   ipam_shim_agent_ips: { type: 'gauge', help: 'Addresses held for cilium-agent (agentContainerIDs) in the ledger.' },
   ipam_shim_ledger_attachments: { type: 'gauge', help: 'Attachments recorded in the ledger.' },
   ipam_shim_last_invocation_timestamp_seconds: { type: 'gauge', help: 'Unix time of the last invocation, by network and verb.' },
@@ -85,6 +87,8 @@ export interface Update {
   residueRules: number;
   residueNeighbours: number;
   gcReleased: number;
+  staleTaken?: number;
+  delRecordsKept?: number;
   /** undefined when the ledger could not be read (gauges keep their last value). */
   ledger?: { attachments: number; agentIps: number };
   nowSeconds: number;
@@ -104,10 +108,14 @@ export function applyUpdate(series: Map<string, Series>, u: Update): Map<string,
   if (u.residueRules) add('ipam_shim_residue_removed_total', { ...net, kind: 'ebtables' }, u.residueRules);
   if (u.residueNeighbours) add('ipam_shim_residue_removed_total', { ...net, kind: 'neigh' }, u.residueNeighbours);
   if (u.gcReleased) add('ipam_shim_gc_released_total', net, u.gcReleased);
+  if (u.staleTaken) add('ipam_shim_stale_records_taken_total', net, u.staleTaken);
+  if (u.delRecordsKept) add('ipam_shim_del_records_kept_total', net, u.delRecordsKept);
   // Counters that exist from the first invocation on, so rate() works from zero.
   for (const [name, labels] of [
     ['ipam_shim_reserved_refusals_total', net],
     ['ipam_shim_gc_released_total', net],
+    ['ipam_shim_stale_records_taken_total', net],
+    ['ipam_shim_del_records_kept_total', net],
     ['ipam_shim_residue_removed_total', { ...net, kind: 'ebtables' }],
     ['ipam_shim_residue_removed_total', { ...net, kind: 'neigh' }],
   ] as const) add(name, labels, 0);
@@ -167,6 +175,8 @@ export async function recordInvocation(outcome: Outcome, counters: InvocationCou
         residueRules: counters.residueRules,
         residueNeighbours: counters.residueNeighbours,
         gcReleased: counters.gcReleased,
+        staleTaken: counters.staleTaken ?? 0,
+        delRecordsKept: counters.delRecordsKept ?? 0,
         nowSeconds: Date.now() / 1000,
       },
       gauges,

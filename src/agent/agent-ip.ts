@@ -4,6 +4,7 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type NetConf } from '../cni/config.js';
 import { resultAddresses } from '../cni/result.js';
+import { canonicalIp } from '../net/ip.js';
 import { atLeast } from '../cni/versions.js';
 import type { IpamDelegate } from '../effects/delegate.js';
 import type { LedgerRecord, LedgerStore } from '../effects/ledger.js';
@@ -95,7 +96,8 @@ export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Fami
     await d.ledger.remove(att);
     await d.ledger.put(base);
     const result = await d.delegate.add(delegateConf(d.conf, version), d.conf.cniVersion, env);
-    const ips = resultAddresses(result);
+    // Canonical text, as the verbs record (Delegate.add refused any address src/net/ip.ts does not take).
+    const ips = resultAddresses(result).map(canonicalIp);
     try {
       if (!ips.length) throw new CniError(ErrorCode.DelegateFailed, `delegate ${d.delegate.type} returned no IP addresses`);
       await d.ledger.put({ ...base, state: 'attached', ips, updatedAt: new Date().toISOString() });

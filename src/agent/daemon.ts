@@ -8,6 +8,7 @@ import { watchInstall, type WatchOptions, type WatchSummary } from '../install/i
 import { startHttp, type HealthState } from './http.js';
 import { AgentMetrics } from './metrics.js';
 import { reconcileOnce, type PassReport, type ReconcileOptions } from './reconcile.js';
+import { withDefaultTimeout } from '../effects/exec.js';
 
 export interface AgentOptions {
   reconcile: Omit<ReconcileOptions, 'signal' | 'metrics' | 'log'>;
@@ -34,8 +35,12 @@ export function nextDelay(intervalMs: number, jitter: number, random = Math.rand
   return Math.max(0, Math.round(intervalMs * (1 + jitter * (2 * random() - 1))));
 }
 
+/** The longest one tool call of a pass may take (one without its own bound): then it is killed, the step fails. */
+const AGENT_TOOL_TIMEOUT_MS = 60_000;
+
 export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<AgentSummary> {
   const metrics = new AgentMetrics();
+  const run = withDefaultTimeout(o.reconcile.run, AGENT_TOOL_TIMEOUT_MS);
   // A pass that shows no progress for this long (a stuck tool or lock beyond every timeout) fails /healthz.
   const health: HealthState = { ready: false, lastBeat: Date.now(), stallMs: Math.max(10 * o.intervalMs, 10 * 60_000) };
   const server = await startHttp(o.listen, metrics, health);
@@ -63,7 +68,7 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
     while (!signal.aborted) {
       hup = false;
       health.lastBeat = Date.now();
-      summary.last = await reconcileOnce({ ...o.reconcile, signal, metrics, log: o.log });
+      summary.last = await reconcileOnce({ ...o.reconcile, run, signal, metrics, log: o.log });
       summary.passes++;
       health.ready = true;
       health.lastBeat = Date.now();

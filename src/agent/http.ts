@@ -28,8 +28,22 @@ export function parseListen(text: string): { host: string; port: number } {
   return { host, port };
 }
 
+/**
+ * Connections served at once; more are closed as they arrive (Node's server.maxConnections). Prometheus and the
+ * kubelet's probes need a few; without a cap every open connection costs the agent a descriptor (toward its
+ * RLIMIT_NOFILE) and a socket for as long as the client keeps it.
+ */
+export const MAX_CONNECTIONS = 64;
+/**
+ * A connection that has not sent a whole request within this, or has been idle this long, is closed: idle or
+ * trickling clients hold no slot for long. One value for the three: with a header timeout shorter than the idle
+ * timeout, Node 24 never closed a connection that sent nothing at all (measured).
+ */
+const CLIENT_TIMEOUT_MS = 10_000;
+
 export async function startHttp(listen: { host: string; port: number }, metrics: AgentMetrics, health: HealthState): Promise<Server> {
-  const server = createServer((req, res) => {
+  // The request timeouts are checked every second (Node's default: every 30 s).
+  const server = createServer({ connectionsCheckingInterval: 1_000, headersTimeout: CLIENT_TIMEOUT_MS, requestTimeout: CLIENT_TIMEOUT_MS }, (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const send = (code: number, body: string, type = 'text/plain; charset=utf-8') => {
       res.writeHead(code, { 'content-type': type, 'content-length': Buffer.byteLength(body) });
@@ -51,6 +65,9 @@ export async function startHttp(listen: { host: string; port: number }, metrics:
     send(404, 'not found: /metrics /healthz /readyz\n');
   });
   server.keepAliveTimeout = 5_000;
+  server.maxConnections = MAX_CONNECTIONS;
+  // A connection that sends nothing at all is not a request the header timeout sees: closed when idle as long.
+  server.timeout = CLIENT_TIMEOUT_MS;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(listen.port, listen.host, () => {

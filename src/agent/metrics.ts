@@ -2,7 +2,7 @@
 // and the plugin's invocation series read from its textfile (setting `metricsFile`) at scrape time, so the
 // plugin's counts have one source that node-exporter's textfile collector and /metrics both show.
 import { readFile } from 'node:fs/promises';
-import { Counter, Gauge, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import { FAMILIES, parseMetrics, type Series } from '../metrics.js';
 
 /** Labels any plugin series may carry (src/metrics.ts applyUpdate). */
@@ -19,6 +19,7 @@ export class AgentMetrics {
   readonly steps = new Counter({ name: 'ipam_shim_agent_steps_total', help: 'Reconcile steps by step and outcome.', labelNames: ['step', 'outcome'], registers: [this.registry] });
   readonly errors = new Counter({ name: 'ipam_shim_agent_errors_total', help: 'Errors met by reconcile steps (each failed release, cleanup or restore counts once).', labelNames: ['step'], registers: [this.registry] });
   readonly released = new Counter({ name: 'ipam_shim_agent_gc_released_total', help: 'Leaked pod attachments released by the agent (gc mode apply).', labelNames: ['network'], registers: [this.registry] });
+  readonly forgotten = new Counter({ name: 'ipam_shim_agent_gc_forgotten_total', help: 'Chained records of provably dead pods the agent forgot in report mode (no address released: chained, the main plugin holds it).', labelNames: ['network'], registers: [this.registry] });
   readonly leaked = new Gauge({ name: 'ipam_shim_agent_gc_leaked', help: "Attachments the last pass found leaked (not in the runtime's cache, proven dead, past the grace period): released in apply mode, reported in report mode.", labelNames: ['network', 'mode'], registers: [this.registry] });
   readonly residue = new Counter({ name: 'ipam_shim_agent_residue_removed_total', help: 'azure-vnet residue removed for ledger addresses, by kind.', labelNames: ['network', 'kind'], registers: [this.registry] });
   readonly probeRestores = new Counter({ name: 'ipam_shim_agent_probe_restores_total', help: 'Times the IPv6 probe rewrite table was found missing or drifted and put back.', registers: [this.registry] });
@@ -30,6 +31,9 @@ export class AgentMetrics {
     for (const s of ['network', 'gc', 'residue', 'probe']) this.errors.inc({ step: s }, 0);
     this.probeRestores.inc(0);
     for (const [name, fam] of Object.entries(FAMILIES)) this.pluginFamily(name, fam.type, fam.help);
+    // The process's own resources (process_open_fds, process_resident_memory_bytes, nodejs_heap_size_used_bytes…):
+    // a node agent runs for months, and what it holds must be seen not to grow (scripts/soak-agent.ts reads them).
+    collectDefaultMetrics({ register: this.registry });
   }
 
   /** One plugin family: each scrape replaces its series with the textfile's. */

@@ -41,6 +41,8 @@ export interface PassReport {
   /** gc: leaked attachments found (released in apply mode). */
   leaked: number;
   released: number;
+  /** gc, report mode: chained records of provably dead pods forgotten. */
+  forgotten: number;
   residueRemoved: number;
   probeRestored: boolean;
   errors: number;
@@ -52,7 +54,7 @@ const stopped = (o: ReconcileOptions) => o.signal.aborted;
 
 export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   const t0 = sinceStart();
-  const report: PassReport = { network: undefined, steps: {}, busy: 0, leaked: 0, released: 0, residueRemoved: 0, probeRestored: false, errors: 0, durationMs: 0, stopped: false };
+  const report: PassReport = { network: undefined, steps: {}, busy: 0, leaked: 0, released: 0, forgotten: 0, residueRemoved: 0, probeRestored: false, errors: 0, durationMs: 0, stopped: false };
   const step = async (name: Step, fn: () => Promise<StepOutcome>): Promise<void> => {
     if (stopped(o)) {
       report.steps[name] = 'stopped';
@@ -73,8 +75,9 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
 
   let net: OpenNetwork | undefined;
   await step('network', async () => {
-    const opened = await openConflistNetwork(o.network, o.run, o.env);
-    net = { ...opened, log: o.log.child({ network: opened.conf.name }) };
+    // The agent's own logger (its stdout): a pass opens no log file.
+    const opened = await openConflistNetwork(o.network, o.run, o.env, { log: o.log });
+    net = opened;
     report.network = opened.conf.name;
     o.metrics.pluginFile = opened.conf.settings.metricsFile;
     return 'ok';
@@ -95,8 +98,8 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   o.metrics.passes.inc({ outcome });
   o.metrics.lastDuration.set(report.durationMs / 1000);
   o.metrics.lastPass.set(Date.now() / 1000);
-  const { steps, leaked, released, residueRemoved, probeRestored, errors, network, busy } = report;
-  o.log.info({ network, steps, leaked, released, residueRemoved, probeRestored, busy, errors, stopped: report.stopped, rssMiB: Math.round(process.memoryUsage.rss() / 1048576), durationMs: Math.round(report.durationMs) }, `reconcile pass ${outcome}`);
+  const { steps, leaked, released, forgotten, residueRemoved, probeRestored, errors, network, busy } = report;
+  o.log.info({ network, steps, leaked, released, forgotten, residueRemoved, probeRestored, busy, errors, stopped: report.stopped, rssMiB: Math.round(process.memoryUsage.rss() / 1048576), durationMs: Math.round(report.durationMs) }, `reconcile pass ${outcome}`);
   return report;
 }
 
@@ -109,12 +112,18 @@ async function gcStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport)
     allowEmptyCache: o.gc.allowEmptyCache,
     signal: o.signal,
     lockWaitMs: AGENT_LOCK_WAIT_MS,
+    // Report mode releases nothing, but a provably dead pod's chained record would wedge its address for the next
+    // pod the main IPAM gives it to: forgotten in every mode (chained, the shim holds no address to release).
+    forgetChained: true,
   });
   const name = net.conf.name;
   report.busy += gc.skipped.length;
   if (refused) net.log.warn({ step: 'gc', refused }, 'gc: refusing to release anything');
   report.leaked = gc.plan.release.length;
   report.released = gc.released.length;
+  report.forgotten = gc.forgotten.length;
+  o.metrics.forgotten.inc({ network: name }, gc.forgotten.length);
+  if (gc.forgotten.length) net.log.warn({ step: 'gc', forgotten: gc.forgotten }, 'gc: forgot the chained records of provably dead pods (no address released: chained, the main plugin holds it)');
   o.metrics.leaked.reset();
   o.metrics.leaked.set({ network: name, mode: o.gc.mode }, gc.plan.release.length);
   o.metrics.released.inc({ network: name }, gc.released.length);

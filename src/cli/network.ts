@@ -19,5 +19,5 @@ export interface NetworkFlags {
 }
 
 export function openNetwork(flags: NetworkFlags, run: Run, env: NodeJS.ProcessEnv, waitMs = 0): Promise<OpenNetwork> {
-  return openConflistNetwork({ conflist: flags.conflist, confDir: flags['conf-dir'], network: flags.network, cniPath: flags['cni-path'] }, run, env, waitMs);
+  return openConflistNetwork({ conflist: flags.conflist, confDir: flags['conf-dir'], network: flags.network, cniPath: flags['cni-path'] }, run, env, { waitMs });
 }

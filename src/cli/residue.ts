@@ -4,7 +4,7 @@
 // Per-pod-shaped rules whose MAC is on no local interface ("orphans") are reported, never touched.
 // The report itself is built in src/residue/report.ts; this file parses the flags and renders it.
 import { cleanTargets, ledgerTargets, mergeTargets, scanTargets, summarise, type NeighbourView, type ResidueReport } from '../residue/report.js';
-import { exactIp } from '../net/ip.js';
+import { addressProblem, exactIp } from '../net/ip.js';
 import { confDirProblem, DEFAULT_CONF_DIR } from '../conflist.js';
 import { NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
 import type { OpenNetwork } from '../network/open.js';
@@ -42,7 +42,10 @@ function parseFlags(argv: string[]): { mode: 'scan' | 'clean'; flags: Flags; nam
   if (mode === 'scan' && flags.apply) throw new UsageError('--apply belongs to "clean"');
   const named = (flags.ip ?? []).flatMap((v) => v.split(',')).map((s) => s.trim()).filter(Boolean);
   for (const ip of named) {
-    if (!exactIp(ip)) throw new UsageError(`--ip ${ip}: expected a single IPv4 or IPv6 address`);
+    if (exactIp(ip)) continue;
+    const problem = addressProblem(ip);
+    // An IPv4-mapped address is refused as everywhere (src/net/ip.ts), with the IPv4 address to name instead.
+    throw new UsageError(`--ip ${ip}: ${problem?.kind === 'mapped' ? problem.message : 'expected a single IPv4 or IPv6 address'}`);
   }
   return { mode, flags, named };
 }

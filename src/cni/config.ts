@@ -55,8 +55,11 @@ export interface NetConf {
   placement: Placement;
   settings: ShimSettings;
   prevResult: Result | undefined;
-  /** GC: the runtime's valid list (absent key = empty, libcni's meaning). */
-  validAttachments: Attachment[];
+  /**
+   * GC: the runtime's valid list; undefined when the key is absent or null (no evidence at all: GC refuses, code 7).
+   * libcni's GCNetworkList always sends it (an empty list is its word that nothing is valid).
+   */
+  validAttachments: Attachment[] | undefined;
   /** DEL only (parseNetConfForDel): the config's mistake, read around; `settings` holds defaults for `unreadable`. */
   mistake?: ConfigMistake;
 }
@@ -79,9 +82,17 @@ function requireVersion(raw: Record<string, unknown>): string {
   return v;
 }
 
+/** The network name is a directory name (the ledger's `<stateDir>/<name>`, host-local's `<dataDir>/<name>`): NAME_MAX. */
+const MAX_NAME_BYTES = 255;
+
 function requireName(raw: Record<string, unknown>): string {
   const name = raw.name;
   if (typeof name !== 'string' || name === '') throw new CniError(ErrorCode.InvalidNetworkConfig, 'missing network name');
+  if (Buffer.byteLength(name) > MAX_NAME_BYTES) {
+    throw new CniError(ErrorCode.InvalidNetworkConfig, `network name too long (${Buffer.byteLength(name)} bytes)`, {
+      details: `at most ${MAX_NAME_BYTES} bytes: it names the ledger directory <stateDir>/<name>`,
+    });
+  }
   if (validContainerID(name)) throw new CniError(ErrorCode.InvalidNetworkConfig, `invalid network name ${JSON.stringify(name)}`, { details: 'must match [a-zA-Z0-9][a-zA-Z0-9_.-]*' });
   return name;
 }
@@ -119,9 +130,9 @@ export function parseShimSettings(keys: Record<string, unknown>, where: string):
 
 const AttachmentListSchema = z.array(z.looseObject({ containerID: z.string(), ifname: z.string() }));
 
-function readValidAttachments(raw: Record<string, unknown>): Attachment[] {
+function readValidAttachments(raw: Record<string, unknown>): Attachment[] | undefined {
   const list = raw['cni.dev/valid-attachments'] ?? raw['cni.dev/attachments'];
-  if (list === undefined || list === null) return [];
+  if (list === undefined || list === null) return undefined;
   const r = AttachmentListSchema.safeParse(list);
   if (!r.success) throw new CniError(ErrorCode.InvalidNetworkConfig, 'invalid cni.dev/valid-attachments', { details: formatIssues(r.error.issues) });
   return r.data.map(({ containerID, ifname }) => ({ containerID, ifname }));
@@ -166,7 +177,7 @@ export function parseNetConfForDel(raw: Record<string, unknown>): NetConf {
         settings[key] = schema.safeParse(undefined).data;
       }
     }
-    return { raw, cniVersion, name, placement, settings: settings as ShimSettings, prevResult: undefined, validAttachments: [], mistake: { error: e, unreadable } };
+    return { raw, cniVersion, name, placement, settings: settings as ShimSettings, prevResult: undefined, validAttachments: undefined, mistake: { error: e, unreadable } };
   }
 }
 

@@ -2,7 +2,6 @@
 import * as z from './zod.js';
 import { atLeast } from './versions.js';
 import { CniError, ErrorCode, formatIssues } from './errors.js';
-import { Validator } from 'ip-num';
 
 const IpConfigSchema = z.looseObject({
   address: z.string(),
@@ -52,18 +51,4 @@ export function convertResult(result: Result, version: string): Result {
 /** Every bare address a result hands out, each once (an address listed twice is still one allocation). */
 export function resultAddresses(result: Result): string[] {
   return [...new Set((result.ips ?? []).map(addressOf))];
-}
-
-/** The ips[].address entries that are not an IP address (with or without a prefix length). */
-export function invalidAddresses(result: Result): string[] {
-  return (result.ips ?? []).map((ip) => ip.address).filter((text) => !isAddressWithPrefix(text));
-}
-
-/** `address[/prefix]` of either family, the form a result's `ips[].address` takes (ip-num; no zone index). */
-function isAddressWithPrefix(text: string): boolean {
-  const [addr = '', prefix, ...rest] = text.split('/');
-  if (rest.length || (prefix !== undefined && !/^\d{1,3}$/.test(prefix))) return false;
-  const v6 = addr.includes(':');
-  const ok = v6 ? Validator.isValidIPv6String(addr)[0] : /^\d{1,3}(\.\d{1,3}){3}$/.test(addr) && Validator.isValidIPv4String(addr)[0];
-  return ok && (prefix === undefined || Number(prefix) <= (v6 ? 128 : 32));
 }

@@ -3,10 +3,11 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { parseResult, convertResult, invalidAddresses, type Result } from '../cni/result.js';
+import { parseResult, convertResult, type Result } from '../cni/result.js';
+import { addressProblem } from '../net/ip.js';
 import { bridgeVersion, LATEST_VERSION } from '../cni/versions.js';
 import { assertPrivateDirSync, ensurePrivateDir, readFileNoFollowSync, writeFileAtomic } from './fs-atomic.js';
-import { run as defaultRun, type Run } from './exec.js';
+import { MAX_OUTPUT_BYTES, run as defaultRun, type Run } from './exec.js';
 import { sinceStart } from '../spans.js';
 import type { Logger } from '../log.js';
 
@@ -110,10 +111,12 @@ export class Delegate implements IpamDelegate {
   async add(conf: Record<string, unknown>, resultVersion: string, env: NodeJS.ProcessEnv = {}): Promise<Result> {
     const out = await this.call('ADD', conf, env);
     const result = parseResult(out ?? {}, `delegate ${this.o.type} ADD result`);
-    const bad = invalidAddresses(result);
-    if (bad.length) {
-      throw new CniError(ErrorCode.DelegateFailed, `delegate ${this.o.type} ADD returned an address that is not an IP: ${JSON.stringify(bad[0])}`, {
-        details: excerpt(JSON.stringify(out)),
+    for (const ip of result.ips ?? []) {
+      const problem = addressProblem(ip.address);
+      if (!problem) continue;
+      const what = problem.kind === 'mapped' ? 'an IPv4-mapped IPv6 address' : 'an address that is not an IP';
+      throw new CniError(ErrorCode.DelegateFailed, `delegate ${this.o.type} ADD returned ${what}: ${JSON.stringify(ip.address)}`, {
+        details: `${problem.message}; the result: ${excerpt(JSON.stringify(out))}`,
       });
     }
     return convertResult(result, resultVersion);
@@ -155,6 +158,13 @@ export class Delegate implements IpamDelegate {
       });
     }
     if (r.notFound) throw new CniError(ErrorCode.InvalidNetworkConfig, `delegate ${this.o.type} could not be executed`, { details: path });
+    // Whatever it printed before the cap (and however it exited, usually by the SIGKILL the cap sent) is cut off:
+    // never read as an answer, nor as an error object.
+    if (r.overflow) {
+      throw new CniError(ErrorCode.DelegateFailed, `delegate ${this.o.type} ${command} printed more than ${MAX_OUTPUT_BYTES / 1024 / 1024} MiB`, {
+        details: `its process group was killed and its output dropped; it begins: ${excerpt(r.stdout || r.stderr, 200)}`,
+      });
+    }
     if (r.exitCode !== 0) throw delegateError(this.o.type, command, r.stdout, r.stderr, r.exitCode);
     const text = r.stdout.trim();
     if (text === '') return undefined;

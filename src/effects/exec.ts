@@ -20,9 +20,11 @@ export interface RunResult {
   timedOut: boolean;
   /** The program was not found or could not be executed (ENOENT/EACCES). */
   notFound: boolean;
+  /** It wrote more than MAX_OUTPUT_BYTES (stdout and stderr together): its group was killed, the rest not read. */
+  overflow?: boolean;
 }
 
-const MAX_BUFFER = 64 * 1024 * 1024;
+export const MAX_OUTPUT_BYTES = 64 * 1024 * 1024;
 /** After the timeout's SIGKILL: how long to wait for the child's exit status before answering without it. */
 export const KILL_GRACE_MS = 1000;
 /** After the child exited: how long pipes that something else still holds open are read before they are dropped. */
@@ -57,7 +59,7 @@ function checked(file: string, args: readonly string[], opts: RunOptions, r: Spa
 async function spawnRun(file: string, args: readonly string[], opts: RunOptions): Promise<Spawned> {
   const env = (opts.extendEnv ?? true) ? { ...process.env, ...opts.env } : (opts.env ?? {});
   let timedOut = false;
-  const r = await new Promise<{ stdout: string; stderr: string; exitCode: number | undefined; failed: boolean; code?: string; message: string }>((resolve) => {
+  const r = await new Promise<{ stdout: string; stderr: string; exitCode: number | undefined; failed: boolean; overflow?: boolean; code?: string; message: string }>((resolve) => {
     let sub: ChildProcess;
     try {
       // No input: /dev/null, the same end-of-file as an empty pipe, without a pipe and a stream to set up.
@@ -73,7 +75,7 @@ async function spawnRun(file: string, args: readonly string[], opts: RunOptions)
     let spawnError: (Error & { code?: string }) | undefined;
     const collect = (into: Buffer[]) => (b: Buffer) => {
       size += b.length;
-      if (size > MAX_BUFFER) {
+      if (size > MAX_OUTPUT_BYTES) {
         if (!overflow && sub.pid) killGroup(sub.pid);
         overflow = true;
         return;
@@ -124,11 +126,11 @@ async function spawnRun(file: string, args: readonly string[], opts: RunOptions)
       const message = spawnError
         ? `Command failed with ${spawnError.code ?? 'an error'}: ${file} ${args.join(' ')}\n${spawnError.message}`
         : overflow
-          ? `Command's combined output was larger than ${MAX_BUFFER} bytes: ${file} ${args.join(' ')}`
+          ? `Command's combined output was larger than ${MAX_OUTPUT_BYTES} bytes: ${file} ${args.join(' ')}`
           : signal
             ? `Command was killed with ${signal}: ${file} ${args.join(' ')}`
             : `Command failed with exit code ${exitCode}: ${file} ${args.join(' ')}`;
-      resolve({ stdout: Buffer.concat(out).toString('utf8'), stderr, exitCode, failed, code: spawnError?.code, message });
+      resolve({ stdout: Buffer.concat(out).toString('utf8'), stderr, exitCode, failed, overflow, code: spawnError?.code, message });
     };
     sub.on('error', (e) => {
       spawnError = e;
@@ -150,6 +152,7 @@ async function spawnRun(file: string, args: readonly string[], opts: RunOptions)
     exitCode: r.exitCode,
     timedOut,
     notFound: r.code === 'ENOENT' || r.code === 'EACCES',
+    overflow: r.overflow ?? false,
   };
   return { result, failed: r.failed, message: r.message };
 }
@@ -198,6 +201,17 @@ const here = new WeakSet<Run>([defaultRun]);
  * also be read from this process's /proc (src/effects/neigh.ts). False for an injected Run (tests, runInNetns).
  */
 export const runsHere = (run: Run): boolean => here.has(run);
+
+/**
+ * `run` with a bound on every call that sets none (a caller's own timeoutMs, e.g. delegateTimeoutMs, stands): the
+ * node agent's, so a tool stuck for good (ebtables waiting on a lock, nsenter on a dying netns) is killed with its
+ * group instead of holding the pass, a child and its pipes for the agent's lifetime. Runs where `run` runs.
+ */
+export function withDefaultTimeout(run: Run, timeoutMs: number): Run {
+  const bounded: Run = (file, args, opts = {}) => run(file, args, { ...opts, timeoutMs: opts.timeoutMs ?? timeoutMs });
+  if (runsHere(run)) here.add(bounded);
+  return bounded;
+}
 
 /**
  * A Run that executes every program inside network namespace `ns` (`ip netns exec`). The shim itself runs in

@@ -66,6 +66,19 @@ function assertLedgerLayout(dir: string): void {
   }
 }
 
+/** Ledger.put refused a record: `ip` is recorded for another attachment, `holder` (code 11). */
+export class AddressHeldError extends CniError {
+  constructor(
+    readonly ip: string,
+    readonly holder: LedgerRecord,
+    network: string,
+  ) {
+    super(ErrorCode.TryAgainLater, `address ${ip} is already recorded for ${keyOf(holder)} (owner ${holder.owner})`, {
+      details: `network ${network}: the IPAM handed out an address the ledger holds for a pod that is not provably gone (its netns exists and holds the address, or cannot be looked into); has the IPAM's store lost state?`,
+    });
+  }
+}
+
 /** Ledger.lockedAttachment could not take the lock (the ledger is unusable, or another call holds it): fn never ran. */
 export class AttachmentLockError extends CniError {}
 
@@ -216,9 +229,7 @@ export class Ledger implements LedgerStore {
       for (const ip of rec.ips) {
         const holder = await this.ipHolder(ip);
         if (holder && !sameAttachment(holder, rec)) {
-          throw new CniError(ErrorCode.TryAgainLater, `address ${ip} is already recorded for ${keyOf(holder)} (owner ${holder.owner})`, {
-            details: `network ${this.network}: the delegate handed out an address the ledger holds; has its store lost state?`,
-          });
+          throw new AddressHeldError(ip, holder, this.network);
         }
       }
       const previous = await this.get(rec);

@@ -25,14 +25,12 @@ function startTime(pid: number): string | undefined {
 }
 
 /**
- * "pid starttime" of this process, computed once per process: the startup snapshot's warm-up takes locks too
- * (src/warm.ts), and an identity kept from the build would name a process that is gone.
+ * "pid starttime" of this process, read from /proc/self each time a lock is taken (~15 µs), never kept: the startup
+ * snapshot's warm-up takes locks too (src/warm.ts), and a value kept in the snapshot keyed by pid was the build
+ * process's start time in every later process that happened to get the build's pid (small pid namespaces make
+ * that likely). A concurrent caller then judged the live holder dead and broke its lock.
  */
-let own: { pid: number; id: string } | undefined;
-const OWN_ID = (): string => {
-  if (own?.pid !== process.pid) own = { pid: process.pid, id: `${process.pid} ${startTime(process.pid) ?? '?'}` };
-  return own.id;
-};
+const ownId = (): string => `${process.pid} ${startTime(process.pid) ?? '?'}`;
 /** An empty lock file younger than this belongs to a live holder that has not written its id yet. */
 const EMPTY_LOCK_STALE_MS = 5_000;
 
@@ -92,7 +90,7 @@ export function breakIfStale(path: string): void {
     if (!st || Date.now() - st.mtimeMs < EMPTY_LOCK_STALE_MS) return;
   }
   const breaker = `${path}.break`;
-  if (!tryCreate(breaker, OWN_ID())) {
+  if (!tryCreate(breaker, ownId())) {
     // A breaker that died mid-break leaves this file; it is only ever held for microseconds.
     const st = statQuiet(breaker);
     if (st && Date.now() - st.mtimeMs > 10_000) unlinkQuiet(breaker);
@@ -109,7 +107,8 @@ export function breakIfStale(path: string): void {
 export async function withLock<T>(path: string, fn: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let delay = 2;
-  while (!tryCreate(path, OWN_ID())) {
+  const id = ownId();
+  while (!tryCreate(path, id)) {
     breakIfStale(path);
     if (Date.now() > deadline) throw new LockTimeoutError(path, (readQuiet(path) ?? '').trim());
     await new Promise((r) => setTimeout(r, delay + Math.random() * delay));

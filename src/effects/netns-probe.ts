@@ -1,5 +1,5 @@
 // Is an attachment provably alive? Its recorded network namespace still exists and holds one of its IPs.
-import { stat } from 'node:fs/promises';
+import { statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Run } from './exec.js';
 import type { Liveness } from '../gc/plan.js';
@@ -13,11 +13,17 @@ import type { Liveness } from '../gc/plan.js';
  */
 export async function probeAttachment(run: Run, netns: string, ips: string[]): Promise<Liveness> {
   if (!netns) return 'dead';
+  // Synchronous stats (fs-atomic.ts: cheaper than thread-pool hops), and no fs/promises: ADD probes a dead holder
+  // of its address with this (src/gc/stale.ts), and ADD does not load fs/promises.
   try {
-    await stat(netns);
+    statSync(netns);
   } catch (e) {
     if ((e as { code?: string }).code !== 'ENOENT') return 'unknown';
-    return (await stat(dirname(netns)).then((st) => st.isDirectory(), () => false)) ? 'dead' : 'unknown';
+    try {
+      return statSync(dirname(netns)).isDirectory() ? 'dead' : 'unknown';
+    } catch {
+      return 'unknown';
+    }
   }
   if (ips.length === 0) return 'unknown';
   const r = await run('nsenter', [`--net=${netns}`, 'ip', '-j', 'addr', 'show'], { check: false, timeoutMs: 5000 });

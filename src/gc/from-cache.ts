@@ -115,6 +115,11 @@ export interface CacheGcOptions {
   signal?: AbortSignal | undefined;
   /** How long a release waits for its attachment's lock (run-gc's default otherwise). */
   lockWaitMs?: number | undefined;
+  /**
+   * Without apply, still forget the chained records of provably dead pods (run-gc.ts forgetChained): the node
+   * agent's report mode. Never when the cache was out of sight (then "not valid" proves nothing).
+   */
+  forgetChained?: boolean | undefined;
 }
 
 export interface CacheGcOutcome {
@@ -156,6 +161,7 @@ export async function gcFromCache(net: Pick<OpenNetwork, 'conf' | 'ledger' | 'de
     forward: false,
     signal: o.signal,
     lockWaitMs: o.lockWaitMs,
+    forgetChained: Boolean(o.forgetChained) && !refused,
   });
   return { cache, valid, refused, apply, report };
 }

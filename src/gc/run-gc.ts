@@ -3,7 +3,7 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type Attachment, type NetConf } from '../cni/config.js';
 import type { IpamDelegate } from '../effects/delegate.js';
-import { AttachmentLockError, type LedgerStore } from '../effects/ledger.js';
+import { AttachmentLockError, type LedgerRecord, type LedgerStore } from '../effects/ledger.js';
 import { probeAttachment } from '../effects/netns-probe.js';
 import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
@@ -27,6 +27,8 @@ export interface GcOptions {
   signal?: AbortSignal | undefined;
   /** How long a release waits for its attachment's lock before leaving it for the next GC. */
   lockWaitMs?: number | undefined;
+  /** Without `apply`: still forget the chained records planned for release (their record only; report.forgotten). */
+  forgetChained?: boolean | undefined;
 }
 
 /** A CNI call holds an attachment's lock for at most a few delegate calls; beyond that, the next GC will see. */
@@ -35,6 +37,8 @@ const DEFAULT_LOCK_WAIT_MS = 10_000;
 export interface GcReport {
   plan: GcPlan;
   released: Attachment[];
+  /** Chained records forgotten without `apply` (forgetChained): nothing was released through them. */
+  forgotten: Attachment[];
   errors: Array<{ attachment?: Attachment; error: string; code: number }>;
   forwarded: boolean;
   /** Releases not started because `signal` aborted (they stay recorded for the next GC). */
@@ -57,9 +61,12 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
   for (const k of plan.kept.filter((k) => k.reason === 'alive')) {
     o.log.warn({ containerID: k.record.containerID, ifname: k.record.ifname, ips: k.record.ips }, "GC: attachment missing from the runtime's valid list is alive; kept");
   }
-  const report: GcReport = { plan, released: [], errors: [], forwarded: false, notStarted: 0, skipped: [] };
+  const report: GcReport = { plan, released: [], forgotten: [], errors: [], forwarded: false, notStarted: 0, skipped: [] };
   if (!o.apply || o.signal?.aborted) {
     if (o.apply) report.notStarted = plan.release.length;
+    // Chained, a record is the shim's own note of the runtime's address (nothing allocated through it): a provably
+    // dead pod's is forgotten even when nothing may be released, or it wedges its address for the next pod.
+    else if (o.forgetChained) await releaseEach(o, plan.release.filter((r) => r.record.placement === 'chained'), false, report);
     return report;
   }
 
@@ -71,36 +78,29 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
       report.errors.push(errorEntry(e));
     }
   }
+  await releaseEach(o, plan.release, true, report);
+  return report;
+}
+
+/** Releases (or, without `releaseAddress`, only forgets) each planned record; outcomes into `report`, in plan order. */
+async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddress: boolean, report: GcReport): Promise<void> {
   // A few releases at a time (different attachments: what a runtime's parallel DELs do anyway); the report keeps
   // the plan's order. One at a time, a large GC spent most of its time waiting for each delegate DEL in turn.
   const outcomes: Array<{ attachment: Attachment; error?: GcReport['errors'][number]; skipped?: 'busy' | 'changed' }> = [];
   let next = 0;
+  const what = releaseAddress ? 'released' : 'forgot (chained: no address to release)';
   const releaser = async () => {
-    while (next < plan.release.length && !o.signal?.aborted) {
+    while (next < items.length && !o.signal?.aborted) {
       const i = next++;
-      const { record } = plan.release[i]!;
+      const { record } = items[i]!;
       const attachment = { containerID: record.containerID, ifname: record.ifname };
       try {
         // As the only ADD, DEL or CHECK of this attachment would (never interleaved with one), and only what the
         // plan saw: a record rewritten since (the runtime reused the ID) is left for the next GC.
-        const done = await o.ledger.lockedAttachment(attachment, o.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS, async () => {
-          const current = await o.ledger.get(attachment);
-          if (current?.updatedAt !== record.updatedAt) return false;
-          if (o.delegate) {
-            const version = await o.delegate.versionFor(o.conf.cniVersion);
-            await o.delegate.del(delegateConf(o.conf, version), {
-              CNI_CONTAINERID: record.containerID,
-              CNI_IFNAME: record.ifname,
-              CNI_NETNS: '',
-              CNI_ARGS: '',
-            });
-          }
-          await o.ledger.remove(attachment);
-          return true;
-        });
+        const done = await releaseRecord(o, record, o.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS, releaseAddress);
         if (done) {
           outcomes[i] = { attachment };
-          o.log.info({ containerID: record.containerID, ifname: record.ifname, ips: record.ips }, 'GC released');
+          o.log.info({ containerID: record.containerID, ifname: record.ifname, ips: record.ips }, `GC ${what}`);
         } else {
           outcomes[i] = { attachment, skipped: 'changed' };
           o.log.info({ containerID: record.containerID, ifname: record.ifname }, 'GC: the record changed since it was planned; left for the next GC');
@@ -114,15 +114,39 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
       }
     }
   };
-  await Promise.all(Array.from({ length: Math.min(RELEASE_PARALLEL, plan.release.length) }, releaser));
-  report.notStarted = plan.release.length - next;
+  await Promise.all(Array.from({ length: Math.min(RELEASE_PARALLEL, items.length) }, releaser));
+  report.notStarted = items.length - next;
   for (const out of outcomes) {
     if (!out) continue;
     if (out.error) report.errors.push(out.error);
     else if (out.skipped) report.skipped.push({ ...out.attachment, why: out.skipped });
-    else report.released.push(out.attachment);
+    else (releaseAddress ? report.released : report.forgotten).push(out.attachment);
   }
-  return report;
+}
+
+/**
+ * Releases one recorded attachment as the only ADD, DEL or CHECK of it would (never interleaved with one: under its
+ * lock, code 11 AttachmentLockError when a call holds it past `lockWaitMs`), and only the record that was planned:
+ * false, untouched, when it was rewritten since (the runtime reused the ID). The delegate's DEL first (when there is
+ * one and `releaseAddress`), then the record.
+ */
+async function releaseRecord(
+  o: Pick<GcOptions, 'conf' | 'ledger' | 'delegate'>,
+  record: LedgerRecord,
+  lockWaitMs: number,
+  releaseAddress = true,
+): Promise<boolean> {
+  const attachment = { containerID: record.containerID, ifname: record.ifname };
+  return o.ledger.lockedAttachment(attachment, lockWaitMs, async () => {
+    const current = await o.ledger.get(attachment);
+    if (current?.updatedAt !== record.updatedAt) return false;
+    if (o.delegate && releaseAddress) {
+      const version = await o.delegate.versionFor(o.conf.cniVersion);
+      await o.delegate.del(delegateConf(o.conf, version), { CNI_CONTAINERID: record.containerID, CNI_IFNAME: record.ifname, CNI_NETNS: '', CNI_ARGS: '' });
+    }
+    await o.ledger.remove(attachment);
+    return true;
+  });
 }
 
 function errorEntry(e: unknown): { error: string; code: number } {

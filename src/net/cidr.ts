@@ -7,9 +7,9 @@
 //   net.ParseCIDR); `input` keeps what the operator wrote so messages can quote it.
 // - Overlapping and duplicate entries are allowed: every check is "in any of them", and the first matching entry
 //   in list order is the one reported.
-// - IPv6 zone indexes (`fe80::1%eth0`), IPv4-mapped IPv6 text and anything else ip-num rejects are refused with
-//   a message naming the entry and its position.
-import { BITS, formatIp, parseIp, type Family } from './ip.js';
+// - IPv6 zone indexes (`fe80::1%eth0`), IPv4-mapped IPv6 addresses (`::ffff:10.0.0.0/104`: src/net/ip.ts parseIp's
+//   rule) and anything else ip-num rejects are refused with a message naming the entry and its position.
+import { BITS, formatIp, MappedAddressError, parseIp, type Family } from './ip.js';
 
 /** An inclusive range of addresses of one family, as integers. */
 export interface IpRange {
@@ -55,7 +55,8 @@ export function parseCidr(text: string): Cidr {
   let ip: { family: Family; value: bigint };
   try {
     ip = parseIp(addrText);
-  } catch {
+  } catch (e) {
+    if (e instanceof MappedAddressError) throw new Error(`invalid CIDR "${text}": ${e.message}`);
     throw new Error(`invalid CIDR "${text}": "${addrText}" is not an IPv4 or IPv6 address`);
   }
   const max = BITS[ip.family];

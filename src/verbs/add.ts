@@ -1,9 +1,9 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf } from '../cni/config.js';
-import { convertResult, invalidAddresses, resultAddresses, type Result } from '../cni/result.js';
-import { ownerOf, type LedgerRecord } from '../effects/ledger.js';
+import { convertResult, type Result } from '../cni/result.js';
+import { AddressHeldError, ownerOf, type LedgerRecord } from '../effects/ledger.js';
 import { attachmentOf, exclusively, type VerbContext } from './context.js';
-import { prefetchResidue, prepareAddresses } from './address-steps.js';
+import { prefetchResidue, prepareAddresses, resultIps } from './address-steps.js';
 import { reservedCidrs } from '../reserved/decision.js';
 import { resultHostDevices } from '../residue/own.js';
 import { span, timed } from '../spans.js';
@@ -37,18 +37,37 @@ async function addChained(ctx: VerbContext): Promise<Result> {
       details: 'list ipam-shim after the plugin that allocates (cilium-cni), or put it in that plugin\'s "ipam" slot',
     });
   }
-  const bad = invalidAddresses(prev);
-  if (bad.length) throw new CniError(ErrorCode.DecodingFailure, `prevResult holds an address that is not an IP: ${JSON.stringify(bad[0])}`);
-  const ips = resultAddresses(prev);
+  const ips = resultIps(prev, 'prevResult');
   const ownDevs = resultHostDevices(prev);
   // Chained, the shim allocates nothing and never releases: a repeated ADD re-runs the address steps and
   // records the runtime's addresses again; a failure changes nothing in the ledger.
   return exclusively(ctx, async () => {
     await timed('address', () => prepareAddresses(ctx, ips, { ownDevs }));
-    await timed('ledger.write', async () => ctx.ledger.put(record(ctx, 'attached', ips, await ctx.ledger.get(attachmentOf(ctx)))));
+    await timed('ledger.write', async () => putClaiming(ctx, record(ctx, 'attached', ips, await ctx.ledger.get(attachmentOf(ctx)))));
     ctx.log.info({ ips }, 'chained ADD');
     return convertResult(prev, ctx.conf.cniVersion);
   });
+}
+
+/**
+ * Records `rec`; an address the ledger holds for another attachment is taken from that holder when it is provably
+ * dead (src/gc/stale.ts: GC's rule), and the write is tried again; any other holder keeps its 11.
+ */
+async function putClaiming(ctx: VerbContext, rec: LedgerRecord): Promise<void> {
+  for (let taken = 0; ; taken++) {
+    try {
+      await ctx.ledger.put(rec);
+      return;
+    } catch (e) {
+      // Each address can be taken once; a holder that is back for the same one is not dead.
+      if (!(e instanceof AddressHeldError) || taken >= rec.ips.length) throw e;
+      // Loaded only here: an ADD that meets no holder never evaluates GC's netns probe.
+      const { takeFromDeadHolder } = await import('../gc/stale.js');
+      const verdict = await takeFromDeadHolder(ctx, e.holder, e.ip, rec);
+      if (verdict !== 'forgotten' && verdict !== 'dropped') throw e;
+      ctx.counters.staleTaken = (ctx.counters.staleTaken ?? 0) + 1;
+    }
+  }
 }
 
 /**
@@ -82,10 +101,10 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
     let result: Result;
     try {
       result = await timed('delegate.add', () => delegate.add(conf, ctx.conf.cniVersion));
-      const ips = resultAddresses(result);
+      const ips = resultIps(result, 'delegate');
       if (ips.length === 0) throw new CniError(ErrorCode.DelegateFailed, `delegate ${delegate.type} returned no IP addresses`);
       await timed('address', () => prepareAddresses({ ...ctx, run }, ips, { ownDevs: [] }));
-      await timed('ledger.write', () => ctx.ledger.put(record(ctx, 'attached', ips, previous)));
+      await timed('ledger.write', () => putClaiming(ctx, record(ctx, 'attached', ips, previous)));
       ctx.log.info({ ips, delegateVersion: version }, 'IPAM ADD');
       return result;
     } catch (e) {

@@ -1,9 +1,9 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf } from '../cni/config.js';
-import { convertResult, resultAddresses } from '../cni/result.js';
+import { convertResult } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
 import { attachmentOf, exclusively, type VerbContext } from './context.js';
-import { checkAddresses } from './address-steps.js';
+import { checkAddresses, resultIps } from './address-steps.js';
 import { resultHostDevices } from '../residue/own.js';
 import { timed } from '../spans.js';
 
@@ -30,7 +30,7 @@ async function checkAttached(ctx: VerbContext): Promise<void> {
   const rec = await requireAttached(ctx);
   const prev = ctx.conf.prevResult;
   if (prev) {
-    const expected = resultAddresses(prev).sort();
+    const expected = resultIps(prev, 'prevResult').sort();
     const recorded = [...rec.ips].sort();
     if (expected.join(',') !== recorded.join(',')) {
       throw new CniError(ErrorCode.InvalidNetworkConfig, 'prevResult addresses differ from the ledger', {

@@ -15,6 +15,10 @@ export interface InvocationCounters {
   residueRules: number;
   residueNeighbours: number;
   gcReleased: number;
+  /** ADD: records of provably dead pods that held this call's address, taken from them (src/gc/stale.ts). */
+  staleTaken?: number;
+  /** DEL: the address was released but the record could not be forgotten (a ledger that cannot be written). */
+  delRecordsKept?: number;
 }
 
 export interface VerbContext extends Request, NetworkDeps {

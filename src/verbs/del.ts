@@ -1,7 +1,7 @@
 import { delegateConf } from '../cni/config.js';
 import { convertResult } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
-import { ErrorCode } from '../cni/errors.js';
+import { CniError, ErrorCode } from '../cni/errors.js';
 import { AttachmentLockError } from '../effects/ledger.js';
 import { attachmentOf, exclusively, type VerbContext } from './context.js';
 import { timed } from '../spans.js';
@@ -14,6 +14,9 @@ import { timed } from '../spans.js';
  * A config mistake (conf.mistake) does not fail DEL: it does what the readable settings allow, logs the
  * mistake and succeeds. Never forgotten: a record whose address could not be released (no readable delegate
  * in the IPAM slot); never touched: any ledger, when stateDir is unreadable (the record stays for GC).
+ *
+ * A ledger that cannot be written (full, read-only, unsafe) does not fail DEL either once the address is released:
+ * the record stays for GC, logged and counted (docs/failure-model.md).
  */
 export async function cmdDel(ctx: VerbContext): Promise<void> {
   const mistake = ctx.conf.mistake;
@@ -27,20 +30,30 @@ export async function cmdDel(ctx: VerbContext): Promise<void> {
     ctx.log.warn({ released }, 'DEL without a readable stateDir: any record stays for GC');
     return;
   }
-  await exclusively(ctx, async () => {
-    if (!(await release(ctx))) {
-      ctx.log.error({ delegate: ctx.conf.raw.ipam }, 'DEL cannot release the address (no readable delegate): the record stays for GC');
-      return;
-    }
-    const forgotten = await timed('ledger.remove', () => ctx.ledger.remove(attachmentOf(ctx)));
-    ctx.log.info({ ips: forgotten?.ips ?? [], recorded: Boolean(forgotten) }, 'DEL');
-  }).catch(async (e) => {
-    // A ledger that cannot be written (unsafe 103, full disk 5) must not also keep the address allocated: the
-    // delegate releases it, the record stays, and the error makes the runtime retry once the ledger is fixed.
-    // Not when another call of this attachment holds the lock (11): that one decides.
-    if (e instanceof AttachmentLockError && e.code !== ErrorCode.TryAgainLater) await release(ctx);
-    throw e;
-  });
+  let released = false;
+  try {
+    await exclusively(ctx, async () => {
+      if (!(await release(ctx))) {
+        ctx.log.error({ delegate: ctx.conf.raw.ipam }, 'DEL cannot release the address (no readable delegate): the record stays for GC');
+        return;
+      }
+      released = true;
+      const forgotten = await timed('ledger.remove', () => ctx.ledger.remove(attachmentOf(ctx)));
+      ctx.log.info({ ips: forgotten?.ips ?? [], recorded: Boolean(forgotten) }, 'DEL');
+    });
+  } catch (e) {
+    // Another call of this attachment holds its lock, or the network's (11): a retry fixes that; that call decides.
+    if (!(e instanceof CniError) || e.code === ErrorCode.TryAgainLater) throw e;
+    // Only a ledger failure is forgiven: the lock could not be taken (the ledger is unwritable: 5, or unsafe: 103),
+    // or the release succeeded and the record could not be removed. The delegate's own error passes through.
+    if (!(e instanceof AttachmentLockError) && !released) throw e;
+    if (!released && !(await release(ctx))) throw e; // nothing released the address: reporting success would leak it
+    // The address is released; the record stays for GC (and can never wedge the address: an ADD given it takes
+    // it from a provably dead holder). Failing here would fail the chain's DEL, and StopPodSandbox, until an
+    // operator fixed the disk: cilium-cni answers a DEL only with errors a retry can fix.
+    ctx.counters.delRecordsKept = (ctx.counters.delRecordsKept ?? 0) + 1;
+    ctx.log.error({ code: e.code, cniMsg: e.msg, details: e.details }, 'DEL released the address but cannot write the ledger: the record stays for GC; fix the state directory');
+  }
 }
 
 /** IPAM slot: the delegate's DEL (its error passes through). False when there is no delegate to ask; chained: true. */

@@ -3,10 +3,18 @@ import { runGc } from '../gc/run-gc.js';
 import type { VerbContext } from './context.js';
 
 /**
- * GC (1.1.0): keep = valid ∪ the agent's ∪ provably alive; forward GC to a 1.1.0 delegate with `keep`;
+ * GC (1.1.0): refused (7) without a valid list; keep = valid ∪ the agent's ∪ provably alive; forward GC to a 1.1.0 delegate with `keep`;
  * release the rest with delegate DELs. Keeps going past errors and reports them all at the end.
  */
 export async function cmdGc(ctx: VerbContext): Promise<void> {
+  const valid = ctx.conf.validAttachments;
+  if (!valid) {
+    // No list is no evidence that nothing is valid: releasing on it would free every attachment not proven alive.
+    throw new CniError(ErrorCode.InvalidNetworkConfig, 'GC without cni.dev/valid-attachments: nothing released', {
+      details:
+        'the key is absent or null; send the list of attachments still in use (libcni GCNetworkList does; an empty list means none is). Upstream `cnitool gc` omits it: use `ipam-shim gc`, which reads the runtime\'s result cache',
+    });
+  }
   // The runtime runs GC exclusively for the network, so no grace period is needed here.
   const report = await runGc({
     conf: ctx.conf,
@@ -14,7 +22,7 @@ export async function cmdGc(ctx: VerbContext): Promise<void> {
     delegate: ctx.delegate,
     run: ctx.run,
     log: ctx.log,
-    valid: ctx.conf.validAttachments,
+    valid,
     apply: true,
     graceMs: 0,
     forward: true,

@@ -164,7 +164,6 @@ d('GC', () => {
 
   for (const [label, key] of [
     ['an empty list', { 'cni.dev/valid-attachments': [] }],
-    ['a missing key', {}],
     ['the legacy key only', { 'cni.dev/attachments': [] }],
   ] as const) {
     it(`with ${label}: keeps the agent's and the living, releases the dead`, async () => {
@@ -180,6 +179,26 @@ d('GC', () => {
       // Idempotent.
       expect((await gcVerb(key)).exitCode).toBe(0);
       expect(await store()).toEqual(left);
+    });
+  }
+
+  // No list is no evidence (upstream `cnitool gc` omits it): refused with 7, nothing released, as a malformed list is.
+  for (const [label, key] of [
+    ['a missing key', {}],
+    ['a null list', { 'cni.dev/valid-attachments': null }],
+    ['a null legacy list', { 'cni.dev/attachments': null }],
+  ] as const) {
+    it(`with ${label}: refused (7), nothing released; the same GC with a list then releases the dead`, async () => {
+      const w = await world();
+      const before = await store();
+      const out = await gcVerb(key);
+      expect(out.exitCode).not.toBe(0);
+      expect(out.json, out.stdout).toMatchObject({ code: 7, msg: expect.stringContaining('cni.dev/valid-attachments') });
+      expect(await store()).toEqual(before);
+      expect(await ledgerIps()).toContain(w.dead.ip);
+      expect((await gcVerb({ 'cni.dev/valid-attachments': [] })).exitCode).toBe(0);
+      expect(await store()).not.toContain(w.dead.ip);
+      expect(await store()).toContain(w.alive.ip);
     });
   }
 

@@ -230,17 +230,22 @@ describe.skipIf(!enabled)('ipam-shim agent (the built executable in a node netns
     expect(a.lines().at(-1)).toMatchObject({ msg: 'agent stopped' });
   });
 
-  it('report (the default): a leaked pod is only reported, counted as leaked, never released', async () => {
-    await pod(bed, 'pod-alive');
+  it('report (the default): a leaked pod is only reported and never released; its chained record (a dead pod\'s) is forgotten, so it wedges nothing', async () => {
+    const alive = await pod(bed, 'pod-alive');
     const leaked = await leak(bed, 'pod-leaked');
     const a = startAgent(bed, ['--interval', '0.5']);
     await waitFor('three passes', () => a.passes().length >= 3);
-    expect(a.passes().every((p) => p.leaked === 1 && p.released === 0)).toBe(true);
+    const [first, ...later] = a.passes();
+    expect(first).toMatchObject({ leaked: 1, released: 0, forgotten: 1, errors: 0 });
+    expect(later.every((p) => p.leaked === 0 && p.released === 0 && p.forgotten === 0), JSON.stringify(later)).toBe(true);
     expect(a.lines().some((l) => /report mode/.test(l.msg) && l.leaked?.[0]?.containerID === 'pod-leaked')).toBe(true);
+    expect(a.lines().some((l) => /forgot the chained records/.test(l.msg) && l.forgotten?.[0]?.containerID === 'pod-leaked')).toBe(true);
+    // Nothing released: the main IPAM (host-local behind ptp) still holds it; only the shim's note of it is gone.
     expect(await store(bed)).toContain(leaked.ip);
-    expect(await ledgerIps(bed)).toContain(leaked.ip);
-    expect(await metric(bed, 'ipam_shim_agent_gc_leaked', { network: bed.network, mode: 'report' })).toBe(1);
+    expect(await ledgerIps(bed)).not.toContain(leaked.ip);
+    expect(await ledgerIps(bed)).toContain(alive.ip);
     expect(await metric(bed, 'ipam_shim_agent_gc_released_total', { network: bed.network })).toBe(0);
+    expect(await metric(bed, 'ipam_shim_agent_gc_forgotten_total', { network: bed.network })).toBe(1);
     await stopWithin(a, 3_000);
   });
 

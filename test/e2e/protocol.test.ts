@@ -70,6 +70,15 @@ describe('bad input gets the right CNI error', () => {
   it('CHECK at 0.3.1 → 1', async () => expectError(await invoke(slot({ cniVersion: '0.3.1' }), { ...add, command: 'CHECK' }), 1));
   it('GC at 1.0.0 → 1', async () => expectError(await invoke(slot(), { command: 'GC', path: ['/usr/lib/cni'] }), 1));
   it('missing network name → 7', async () => expectError(await invoke(slot({ name: undefined }), add), 7));
+  it('a network name longer than a directory name (300 bytes) → 7 for every verb but VERSION, nothing created', async () => {
+    const name = 'n'.repeat(300);
+    for (const inv of [add, { ...add, command: 'CHECK' }, { ...add, command: 'DEL' }]) {
+      const out = await invoke(slot({ name }), inv);
+      await expectError(out, 7);
+      expect(out.json.msg, inv.command).toMatch(/network name too long/);
+    }
+    for (const command of ['GC', 'STATUS']) await expectError(await invoke(slot({ name, cniVersion: '1.1.0' }), { command, path: ['/usr/lib/cni'] }), 7);
+  });
   it('unknown shim key → 2 naming the key', async () => {
     const out = await invoke(slot({}, { stateDirr: '/tmp/x' }), add);
     await expectError(out, 2);

@@ -119,11 +119,17 @@ describe('config', () => {
       'ipam.delegate.type: must be a plain plugin name (no "/")',
     );
   });
-  it('reads valid-attachments, falls back to the legacy key, absent means empty', () => {
+  it('reads valid-attachments, falls back to the legacy key; absent or null is no list at all (GC refuses it), [] is an empty one', () => {
     const a = [{ containerID: 'c', ifname: 'eth0' }];
     expect(parseNetConf({ ...chained, 'cni.dev/valid-attachments': a }).validAttachments).toEqual(a);
     expect(parseNetConf({ ...chained, 'cni.dev/attachments': a }).validAttachments).toEqual(a);
-    expect(parseNetConf(chained).validAttachments).toEqual([]);
+    expect(parseNetConf({ ...chained, 'cni.dev/valid-attachments': [] }).validAttachments).toEqual([]);
+    expect(parseNetConf(chained).validAttachments).toBeUndefined();
+    expect(parseNetConf({ ...chained, 'cni.dev/valid-attachments': null }).validAttachments).toBeUndefined();
+  });
+  it('a network name is at most 255 bytes (it names the ledger directory): longer is 7', () => {
+    expect(parseNetConf({ ...chained, name: 'n'.repeat(255) }).name).toHaveLength(255);
+    expect(codeOf(() => parseNetConf({ ...chained, name: 'n'.repeat(256) }))).toBe(7);
   });
   it('gives the delegate our config with ipam := delegate, minus our keys and the GC lists', () => {
     const c = parseNetConf({ ...chained, delegate: { type: 'host-local', subnet: '10.1.0.0/16' }, 'cni.dev/valid-attachments': [] });
