@@ -20,3 +20,4 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   # exist in the registry), so `npm ci` installs exactly what it records or fails.
   npm ci --no-audit --no-fund --loglevel=error
 fi
+bash scripts/build-cnitool.sh >/dev/null # the test runtime over the real libcni (tools/cnitool), at .deps/cnitool

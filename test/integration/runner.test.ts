@@ -1,5 +1,6 @@
-// The libcni-like runner against the real reference plugins (Debian's containernetworking-plugins 1.1.1:
-// ptp + host-local), in throwaway network namespaces. GC/STATUS at 1.1.0 are shown twice: with the real
+// The libcni-like runner and the real libcni (the cnitool harness, test/harness/) against the real reference
+// plugins (Debian's containernetworking-plugins 1.1.1: ptp + host-local), in throwaway network namespaces: every
+// runtime test runs through both, and the two must agree. GC/STATUS at 1.1.0 are shown twice: with the real
 // plugins (which only speak ≤ 1.0.0, so everything fails, as documented below) and with a tiny recording
 // plugin written by this file that does speak 1.1.0.
 import { execa } from 'execa';
@@ -9,8 +10,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TestNet, inNs, rootOrSkip, uid } from '../helpers/netns.js';
-import { CniRunner, GcError, PluginError, RunnerError, convertResult, pickConfigVersion, type Invocation, type JsonObject } from '../runner/runner.js';
+import { GcError, PluginError, RunnerError, convertResult, normalizeResult, pickConfigVersion, type Invocation, type JsonObject } from '../runner/runner.js';
 import { cnitoolContainerID } from '../runner/cnirun.js';
+import { HarnessError } from '../harness/cnitool.js';
+import { RUNTIMES, newRuntime, skipRuntime, type CniRuntime, type RuntimeKind } from '../harness/runtimes.js';
 
 /** Reference plugins; CNI_PLUGIN_DIR (as in test/helpers/cni.ts) points the suite at newer upstream builds. */
 const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
@@ -59,8 +62,10 @@ function ptpList(version: string, name: string, cidr: string, extra: JsonObject[
   };
 }
 
-function runner(confList: JsonObject): CniRunner {
-  return new CniRunner({
+let kind: RuntimeKind = 'runner';
+
+function runner(confList: JsonObject): CniRuntime {
+  return newRuntime(kind, {
     confList,
     pluginDirs: [ctx.pluginDir, PLUGIN_DIR],
     cacheDir: ctx.cacheDir,
@@ -100,7 +105,8 @@ describe('version selection and result conversion (no root needed)', () => {
   it('converts cached results between 0.x and 1.x shapes', () => {
     const r100 = { cniVersion: '1.1.0', interfaces: [{ name: 'eth0', mac: 'aa', mtu: 1400 }], ips: [{ address: '10.0.0.2/24', interface: 0 }, { address: 'fd00::2/64' }] };
     const r040 = convertResult(r100, '0.4.0');
-    expect(r040).toEqual({ cniVersion: '0.4.0', interfaces: [{ name: 'eth0', mac: 'aa' }], ips: [{ address: '10.0.0.2/24', interface: 0, version: '4' }, { address: 'fd00::2/64', version: '6' }] });
+    // libcni's types040 has no marshaller of its own: an empty dns is printed as {} (types100 omits it)
+    expect(r040).toEqual({ cniVersion: '0.4.0', interfaces: [{ name: 'eth0', mac: 'aa' }], ips: [{ address: '10.0.0.2/24', interface: 0, version: '4' }, { address: 'fd00::2/64', version: '6' }], dns: {} });
     expect(convertResult(r040, '1.0.0')).toEqual({ cniVersion: '1.0.0', interfaces: [{ name: 'eth0', mac: 'aa' }], ips: [{ address: '10.0.0.2/24', interface: 0 }, { address: 'fd00::2/64' }] });
   });
 
@@ -109,8 +115,9 @@ describe('version selection and result conversion (no root needed)', () => {
   });
 });
 
-describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
+for (const k of RUNTIMES) describe.skipIf(!haveRoot || skipRuntime(k))(`${k === 'runner' ? 'CniRunner' : 'libcni (cnitool harness)'} against ptp + host-local`, () => {
   beforeEach(async () => {
+    kind = k;
     const dir = await mkdtemp(path.join(os.tmpdir(), 'cni-runner-'));
     ctx = {
       net: new TestNet(),
@@ -206,8 +213,11 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     const result = await r.add(cid, netns);
     const ptpOut = JSON.parse(r.invocations[0]!.stdout);
     const rec = await recorded();
-    expect(rec[0]!.stdin.prevResult).toEqual(ptpOut);
-    expect(result).toEqual(ptpOut); // the recorder passes prevResult through
+    // libcni passes ptp's result on through its typed Result: ptp's empty "dns": {} is dropped at 1.0.0
+    expect(ptpOut).toHaveProperty('dns', {});
+    expect(rec[0]!.stdin.prevResult).not.toHaveProperty('dns');
+    expect(rec[0]!.stdin.prevResult).toEqual(normalizeResult(ptpOut));
+    expect(result).toEqual(normalizeResult(ptpOut)); // the recorder passes prevResult through
     await r.del(cid, netns);
     expect(r.invocations.map((i) => `${i.command}:${i.plugin}`)).toEqual(['ADD:ptp', 'ADD:recorder', 'DEL:recorder', 'DEL:ptp']);
     expect((await recorded())[1]!.stdin.prevResult).toEqual(result);
@@ -224,10 +234,16 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     const ns = await ctx.net.netns('rn');
     const r = runner(ptpList('1.1.0', `rt-${uid()}`, subnet().cidr));
     const err = await r.add(`ctr-${uid(10)}`, `/run/netns/${ns}`).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(PluginError);
-    expect(err).toMatchObject({ plugin: 'ptp', command: 'ADD', code: 1, msg: 'incompatible CNI versions', exitCode: 1 });
+    if (kind === 'runner') {
+      expect(err).toBeInstanceOf(PluginError);
+      expect(err).toMatchObject({ plugin: 'ptp', command: 'ADD', exitCode: 1 });
+    } else {
+      expect(err).toBeInstanceOf(HarnessError);
+      expect((err as HarnessError).error).toMatch(/^plugin type="ptp" failed \(add\): incompatible CNI versions/);
+    }
+    expect(err).toMatchObject({ code: 1, msg: 'incompatible CNI versions' });
     expect((err as PluginError).details).toContain('"1.1.0"');
-    await expect(runner(ptpList('1.0.0', 'x', subnet().cidr)).add('bad/id', `/run/netns/${ns}`)).rejects.toMatchObject({ name: 'RunnerError', code: 4 });
+    await expect(runner(ptpList('1.0.0', 'x', subnet().cidr)).add('bad/id', `/run/netns/${ns}`)).rejects.toMatchObject({ name: kind === 'runner' ? 'RunnerError' : 'HarnessError', code: 4 });
   });
 
   it('GC at 1.0.0: DELs cached attachments not in the valid list (host-local files released); no GC verb sent', async () => {
@@ -269,9 +285,15 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     expect(existsSync(other.cacheFilePath('other-ctr'))).toBe(true);
     await other.del('other-ctr', `/run/netns/${otherNs}`);
 
-    // disableGC: nothing at all
+    // disableGC: nothing at all, even with a stale attachment cached
     const disabled = runner(ptpList('1.0.0', name, sn.cidr, [], { disableGC: true }));
-    expect(await disabled.gc()).toEqual({ deleted: [], gcSent: false, disabled: true });
+    const ns = await ctx.net.netns('rn');
+    const ip = firstIP(await disabled.add('stale-but-kept', `/run/netns/${ns}`));
+    const seen = disabled.invocations.length;
+    expect(await disabled.gc([])).toMatchObject({ deleted: [], gcSent: false });
+    expect(disabled.invocations.length).toBe(seen);
+    expect(await allocations(name)).toEqual({ [ip]: `stale-but-kept\r\neth0` });
+    await disabled.del('stale-but-kept', `/run/netns/${ns}`);
   });
 
   it('GC/STATUS at 1.1.0 with Debian 1.1.1 ptp: DEL synthesis fails with code 1, GC and STATUS with code 3', async (t) => {
@@ -287,14 +309,24 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     const r110 = runner(ptpList('1.0.0', name, sn.cidr, [], { cniVersions: ['1.0.0', '1.1.0'] }));
     expect(r110.cniVersion).toBe('1.1.0');
     const err = await r110.gc([]).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(GcError);
-    const errs = (err as GcError).errors as Error[];
-    expect(errs).toHaveLength(2);
     // 1. the synthesised DEL: ptp refuses the 1.1.0 config before doing anything
-    expect(errs[0]!.message).toMatch(new RegExp(`failed to delete stale attachment ${cid} eth0`));
-    expect(errs[0]!.cause).toMatchObject({ plugin: 'ptp', command: 'DEL', code: 1, msg: 'incompatible CNI versions' });
     // 2. GC to ptp: its 1.1.1 skel does not know GC; it fails on the (deliberately) empty CNI_CONTAINERID first
-    expect(errs[1]!.cause).toMatchObject({ plugin: 'ptp', command: 'GC', code: 3, msg: 'missing containerID' });
+    if (kind === 'runner') {
+      expect(err).toBeInstanceOf(GcError);
+      const errs = (err as GcError).errors as Error[];
+      expect(errs).toHaveLength(2);
+      expect(errs[0]!.message).toMatch(new RegExp(`failed to delete stale attachment ${cid} eth0`));
+      expect(errs[0]!.cause).toMatchObject({ plugin: 'ptp', command: 'DEL', code: 1, msg: 'incompatible CNI versions' });
+      expect(errs[1]!.cause).toMatchObject({ plugin: 'ptp', command: 'GC', code: 3, msg: 'missing containerID' });
+    } else {
+      expect(err).toBeInstanceOf(HarnessError);
+      const errs = (err as HarnessError).errors;
+      expect(errs).toHaveLength(2);
+      expect(errs[0]).toMatch(new RegExp(`^failed to delete stale attachment ${cid} eth0: plugin type="ptp" failed \\(delete\\): incompatible CNI versions`));
+      expect(errs[1]).toMatch(/^failed to GC plugin ptp: missing containerID/);
+      expect(err).toMatchObject({ code: 1, msg: 'incompatible CNI versions' }); // the first CNI error of the join
+    }
+    expect(r110.invocations.filter((i) => i.command === 'DEL' || i.command === 'GC').map((i) => i.command)).toEqual(['DEL', 'GC']);
     const gcInv = r110.invocations.find((i) => i.command === 'GC')!;
     expect(gcInv.env).toMatchObject({ CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '', CNI_ARGS: '', CNI_PATH: `${ctx.pluginDir}:${PLUGIN_DIR}` });
     expect(gcInv.stdin).toMatchObject({ 'cni.dev/valid-attachments': [], 'cni.dev/attachments': [], cniVersion: '1.1.0', name });
@@ -302,7 +334,8 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     expect(await allocations(name)).toEqual({ [ip]: `${cid}\r\neth0` });
     expect(existsSync(r100.cacheFilePath(cid))).toBe(true);
     // STATUS stops at the first plugin and fails the same way
-    await expect(r110.status()).rejects.toMatchObject({ plugin: 'ptp', command: 'STATUS', code: 3 });
+    await expect(r110.status()).rejects.toMatchObject({ code: 3 });
+    expect(r110.invocations.at(-1)).toMatchObject({ plugin: 'ptp', command: 'STATUS' });
     // back at 1.0.0, GC (DEL synthesis) releases it
     expect((await r100.gc([])).deleted).toEqual([{ containerID: cid, ifname: 'eth0' }]);
     expect(await allocations(name)).toEqual({});
@@ -346,7 +379,7 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     expect((await recorded()).map((x) => `${x.env.CNI_COMMAND}:${x.tag}`)).toEqual(['STATUS:a', 'STATUS:b']);
     await writeFile(ctx.recorderLog, '');
     const failing = runner({ ...list, plugins: [{ type: 'recorder', tag: 'a', failStatus: true }, { type: 'recorder', tag: 'b' }] });
-    await expect(failing.status()).rejects.toMatchObject({ name: 'PluginError', code: 50, msg: 'not ready', details: 'a' });
+    await expect(failing.status()).rejects.toMatchObject({ name: kind === 'runner' ? 'PluginError' : 'HarnessError', code: 50, msg: 'not ready', details: 'a' });
     expect((await recorded()).map((x) => x.tag)).toEqual(['a']);
     // below 1.1.0 STATUS is a no-op
     await writeFile(ctx.recorderLog, '');
@@ -354,7 +387,7 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     expect(await recorded()).toEqual([]);
   });
 
-  it('cnirun (cnitool shape) drives the same flow from the command line', async () => {
+  it.runIf(k === 'runner')('cnirun (cnitool shape) drives the same flow from the command line', async () => {
     const ns = await ctx.net.netns('rn');
     const name = `rt-${uid()}`;
     const netDir = path.join(ctx.dir, 'net.d');
