@@ -1,9 +1,10 @@
-// Both placements through a real runtime: the project's libcni-like runner (ADD → CHECK → DEL at 0.3.1,
-// 0.4.0, 1.0.0) and podman 4.3 (ADD on start, DEL on rm), with Debian's ptp and host-local.
+// Both placements through a real runtime: the project's libcni-like runner and the real libcni 1.3 (the cnitool
+// harness), ADD → CHECK → DEL at 0.3.1, 0.4.0, 1.0.0, and podman 4.3 (ADD on start, DEL on rm), with Debian's ptp
+// and host-local.
 import { afterEach, describe, expect, it } from 'vitest';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { CniRunner } from '../runner/runner.js';
+import { RUNTIMES, newRuntime, skipRuntime } from '../harness/runtimes.js';
 import { PodmanBed } from '../helpers/podman.js';
 import { shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
@@ -27,13 +28,13 @@ function confList(placement: Placement, cniVersion: string, name: string, s: { s
 
 const { s, net } = useScratchNet();
 
-d.each(['chained', 'ipam'] as const)('runner, shim %s', (placement) => {
+for (const kind of RUNTIMES) (root && !skipRuntime(kind) ? describe : describe.skip).each(['chained', 'ipam'] as const)(`${kind}, shim %s`, (placement) => {
   it.each(['0.3.1', '0.4.0', '1.0.0'])('ADD → CHECK → DEL at %s leaves nothing behind', async (v) => {
     const node = await net.netns('node');
     const pod = await net.netns('pod');
     const name = `pl${uid()}`;
     const bin = await shimBinDir(s.dir);
-    const runner = new CniRunner({ confList: confList(placement, v, name, s, '10.66.0.0/24'), pluginDirs: [bin, FIXTURE_BIN, PLUGIN_DIR], cacheDir: join(s.dir, 'cache'), netns: node });
+    const runner = newRuntime(kind, { confList: confList(placement, v, name, s, '10.66.0.0/24'), pluginDirs: [bin, FIXTURE_BIN, PLUGIN_DIR], cacheDir: join(s.dir, 'cache'), netns: node });
     const result: any = await runner.add('c1', `/run/netns/${pod}`);
     expect(result.cniVersion).toBe(v);
     const ip = String(result.ips[0].address).split('/')[0]!;
