@@ -4,7 +4,7 @@
 // a 1.1.0 list (ptp, then the shim chained with Debian's host-local as delegate), cilium-agent's own IP, then a
 // "restart" that lost some result caches and some sandboxes, then the one GC.
 import { execa } from 'execa';
-import { mkdir, readdir, readFile, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, unlink, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -12,20 +12,11 @@ import { FIXTURE_BIN, PLUGIN_DIR, SHIM, hostLocalAllocations, shimBinDir } from 
 import { rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
 import { shimKeys } from '../helpers/shim-conf.js';
+import { disagreements, hostLocalStore, readLedger } from '../helpers/robust.js';
 import { newRuntime, skipRuntime } from '../harness/runtimes.js';
 
 const root = rootOrSkip();
 const { s, net } = useScratchNet();
-
-/** The shim's ledger: record file → its IPs. */
-async function ledger(stateDir: string, network: string): Promise<Record<string, string[]>> {
-  const dir = join(stateDir, network, 'records');
-  const out: Record<string, string[]> = {};
-  for (const n of (await readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.json') && !f.startsWith('.'))) {
-    out[n] = (JSON.parse(await readFile(join(dir, n), 'utf8')) as { ips: string[] }).ips;
-  }
-  return out;
-}
 
 /** The shim's log lines (pino JSON) with this message. */
 async function logged(logFile: string, msg: string): Promise<Array<Record<string, any>>> {
@@ -97,8 +88,9 @@ describe.skipIf(!root || skipRuntime('libcni'))('CRI-O-shaped start-up GC throug
 
     // Kept: the live pods (also the one whose cache was lost) and the agent; released: both leaks.
     expect((await hostLocalAllocations(s.dataDir, network)).sort()).toEqual([agentIp, ip('live-a'), ip('live-b'), ip('live-uncached')].sort());
-    const records = await ledger(s.stateDir, network);
-    expect(Object.keys(records).sort()).toEqual(['live-a:eth0.json', 'live-b:eth0.json', 'live-uncached:eth0.json', expect.stringMatching(/^cilium-agent-health:/)].sort());
+    const records = await readLedger(s.stateDir, network);
+    expect([...records.records.keys()].sort()).toEqual(['cilium-agent-health:eth0', 'live-a:eth0', 'live-b:eth0', 'live-uncached:eth0']);
+    expect(disagreements(records, await hostLocalStore(s.dataDir, network))).toEqual([]);
     expect(existsSync(crio.cacheFilePath('dead-cached'))).toBe(false);
     expect(existsSync(crio.cacheFilePath('live-a'))).toBe(true);
 

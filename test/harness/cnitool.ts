@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Attachment, CacheEntry, CniRunnerOptions, GcReport, Invocation, JsonObject, RuntimeOpts } from '../runner/runner.js';
-import { DEFAULT_CACHE_DIR, pickConfigVersion } from '../runner/runner.js';
+import { DEFAULT_CACHE_DIR, pickConfigVersion, readCacheEntry } from '../runner/runner.js';
 import { ROOT } from '../helpers/cni.js';
 
 /** The harness binary: CNITOOL_BIN, else what scripts/build-cnitool.sh links at .deps/cnitool. */
@@ -161,13 +161,9 @@ export class CnitoolRuntime {
     }));
   }
 
-  async cacheEntry(containerID: string, ifname = 'eth0'): Promise<CacheEntry | undefined> {
-    try {
-      return JSON.parse(await readFile(this.cacheFilePath(containerID, ifname), 'utf8')) as CacheEntry;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw e;
-    }
+  /** The cache file libcni wrote for an attachment, or undefined. */
+  cacheEntry(containerID: string, ifname = 'eth0'): Promise<CacheEntry | undefined> {
+    return readCacheEntry(this.cacheFilePath(containerID, ifname));
   }
 
   private rtFlags(containerID: string, netns: string, ifname: string, a: RuntimeOpts['args'] | RuntimeOpts | undefined): string[] {

@@ -579,13 +579,8 @@ export class CniRunner {
   }
 
   /** The raw cache entry for an attachment, or undefined. */
-  async cacheEntry(containerID: string, ifname = 'eth0'): Promise<CacheEntry | undefined> {
-    try {
-      return JSON.parse(await readFile(this.cacheFilePath(containerID, ifname), 'utf8')) as CacheEntry;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw e;
-    }
+  cacheEntry(containerID: string, ifname = 'eth0'): Promise<CacheEntry | undefined> {
+    return readCacheEntry(this.cacheFilePath(containerID, ifname));
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -696,6 +691,16 @@ export class CniRunner {
     this.invocations.push(inv);
     if (r.failed || r.exitCode !== 0) throw pluginError(inv, r.timedOut, r.message ?? `exit status ${r.exitCode}`);
     return inv;
+  }
+}
+
+/** A libcni cache file as written, or undefined when there is none. */
+export async function readCacheEntry(file: string): Promise<CacheEntry | undefined> {
+  try {
+    return JSON.parse(await readFile(file, 'utf8')) as CacheEntry;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
   }
 }
 
