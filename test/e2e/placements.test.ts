@@ -87,6 +87,7 @@ d.each(['chained', 'ipam'] as const)('podman, shim %s', (placement) => {
 for (const kind of RUNTIMES) {
   (root && !skipRuntime(kind) && !skipPlugins110() ? describe : describe.skip).each(['chained', 'ipam'] as const)(`${kind}, shim %s, 1.1.0 with plugins 1.9`, (placement) => {
     it('ADD → CHECK → STATUS → GC keeping the listed pod → GC without it releases it', async () => {
+      expect(existsSync(join(PLUGINS_110, 'ptp')), `${PLUGINS_110}/ptp is missing: run scripts/install-deps.sh`).toBe(true);
       const node = await net.netns('node');
       const pod = await net.netns('pod');
       const name = `pm${uid()}`;
