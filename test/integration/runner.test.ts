@@ -31,7 +31,7 @@ const cmd = process.env.CNI_COMMAND;
 const out = (o) => process.stdout.write(JSON.stringify(o));
 if (cmd === 'VERSION') { out({ cniVersion: conf.cniVersion, supportedVersions: ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] }); process.exit(0); }
 if (cmd === 'STATUS' && conf.failStatus) { out({ cniVersion: conf.cniVersion, code: 50, msg: 'not ready', details: conf.tag }); process.exit(1); }
-if (cmd === 'ADD') out(conf.prevResult || { cniVersion: conf.cniVersion, ips: [{ address: '192.0.2.' + (conf.octet || 7) + '/32' }] });
+if (cmd === 'ADD') out(conf.prevResult || (conf.result ? { cniVersion: conf.cniVersion, ...conf.result } : { cniVersion: conf.cniVersion, ips: [{ address: '192.0.2.' + (conf.octet || 7) + '/32' }] }));
 process.exit(0);
 `;
 
@@ -115,7 +115,8 @@ describe('version selection and result conversion (no root needed)', () => {
   });
 });
 
-for (const k of RUNTIMES) describe.skipIf(!haveRoot || skipRuntime(k))(`${k === 'runner' ? 'CniRunner' : 'libcni (cnitool harness)'} against ptp + host-local`, () => {
+/** A fresh ctx for each test (runtime `k`), removed afterwards. */
+function useCtx(k: RuntimeKind): void {
   beforeEach(async () => {
     kind = k;
     const dir = await mkdtemp(path.join(os.tmpdir(), 'cni-runner-'));
@@ -136,6 +137,10 @@ for (const k of RUNTIMES) describe.skipIf(!haveRoot || skipRuntime(k))(`${k === 
     await ctx.net.cleanup();
     await rm(ctx.dir, { recursive: true, force: true });
   });
+}
+
+for (const k of RUNTIMES) describe.skipIf(!haveRoot || skipRuntime(k))(`${k === 'runner' ? 'CniRunner' : 'libcni (cnitool harness)'} against ptp + host-local`, () => {
+  useCtx(k);
 
   for (const version of ['0.3.1', '0.4.0', '1.0.0']) {
     it(`ADD/CHECK/DEL at ${version}: cache file, prevResult, host-local store`, async () => {
@@ -410,5 +415,48 @@ for (const k of RUNTIMES) describe.skipIf(!haveRoot || skipRuntime(k))(`${k === 
     expect(Object.keys(await allocations(name))).toEqual([firstIP(result)]);
     expect((await cli(['gc', name, '--valid', ''])).exitCode).toBe(0);
     expect(await allocations(name)).toEqual({});
+  });
+});
+
+// The drift detector: the same calls through the runner and through libcni must reach the plugins identically
+// (environment and stdin of every execution, in order), return the same result and leave the same cache file.
+// The recorder plugins are deterministic, and the first one returns a result with what libcni re-shapes: an
+// unknown key, an empty dns, 1.1.0-only interface and route fields.
+describe.skipIf(!haveRoot || skipRuntime('libcni'))('the runner and libcni agree, call for call', () => {
+  useCtx('runner');
+
+  const result = {
+    interfaces: [{ name: 'eth0', mac: '02:00:00:00:00:05', mtu: 1400, sandbox: '/run/netns/x', socketPath: '' }],
+    ips: [{ interface: 0, address: '192.0.2.5/24', gateway: '192.0.2.1' }, { interface: 0, address: 'fd00:5::5/64' }],
+    routes: [{ dst: '0.0.0.0/0', gw: '192.0.2.1', mtu: 1300, table: 0 }],
+    dns: {},
+    'x-unknown': { kept: false },
+  };
+
+  it.each(['0.3.1', '0.4.0', '1.0.0', '1.1.0'])('at %s: ADD, CHECK, DEL, GC (stale cached DELs, GC verb), STATUS', async (version) => {
+    const ns = await ctx.net.netns('rn');
+    const netns = `/run/netns/${ns}`;
+    const list = { cniVersion: version, name: `agree-${uid()}`, plugins: [{ type: 'recorder', tag: 'a', capabilities: { portMappings: true }, result }, { type: 'recorder', tag: 'b' }] };
+    const seen: Record<string, { calls: unknown[]; add: JsonObject; cache: unknown }> = {};
+    for (const k of RUNTIMES) {
+      kind = k;
+      const cacheDir = path.join(ctx.dir, `cache-${k}`);
+      const r = newRuntime(k, { confList: list, pluginDirs: [ctx.pluginDir], cacheDir, env: { RECORDER_LOG: ctx.recorderLog } });
+      await writeFile(ctx.recorderLog, '');
+      const opts = { args: 'IgnoreUnknown=1;K8S_POD_NAME=p', capabilityArgs: { portMappings: [{ hostPort: 80, containerPort: 8080 }], bandwidth: { rate: 1 } } };
+      const add = await r.add('c1', netns, 'eth0', opts);
+      const cacheFile = r.cacheFilePath('c1');
+      const cache = JSON.parse(await readFile(cacheFile, 'utf8'));
+      if (version !== '0.3.1') await r.check('c1', netns, 'eth0', opts);
+      await r.add('c2', netns, 'net1', opts);
+      await r.del('c1', netns, 'eth0', opts);
+      await r.gc([{ containerID: 'c9', ifname: 'eth0' }]); // c2 is stale: DELed from the cache
+      await r.status();
+      seen[k] = { calls: (await recorded()).map((c) => ({ ...c, env: { ...c.env, CNI_PATH: undefined } })), add, cache: { ...cache, config: undefined } };
+    }
+    expect(seen.runner!.calls).toEqual(seen.libcni!.calls);
+    expect(seen.runner!.add).toEqual(seen.libcni!.add);
+    expect(seen.runner!.cache).toEqual(seen.libcni!.cache);
+    expect(seen.libcni!.add).not.toHaveProperty('x-unknown');
   });
 });

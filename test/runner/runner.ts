@@ -230,14 +230,18 @@ export function pickConfigVersion(confList: JsonObject, runtimeMax = RUNTIME_CNI
 /**
  * types.Result.GetAsVersion for the 0.3.0–1.1.0 shapes: libcni decodes every result into its typed Result
  * (types040 for 0.3.x/0.4.0, types100 for 1.x) and marshals that, so the output is normalizeResult's.
- * 1.x → 0.x: interfaces lose mtu/socketPath/pciID, ips gain `version`; routes keep every field (types.Route is
+ * 1.x → 0.x: interfaces lose mtu/socketPath/pciID, ips gain `version` from their address; routes keep every field (types.Route is
  * shared). 0.x → 1.x: ips lose `version`.
  */
 export function convertResult(result: JsonObject, toVersion: string): JsonObject {
   const from = typeof result.cniVersion === 'string' ? result.cniVersion : '';
   if (!SUPPORTED_RESULT_VERSIONS.includes(from)) throw new RunnerError(`unsupported result version "${from}"`, 1);
   if (!SUPPORTED_RESULT_VERSIONS.includes(toVersion)) throw new RunnerError(`cannot convert result to version "${toVersion}"`, 1);
-  return normalizeResult({ ...result, cniVersion: toVersion });
+  const out: JsonObject = { ...result, cniVersion: toVersion };
+  if (versionGte(from, '1.0.0') && !versionGte(toVersion, '1.0.0') && Array.isArray(result.ips)) {
+    out.ips = (result.ips as JsonObject[]).map((ip) => ({ ...ip, version: String(ip.address ?? '').includes(':') ? '6' : '4' }));
+  }
+  return normalizeResult(out);
 }
 
 /**
@@ -253,10 +257,9 @@ export function normalizeResult(result: JsonObject): JsonObject {
   const out: JsonObject = { cniVersion: version };
   const interfaces = arr(result.interfaces).map((i) => pick({ ...i, name: i.name ?? '' }, v1 ? ['name', 'mac', 'mtu', 'sandbox', 'socketPath', 'pciID'] : ['name', 'mac', 'sandbox']));
   if (interfaces.length) out.interfaces = interfaces;
-  const ips = arr(result.ips).map((ip) => {
-    const address = typeof ip.address === 'string' ? ip.address : '';
-    return v1 ? pick(ip, ['interface', 'address', 'gateway']) : { version: typeof ip.version === 'string' && ip.version !== '' ? ip.version : address.includes(':') ? '6' : '4', ...pick(ip, ['interface', 'address', 'gateway']) };
-  });
+  // 0.x: `version` is not omitempty: a plugin's result without it is passed on with "" (only a conversion from
+  // 1.x derives it from the address).
+  const ips = arr(result.ips).map((ip) => (v1 ? pick(ip, ['interface', 'address', 'gateway']) : { version: typeof ip.version === 'string' ? ip.version : '', ...pick(ip, ['interface', 'address', 'gateway']) }));
   if (ips.length) out.ips = ips;
   const routes = arr(result.routes).map((r) => pick(r, ['dst', 'gw', 'mtu', 'advmss', 'priority', 'table', 'scope']));
   if (routes.length) out.routes = routes;
