@@ -1,9 +1,10 @@
-// A CNI runtime for tests and the demo: drives a conflist against real plugin binaries the way libcni 1.2
+// A CNI runtime for tests and the demo: drives a conflist against real plugin binaries the way libcni 1.2/1.3
 // (containernetworking/cni, libcni/api.go + conf.go) does, including its result cache, prevResult handling,
 // GC's DEL synthesis and STATUS. Behaviour mirrored, and where this deliberately differs, is listed in the
-// comments marked "libcni:" and in README-style notes at the bottom of this header.
+// comments marked "libcni:" and in README-style notes at the bottom of this header. The real libcni 1.3 (the
+// cnitool harness, test/harness/) checks it: test/integration/runner.test.ts runs the same calls through both.
 //
-// libcni behaviours mirrored (1.2.x, CNI spec 1.1.0):
+// libcni behaviours mirrored (1.2.x/1.3.0, CNI spec 1.1.0):
 // - Config version: the highest of `cniVersion` ∪ `cniVersions`, ignoring entries newer than what this runtime
 //   implements (1.1.0). Without `cniVersions`, `cniVersion` is used as is (even if newer: the plugin rejects it).
 // - Every plugin gets its own config with `name` and `cniVersion` of the list injected (overriding its own), plus
