@@ -88,7 +88,9 @@ export class CnitoolRuntime {
     this.name = String(list.name);
     this.cniVersion = pickConfigVersion(list);
     this.pluginDirs = opts.pluginDirs;
-    this.cacheDir = opts.cacheDir ?? DEFAULT_CACHE_DIR;
+    // Its conflist and trace files live beside the cache: a test names a scratch cache, never the host's.
+    if (!opts.cacheDir || path.resolve(opts.cacheDir) === DEFAULT_CACHE_DIR) throw new Error('CnitoolRuntime needs a scratch cacheDir, not the host cache');
+    this.cacheDir = opts.cacheDir;
     this.env = opts.env ?? {};
     this.timeoutMs = opts.timeoutMs ?? 120_000;
     this.netns = opts.netns;

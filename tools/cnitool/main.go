@@ -53,7 +53,7 @@ func (v *validFlag) Set(s string) error {
 }
 
 type options struct {
-	conflist, name, cniPath, cacheDir, trace string
+	conflist, name, cniPath, cacheDir, trace          string
 	netns, containerID, ifname, args, capArgs, plugin string
 	valid                                             validFlag
 }
