@@ -17,6 +17,9 @@ done < <(bash scripts/debian-private.sh trixie golang-1.24-go golang-1.24-src &&
 
 hash=$(sha256sum "$src" | cut -c1-16)
 out="$root/cnitool/go${ver[golang-1.24-go]}_libcni${ver[golang-github-appc-cni-dev]}_$hash"
+mkdir -p "$root/cnitool"
+exec 9>"$root/cnitool/.lock"
+flock 9 # one build at a time (two checkouts may build the same version at once)
 if [ ! -x "$out/cnitool" ]; then
   work="$out.tmp"
   rm -rf "$work" && mkdir -p "$work"
