@@ -5,6 +5,7 @@
 # a private prefix by scripts/debian-private.sh and published under .deps/ (gitignored) at stable paths:
 #   .deps/containerd-2     containerd, containerd-shim-runc-v2, ctr    (tests: CONTAINERD_BIN_DIR)
 #   .deps/cni-plugins-1.9  the reference plugins                       (tests: CNI_PLUGIN_DIR)
+#   .deps/cnitool          the test runtime over Debian's libcni        (tests: CNITOOL_BIN)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,3 +37,4 @@ done <<'EOF'
 containerd-2 containerd usr/bin
 cni-plugins-1.9 containernetworking-plugins usr/lib/cni
 EOF
+bash scripts/build-cnitool.sh >/dev/null # the test runtime over the real libcni (tools/cnitool), at .deps/cnitool

@@ -1,10 +1,12 @@
 // cilium-agent's own IPs and GC, for real: Debian's host-local as the delegate (spoken to at 1.0.0 under a
-// 1.1.0 conflist), the project's libcni-like runner as the runtime, pods in network namespaces.
+// 1.1.0 conflist), the project's libcni-like runner as the runtime (and the real libcni, the cnitool harness, for
+// the runtime's own GC), pods in network namespaces.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CniRunner } from '../runner/runner.js';
+import { RUNTIMES, newRuntime, skipRuntime, type CniRuntime } from '../harness/runtimes.js';
 import { TestNet, rootOrSkip, uid } from '../helpers/netns.js';
 import { shimKeys } from '../helpers/shim-conf.js';
 import { FIXTURE_BIN, PLUGIN_DIR, SHIM, hostLocalAllocations, invoke, scratch, shimBinDir } from '../helpers/cni.js';
@@ -65,10 +67,10 @@ async function agentIp(action: string, owner: string, extra: string[] = [], env:
   return { ...r, json: r.stdout ? JSON.parse(r.stdout) : undefined };
 }
 
-async function pod(name: string) {
+async function pod(name: string, rt: CniRuntime = b.runner) {
   const ns = await b.net.netns('pod');
   const path = `/run/netns/${ns}`;
-  const result: any = await b.runner.add(name, path);
+  const result: any = await rt.add(name, path);
   return { ns, path, ip: String(result.ips[0].address).split('/')[0] };
 }
 
@@ -153,11 +155,11 @@ d('agent IPs', () => {
 });
 
 d('GC', () => {
-  async function world() {
+  async function world(rt: CniRuntime = b.runner) {
     const agent = await agentIp('allocate', 'health');
-    const alive = await pod('pod-alive');
-    const listed = await pod('pod-listed');
-    const dead = await pod('pod-dead');
+    const alive = await pod('pod-alive', rt);
+    const listed = await pod('pod-listed', rt);
+    const dead = await pod('pod-dead', rt);
     await execa('ip', ['netns', 'del', dead.ns]); // its sandbox is gone: provably dead
     return { agent: agent.json.ips[0] as string, alive, listed, dead };
   }
@@ -210,13 +212,14 @@ d('GC', () => {
     expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip].sort());
   });
 
-  it("the runner's full libcni GC on a 1.1.0 conflist: DEL synthesis, then GC releases the uncached leak", async () => {
-    const w = await world();
+  for (const kind of RUNTIMES) it.skipIf(skipRuntime(kind))(`${kind}: the runtime's full GC on a 1.1.0 conflist: DELs of stale cached attachments, then GC releases the uncached leak`, async () => {
+    const rt = newRuntime(kind, { confList: b.confList, pluginDirs: b.cniPath.split(':'), cacheDir: join(b.s.dir, 'cache'), netns: b.node });
+    const w = await world(rt);
     // A leak the runtime no longer knows: cache gone, sandbox gone, IP still allocated.
-    const leak = await pod('pod-leak');
-    await unlink(b.runner.cacheFilePath('pod-leak'));
+    const leak = await pod('pod-leak', rt);
+    await unlink(rt.cacheFilePath('pod-leak'));
     await execa('ip', ['netns', 'del', leak.ns]);
-    const report = await b.runner.gc([{ containerID: 'pod-alive', ifname: 'eth0' }]);
+    const report = await rt.gc([{ containerID: 'pod-alive', ifname: 'eth0' }]);
     expect(report.deleted.map((a) => a.containerID).sort()).toEqual(['pod-dead', 'pod-listed']);
     expect(report.gcSent).toBe(true);
     expect((await store()).sort()).toEqual([w.agent, w.alive.ip].sort());

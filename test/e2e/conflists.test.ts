@@ -1,6 +1,6 @@
 // Every example in conflist/ parses through src/conflist.ts (the way the plugin and the CLI read a node's
-// conflists) and runs for real: the project's libcni-like runner drives it inside a throwaway "node"
-// namespace against a pod namespace, with the built shim on CNI_PATH.
+// conflists) and runs for real: the project's libcni-like runner and the real libcni (the cnitool harness) each
+// drive it inside a throwaway "node" namespace against a pod namespace, with the built shim on CNI_PATH.
 //
 // Substitutions (said here because they matter): temp dirs replace stateDir, logFile, metricsFile and
 // host-local's dataDir. cilium-cni and azure-ipam do not exist on this machine, so the AKS examples run with
@@ -14,7 +14,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { readShimConflist, listVersion } from '../../src/conflist.js';
 import { parseMetrics } from '../../src/metrics.js';
-import { CniRunner, type JsonObject } from '../runner/runner.js';
+import type { JsonObject } from '../runner/runner.js';
+import { RUNTIMES, newRuntime, skipRuntime, type RuntimeKind } from '../harness/runtimes.js';
 import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
 import { FIXTURE_BIN, PLUGIN_DIR, ROOT, hostLocalAllocations, invoke, ledgerRecords, shimBinDir } from '../helpers/cni.js';
@@ -50,8 +51,6 @@ describe('conflist/ examples parse like the plugin reads them', () => {
   });
 });
 
-const d = root ? describe : describe.skip;
-
 const { s, net } = useScratchNet();
 
 /** The temp-dir substitutions (and, for AKS, the stand-ins) applied to an example. */
@@ -74,22 +73,22 @@ function localise(list: JsonObject, opts: { standIns?: boolean; metricsFile?: st
   return out;
 }
 
-async function bed(list: JsonObject) {
+async function bed(list: JsonObject, kind: RuntimeKind) {
   const node = await net.netns('node');
   const pod = await net.netns('pod');
   const bin = await shimBinDir(s.dir);
   const fakeLog = join(s.dir, 'fake-ipam.log');
-  const runner = new CniRunner({ confList: list, pluginDirs: [bin, FIXTURE_BIN, PLUGIN_DIR], cacheDir: join(s.dir, 'cache'), netns: node, env: { FAKE_IPAM_LOG: fakeLog } });
+  const runner = newRuntime(kind, { confList: list, pluginDirs: [bin, FIXTURE_BIN, PLUGIN_DIR], cacheDir: join(s.dir, 'cache'), netns: node, env: { FAKE_IPAM_LOG: fakeLog } });
   return { node, pod, netnsPath: `/run/netns/${pod}`, bin, runner, fakeLog };
 }
 
 const firstIp = (r: any): string => String(r.ips[0].address).split('/')[0]!;
 
-d('conflist/ examples run for real', () => {
+for (const kind of RUNTIMES) (root && !skipRuntime(kind) ? describe : describe.skip)(`conflist/ examples run for real (${kind})`, () => {
   it.each(['generic-host-local.conflist', 'generic-host-local-chained.conflist'])('%s: ADD → CHECK → DEL with ptp + host-local', async (file) => {
     const list = localise(await load(file));
     const name = String(list.name);
-    const b = await bed(list);
+    const b = await bed(list, kind);
     const result: any = await b.runner.add(`ctr-${uid()}`, b.netnsPath);
     const cid = b.runner.invocations.at(-1)!.env.CNI_CONTAINERID;
     const ip = firstIp(result);
@@ -107,7 +106,7 @@ d('conflist/ examples run for real', () => {
 
   it('aks-cilium-0.3.1.conflist (ptp for cilium-cni, fake-ipam for azure-ipam): ADD → DEL; no CHECK at 0.3.1', async () => {
     const list = localise(await load('aks-cilium-0.3.1.conflist'), { standIns: true });
-    const b = await bed(list);
+    const b = await bed(list, kind);
     const result: any = await b.runner.add('aks-pod-1', b.netnsPath);
     expect(result.cniVersion).toBe('0.3.1');
     expect(result.ips[0]).toMatchObject({ address: '10.99.0.7/24', version: '4' });
@@ -131,7 +130,7 @@ d('conflist/ examples run for real', () => {
     const list = localise(shipped, { standIns: true, metricsFile });
     // Debian's ptp stops at 1.0.0: drive the list at 1.0.0 (a runtime would pick it from cniVersions if capped there).
     const driven = { ...list, cniVersion: '1.0.0', cniVersions: ['0.3.1', '1.0.0'] };
-    const b = await bed(driven);
+    const b = await bed(driven, kind);
     const result: any = await b.runner.add('aks-pod-2', b.netnsPath);
     expect(result.cniVersion).toBe('1.0.0');
     await b.runner.check('aks-pod-2', b.netnsPath);

@@ -1,9 +1,10 @@
-// Both placements through a real runtime: the project's libcni-like runner (ADD → CHECK → DEL at 0.3.1,
-// 0.4.0, 1.0.0) and podman 4.3 (ADD on start, DEL on rm), with Debian's ptp and host-local.
+// Both placements through a real runtime: the project's libcni-like runner and the real libcni 1.3 (the cnitool
+// harness), ADD → CHECK → DEL at 0.3.1, 0.4.0, 1.0.0, and podman 4.3 (ADD on start, DEL on rm), with Debian's ptp
+// and host-local.
 import { afterEach, describe, expect, it } from 'vitest';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { CniRunner } from '../runner/runner.js';
+import { PLUGINS_110, RUNTIMES, newRuntime, skipPlugins110, skipRuntime } from '../harness/runtimes.js';
 import { PodmanBed } from '../helpers/podman.js';
 import { shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
@@ -27,13 +28,13 @@ function confList(placement: Placement, cniVersion: string, name: string, s: { s
 
 const { s, net } = useScratchNet();
 
-d.each(['chained', 'ipam'] as const)('runner, shim %s', (placement) => {
+for (const kind of RUNTIMES) (root && !skipRuntime(kind) ? describe : describe.skip).each(['chained', 'ipam'] as const)(`${kind}, shim %s`, (placement) => {
   it.each(['0.3.1', '0.4.0', '1.0.0'])('ADD → CHECK → DEL at %s leaves nothing behind', async (v) => {
     const node = await net.netns('node');
     const pod = await net.netns('pod');
     const name = `pl${uid()}`;
     const bin = await shimBinDir(s.dir);
-    const runner = new CniRunner({ confList: confList(placement, v, name, s, '10.66.0.0/24'), pluginDirs: [bin, FIXTURE_BIN, PLUGIN_DIR], cacheDir: join(s.dir, 'cache'), netns: node });
+    const runner = newRuntime(kind, { confList: confList(placement, v, name, s, '10.66.0.0/24'), pluginDirs: [bin, FIXTURE_BIN, PLUGIN_DIR], cacheDir: join(s.dir, 'cache'), netns: node });
     const result: any = await runner.add('c1', `/run/netns/${pod}`);
     expect(result.cniVersion).toBe(v);
     const ip = String(result.ips[0].address).split('/')[0]!;
@@ -80,3 +81,35 @@ d.each(['chained', 'ipam'] as const)('podman, shim %s', (placement) => {
     expect(await ledgerRecords(s.stateDir, names.network)).toEqual([]);
   });
 });
+
+// A 1.1.0 list with the reference plugins that speak it (1.9, from Debian unstable): the verbs a 1.1.0 runtime
+// adds (STATUS, GC with the list, GC's DELs of stale cached attachments), in both placements, through both runtimes.
+for (const kind of RUNTIMES) {
+  (root && !skipRuntime(kind) && !skipPlugins110() ? describe : describe.skip).each(['chained', 'ipam'] as const)(`${kind}, shim %s, 1.1.0 with plugins 1.9`, (placement) => {
+    it('ADD → CHECK → STATUS → GC keeping the listed pod → GC without it releases it', async () => {
+      expect(existsSync(join(PLUGINS_110, 'ptp')), `${PLUGINS_110}/ptp is missing: run scripts/install-deps.sh`).toBe(true);
+      const node = await net.netns('node');
+      const pod = await net.netns('pod');
+      const name = `pm${uid()}`;
+      const bin = await shimBinDir(s.dir);
+      const rt = newRuntime(kind, { confList: confList(placement, '1.1.0', name, s, '10.68.0.0/24'), pluginDirs: [bin, PLUGINS_110], cacheDir: join(s.dir, 'cache'), netns: node });
+      const result: any = await rt.add('c1', `/run/netns/${pod}`);
+      expect(result.cniVersion).toBe('1.1.0');
+      const ip = String(result.ips[0].address).split('/')[0]!;
+      expect((await inNs(pod, 'ping', ['-c', '1', '-W', '2', result.ips[0].gateway])).exitCode).toBe(0);
+      await rt.check('c1', `/run/netns/${pod}`);
+      await rt.status();
+      expect(rt.invocations.filter((i) => i.command === 'STATUS').map((i) => i.plugin)).toEqual(placement === 'chained' ? ['ptp', 'ipam-shim'] : ['ptp']);
+      // GC with the pod listed: nothing released, GC sent to every plugin of the list.
+      expect(await rt.gc([{ containerID: 'c1', ifname: 'eth0' }])).toMatchObject({ deleted: [], gcSent: true });
+      expect(await hostLocalAllocations(s.dataDir, name)).toEqual([ip]);
+      expect(await ledgerRecords(s.stateDir, name)).toEqual(['c1:eth0.json']);
+      // GC without it: the runtime DELs the cached attachment (its sandbox is still there: libcni does not look).
+      expect(await rt.gc([])).toMatchObject({ deleted: [{ containerID: 'c1', ifname: 'eth0' }], gcSent: true });
+      expect(await hostLocalAllocations(s.dataDir, name)).toEqual([]);
+      expect(await ledgerRecords(s.stateDir, name)).toEqual([]);
+      expect(existsSync(rt.cacheFilePath('c1'))).toBe(false);
+      expect((await inNs(pod, 'ip', ['-o', 'link'])).stdout).not.toContain('eth0');
+    });
+  });
+}

@@ -1,5 +1,6 @@
-// The libcni-like runner against the real reference plugins (Debian's containernetworking-plugins 1.1.1:
-// ptp + host-local), in throwaway network namespaces. GC/STATUS at 1.1.0 are shown twice: with the real
+// The libcni-like runner and the real libcni (the cnitool harness, test/harness/) against the real reference
+// plugins (Debian's containernetworking-plugins 1.1.1: ptp + host-local), in throwaway network namespaces: every
+// runtime test runs through both, and the two must agree. GC/STATUS at 1.1.0 are shown twice: with the real
 // plugins (which only speak ≤ 1.0.0, so everything fails, as documented below) and with a tiny recording
 // plugin written by this file that does speak 1.1.0.
 import { execa } from 'execa';
@@ -9,8 +10,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TestNet, inNs, rootOrSkip, uid } from '../helpers/netns.js';
-import { CniRunner, GcError, PluginError, RunnerError, convertResult, pickConfigVersion, type Invocation, type JsonObject } from '../runner/runner.js';
+import { GcError, PluginError, RunnerError, convertResult, normalizeResult, pickConfigVersion, type Invocation, type JsonObject } from '../runner/runner.js';
 import { cnitoolContainerID } from '../runner/cnirun.js';
+import { HarnessError } from '../harness/cnitool.js';
+import { RUNTIMES, newRuntime, skipRuntime, type CniRuntime, type RuntimeKind } from '../harness/runtimes.js';
 
 /** Reference plugins; CNI_PLUGIN_DIR (as in test/helpers/cni.ts) points the suite at newer upstream builds. */
 const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
@@ -28,7 +31,7 @@ const cmd = process.env.CNI_COMMAND;
 const out = (o) => process.stdout.write(JSON.stringify(o));
 if (cmd === 'VERSION') { out({ cniVersion: conf.cniVersion, supportedVersions: ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] }); process.exit(0); }
 if (cmd === 'STATUS' && conf.failStatus) { out({ cniVersion: conf.cniVersion, code: 50, msg: 'not ready', details: conf.tag }); process.exit(1); }
-if (cmd === 'ADD') out(conf.prevResult || { cniVersion: conf.cniVersion, ips: [{ address: '192.0.2.' + (conf.octet || 7) + '/32' }] });
+if (cmd === 'ADD') out(conf.prevResult || (conf.result ? { cniVersion: conf.cniVersion, ...conf.result } : { cniVersion: conf.cniVersion, ips: [{ address: '192.0.2.' + (conf.octet || 7) + '/32' }] }));
 process.exit(0);
 `;
 
@@ -59,8 +62,10 @@ function ptpList(version: string, name: string, cidr: string, extra: JsonObject[
   };
 }
 
-function runner(confList: JsonObject): CniRunner {
-  return new CniRunner({
+let kind: RuntimeKind = 'runner';
+
+function runner(confList: JsonObject): CniRuntime {
+  return newRuntime(kind, {
     confList,
     pluginDirs: [ctx.pluginDir, PLUGIN_DIR],
     cacheDir: ctx.cacheDir,
@@ -100,7 +105,8 @@ describe('version selection and result conversion (no root needed)', () => {
   it('converts cached results between 0.x and 1.x shapes', () => {
     const r100 = { cniVersion: '1.1.0', interfaces: [{ name: 'eth0', mac: 'aa', mtu: 1400 }], ips: [{ address: '10.0.0.2/24', interface: 0 }, { address: 'fd00::2/64' }] };
     const r040 = convertResult(r100, '0.4.0');
-    expect(r040).toEqual({ cniVersion: '0.4.0', interfaces: [{ name: 'eth0', mac: 'aa' }], ips: [{ address: '10.0.0.2/24', interface: 0, version: '4' }, { address: 'fd00::2/64', version: '6' }] });
+    // libcni's types040 has no marshaller of its own: an empty dns is printed as {} (types100 omits it)
+    expect(r040).toEqual({ cniVersion: '0.4.0', interfaces: [{ name: 'eth0', mac: 'aa' }], ips: [{ address: '10.0.0.2/24', interface: 0, version: '4' }, { address: 'fd00::2/64', version: '6' }], dns: {} });
     expect(convertResult(r040, '1.0.0')).toEqual({ cniVersion: '1.0.0', interfaces: [{ name: 'eth0', mac: 'aa' }], ips: [{ address: '10.0.0.2/24', interface: 0 }, { address: 'fd00::2/64' }] });
   });
 
@@ -109,8 +115,10 @@ describe('version selection and result conversion (no root needed)', () => {
   });
 });
 
-describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
+/** A fresh ctx for each test (runtime `k`), removed afterwards. */
+function useCtx(k: RuntimeKind): void {
   beforeEach(async () => {
+    kind = k;
     const dir = await mkdtemp(path.join(os.tmpdir(), 'cni-runner-'));
     ctx = {
       net: new TestNet(),
@@ -129,6 +137,10 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     await ctx.net.cleanup();
     await rm(ctx.dir, { recursive: true, force: true });
   });
+}
+
+for (const k of RUNTIMES) describe.skipIf(!haveRoot || skipRuntime(k))(`${k === 'runner' ? 'CniRunner' : 'libcni (cnitool harness)'} against ptp + host-local`, () => {
+  useCtx(k);
 
   for (const version of ['0.3.1', '0.4.0', '1.0.0']) {
     it(`ADD/CHECK/DEL at ${version}: cache file, prevResult, host-local store`, async () => {
@@ -206,8 +218,11 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     const result = await r.add(cid, netns);
     const ptpOut = JSON.parse(r.invocations[0]!.stdout);
     const rec = await recorded();
-    expect(rec[0]!.stdin.prevResult).toEqual(ptpOut);
-    expect(result).toEqual(ptpOut); // the recorder passes prevResult through
+    // libcni passes ptp's result on through its typed Result: ptp's empty "dns": {} is dropped at 1.0.0
+    expect(ptpOut).toHaveProperty('dns', {});
+    expect(rec[0]!.stdin.prevResult).not.toHaveProperty('dns');
+    expect(rec[0]!.stdin.prevResult).toEqual(normalizeResult(ptpOut));
+    expect(result).toEqual(normalizeResult(ptpOut)); // the recorder passes prevResult through
     await r.del(cid, netns);
     expect(r.invocations.map((i) => `${i.command}:${i.plugin}`)).toEqual(['ADD:ptp', 'ADD:recorder', 'DEL:recorder', 'DEL:ptp']);
     expect((await recorded())[1]!.stdin.prevResult).toEqual(result);
@@ -224,10 +239,16 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     const ns = await ctx.net.netns('rn');
     const r = runner(ptpList('1.1.0', `rt-${uid()}`, subnet().cidr));
     const err = await r.add(`ctr-${uid(10)}`, `/run/netns/${ns}`).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(PluginError);
-    expect(err).toMatchObject({ plugin: 'ptp', command: 'ADD', code: 1, msg: 'incompatible CNI versions', exitCode: 1 });
+    if (kind === 'runner') {
+      expect(err).toBeInstanceOf(PluginError);
+      expect(err).toMatchObject({ plugin: 'ptp', command: 'ADD', exitCode: 1 });
+    } else {
+      expect(err).toBeInstanceOf(HarnessError);
+      expect((err as HarnessError).error).toMatch(/^plugin type="ptp" failed \(add\): incompatible CNI versions/);
+    }
+    expect(err).toMatchObject({ code: 1, msg: 'incompatible CNI versions' });
     expect((err as PluginError).details).toContain('"1.1.0"');
-    await expect(runner(ptpList('1.0.0', 'x', subnet().cidr)).add('bad/id', `/run/netns/${ns}`)).rejects.toMatchObject({ name: 'RunnerError', code: 4 });
+    await expect(runner(ptpList('1.0.0', 'x', subnet().cidr)).add('bad/id', `/run/netns/${ns}`)).rejects.toMatchObject({ name: kind === 'runner' ? 'RunnerError' : 'HarnessError', code: 4 });
   });
 
   it('GC at 1.0.0: DELs cached attachments not in the valid list (host-local files released); no GC verb sent', async () => {
@@ -269,9 +290,15 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     expect(existsSync(other.cacheFilePath('other-ctr'))).toBe(true);
     await other.del('other-ctr', `/run/netns/${otherNs}`);
 
-    // disableGC: nothing at all
+    // disableGC: nothing at all, even with a stale attachment cached
     const disabled = runner(ptpList('1.0.0', name, sn.cidr, [], { disableGC: true }));
-    expect(await disabled.gc()).toEqual({ deleted: [], gcSent: false, disabled: true });
+    const ns = await ctx.net.netns('rn');
+    const ip = firstIP(await disabled.add('stale-but-kept', `/run/netns/${ns}`));
+    const seen = disabled.invocations.length;
+    expect(await disabled.gc([])).toMatchObject({ deleted: [], gcSent: false });
+    expect(disabled.invocations.length).toBe(seen);
+    expect(await allocations(name)).toEqual({ [ip]: `stale-but-kept\r\neth0` });
+    await disabled.del('stale-but-kept', `/run/netns/${ns}`);
   });
 
   it('GC/STATUS at 1.1.0 with Debian 1.1.1 ptp: DEL synthesis fails with code 1, GC and STATUS with code 3', async (t) => {
@@ -287,14 +314,24 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     const r110 = runner(ptpList('1.0.0', name, sn.cidr, [], { cniVersions: ['1.0.0', '1.1.0'] }));
     expect(r110.cniVersion).toBe('1.1.0');
     const err = await r110.gc([]).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(GcError);
-    const errs = (err as GcError).errors as Error[];
-    expect(errs).toHaveLength(2);
     // 1. the synthesised DEL: ptp refuses the 1.1.0 config before doing anything
-    expect(errs[0]!.message).toMatch(new RegExp(`failed to delete stale attachment ${cid} eth0`));
-    expect(errs[0]!.cause).toMatchObject({ plugin: 'ptp', command: 'DEL', code: 1, msg: 'incompatible CNI versions' });
     // 2. GC to ptp: its 1.1.1 skel does not know GC; it fails on the (deliberately) empty CNI_CONTAINERID first
-    expect(errs[1]!.cause).toMatchObject({ plugin: 'ptp', command: 'GC', code: 3, msg: 'missing containerID' });
+    if (kind === 'runner') {
+      expect(err).toBeInstanceOf(GcError);
+      const errs = (err as GcError).errors as Error[];
+      expect(errs).toHaveLength(2);
+      expect(errs[0]!.message).toMatch(new RegExp(`failed to delete stale attachment ${cid} eth0`));
+      expect(errs[0]!.cause).toMatchObject({ plugin: 'ptp', command: 'DEL', code: 1, msg: 'incompatible CNI versions' });
+      expect(errs[1]!.cause).toMatchObject({ plugin: 'ptp', command: 'GC', code: 3, msg: 'missing containerID' });
+    } else {
+      expect(err).toBeInstanceOf(HarnessError);
+      const errs = (err as HarnessError).errors;
+      expect(errs).toHaveLength(2);
+      expect(errs[0]).toMatch(new RegExp(`^failed to delete stale attachment ${cid} eth0: plugin type="ptp" failed \\(delete\\): incompatible CNI versions`));
+      expect(errs[1]).toMatch(/^failed to GC plugin ptp: missing containerID/);
+      expect(err).toMatchObject({ code: 1, msg: 'incompatible CNI versions' }); // the first CNI error of the join
+    }
+    expect(r110.invocations.filter((i) => i.command === 'DEL' || i.command === 'GC').map((i) => i.command)).toEqual(['DEL', 'GC']);
     const gcInv = r110.invocations.find((i) => i.command === 'GC')!;
     expect(gcInv.env).toMatchObject({ CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '', CNI_ARGS: '', CNI_PATH: `${ctx.pluginDir}:${PLUGIN_DIR}` });
     expect(gcInv.stdin).toMatchObject({ 'cni.dev/valid-attachments': [], 'cni.dev/attachments': [], cniVersion: '1.1.0', name });
@@ -302,7 +339,8 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     expect(await allocations(name)).toEqual({ [ip]: `${cid}\r\neth0` });
     expect(existsSync(r100.cacheFilePath(cid))).toBe(true);
     // STATUS stops at the first plugin and fails the same way
-    await expect(r110.status()).rejects.toMatchObject({ plugin: 'ptp', command: 'STATUS', code: 3 });
+    await expect(r110.status()).rejects.toMatchObject({ code: 3 });
+    expect(r110.invocations.at(-1)).toMatchObject({ plugin: 'ptp', command: 'STATUS' });
     // back at 1.0.0, GC (DEL synthesis) releases it
     expect((await r100.gc([])).deleted).toEqual([{ containerID: cid, ifname: 'eth0' }]);
     expect(await allocations(name)).toEqual({});
@@ -346,7 +384,7 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     expect((await recorded()).map((x) => `${x.env.CNI_COMMAND}:${x.tag}`)).toEqual(['STATUS:a', 'STATUS:b']);
     await writeFile(ctx.recorderLog, '');
     const failing = runner({ ...list, plugins: [{ type: 'recorder', tag: 'a', failStatus: true }, { type: 'recorder', tag: 'b' }] });
-    await expect(failing.status()).rejects.toMatchObject({ name: 'PluginError', code: 50, msg: 'not ready', details: 'a' });
+    await expect(failing.status()).rejects.toMatchObject({ name: kind === 'runner' ? 'PluginError' : 'HarnessError', code: 50, msg: 'not ready', details: 'a' });
     expect((await recorded()).map((x) => x.tag)).toEqual(['a']);
     // below 1.1.0 STATUS is a no-op
     await writeFile(ctx.recorderLog, '');
@@ -354,7 +392,7 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     expect(await recorded()).toEqual([]);
   });
 
-  it('cnirun (cnitool shape) drives the same flow from the command line', async () => {
+  it.runIf(k === 'runner')('cnirun (cnitool shape) drives the same flow from the command line', async () => {
     const ns = await ctx.net.netns('rn');
     const name = `rt-${uid()}`;
     const netDir = path.join(ctx.dir, 'net.d');
@@ -377,5 +415,48 @@ describe.skipIf(!haveRoot)('CniRunner against ptp + host-local', () => {
     expect(Object.keys(await allocations(name))).toEqual([firstIP(result)]);
     expect((await cli(['gc', name, '--valid', ''])).exitCode).toBe(0);
     expect(await allocations(name)).toEqual({});
+  });
+});
+
+// The drift detector: the same calls through the runner and through libcni must reach the plugins identically
+// (environment and stdin of every execution, in order), return the same result and leave the same cache file.
+// The recorder plugins are deterministic, and the first one returns a result with what libcni re-shapes: an
+// unknown key, an empty dns, 1.1.0-only interface and route fields.
+describe.skipIf(!haveRoot || skipRuntime('libcni'))('the runner and libcni agree, call for call', () => {
+  useCtx('runner');
+
+  const result = {
+    interfaces: [{ name: 'eth0', mac: '02:00:00:00:00:05', mtu: 1400, sandbox: '/run/netns/x', socketPath: '' }],
+    ips: [{ interface: 0, address: '192.0.2.5/24', gateway: '192.0.2.1' }, { interface: 0, address: 'fd00:5::5/64' }],
+    routes: [{ dst: '0.0.0.0/0', gw: '192.0.2.1', mtu: 1300, table: 0 }],
+    dns: {},
+    'x-unknown': { kept: false },
+  };
+
+  it.each(['0.3.1', '0.4.0', '1.0.0', '1.1.0'])('at %s: ADD, CHECK, DEL, GC (stale cached DELs, GC verb), STATUS', async (version) => {
+    const ns = await ctx.net.netns('rn');
+    const netns = `/run/netns/${ns}`;
+    const list = { cniVersion: version, name: `agree-${uid()}`, plugins: [{ type: 'recorder', tag: 'a', capabilities: { portMappings: true }, result }, { type: 'recorder', tag: 'b' }] };
+    const seen: Record<string, { calls: unknown[]; add: JsonObject; cache: unknown }> = {};
+    for (const k of RUNTIMES) {
+      kind = k;
+      const cacheDir = path.join(ctx.dir, `cache-${k}`);
+      const r = newRuntime(k, { confList: list, pluginDirs: [ctx.pluginDir], cacheDir, env: { RECORDER_LOG: ctx.recorderLog } });
+      await writeFile(ctx.recorderLog, '');
+      const opts = { args: 'IgnoreUnknown=1;K8S_POD_NAME=p', capabilityArgs: { portMappings: [{ hostPort: 80, containerPort: 8080 }], bandwidth: { rate: 1 } } };
+      const add = await r.add('c1', netns, 'eth0', opts);
+      const cacheFile = r.cacheFilePath('c1');
+      const cache = JSON.parse(await readFile(cacheFile, 'utf8'));
+      if (version !== '0.3.1') await r.check('c1', netns, 'eth0', opts);
+      await r.add('c2', netns, 'net1', opts);
+      await r.del('c1', netns, 'eth0', opts);
+      await r.gc([{ containerID: 'c9', ifname: 'eth0' }]); // c2 is stale: DELed from the cache
+      await r.status();
+      seen[k] = { calls: (await recorded()).map((c) => ({ ...c, env: { ...c.env, CNI_PATH: undefined } })), add, cache: { ...cache, config: undefined } };
+    }
+    expect(seen.runner!.calls).toEqual(seen.libcni!.calls);
+    expect(seen.runner!.add).toEqual(seen.libcni!.add);
+    expect(seen.runner!.cache).toEqual(seen.libcni!.cache);
+    expect(seen.libcni!.add).not.toHaveProperty('x-unknown');
   });
 });

@@ -1,9 +1,10 @@
-// A CNI runtime for tests and the demo: drives a conflist against real plugin binaries the way libcni 1.2
+// A CNI runtime for tests and the demo: drives a conflist against real plugin binaries the way libcni 1.2/1.3
 // (containernetworking/cni, libcni/api.go + conf.go) does, including its result cache, prevResult handling,
 // GC's DEL synthesis and STATUS. Behaviour mirrored, and where this deliberately differs, is listed in the
-// comments marked "libcni:" and in README-style notes at the bottom of this header.
+// comments marked "libcni:" and in README-style notes at the bottom of this header. The real libcni 1.3 (the
+// cnitool harness, test/harness/) checks it: test/integration/runner.test.ts runs the same calls through both.
 //
-// libcni behaviours mirrored (1.2.x, CNI spec 1.1.0):
+// libcni behaviours mirrored (1.2.x/1.3.0, CNI spec 1.1.0):
 // - Config version: the highest of `cniVersion` ∪ `cniVersions`, ignoring entries newer than what this runtime
 //   implements (1.1.0). Without `cniVersions`, `cniVersion` is used as is (even if newer: the plugin rejects it).
 // - Every plugin gets its own config with `name` and `cniVersion` of the list injected (overriding its own), plus
@@ -32,10 +33,10 @@
 //   no stdout → code 0 and msg `netplugin failed: "<stderr>"` (or "with no error message"); unparseable stdout →
 //   code 0 and "netplugin failed but error parsing its diagnostic message". A result without `cniVersion` takes the
 //   config's version (libcni's fixupResultVersion).
+// - Results: decoded into the typed shape of their version and marshalled again (normalizeResult): unknown keys
+//   dropped, empty optional fields omitted, `dns` omitted when empty at 1.x and always present at 0.x; cached
+//   results converted between the 0.x and 1.x shapes (convertResult).
 // Deliberate differences:
-// - Results are kept as parsed JSON, not re-marshalled through Go's typed structs (unknown keys survive).
-//   Cached results are still converted between 0.3.x/0.4.0 and 1.x shapes (ips[].version added/removed,
-//   1.1.0-only interface/route fields dropped below 1.0.0).
 // - A list without any cniVersion is refused at construction (libcni would fail later, at DEL/CHECK).
 // - Each plugin run has a timeout (default 60 s); libcni relies on the caller's context.
 import { execa } from 'execa';
@@ -227,32 +228,57 @@ export function pickConfigVersion(confList: JsonObject, runtimeMax = RUNTIME_CNI
   return cniVersion;
 }
 
-/** types.Result.GetAsVersion for the 0.3.0–1.1.0 shapes (kept as plain JSON). */
+/**
+ * types.Result.GetAsVersion for the 0.3.0–1.1.0 shapes: libcni decodes every result into its typed Result
+ * (types040 for 0.3.x/0.4.0, types100 for 1.x) and marshals that, so the output is normalizeResult's.
+ * 1.x → 0.x: interfaces lose mtu/socketPath/pciID, ips gain `version` from their address; routes keep every field (types.Route is
+ * shared). 0.x → 1.x: ips lose `version`.
+ */
 export function convertResult(result: JsonObject, toVersion: string): JsonObject {
   const from = typeof result.cniVersion === 'string' ? result.cniVersion : '';
   if (!SUPPORTED_RESULT_VERSIONS.includes(from)) throw new RunnerError(`unsupported result version "${from}"`, 1);
   if (!SUPPORTED_RESULT_VERSIONS.includes(toVersion)) throw new RunnerError(`cannot convert result to version "${toVersion}"`, 1);
-  const out = structuredClone(result);
-  out.cniVersion = toVersion;
-  const ips = Array.isArray(out.ips) ? (out.ips as JsonObject[]) : [];
-  if (versionGte(toVersion, '1.0.0')) {
-    for (const ip of ips) delete ip.version;
-  } else {
-    for (const ip of ips) {
-      const addr = typeof ip.address === 'string' ? ip.address : '';
-      ip.version = addr.includes(':') ? '6' : '4';
-    }
-    if (Array.isArray(out.interfaces)) {
-      out.interfaces = (out.interfaces as JsonObject[]).map((i) => pick(i, ['name', 'mac', 'sandbox']));
-    }
-    if (Array.isArray(out.routes)) out.routes = (out.routes as JsonObject[]).map((r) => pick(r, ['dst', 'gw']));
+  const out: JsonObject = { ...result, cniVersion: toVersion };
+  if (versionGte(from, '1.0.0') && !versionGte(toVersion, '1.0.0') && Array.isArray(result.ips)) {
+    out.ips = (result.ips as JsonObject[]).map((ip) => ({ ...ip, version: String(ip.address ?? '').includes(':') ? '6' : '4' }));
   }
+  return normalizeResult(out);
+}
+
+/**
+ * A result as libcni passes it on (prevResult, cache, the caller): decoded into the typed Result of its version
+ * and marshalled again, in Go's field order. Unknown keys are dropped, empty optional fields omitted; 1.x drops
+ * an empty `dns`, 0.x (types040, no custom marshaller) always has one, `{}` when empty. Addresses are kept as
+ * written (Go would re-print them canonically).
+ */
+export function normalizeResult(result: JsonObject): JsonObject {
+  const version = String(result.cniVersion);
+  const v1 = versionGte(version, '1.0.0');
+  const arr = (v: unknown): JsonObject[] => (Array.isArray(v) ? (v as JsonObject[]) : []);
+  const out: JsonObject = { cniVersion: version };
+  const interfaces = arr(result.interfaces).map((i) => pick({ ...i, name: i.name ?? '' }, v1 ? ['name', 'mac', 'mtu', 'sandbox', 'socketPath', 'pciID'] : ['name', 'mac', 'sandbox']));
+  if (interfaces.length) out.interfaces = interfaces;
+  // 0.x: `version` is not omitempty: a plugin's result without it is passed on with "" (only a conversion from
+  // 1.x derives it from the address).
+  const ips = arr(result.ips).map((ip) => (v1 ? pick(ip, ['interface', 'address', 'gateway']) : { version: typeof ip.version === 'string' ? ip.version : '', ...pick(ip, ['interface', 'address', 'gateway']) }));
+  if (ips.length) out.ips = ips;
+  const routes = arr(result.routes).map((r) => pick(r, ['dst', 'gw', 'mtu', 'advmss', 'priority', 'table', 'scope']));
+  if (routes.length) out.routes = routes;
+  const dns = pick(result.dns && typeof result.dns === 'object' ? (result.dns as JsonObject) : {}, ['nameservers', 'domain', 'search', 'options']);
+  if (!v1 || Object.keys(dns).length) out.dns = dns;
   return out;
 }
 
+/** The keys Go's `omitempty` keeps: set, and not "", 0, false or an empty array (pointers: `interface`, `table`, `scope` keep 0). */
 function pick(o: JsonObject, keys: string[]): JsonObject {
+  const pointers = ['interface', 'table', 'scope', 'name', 'address', 'dst', 'version'];
   const r: JsonObject = {};
-  for (const k of keys) if (o[k] !== undefined) r[k] = o[k];
+  for (const k of keys) {
+    const v = o[k];
+    if (v === undefined || v === null) continue;
+    if (!pointers.includes(k) && (v === '' || v === 0 || v === false || (Array.isArray(v) && v.length === 0))) continue;
+    r[k] = v;
+  }
   return r;
 }
 
@@ -557,13 +583,8 @@ export class CniRunner {
   }
 
   /** The raw cache entry for an attachment, or undefined. */
-  async cacheEntry(containerID: string, ifname = 'eth0'): Promise<CacheEntry | undefined> {
-    try {
-      return JSON.parse(await readFile(this.cacheFilePath(containerID, ifname), 'utf8')) as CacheEntry;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw e;
-    }
+  cacheEntry(containerID: string, ifname = 'eth0'): Promise<CacheEntry | undefined> {
+    return readCacheEntry(this.cacheFilePath(containerID, ifname));
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -677,6 +698,16 @@ export class CniRunner {
   }
 }
 
+/** A libcni cache file as written, or undefined when there is none. */
+export async function readCacheEntry(file: string): Promise<CacheEntry | undefined> {
+  try {
+    return JSON.parse(await readFile(file, 'utf8')) as CacheEntry;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+}
+
 function emptyRt(): RtConf {
   return { containerID: '', netns: '', ifname: '', args: undefined, capabilityArgs: undefined };
 }
@@ -721,7 +752,7 @@ function parseResult(inv: Invocation, configVersion: string): JsonObject {
   const result = o as JsonObject;
   if (result.cniVersion === undefined || result.cniVersion === '') result.cniVersion = configVersion;
   if (!SUPPORTED_RESULT_VERSIONS.includes(String(result.cniVersion))) throw new RunnerError(`unsupported result version "${String(result.cniVersion)}" from ${inv.plugin}`, 1);
-  return result;
+  return normalizeResult(result);
 }
 
 function wrap(prefix: string, e: unknown): Error {

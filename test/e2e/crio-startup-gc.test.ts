@@ -1,0 +1,113 @@
+// CRI-O's start-up GC, through the real libcni 1.3 (the cnitool harness): CRI-O ≥ 1.32 calls GCNetworkList once
+// at every start with the pods it still knows as the valid list. libcni first DELs every cached attachment of the
+// network not in that list, then (1.1.0 list) sends GC to each plugin. Here: pods attached through the harness on
+// a 1.1.0 list (ptp, then the shim chained with Debian's host-local as delegate), cilium-agent's own IP, then a
+// "restart" that lost some result caches and some sandboxes, then the one GC.
+import { execa } from 'execa';
+import { mkdir, readFile, unlink, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FIXTURE_BIN, PLUGIN_DIR, SHIM, hostLocalAllocations, shimBinDir } from '../helpers/cni.js';
+import { rootOrSkip, uid } from '../helpers/netns.js';
+import { useScratchNet } from '../helpers/scratch-net.js';
+import { shimKeys } from '../helpers/shim-conf.js';
+import { disagreements, hostLocalStore, readLedger } from '../helpers/robust.js';
+import { newRuntime, skipRuntime } from '../harness/runtimes.js';
+
+const root = rootOrSkip();
+const { s, net } = useScratchNet();
+
+/** The shim's log lines (pino JSON) with this message. */
+async function logged(logFile: string, msg: string): Promise<Array<Record<string, any>>> {
+  const text = await readFile(logFile, 'utf8').catch(() => '');
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, any>)
+    .filter((l) => l.msg === msg);
+}
+
+describe.skipIf(!root || skipRuntime('libcni'))('CRI-O-shaped start-up GC through the real libcni', () => {
+  it('releases the leaked addresses once each (libcni DELs the cached, the shim GCs the uncached), keeps live pods and the agent', async () => {
+    const node = await net.netns('node');
+    const network = `crio${uid()}`;
+    const ipam = { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.79.0.0/24', rangeStart: '10.79.0.10', rangeEnd: '10.79.0.60' }]] };
+    const confList = {
+      cniVersion: '1.1.0',
+      name: network,
+      plugins: [{ type: 'ptp-1.1', ipMasq: false, ipam }, shimKeys({ dirs: s, keys: { residue: { ebtables: false, neigh: false } }, delegate: ipam })],
+    };
+    await mkdir(join(s.dir, 'net.d'));
+    const conflistPath = join(s.dir, 'net.d', '10-cilium.conflist');
+    await writeFile(conflistPath, JSON.stringify(confList, null, 2));
+    const cniPath = [await shimBinDir(s.dir), FIXTURE_BIN, PLUGIN_DIR];
+    const cacheDir = join(s.dir, 'cache');
+    const crio = newRuntime('libcni', { confList, pluginDirs: cniPath, cacheDir, netns: node });
+
+    // cilium-agent's own address, recorded by the shim, in no runtime's cache.
+    net.defer(() => execa('ip', ['netns', 'del', 'ipam-shim-agent-health'], { reject: false }));
+    const agent = await execa('ip', ['netns', 'exec', node, SHIM, 'agent-ip', 'allocate', '--owner', 'health', '--conflist', conflistPath, '--cni-path', cniPath.join(':'), '--json']);
+    const agentIp = (JSON.parse(agent.stdout) as { ips: string[] }).ips[0]!;
+
+    const pods: Record<string, { ns: string; ip: string }> = {};
+    for (const name of ['live-a', 'live-b', 'live-uncached', 'dead-cached', 'dead-uncached']) {
+      const ns = await net.netns('pod');
+      const args = `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=${name};K8S_POD_UID=uid-${name}`;
+      const result = (await crio.add(name, `/run/netns/${ns}`, 'eth0', args)) as { ips: Array<{ address: string }> };
+      pods[name] = { ns, ip: result.ips[0]!.address.split('/')[0]! };
+    }
+    const ip = (name: string) => pods[name]!.ip;
+    expect((await hostLocalAllocations(s.dataDir, network)).sort()).toEqual([agentIp, ...Object.values(pods).map((p) => p.ip)].sort());
+
+    // The restart: two result caches lost; two sandboxes gone (one of them still cached).
+    await unlink(crio.cacheFilePath('live-uncached'));
+    await unlink(crio.cacheFilePath('dead-uncached'));
+    for (const dead of ['dead-cached', 'dead-uncached']) await execa('ip', ['netns', 'del', pods[dead]!.ns]);
+    crio.invocations.length = 0;
+    const dels = await logged(s.logFile, 'DEL');
+
+    // CRI-O's one GC: the pods it still runs.
+    const valid = ['live-a', 'live-b', 'live-uncached'].map((containerID) => ({ containerID, ifname: 'eth0' }));
+    const report = await crio.gc(valid);
+
+    // libcni DELed exactly the cached attachment not in the list (both plugins, reverse order, with its cached
+    // netns, CNI_ARGS and prevResult), then sent GC to both plugins with the list.
+    expect(report.deleted).toEqual([{ containerID: 'dead-cached', ifname: 'eth0' }]);
+    expect(crio.invocations.map((i) => `${i.command}:${i.plugin}:${i.env.CNI_CONTAINERID}`)).toEqual([
+      'DEL:ipam-shim:dead-cached',
+      'DEL:ptp-1.1:dead-cached',
+      'GC:ptp-1.1:',
+      'GC:ipam-shim:',
+    ]);
+    const shimDel = crio.invocations[0]!;
+    expect(shimDel.env.CNI_NETNS).toBe(`/run/netns/${pods['dead-cached']!.ns}`);
+    expect(shimDel.env.CNI_ARGS).toContain('K8S_POD_NAME=dead-cached');
+    expect((shimDel.stdin.prevResult as { ips: Array<{ address: string }> }).ips[0]!.address).toMatch(new RegExp(`^${ip('dead-cached')}/`));
+    expect(crio.invocations[3]!.stdin['cni.dev/valid-attachments']).toEqual(valid);
+
+    // Kept: the live pods (also the one whose cache was lost) and the agent; released: both leaks.
+    expect((await hostLocalAllocations(s.dataDir, network)).sort()).toEqual([agentIp, ip('live-a'), ip('live-b'), ip('live-uncached')].sort());
+    const records = await readLedger(s.stateDir, network);
+    expect([...records.records.keys()].sort()).toEqual(['cilium-agent-health:eth0', 'live-a:eth0', 'live-b:eth0', 'live-uncached:eth0']);
+    expect(disagreements(records, await hostLocalStore(s.dataDir, network))).toEqual([]);
+    expect(existsSync(crio.cacheFilePath('dead-cached'))).toBe(false);
+    expect(existsSync(crio.cacheFilePath('live-a'))).toBe(true);
+
+    // Each leaked address released once, by one path: the DEL for the cached leak, the shim's GC for the other.
+    const newDels = (await logged(s.logFile, 'DEL')).slice(dels.length);
+    expect(newDels.map((l) => l.ips)).toEqual([[ip('dead-cached')]]);
+    const gcReleased = await logged(s.logFile, 'GC released');
+    expect(gcReleased.map((l) => [l.containerID, l.ips])).toEqual([['dead-uncached', [ip('dead-uncached')]]]);
+    expect((await logged(s.logFile, 'GC')).at(-1)).toMatchObject({ released: 1, errors: 0 });
+
+    // A second start: nothing more to do.
+    crio.invocations.length = 0;
+    expect((await crio.gc(valid)).deleted).toEqual([]);
+    expect(crio.invocations.map((i) => i.command)).toEqual(['GC', 'GC']);
+    expect(await logged(s.logFile, 'GC released')).toHaveLength(1);
+    expect((await hostLocalAllocations(s.dataDir, network)).sort()).toEqual([agentIp, ip('live-a'), ip('live-b'), ip('live-uncached')].sort());
+
+    for (const live of ['live-a', 'live-b']) await crio.del(live, `/run/netns/${pods[live]!.ns}`);
+  });
+});
