@@ -171,6 +171,7 @@ describe.skipIf(!enabled)('STATUS through the built plugin', () => {
     await mode('hang');
     const out = await status(conf({ keys: { statusTimeoutMs: 300 } }));
     expect(out.json).toMatchObject({ code: 50, msg: 'delegate status-ipam STATUS did not answer within 300 ms' });
+    expect(out.ms).toBeLessThan(300 + 1_500);
   });
 
   it('statusTimeoutMs and statusGraceMs are validated like every setting (code 7 naming the key)', async () => {
