@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything the demo and the tests need on a Debian 12 machine (as root): the real parts
-# (reference CNI plugins, podman, ebtables, nftables, ping) from Debian, the npm packages with npm ci.
+# (reference CNI plugins, podman, ebtables, nftables, ping) from Debian, the npm packages with npm ci, and what
+# nodes run today but Debian 12 lacks (containerd 2.x, reference plugins 1.9) from Debian unstable, unpacked into
+# a private prefix by scripts/debian-private.sh and published under .deps/ (gitignored) at stable paths:
+#   .deps/containerd-2     containerd, containerd-shim-runc-v2, ctr    (tests: CONTAINERD_BIN_DIR)
+#   .deps/cni-plugins-1.9  the reference plugins                       (tests: CNI_PLUGIN_DIR)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,3 +24,15 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   # exist in the registry), so `npm ci` installs exactly what it records or fails.
   npm ci --no-audit --no-fund --loglevel=error
 fi
+
+# Private parts from Debian unstable: "link package subdir" per line; each link points at the unpacked subdir.
+mkdir -p .deps
+while read -r link pkg sub; do
+  read -r _ version dir < <(bash scripts/debian-private.sh unstable "$pkg")
+  [ -d "$dir/$sub" ] || { echo "install-deps: $pkg $version has no $sub" >&2; exit 1; }
+  ln -sfn "$dir/$sub" ".deps/$link"
+  echo "install-deps: .deps/$link -> $pkg $version" >&2
+done <<'EOF'
+containerd-2 containerd usr/bin
+cni-plugins-1.9 containernetworking-plugins usr/lib/cni
+EOF

@@ -1,17 +1,20 @@
-// The CRI bed's own promise: whatever state a failed test leaves (containerd killed with a pod running, its shim
-// and pause process alive, the pod's netns mounted), cleanup() leaves nothing of the bed on the machine.
+// The CRI bed's own promises: whatever state a failed test leaves (containerd killed with a pod running, its shim
+// and pause process alive, the pod's netns mounted), cleanup() leaves nothing of the bed on the machine, and reset()
+// (run after each test by useCriBed) gives the next test a clean node.
+import { execa } from 'execa';
 import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { TestNet } from '../helpers/netns.js';
+import { hostLocalAllocations, ledgerRecords } from '../helpers/cni.js';
+import { TestNet, uid } from '../helpers/netns.js';
 import { bedPids, CriBed, shimSocket } from '../helpers/cri/bed.js';
 import { shimConfList } from '../helpers/cri/conflists.js';
 import { criOrSkip } from '../helpers/cri/suite.js';
 
 const enabled = criOrSkip();
 
-describe.skipIf(!enabled)('CriBed.cleanup', () => {
+describe.skipIf(!enabled)('CriBed cleanup and reset', () => {
   const net = new TestNet();
   afterAll(() => net.cleanup());
 
@@ -38,6 +41,30 @@ describe.skipIf(!enabled)('CriBed.cleanup', () => {
       expect(existsSync(bed.baseDir)).toBe(false);
     } finally {
       await bed.cleanup();
+    }
+  });
+
+  it('reset() after a test that failed half-way (containerd killed, a pod and an agent IP left): containerd runs, no pod, empty ledger and store', async () => {
+    const node = await net.netns('crinode');
+    const bed = await CriBed.create({ node, confList: (dirs) => shimConfList(dirs, { placement: 'chained', cniVersion: '1.0.0', ranges: [[{ subnet: '10.104.1.0/24' }]] }) });
+    const owner = `health-${uid()}`;
+    try {
+      const pod = await bed.runPod('left-behind');
+      const agent = await bed.cli(['agent-ip', 'allocate', '--owner', owner]);
+      expect(agent.exitCode, agent.stderr).toBe(0);
+      await bed.stop('SIGKILL');
+      expect(await ledgerRecords(bed.stateDir, bed.network)).toHaveLength(2);
+      expect(await hostLocalAllocations(bed.dataDir, bed.network)).toHaveLength(2);
+
+      await bed.reset();
+      expect(await bed.cri.listPodSandbox()).toEqual([]);
+      expect(await ledgerRecords(bed.stateDir, bed.network)).toEqual([]);
+      expect(await hostLocalAllocations(bed.dataDir, bed.network)).toEqual([]);
+      // host-local starts over too (its round-robin position is gone): the next pod gets the first address again
+      expect((await bed.runPod('next')).ips).toEqual(pod.ips);
+    } finally {
+      await bed.cleanup();
+      await execa('ip', ['netns', 'del', `ipam-shim-agent-${owner}`], { reject: false });
     }
   });
 });

@@ -1,22 +1,27 @@
-// A private containerd 1.6 (Debian) acting as the node's CRI runtime, for tests that need the kubelet path:
+// A private containerd acting as the node's CRI runtime, for tests that need the kubelet path:
 // RunPodSandbox/StopPodSandbox/RemovePodSandbox through containerd's CRI plugin, which runs our conflist through
-// libcni. Everything of one bed lives in a temp dir (root, state, socket, runc root, CNI bin and conf dirs,
-// host-local's dataDir, the shim's state and log), and containerd runs in a network namespace standing for the
-// node: pods' host-side veths, routes, ebtables rules and neighbours all land there, never on the host.
+// libcni. The build is Debian 12's 1.6 by default, or the one CONTAINERD_BIN_DIR names (e.g. 2.x, see
+// ./containerd.ts, which also writes its config). Everything of one bed lives in a temp dir (root, state, socket,
+// runc root, CNI bin and conf dirs, host-local's dataDir, the shim's state and log), and containerd runs in a
+// network namespace standing for the node: pods' host-side veths, routes, ebtables rules and neighbours all land
+// there, never on the host.
 //
-// What containerd 1.6 needed here (verified in ../shared/cri-lab; see docs/runtimes.md):
+// What containerd needed here (verified in ../shared/cri-lab; see docs/runtimes.md):
 // - restrict_oom_score_adj = true: this machine lacks CAP_SYS_RESOURCE, and runc fails to set the sandbox's
 //   oom_score_adj (-998) otherwise ("can't get final child's PID from pipe: EOF").
 // - cgroupfs (SystemdCgroup = false): no systemd here. Pods get a cgroup parent unique to the bed, so cleanup can
 //   remove exactly the cgroups it made.
-// - ONE cni bin_dir (1.6 takes a single directory; "a:b" is not split): Debian's plugins are symlinked into it
+// - ONE cni bin dir (1.6 takes a single directory; "a:b" is not split): Debian's plugins are symlinked into it
 //   next to the shim.
 // - conf_dir reloads on a RENAME inside the directory (CREATE and CHMOD are ignored; writing in place can be read
-//   half-written): setConfList() writes a temp file in the dir and renames it.
+//   half-written): setConfList() writes a temp file in the dir, renames it, and waits until CRI Status shows the
+//   new text loaded (the conf syncer logs an event before it reloads, and 2.x logs the temp file's WRITE too).
+// - 2.x does asynchronously what 1.6 does at once: the CRI image store sees a `ctr images import` a moment after
+//   ctr returns (importImage polls ImageStatus).
 // - containerd runs through `nsenter --net=<node netns>`, not `ip netns exec`: the latter also unshares the mount
 //   namespace, so the pod netns containerd bind-mounts under /var/run/netns would be invisible to the tests and to
 //   `ipam-shim gc` (which proves a sandbox alive through its netns path), unlike on a real node.
-// - Paths containerd 1.6 uses whatever its config says: /var/run/netns/cni-<uuid> (pod netns),
+// - Paths containerd (1.6 and 2.1 alike) uses whatever its config says: /var/run/netns/cni-<uuid> (pod netns),
 //   /var/lib/cni/results/<network>-<id>-<ifname> (libcni's result cache), /run/containerd/s/<sha256> (shim
 //   sockets). The network name is unique per bed; cleanup removes only entries of this bed's sandboxes.
 import { execa } from 'execa';
@@ -31,6 +36,7 @@ import { ROOT } from '../cni.js';
 import { uid } from '../netns.js';
 import { CriClient, type PodSandboxConfig, type PodSandboxStatus } from './client.js';
 import { unmountBelow } from '../mounts.js';
+import { containerdBuild, containerdConfig, missingTools, nodeEnv, type ContainerdBuild } from './containerd.js';
 
 /** The built single executable: what a node runs. IPAM_SHIM_BIN tests another build. */
 export const CRI_SHIM = process.env.IPAM_SHIM_BIN ?? path.join(ROOT, 'dist/ipam-shim');
@@ -39,8 +45,6 @@ const CNI_RESULTS = '/var/lib/cni/results';
 const SHIM_SOCKETS = '/run/containerd/s';
 const K8S_NAMESPACE = 'k8s.io';
 const CONFLIST_NAME = '10-ipam-shim-test.conflist';
-/** A node's environment: containerd and the plugins it runs get nothing else from the test process. */
-const NODE_ENV = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' };
 
 export interface CriBedDirs {
   baseDir: string;
@@ -91,6 +95,10 @@ export class CriBed implements CriBedDirs {
   readonly node: string;
   /** Pods' cgroups go below this parent (cgroupfs), unique per bed. */
   readonly cgroupParent: string;
+  /** The containerd build this bed runs (CONTAINERD_BIN_DIR or the system's): its version and major. */
+  readonly containerd: ContainerdBuild;
+  /** A node's environment: containerd and the plugins it runs get nothing else from the test process. */
+  private readonly env: { PATH: string };
   private readonly configPath: string;
   private daemon: { child: ChildProcess; exited: Promise<void> } | undefined;
   private pid: number | undefined;
@@ -111,6 +119,8 @@ export class CriBed implements CriBedDirs {
     this.containerdLog = path.join(baseDir, 'containerd.log');
     this.configPath = path.join(baseDir, 'config.toml');
     this.cgroupParent = `/ipam-shim-${this.network}`;
+    this.containerd = containerdBuild();
+    this.env = nodeEnv(this.containerd);
   }
 
   /** Creates the dirs, config, bin dir and first conflist, starts containerd and imports the sandbox image. */
@@ -133,47 +143,8 @@ export class CriBed implements CriBedDirs {
     for (const p of await readdir(pluginDir)) await symlink(path.join(pluginDir, p), path.join(this.binDir, p));
     await symlink(CRI_SHIM, path.join(this.binDir, 'ipam-shim'));
     for (const [name, file] of Object.entries(opts.plugins ?? {})) await symlink(file, path.join(this.binDir, name));
-    await writeFile(this.configPath, this.config());
+    await writeFile(this.configPath, containerdConfig(this.containerd, { ...this, sandboxImage: SANDBOX_IMAGE }));
     await this.setConfList(opts.confList(this));
-  }
-
-  private config(): string {
-    const q = (s: string) => JSON.stringify(s);
-    return [
-      'version = 2',
-      `root = ${q(path.join(this.baseDir, 'root'))}`,
-      `state = ${q(path.join(this.baseDir, 'state'))}`,
-      '[grpc]',
-      `  address = ${q(this.socket)}`,
-      '[ttrpc]',
-      `  address = ${q(`${this.socket}.ttrpc`)}`,
-      // debug: the conf syncer logs its reloads only at this level (setConfList waits for one)
-      '[debug]',
-      '  level = "debug"',
-      '[metrics]',
-      '  address = ""',
-      '[plugins."io.containerd.grpc.v1.cri"]',
-      `  sandbox_image = ${q(SANDBOX_IMAGE)}`,
-      '  stream_server_address = "127.0.0.1"',
-      '  stream_server_port = "0"',
-      '  enable_selinux = false',
-      '  disable_apparmor = true',
-      '  restrict_oom_score_adj = true',
-      '  netns_mounts_under_state_dir = false',
-      '[plugins."io.containerd.grpc.v1.cri".cni]',
-      `  bin_dir = ${q(this.binDir)}`,
-      `  conf_dir = ${q(this.confDir)}`,
-      '  max_conf_num = 1',
-      '[plugins."io.containerd.grpc.v1.cri".containerd]',
-      '  snapshotter = "overlayfs"',
-      '  default_runtime_name = "runc"',
-      '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
-      '  runtime_type = "io.containerd.runc.v2"',
-      '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]',
-      '  SystemdCgroup = false',
-      `  Root = ${q(path.join(this.baseDir, 'runc'))}`,
-      '',
-    ].join('\n');
   }
 
   get cri(): CriClient {
@@ -188,8 +159,8 @@ export class CriBed implements CriBedDirs {
     const log = await open(this.containerdLog, 'a');
     let child: ChildProcess;
     try {
-      child = spawn('nsenter', [`--net=/run/netns/${this.node}`, 'containerd', '--config', this.configPath], {
-        env: NODE_ENV,
+      child = spawn('nsenter', [`--net=/run/netns/${this.node}`, this.containerd.containerd, '--config', this.configPath], {
+        env: this.env,
         detached: true,
         stdio: ['ignore', log.fd, log.fd],
       });
@@ -240,26 +211,46 @@ export class CriBed implements CriBedDirs {
   private async importImage(): Promise<void> {
     const tar = path.join(this.baseDir, 'pause.tar');
     await buildSandboxImage(tar, SANDBOX_IMAGE);
-    await execa('ctr', ['--address', this.socket, '-n', K8S_NAMESPACE, 'images', 'import', tar], { env: NODE_ENV, extendEnv: false });
-    if (!(await this.cri.imageStatus(SANDBOX_IMAGE))) throw new Error('CRI does not see the imported sandbox image');
+    await execa(this.containerd.ctr, ['--address', this.socket, '-n', K8S_NAMESPACE, 'images', 'import', tar], { env: this.env, extendEnv: false });
+    // 1.6's CRI sees the image when ctr returns; 2.x's image store learns of it from an event a moment later.
+    const deadline = Date.now() + 10_000;
+    while (!(await this.cri.imageStatus(SANDBOX_IMAGE))) {
+      if (Date.now() > deadline) throw new Error(`CRI does not see the imported sandbox image (containerd ${this.containerd.version})\n${await this.logTail()}`);
+      await sleep(50);
+    }
   }
 
   /**
-   * Replaces the conflist the way containerd 1.6 notices: a temp file in conf_dir renamed over the old one.
-   * With containerd running, waits until the reload is logged.
+   * Replaces the conflist the way containerd notices: a temp file in conf_dir renamed over the old one. With
+   * containerd running, waits until CRI Status shows this text loaded (and fails with containerd's load error if it
+   * did not load).
    */
   async setConfList(list: Record<string, unknown>): Promise<void> {
     const final = this.confListPath;
     const tmp = path.join(this.confDir, `.${CONFLIST_NAME}.tmp`);
-    const before = this.pid ? await this.reloadCount() : 0;
-    await writeFile(tmp, `${JSON.stringify({ ...list, name: list.name ?? this.network }, null, 2)}\n`);
+    const name = String(list.name ?? this.network);
+    const text = `${JSON.stringify({ ...list, name }, null, 2)}\n`;
+    await writeFile(tmp, text);
     await rename(tmp, final);
     if (!this.pid) return;
     const deadline = Date.now() + 10_000;
-    while ((await this.reloadCount()) <= before) {
-      if (Date.now() > deadline) throw new Error(`containerd did not reload ${final}\n${await this.logTail()}`);
+    for (;;) {
+      const loaded = await this.loadedConfList(name).catch((e: Error) => ({ source: undefined, loadStatus: e.message }));
+      if (loaded.source === text) return;
+      if (Date.now() > deadline) throw new Error(`containerd did not load ${final} (last load: ${loaded.loadStatus})\n${await this.logTail()}`);
       await sleep(50);
     }
+  }
+
+  /**
+   * What containerd's CRI has loaded, from CRI Status (verbose): the text of the network `name` (default this bed's;
+   * undefined when none is loaded) and the last load's status ("OK" or containerd's error).
+   */
+  async loadedConfList(name = this.network): Promise<{ source: string | undefined; loadStatus: string }> {
+    const { info } = await this.cri.statusVerbose(true, 5_000);
+    const config = JSON.parse(info.cniconfig ?? '{}') as { Networks?: Array<{ Config: { Name: string; Source: string } }> };
+    const network = (config.Networks ?? []).find((n) => n.Config.Name === name);
+    return { source: network?.Config.Source, loadStatus: info.lastCNILoadStatus ?? 'unknown' };
   }
 
   /** How many conf dir changes containerd has logged (a reload follows each). */
@@ -346,7 +337,7 @@ export class CriBed implements CriBedDirs {
   /** Runs the built shim's operator CLI on the node (its netns, the host's mount namespace, a node's env). */
   async cli(args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string; json: any }> {
     const r = await execa('nsenter', [`--net=/run/netns/${this.node}`, CRI_SHIM, ...args, '--conflist', this.confListPath, '--cni-path', this.binDir, '--json'], {
-      env: NODE_ENV,
+      env: this.env,
       extendEnv: false,
       reject: false,
     });
@@ -368,6 +359,25 @@ export class CriBed implements CriBedDirs {
       await this.inspect(s.id).catch(() => undefined);
       await this.cri.stopPodSandbox(s.id).catch(() => undefined);
       await this.cri.removePodSandbox(s.id).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Between tests: undoes what the last test left, also when it failed half-way (containerd stopped or wiped, pods
+   * running, records written), so the next starts on a clean node: containerd runs with the sandbox image and every
+   * sandbox is removed through CRI (plugins get their DELs). With `stores` (after a failed test) the shim's ledger
+   * and host-local's store are emptied too (their dirs stay: a test may have mounted them elsewhere); after a
+   * passing test they are left as they are, so a leak a test did not assert shows in the next one.
+   */
+  async reset({ stores = true }: { stores?: boolean } = {}): Promise<void> {
+    try {
+      if (!this.pid) await this.start();
+      if (!(await this.cri.imageStatus(SANDBOX_IMAGE))) await this.importImage();
+      await this.removeAllPods();
+    } finally {
+      for (const dir of stores ? [this.stateDir, this.dataDir] : []) {
+        for (const entry of await readdir(dir).catch(() => [] as string[])) await rm(path.join(dir, entry), { recursive: true, force: true });
+      }
     }
   }
 
@@ -483,7 +493,7 @@ function signalPid(pid: number, signal: NodeJS.Signals): void {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** containerd, runc, ctr and busybox-static: what the CRI bed needs besides root. */
+/** containerd, its shim and ctr (CONTAINERD_BIN_DIR's or the system's), runc and busybox-static: what the CRI bed needs besides root. */
 export function hasContainerd(): boolean {
-  return ['/usr/bin/containerd', '/usr/bin/ctr', '/usr/sbin/runc', '/bin/busybox'].every((p) => existsSync(p));
+  return missingTools().length === 0 && ['/usr/sbin/runc', '/bin/busybox'].every((p) => existsSync(p));
 }

@@ -119,9 +119,25 @@ export class CriClient {
     return this.call(this.runtime, 'Version', { version: 'v1' }, timeoutMs);
   }
 
-  async status(): Promise<RuntimeCondition[]> {
-    const r = await this.call<{ status: { conditions: RuntimeCondition[] } }>(this.runtime, 'Status', { verbose: false });
-    return r.status.conditions;
+  /** CRI Status, kubelet's readiness poll: the runtime's conditions (RuntimeReady, NetworkReady, …). */
+  async status(timeoutMs?: number): Promise<RuntimeCondition[]> {
+    return (await this.statusVerbose(false, timeoutMs)).conditions;
+  }
+
+  /**
+   * CRI Status with containerd's info map when `verbose`: `cniconfig` (the loaded CNI config: plugin dirs, conf dir,
+   * every network with its conflist's `Source` text) and `lastCNILoadStatus` ("OK" or the load error), both JSON.
+   */
+  async statusVerbose(verbose = true, timeoutMs?: number): Promise<{ conditions: RuntimeCondition[]; info: Record<string, string> }> {
+    const r = await this.call<{ status: { conditions: RuntimeCondition[] }; info: Record<string, string> }>(this.runtime, 'Status', { verbose }, timeoutMs);
+    return { conditions: r.status.conditions, info: r.info ?? {} };
+  }
+
+  /** The NetworkReady condition of CRI Status (kubelet marks the node NotReady when it is false). */
+  async networkReady(timeoutMs?: number): Promise<RuntimeCondition> {
+    const c = (await this.status(timeoutMs)).find((x) => x.type === 'NetworkReady');
+    if (!c) throw new Error('CRI Status has no NetworkReady condition');
+    return c;
   }
 
   async runPodSandbox(config: PodSandboxConfig): Promise<string> {

@@ -3,13 +3,18 @@
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { rootOrSkip, TestNet } from '../netns.js';
 import { CriBed, hasContainerd, type CriBedOptions } from './bed.js';
+import { containerdBinDir } from './containerd.js';
 
-/** Root and containerd/runc/busybox-static; with CI=true a missing prerequisite fails instead of skipping. */
+/**
+ * Root and containerd (CONTAINERD_BIN_DIR's or the system's), runc, busybox-static; with CI=true a missing
+ * prerequisite fails instead of skipping.
+ */
 export function criOrSkip(): boolean {
   if (!rootOrSkip()) return false;
   if (hasContainerd()) return true;
-  if (process.env.CI === 'true') throw new Error('CI must have containerd, runc and busybox-static installed (scripts/install-deps.sh)');
-  console.warn('skipping: containerd, runc or busybox-static is not installed (scripts/install-deps.sh)');
+  const what = `containerd, containerd-shim-runc-v2 and ctr in ${containerdBinDir()}, runc or busybox-static`;
+  if (process.env.CI === 'true') throw new Error(`CI must have ${what} (scripts/install-deps.sh)`);
+  console.warn(`skipping: missing ${what} (scripts/install-deps.sh)`);
   return false;
 }
 
@@ -32,9 +37,9 @@ export function useCriBed(opts: Omit<CriBedOptions, 'node'> & { prepare?: (node:
     await opts.prepare?.(suite.node, suite.net);
     suite.bed = await CriBed.create({ ...opts, node: suite.node });
   });
-  // A failed test's pods must not spill into the next test: remove whatever is left, through CRI (DELs included).
-  afterEach(async () => {
-    await suite.bed?.removeAllPods();
+  // A failed test's pods, ledger records and host-local reservations must not spill into the next test.
+  afterEach(async (ctx) => {
+    await suite.bed?.reset({ stores: ctx.task.result?.state === 'fail' });
   });
   afterAll(async () => {
     await suite.bed?.cleanup();
