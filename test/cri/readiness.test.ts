@@ -187,7 +187,16 @@ describe.skipIf(!enabled)('containerd 2.x CRI Status ← ipam-shim STATUS (1.1.0
     await use('chained');
     const pod = await s.bed.runPod('gc-watch');
     const gone = await s.bed.runPod('gc-gone');
+    expect(await s.bed.cachedResults()).toEqual([`${s.bed.network}-${gone.id}-eth0`, `${s.bed.network}-${pod.id}-eth0`].sort());
     await s.bed.removePod(gone.id);
+    // What a 1.1.0 list gets on a pod's life (docs/runtimes.md): as at 1.0.0 on 1.6 and 2.x.
+    const life = (await calls()).filter((c) => c.containerID === gone.id);
+    expect(life.map((c) => c.command)).toEqual(['ADD', 'DEL', 'DEL']);
+    expect(life.every((c) => c.cniVersion === '1.1.0')).toBe(true);
+    expect(life[1]).toMatchObject({ netns: gone.netnsPath, prevResultIPs: [`${gone.ips[0]}/24`] });
+    expect(life[2]).toMatchObject({ netns: '', prevResultIPs: null });
+    const args = Object.fromEntries(life[0]!.args.split(';').map((kv) => kv.split('=') as [string, string]));
+    expect(args).toEqual({ K8S_POD_NAMESPACE: 'default', K8S_POD_NAME: 'gc-gone', K8S_POD_INFRA_CONTAINER_ID: gone.id, K8S_POD_UID: gone.status.metadata.uid, IgnoreUnknown: '1' });
     await s.bed.restart();
     await networkReady();
     await s.bed.removePod(pod.id);
