@@ -15,7 +15,7 @@ const unavailable = (msg: string, e?: unknown) =>
 
 /**
  * STATUS: can ADD be served now? The state dir takes a write, the delegate ranges are not all reserved, the
- * delegate is there and answers, and its own STATUS (when it speaks 1.1.0) succeeds, all within
+ * delegate is there and answers, and in the IPAM slot its own STATUS (when it speaks 1.1.0) succeeds, all within
  * `statusTimeoutMs`: a runtime may wait on this call for node readiness (containerd 2.x: every CRI Status).
  * Whether a failure is answered or tolerated for a while: src/status/decide.ts.
  */
@@ -80,7 +80,12 @@ async function look(ctx: VerbContext): Promise<Finding> {
     if (isUnanswered(e)) return noAnswer('VERSION', e);
     return { kind: 'persistent', error: unavailable(`delegate ${type} is not available`, e) };
   }
-  if (!versions.includes('1.1.0')) return { kind: 'ok' };
+  // Chained, the shim's ADD never calls the delegate (it works on prevResult): the plugin in front relies on that
+  // IPAM for its ADD and asks it for STATUS itself (spec: a plugin that "relies on a delegated plugin … to service
+  // ADD requests … must also execute a STATUS request to that plugin"). Asking again would cost every node a
+  // delegate process per poll and make the node's readiness wait on it twice. Found and answering VERSION (from
+  // the cache: a stat) is still required: GC and the agent's IPs need it, and it is the IPAM the chain runs.
+  if (ctx.conf.placement !== 'ipam' || !versions.includes('1.1.0')) return { kind: 'ok' };
   try {
     await timed('delegate.status', () => bounded().status(delegateConf(ctx.conf, '1.1.0')));
     return { kind: 'ok' };

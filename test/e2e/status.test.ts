@@ -70,11 +70,21 @@ const logLines = async () =>
     .map((l) => JSON.parse(l));
 
 describe.skipIf(!enabled)('STATUS through the built plugin', () => {
-  it.each(['ipam', 'chained'] as const)('%s: a healthy network answers 0 with nothing on stdout, after asking the delegate', async (placement) => {
-    const out = await status(conf({ placement }));
+  it('IPAM slot: a healthy network answers 0 with nothing on stdout, after asking the delegate for its STATUS', async () => {
+    const out = await status(conf({ placement: 'ipam' }));
     expect(out.exitCode, out.stdout).toBe(0);
     expect(out.stdout).toBe('');
     expect(await delegateCalls()).toEqual(['pass']);
+  });
+
+  it('chained: 0 without a delegate process (the plugin in front asks its IPAM itself); a missing delegate still fails', async () => {
+    await mode('hang');
+    const out = await status(conf({ placement: 'chained' }));
+    expect(out.exitCode, out.stdout).toBe(0);
+    expect(out.stdout).toBe('');
+    expect(await delegateCalls()).toEqual([]);
+    const gone = await status(conf({ placement: 'chained', delegateType: 'azure-ipam' }));
+    expect(gone.json).toMatchObject({ code: 50, msg: 'delegate azure-ipam is not available' });
   });
 
   it('state dir not writable → 50 naming it and why, at once even right after a success; writable again → 0', async () => {
