@@ -34,8 +34,9 @@ const slot = (v: Variant): Json => ({
   type: 'ptp',
   ipam: { type: 'ipam-shim', stateDir: v.stateDir, logFile: v.logFile, delegate: delegate(v.dataDir) },
 });
-/** Chained: the shim's own entry of the list. */
-const chained = (v: Variant): Json => ({ cniVersion: '1.1.0', name: 'status', type: 'ipam-shim', stateDir: v.stateDir, logFile: v.logFile, delegate: delegate(v.dataDir) });
+/** Chained: the shim's own entry of the list (its own log file, so the timings below are per placement). */
+const chained = (v: Variant): Json => ({ cniVersion: '1.1.0', name: 'status', type: 'ipam-shim', stateDir: v.stateDir, logFile: chainedLog(v), delegate: delegate(v.dataDir) });
+const chainedLog = (v: Variant) => `${v.logFile}.chained`;
 
 export async function sectionStatus(): Promise<void> {
   heading(`STATUS: the per-node cost at kubelet's ${POLL_S} s poll (${RUNS} runs, alternating)`);
@@ -70,10 +71,10 @@ export async function sectionStatus(): Promise<void> {
   }
   console.log(table(rows));
   console.log(`\nFloor: ${node24}${existsSync(SEA_NODE) ? ' (the runtime the single executable embeds)' : ''}. CPU includes the delegate's STATUS (host-local, reaped).`);
-  // Where a STATUS's time goes: the shim's own `timings` (its last RUNS "CNI call done" lines per variant).
-  for (const v of VARIANTS) {
-    const lines = existsSync(v.logFile)
-      ? readFileSync(v.logFile, 'utf8')
+  // Where a STATUS's time goes: the shim's own `timings` (its last RUNS "CNI call done" lines per case).
+  for (const [v, placement, file] of VARIANTS.flatMap((v) => [[v, 'IPAM slot', v.logFile] as const, [v, 'chained', chainedLog(v)] as const])) {
+    const lines = existsSync(file)
+      ? readFileSync(file, 'utf8')
           .trim()
           .split('\n')
           .map((l) => JSON.parse(l) as Json)
@@ -81,7 +82,7 @@ export async function sectionStatus(): Promise<void> {
           .slice(-RUNS)
       : [];
     const keys = [...new Set(lines.flatMap((l) => Object.keys(l.timings)))];
-    if (keys.length) console.log(`${v.name} STATUS timings (medians, ms): ${keys.map((k) => `${k} ${fmtMs(stats(lines.map((l) => l.timings[k] ?? 0)).median)}`).join(', ')}`);
+    if (keys.length) console.log(`${v.name} STATUS, ${placement}, timings (medians, ms): ${keys.map((k) => `${k} ${fmtMs(stats(lines.map((l) => l.timings[k] ?? 0)).median)}`).join(', ')}`);
   }
   results.status = Object.fromEntries([...samples].map(([k, x]) => [k, { wall: stats(x.ms), cpu: stats(x.cpu) }]));
 }
