@@ -25,8 +25,7 @@ export const section: DemoSection = {
     // 1.1.0, where install-deps put them; else the system's containerd and plugins.
     const c2 = path.join(ROOT, '.deps/containerd-2');
     const p19 = path.join(ROOT, '.deps/cni-plugins-1.9');
-    const on2 = !process.env.CONTAINERD_BIN_DIR && missingTools(c2).length === 0 && containerdBuild(c2).major >= 2 && existsSync(path.join(p19, 'host-local'));
-    if (on2) process.env.CONTAINERD_BIN_DIR = c2;
+    if (!process.env.CONTAINERD_BIN_DIR && missingTools(c2).length === 0) process.env.CONTAINERD_BIN_DIR = c2;
     if (!hasContainerd()) {
       d.verdict(false, 'containerd, runc or busybox-static is missing: run scripts/install-deps.sh');
       return;
@@ -34,6 +33,7 @@ export const section: DemoSection = {
     const net = new TestNet();
     let bed: CriBed | undefined;
     try {
+      const on2 = containerdBuild().major >= 2 && existsSync(path.join(p19, 'host-local'));
       const node = await net.netns('crinode');
       const ranges = [[{ subnet: '10.103.0.0/24' }]];
       const list = (dirs: Parameters<typeof shimConfList>[0]) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges, shim: { reservedCIDRs: ['10.103.0.3/32'] } });
@@ -85,7 +85,7 @@ export const section: DemoSection = {
         d.say(`  CRI Status after ${what}: NetworkReady=${c.status}${c.message ? `  (${c.reason}: ${c.message})` : ''}  [${(performance.now() - started).toFixed(0)} ms]`);
         return c.status === want ? c : undefined;
       };
-      d.verdict((await show('loading the 1.1.0 list', true)) !== undefined, 'Ready: the state dir takes a write and the delegate (host-local 1.9) answers its STATUS');
+      d.verdict((await show('loading the 1.1.0 list', true)) !== undefined, 'Ready: the shim finds its state dir writable and its delegate there; ptp asks host-local 1.9, the IPAM it relies on, itself');
       const stateDir = bed.stateDir;
       try {
         await d.show('mount', ['--bind', stateDir, stateDir]);
