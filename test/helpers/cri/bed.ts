@@ -36,7 +36,7 @@ import { ROOT } from '../cni.js';
 import { uid } from '../netns.js';
 import { CriClient, type PodSandboxConfig, type PodSandboxStatus } from './client.js';
 import { unmountBelow } from '../mounts.js';
-import { containerdBuild, containerdConfig, missingTools, nodeEnv, type ContainerdBuild } from './containerd.js';
+import { containerdBinDir, containerdBuild, containerdConfig, missingTools, nodeEnv, type ContainerdBuild } from './containerd.js';
 
 /** The built single executable: what a node runs. IPAM_SHIM_BIN tests another build. */
 export const CRI_SHIM = process.env.IPAM_SHIM_BIN ?? path.join(ROOT, 'dist/ipam-shim');
@@ -68,6 +68,8 @@ export interface CriBedOptions {
   pluginDir?: string;
   /** Extra executables for the bin dir: name → path. */
   plugins?: Record<string, string>;
+  /** The containerd build's directory (containerd, containerd-shim-runc-v2, ctr); default CONTAINERD_BIN_DIR or the system's. */
+  containerdBinDir?: string;
 }
 
 export interface Pod {
@@ -106,7 +108,7 @@ export class CriBed implements CriBedDirs {
   private readonly sandboxIds = new Set<string>();
   private readonly netnsPaths = new Set<string>();
 
-  private constructor(baseDir: string, node: string) {
+  private constructor(baseDir: string, node: string, containerdBinDir: string) {
     this.baseDir = baseDir;
     this.node = node;
     this.network = `cri-${uid(8)}`;
@@ -119,13 +121,13 @@ export class CriBed implements CriBedDirs {
     this.containerdLog = path.join(baseDir, 'containerd.log');
     this.configPath = path.join(baseDir, 'config.toml');
     this.cgroupParent = `/ipam-shim-${this.network}`;
-    this.containerd = containerdBuild();
+    this.containerd = containerdBuild(containerdBinDir);
     this.env = nodeEnv(this.containerd);
   }
 
   /** Creates the dirs, config, bin dir and first conflist, starts containerd and imports the sandbox image. */
   static async create(opts: CriBedOptions): Promise<CriBed> {
-    const bed = new CriBed(await mkdtemp(path.join(os.tmpdir(), 'cri-bed-')), opts.node);
+    const bed = new CriBed(await mkdtemp(path.join(os.tmpdir(), 'cri-bed-')), opts.node, path.resolve(opts.containerdBinDir ?? containerdBinDir()));
     try {
       await bed.setup(opts);
       await bed.start();
@@ -493,7 +495,7 @@ function signalPid(pid: number, signal: NodeJS.Signals): void {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** containerd, its shim and ctr (CONTAINERD_BIN_DIR's or the system's), runc and busybox-static: what the CRI bed needs besides root. */
-export function hasContainerd(): boolean {
-  return missingTools().length === 0 && ['/usr/sbin/runc', '/bin/busybox'].every((p) => existsSync(p));
+/** containerd, its shim and ctr (in `binDir`: CONTAINERD_BIN_DIR's or the system's), runc and busybox-static: what the CRI bed needs besides root. */
+export function hasContainerd(binDir = containerdBinDir()): boolean {
+  return missingTools(binDir).length === 0 && ['/usr/sbin/runc', '/bin/busybox'].every((p) => existsSync(p));
 }
