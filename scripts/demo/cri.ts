@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { CriBed, hasContainerd } from '../../test/helpers/cri/bed.js';
-import { containerdBuild, missingTools } from '../../test/helpers/cri/containerd.js';
+import { containerdBinDir, containerdBuild, missingTools } from '../../test/helpers/cri/containerd.js';
 import { ROOT } from '../../test/helpers/cni.js';
 import { unmountBelow } from '../../test/helpers/mounts.js';
 import { CriError } from '../../test/helpers/cri/client.js';
@@ -25,20 +25,20 @@ export const section: DemoSection = {
     // 1.1.0, where install-deps put them; else the system's containerd and plugins.
     const c2 = path.join(ROOT, '.deps/containerd-2');
     const p19 = path.join(ROOT, '.deps/cni-plugins-1.9');
-    if (!process.env.CONTAINERD_BIN_DIR && missingTools(c2).length === 0) process.env.CONTAINERD_BIN_DIR = c2;
-    if (!hasContainerd()) {
+    const binDir = !process.env.CONTAINERD_BIN_DIR && missingTools(c2).length === 0 ? c2 : containerdBinDir();
+    if (!hasContainerd(binDir)) {
       d.verdict(false, 'containerd, runc or busybox-static is missing: run scripts/install-deps.sh');
       return;
     }
     const net = new TestNet();
     let bed: CriBed | undefined;
     try {
-      const on2 = containerdBuild().major >= 2 && existsSync(path.join(p19, 'host-local'));
+      const on2 = containerdBuild(binDir).major >= 2 && existsSync(path.join(p19, 'host-local'));
       const node = await net.netns('crinode');
       const ranges = [[{ subnet: '10.103.0.0/24' }]];
       const list = (dirs: Parameters<typeof shimConfList>[0]) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges, shim: { reservedCIDRs: ['10.103.0.3/32'] } });
-      d.say(`containerd ${containerdBuild().version} starts in the node netns with its own root, state, socket and CNI dirs; the sandbox image is built offline from busybox-static.`);
-      bed = await CriBed.create({ node, confList: list, ...(on2 ? { pluginDir: p19 } : {}) });
+      d.say(`containerd ${containerdBuild(binDir).version} starts in the node netns with its own root, state, socket and CNI dirs; the sandbox image is built offline from busybox-static.`);
+      bed = await CriBed.create({ node, confList: list, containerdBinDir: binDir, ...(on2 ? { pluginDir: p19 } : {}) });
       const cri = bed.cri;
       const v = await cri.version();
       d.say(`CRI Version: ${v.runtime_name} ${v.runtime_version}, API ${v.runtime_api_version}`);

@@ -18,6 +18,7 @@ import { containerdBuild, missingTools } from '../helpers/cri/containerd.js';
 import { CNI_LOGGER, hostLocal, type Placement, PLACEMENTS } from '../helpers/cri/conflists.js';
 import type { CriBedDirs } from '../helpers/cri/bed.js';
 import type { RuntimeCondition } from '../helpers/cri/client.js';
+import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
 
 const is2x = (dir: string) => missingTools(dir).length === 0 && containerdBuild(dir).major >= 2;
 /** CONTAINERD_BIN_DIR when it names a 2.x (CI's containerd-2 pass), else the 2.x install-deps publishes. */
@@ -26,9 +27,6 @@ const PLUGINS_11 = path.resolve(process.env.CNI_PLUGIN_DIR_11 ?? path.join(ROOT,
 const have2 = is2x(CONTAINERD2) && existsSync(path.join(PLUGINS_11, 'host-local'));
 if (!have2 && process.env.CI === 'true') throw new Error(`CI must have containerd 2.x in ${CONTAINERD2} and reference plugins 1.9 in ${PLUGINS_11} (scripts/install-deps.sh)`);
 if (!have2) console.warn(`skipping: no containerd 2.x in ${CONTAINERD2} or no reference plugins that speak 1.1.0 in ${PLUGINS_11} (scripts/install-deps.sh)`);
-// The bed runs the build CONTAINERD_BIN_DIR names: this file's process (vitest forks one per file) runs 2.x.
-if (have2) process.env.CONTAINERD_BIN_DIR = CONTAINERD2;
-const { criOrSkip, useCriBed } = await import('../helpers/cri/suite.js');
 const enabled = have2 && criOrSkip();
 
 const RANGES = [[{ subnet: '10.98.0.0/24' }]];
@@ -44,7 +42,7 @@ interface Call {
 }
 
 describe.skipIf(!enabled)('containerd 2.x CRI Status ← ipam-shim STATUS (1.1.0 list)', () => {
-  const s = useCriBed({ pluginDir: PLUGINS_11, plugins: { ...CNI_LOGGER, ...STATUS_IPAM }, confList: (dirs) => list(dirs, 'chained') });
+  const s = useCriBed({ containerdBinDir: CONTAINERD2, pluginDir: PLUGINS_11, plugins: { ...CNI_LOGGER, ...STATUS_IPAM }, confList: (dirs) => list(dirs, 'chained') });
   const modeFile = () => path.join(s.bed.baseDir, 'status-mode');
   const loggerLog = () => path.join(s.bed.baseDir, 'calls.jsonl');
 
