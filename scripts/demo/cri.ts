@@ -73,7 +73,7 @@ export const section: DemoSection = {
       d.verdict(left.filter((f) => f.endsWith('.json')).length === 0 && store.length === 0, 'no ledger record, no host-local allocation, every DEL succeeded');
 
       if (!on2) {
-        d.say('\n(containerd 2.x is not installed here: scripts/install-deps.sh provides it; the STATUS part needs it.)');
+        d.say(`\n(The STATUS part needs containerd 2.x and reference plugins 1.9, which scripts/install-deps.sh provides; containerd ${containerdBuild(binDir).version} never sends STATUS.)`);
         return;
       }
       d.say('\nThe same list at cniVersion 1.1.0: containerd 2.x now runs STATUS on every plugin at each CRI Status call (kubelet polls every 5 s),');
