@@ -55,7 +55,7 @@ const NEIGH = '[{"dst":"10.0.0.2","dev":"eth0","lladdr":"12:34:56:78:9a:bc","sta
 export const warmRun = scriptedRun((file, args, opts) => {
   if (file.endsWith(`/${DELEGATE}`)) {
     const command = opts.env?.CNI_COMMAND;
-    return command === 'VERSION' ? JSON.stringify({ cniVersion: '1.0.0', supportedVersions: ['0.3.1', '0.4.0', '1.0.0'] }) : command === 'ADD' ? JSON.stringify(RESULT) : '';
+    return command === 'VERSION' ? JSON.stringify({ cniVersion: '1.1.0', supportedVersions: ['0.3.1', '0.4.0', '1.0.0', '1.1.0'] }) : command === 'ADD' ? JSON.stringify(RESULT) : '';
   }
   const cmd = `${file} ${args.join(' ')}`;
   if (cmd === 'ebtables -t nat -L PREROUTING') return EBTABLES;
@@ -77,6 +77,8 @@ export async function warm(): Promise<void> {
   await import('./verbs/add.js');
   await import('./verbs/del.js');
   await import('./verbs/check.js');
+  // STATUS too: containerd ≥ 2.0.1 sends it every 5 s per node when the list is at 1.1.0 (docs/performance.md).
+  await import('./verbs/status.js');
   const dir = mkdtempSync(join(tmpdir(), 'ipam-shim-warm-'));
   try {
     const bin = join(dir, 'bin');
@@ -96,6 +98,8 @@ export async function warm(): Promise<void> {
     if (added.exitCode !== 0) throw new Error(`snapshot warm-up: the sample ADD failed: ${added.stdout}`);
     const deleted = await call('DEL', good);
     if (deleted.exitCode !== 0) throw new Error(`snapshot warm-up: the sample DEL failed: ${deleted.stdout}`);
+    const status = await call('STATUS', { ...good, cniVersion: '1.1.0' });
+    if (status.exitCode !== 0) throw new Error(`snapshot warm-up: the sample STATUS failed: ${status.stdout}`);
     await call('ADD', { ...good, ipam: { ...good.ipam, delegate: 'x' } }); // an invalid config: the error path
   } finally {
     rmSync(dir, { recursive: true, force: true });

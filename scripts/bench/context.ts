@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { type Sample, type Samples, fmtMs, fmtRatio, fmtStats, mustRun, sampleOf, stats, timeRun } from '../bench-lib.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
-export const SECTIONS = ['version', 'add', 'split', 'concurrency', 'gc', 'residue', 'plan', 'rss', 'cri', 'agent'] as const;
+export const SECTIONS = ['version', 'status', 'add', 'split', 'concurrency', 'gc', 'residue', 'plan', 'rss', 'cri', 'agent'] as const;
 export type Section = (typeof SECTIONS)[number];
 /**
  * Sections the parent process runs after the netns child, each a script of its own here (also runnable alone):
@@ -35,6 +35,7 @@ export const { values: flags } = parseArgs({
     variant: { type: 'string', multiple: true, default: [] },
     'runtime-env': { type: 'string', multiple: true, default: [] },
     plugins: { type: 'string', default: '/usr/lib/cni' },
+    plugins11: { type: 'string', default: join(ROOT, '.deps/cni-plugins-1.9') },
     json: { type: 'string' },
     keep: { type: 'boolean', default: false },
   },
@@ -54,6 +55,8 @@ export const SIZES = flags.sizes
   .filter((n) => n > 0);
 export const PARALLEL = Number(flags.parallel);
 export const PLUGINS = resolve(flags.plugins);
+/** Reference plugins that speak 1.1.0 (STATUS): Debian unstable's 1.9, published by scripts/install-deps.sh. */
+export const PLUGINS11 = resolve(flags.plugins11);
 export const NODE = process.execPath;
 /** What a runtime adds to a plugin's environment beyond PATH and CNI_* (--runtime-env); nothing by default. */
 export const RUNTIME_ENV: Record<string, string> = Object.fromEntries(

@@ -2,7 +2,7 @@
 // plugins it sits beside. Prints tables; never asserts. Every figure is a median over --runs runs with min/max,
 // and everything compared in one table was measured in the same run, alternating (see scripts/bench-lib.ts).
 //
-//   --only a,b        sections: version,add,split,concurrency,gc,residue,plan,rss,cri,agent (default: all), and the
+//   --only a,b        sections: version,status,add,split,concurrency,gc,residue,plan,rss,cri,agent (default: all), and the
 //                     opt-in plan-inprocess, residue-add, probe-add (each also runs alone: npx tsx scripts/bench/<name>.ts)
 //   --runs N          runs per figure (default 20); --scale-runs N for concurrency/gc/residue/plan (default --runs)
 //   --sizes a,b,c     scale sizes for gc, residue and plan (default 1000,5000,20000; CI: --sizes 200,1000)
@@ -10,6 +10,7 @@
 //   --bin DIR         the build to measure (default dist/; copied first, so a rebuild meanwhile cannot interfere)
 //   --variant N=DIR   also measure another build side by side (repeatable), e.g. a saved pre-change dist/
 //   --plugins DIR     reference plugins (default /usr/lib/cni)
+//   --plugins11 DIR   reference plugins that speak 1.1.0, for STATUS (default .deps/cni-plugins-1.9)
 //   --runtime-env K=V add K=V to the environment every plugin and floor gets (repeatable), e.g.
 //                     NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt when a runtime passes it on
 //   --json FILE       also write every sample as JSON
@@ -26,6 +27,7 @@ import { cpus } from 'node:os';
 import { runnerPath } from '../bench-lib.js';
 import { flags, NS, only, results, RUNS, RUNTIME_ENV, SCALE_RUNS, SECTIONS, type Section, SIZES, VARIANTS, WORK } from './context.js';
 import { sectionVersion } from './version.js';
+import { sectionStatus } from './status.js';
 import { sectionAdd } from './add.js';
 import { sectionSplit } from './split.js';
 import { sectionConcurrency } from './concurrency.js';
@@ -51,6 +53,7 @@ try {
   // One module per section. A new section adds its name to SECTIONS in context.ts and one line here.
   const run: Record<Section, () => Promise<void>> = {
     version: sectionVersion,
+    status: sectionStatus,
     add: sectionAdd,
     split: sectionSplit,
     concurrency: sectionConcurrency,

@@ -22,6 +22,20 @@ export function summary(): void {
       ]);
     }
   }
+  if (r.status) {
+    // Issue 24: STATUS against the embedded runtime's own `node -e 0` (section status names it by its version).
+    const floorKey = Object.keys(r.status).find((k) => /^node v\d/.test(k)) ?? 'node -e 0';
+    const floor = r.status[floorKey];
+    for (const placement of ['IPAM slot', 'chained']) {
+      const s = r.status[`${v} STATUS, ${placement}`];
+      rows.push([
+        `STATUS (${placement}) ≤ 1.25× ${floorKey} (issue 24)`,
+        rt(s.wall.median, floor.wall.median),
+        rt(s.cpu.median, floor.cpu.median),
+        verdict(s.wall.median / floor.wall.median <= 1.25, s.cpu.n ? s.cpu.median / floor.cpu.median <= 1.25 : undefined),
+      ]);
+    }
+  }
   if (r.addSlot) {
     const floor = r.addSlot.add['node -e 0'];
     for (const family of ['v4', 'dual']) {

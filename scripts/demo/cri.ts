@@ -1,10 +1,17 @@
 // The kubelet path: a pod through containerd's CRI with the shim in the conflist. A private containerd 1.6 runs in
 // a netns standing for the node; the demo makes the calls kubelet makes (RunPodSandbox, PodSandboxStatus,
 // StopPodSandbox, RemovePodSandbox) over CRI v1 gRPC, and shows the shim's record, a pod refused for a reserved
-// address (the CRI error carries the shim's code-100 message) and that nothing is left after removal.
+// address (the CRI error carries the shim's code-100 message) and that nothing is left after removal. On
+// containerd 2.x (install-deps' .deps/containerd-2, used where installed) it then shows NetworkReady following the
+// shim's STATUS with a 1.1.0 list: Ready, NotReady with the shim's message while the state dir is read-only,
+// Ready again.
+import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { CriBed, hasContainerd } from '../../test/helpers/cri/bed.js';
+import { containerdBinDir, containerdBuild, missingTools } from '../../test/helpers/cri/containerd.js';
+import { ROOT } from '../../test/helpers/cni.js';
+import { unmountBelow } from '../../test/helpers/mounts.js';
 import { CriError } from '../../test/helpers/cri/client.js';
 import { shimConfList } from '../../test/helpers/cri/conflists.js';
 import { TestNet } from '../../test/helpers/netns.js';
@@ -14,17 +21,24 @@ export const section: DemoSection = {
   name: 'cri',
   async run(d) {
     d.title('The kubelet path: a pod through containerd CRI, the shim chained after the main plugin (AKS 0.3.1 shape)');
-    if (!hasContainerd()) {
+    // containerd 2.x (what current AKS images ship, and the one that sends STATUS) with the plugins that speak
+    // 1.1.0, where install-deps put them; else the system's containerd and plugins.
+    const c2 = path.join(ROOT, '.deps/containerd-2');
+    const p19 = path.join(ROOT, '.deps/cni-plugins-1.9');
+    const binDir = !process.env.CONTAINERD_BIN_DIR && missingTools(c2).length === 0 ? c2 : containerdBinDir();
+    if (!hasContainerd(binDir)) {
       d.verdict(false, 'containerd, runc or busybox-static is missing: run scripts/install-deps.sh');
       return;
     }
     const net = new TestNet();
     let bed: CriBed | undefined;
     try {
+      const on2 = containerdBuild(binDir).major >= 2 && existsSync(path.join(p19, 'host-local'));
       const node = await net.netns('crinode');
       const ranges = [[{ subnet: '10.103.0.0/24' }]];
-      d.say('containerd 1.6 starts in the node netns with its own root, state, socket and CNI dirs; the sandbox image is built offline from busybox-static.');
-      bed = await CriBed.create({ node, confList: (dirs) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges, shim: { reservedCIDRs: ['10.103.0.3/32'] } }) });
+      const list = (dirs: Parameters<typeof shimConfList>[0]) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges, shim: { reservedCIDRs: ['10.103.0.3/32'] } });
+      d.say(`containerd ${containerdBuild(binDir).version} starts in the node netns with its own root, state, socket and CNI dirs; the sandbox image is built offline from busybox-static.`);
+      bed = await CriBed.create({ node, confList: list, containerdBinDir: binDir, ...(on2 ? { pluginDir: p19 } : {}) });
       const cri = bed.cri;
       const v = await cri.version();
       d.say(`CRI Version: ${v.runtime_name} ${v.runtime_version}, API ${v.runtime_api_version}`);
@@ -57,6 +71,32 @@ export const section: DemoSection = {
       const left = await readdir(path.join(bed.stateDir, bed.network, 'records')).catch(() => [] as string[]);
       const store = (await readdir(path.join(bed.dataDir, bed.network)).catch(() => [] as string[])).filter((f) => /^\d/.test(f));
       d.verdict(left.filter((f) => f.endsWith('.json')).length === 0 && store.length === 0, 'no ledger record, no host-local allocation, every DEL succeeded');
+
+      if (!on2) {
+        d.say(`\n(The STATUS part needs containerd 2.x and reference plugins 1.9, which scripts/install-deps.sh provides; containerd ${containerdBuild(binDir).version} never sends STATUS.)`);
+        return;
+      }
+      d.say('\nThe same list at cniVersion 1.1.0: containerd 2.x now runs STATUS on every plugin at each CRI Status call (kubelet polls every 5 s),');
+      d.say('so the shim\'s STATUS is the node\'s NetworkReady (false = the node is NotReady and gets no new pods).');
+      await bed.setConfList({ ...list(bed), cniVersion: '1.1.0' });
+      const show = async (what: string, want: boolean) => {
+        const started = performance.now();
+        const c = await cri.networkReady();
+        d.say(`  CRI Status after ${what}: NetworkReady=${c.status}${c.message ? `  (${c.reason}: ${c.message})` : ''}  [${(performance.now() - started).toFixed(0)} ms]`);
+        return c.status === want ? c : undefined;
+      };
+      d.verdict((await show('loading the 1.1.0 list', true)) !== undefined, 'Ready: the shim finds its state dir writable and its delegate there; ptp asks host-local 1.9, the IPAM it relies on, itself');
+      const stateDir = bed.stateDir;
+      try {
+        await d.show('mount', ['--bind', stateDir, stateDir]);
+        await d.show('mount', ['-o', 'remount,bind,ro', stateDir]);
+        const down = await show('making the state dir read-only', false);
+        d.verdict(down?.message.includes(`state dir ${stateDir} is not writable`) === true, "NotReady, and the condition carries the shim's message: what is wrong and where");
+        await d.show('mount', ['-o', 'remount,bind,rw', stateDir]);
+        d.verdict((await show('making it writable again', true)) !== undefined, 'Ready again on the next poll');
+      } finally {
+        await unmountBelow(stateDir);
+      }
     } finally {
       await bed?.cleanup();
       await net.cleanup();

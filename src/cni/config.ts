@@ -25,6 +25,9 @@ export const ShimSettingsSchema = z.strictObject({
   logLevel: z._default(z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']), 'info'),
   metricsFile: z.optional(absolutePath()),
   delegateTimeoutMs: z._default(z.int().check(z.gte(100), z.lte(600_000)), 30_000),
+  /** STATUS (docs/configuration.md "STATUS and node readiness"): the bound on the delegate's VERSION + STATUS, and how long a delegate that does not answer is tolerated. */
+  statusTimeoutMs: z._default(z.int().check(z.gte(100), z.lte(4_000)), 1_000),
+  statusGraceMs: z._default(z.int().check(z.gte(0), z.lte(300_000)), 15_000),
   residue: z._default(z.strictObject({ ebtables: z._default(z.boolean(), true), neigh: z._default(z.boolean(), true) }), { ebtables: true, neigh: true }),
   reservedCIDRs: z._default(z.array(z.string()).check(z.maxLength(10_000)), []),
   ipv6ProbeRewrite: z._default(z.enum(['auto', 'on', 'off']), 'auto'),

@@ -26,6 +26,21 @@ export interface DelegateOptions {
 const ETXTBSY_RETRIES = 5;
 
 /**
+ * The delegate gave no answer of its own: it timed out (`timedOut`), or exited non-zero without a CNI error
+ * object (a crash, a signal). STATUS tells this "could not tell" from a delegate that said it is not available.
+ */
+export class DelegateNoAnswer extends CniError {
+  constructor(
+    code: number,
+    msg: string,
+    opts: { details?: string },
+    readonly timedOut: boolean,
+  ) {
+    super(code, msg, opts);
+  }
+}
+
+/**
  * What the verbs, GC and the agent-IP code ask of the wrapped IPAM plugin: the narrow interface Delegate
  * implements and a scripted one stands in for (the startup-snapshot warm-up, the verbs' unit tests).
  */
@@ -40,6 +55,8 @@ export interface IpamDelegate {
   check(conf: Record<string, unknown>, env?: NodeJS.ProcessEnv): Promise<void>;
   gc(conf: Record<string, unknown>): Promise<void>;
   status(conf: Record<string, unknown>): Promise<void>;
+  /** The same delegate with every call bounded by `timeoutMs` instead (STATUS runs under its own bound). */
+  withTimeout(timeoutMs: number): IpamDelegate;
 }
 
 export class Delegate implements IpamDelegate {
@@ -49,6 +66,10 @@ export class Delegate implements IpamDelegate {
 
   get type(): string {
     return this.o.type;
+  }
+
+  withTimeout(timeoutMs: number): Delegate {
+    return new Delegate({ ...this.o, timeoutMs });
   }
 
   /** The delegate's executable on CNI_PATH. Not found → code 7 (the config names a plugin that is not there). */
@@ -153,9 +174,12 @@ export class Delegate implements IpamDelegate {
     const ms = Math.round((sinceStart() - started) * 10) / 10;
     this.o.log.debug({ delegate: this.o.type, command, exitCode: r.exitCode, ms }, 'delegate call');
     if (r.timedOut) {
-      throw new CniError(ErrorCode.TryAgainLater, `delegate ${this.o.type} ${command} timed out after ${this.o.timeoutMs} ms`, {
-        details: 'the delegate and its process group were killed; its output is no longer read',
-      });
+      throw new DelegateNoAnswer(
+        ErrorCode.TryAgainLater,
+        `delegate ${this.o.type} ${command} timed out after ${this.o.timeoutMs} ms`,
+        { details: 'the delegate and its process group were killed; its output is no longer read' },
+        true,
+      );
     }
     if (r.notFound) throw new CniError(ErrorCode.InvalidNetworkConfig, `delegate ${this.o.type} could not be executed`, { details: path });
     // Whatever it printed before the cap (and however it exited, usually by the SIGKILL the cap sent) is cut off:
@@ -203,9 +227,12 @@ function delegateError(type: string, command: string, stdout: string, stderr: st
       return new CniError(obj.code, obj.msg, { details: typeof obj.details === 'string' ? obj.details : undefined });
     }
   }
-  return new CniError(ErrorCode.DelegateFailed, `delegate ${type} ${command} failed without a CNI error (exit ${exitCode ?? 'signal'})`, {
-    details: excerpt(stderr || stdout) || '(no output)',
-  });
+  return new DelegateNoAnswer(
+    ErrorCode.DelegateFailed,
+    `delegate ${type} ${command} failed without a CNI error (exit ${exitCode ?? 'signal'})`,
+    { details: excerpt(stderr || stdout) || '(no output)' },
+    false,
+  );
 }
 
 function tryJson(text: string): Record<string, unknown> | undefined {

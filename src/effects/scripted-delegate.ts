@@ -67,6 +67,13 @@ export class ScriptedDelegate implements IpamDelegate {
     this.script.status?.(call);
   }
 
+  /** The bounds the caller asked for (withTimeout), in order; the scripted answers come at once regardless. */
+  readonly timeouts: number[] = [];
+  withTimeout(timeoutMs: number): ScriptedDelegate {
+    this.timeouts.push(timeoutMs);
+    return this;
+  }
+
   private note(command: DelegateCommand, conf: Record<string, unknown>, env: NodeJS.ProcessEnv): DelegateCall {
     const call = { command, conf, env };
     this.calls.push(call);
