@@ -14,7 +14,7 @@ import type { InvocationCounters } from './verbs/context.js';
 export const METRICS_LOCK_TIMEOUT_MS = 2_000;
 
 interface Family {
-  type: 'counter' | 'gauge';
+  type: 'counter' | 'gauge' | 'histogram';
   help: string;
 }
 
@@ -28,7 +28,13 @@ export const FAMILIES: Record<string, Family> = {
   ipam_shim_agent_ips: { type: 'gauge', help: 'Addresses held for cilium-agent (agentContainerIDs) in the ledger.' },
   ipam_shim_ledger_attachments: { type: 'gauge', help: 'Attachments recorded in the ledger.' },
   ipam_shim_last_invocation_timestamp_seconds: { type: 'gauge', help: 'Unix time of the last invocation, by network and verb.' },
+  ipam_shim_cni_call_duration_seconds: { type: 'histogram', help: "CNI calls' wall time by network and verb, process start to the outcome (what the runtime waits for, less the metrics update)." },
 };
+
+/** Upper bounds (seconds) of the duration histogram: an ADD takes ~0.1 s; the delegate's timeout is 30 s by default. */
+export const DURATION_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] as const;
+
+const HISTOGRAM_SUFFIXES = ['_bucket', '_sum', '_count'] as const;
 
 // ---------------------------------------------------------------------------------------------------------------
 // the text format (PURE)
@@ -65,16 +71,31 @@ export function parseMetrics(text: string): Map<string, Series> {
   return out;
 }
 
-/** Renders known families (HELP/TYPE once each), series sorted for stable diffs. */
-export function renderMetrics(series: Map<string, Series>): string {
+/** Renders known families (HELP/TYPE once each), series sorted for stable diffs; `only` picks families. */
+export function renderMetrics(series: Map<string, Series>, only: (family: string) => boolean = () => true): string {
   const lines: string[] = [];
   for (const [name, fam] of Object.entries(FAMILIES)) {
-    const rows = [...series.entries()].filter(([, s]) => s.name === name).sort(([a], [b]) => a.localeCompare(b));
+    if (!only(name)) continue;
+    const rows = fam.type === 'histogram' ? histogramRows(series, name) : [...series.entries()].filter(([, s]) => s.name === name).sort(([a], [b]) => a.localeCompare(b));
     if (!rows.length) continue;
     lines.push(`# HELP ${name} ${fam.help}`, `# TYPE ${name} ${fam.type}`);
     for (const [key, s] of rows) lines.push(`${key.replace('{}', '')} ${s.value}`);
   }
   return `${lines.join('\n')}\n`;
+}
+
+/** A histogram's series, one label set after another: its buckets by ascending `le`, then `_sum`, then `_count`. */
+function histogramRows(series: Map<string, Series>, name: string): Array<[string, Series]> {
+  const order = (s: Series) => {
+    const { le, ...rest } = s.labels;
+    const suffix = HISTOGRAM_SUFFIXES.findIndex((x) => s.name === name + x);
+    return { group: seriesKey(name, rest), suffix, le: le === undefined ? 0 : Number(le) };
+  };
+  return [...series.entries()]
+    .map(([key, s]) => ({ key, s, o: order(s) }))
+    .filter((r) => r.o.suffix >= 0)
+    .sort((a, b) => a.o.group.localeCompare(b.o.group) || a.o.suffix - b.o.suffix || a.o.le - b.o.le)
+    .map((r) => [r.key, r.s]);
 }
 
 export interface Update {
@@ -88,6 +109,8 @@ export interface Update {
   /** undefined when the ledger could not be read (gauges keep their last value). */
   ledger?: { attachments: number; agentIps: number };
   nowSeconds: number;
+  /** The call's wall time (the histogram); undefined: not observed. */
+  durationSeconds?: number;
 }
 
 /** PURE: applies one invocation to the series. */
@@ -116,6 +139,14 @@ export function applyUpdate(series: Map<string, Series>, u: Update): Map<string,
     set('ipam_shim_agent_ips', net, u.ledger.agentIps);
   }
   set('ipam_shim_last_invocation_timestamp_seconds', { ...net, verb: u.verb }, Math.floor(u.nowSeconds));
+  if (u.durationSeconds !== undefined) {
+    const h = 'ipam_shim_cni_call_duration_seconds';
+    const labels = { ...net, verb: u.verb };
+    for (const le of DURATION_BUCKETS) add(`${h}_bucket`, { ...labels, le: String(le) }, u.durationSeconds <= le ? 1 : 0);
+    add(`${h}_bucket`, { ...labels, le: '+Inf' }, 1);
+    add(`${h}_sum`, labels, u.durationSeconds);
+    add(`${h}_count`, labels, 1);
+  }
   return series;
 }
 
@@ -147,8 +178,8 @@ export async function updateMetricsFile(file: string, u: Update, gauges?: () => 
   );
 }
 
-/** CNI mode: one call after the outcome. Never throws, never changes the outcome. */
-export async function recordInvocation(outcome: Outcome, counters: InvocationCounters, log: Logger): Promise<void> {
+/** CNI mode: one call after the outcome, `ms` the call's wall time so far. Never throws, never changes the outcome. */
+export async function recordInvocation(outcome: Outcome, counters: InvocationCounters, log: Logger, ms?: number): Promise<void> {
   const conf = outcome.conf;
   const file = conf?.settings.metricsFile;
   if (!conf || !file || !outcome.command) return;
@@ -168,6 +199,7 @@ export async function recordInvocation(outcome: Outcome, counters: InvocationCou
         residueNeighbours: counters.residueNeighbours,
         gcReleased: counters.gcReleased,
         nowSeconds: Date.now() / 1000,
+        ...(ms === undefined ? {} : { durationSeconds: ms / 1000 }),
       },
       gauges,
     );
