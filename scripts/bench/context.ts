@@ -37,6 +37,8 @@ export const { values: flags } = parseArgs({
     plugins: { type: 'string', default: '/usr/lib/cni' },
     json: { type: 'string' },
     keep: { type: 'boolean', default: false },
+    // The shim's configs also set `metricsFile` (each call then updates the textfile: its cost is in the figures).
+    metrics: { type: 'boolean', default: false },
   },
   strict: true,
 });
@@ -206,6 +208,7 @@ export function slotConf(v: Variant, net: string, family: Family): Json {
       type: 'ipam-shim',
       stateDir: v.stateDir,
       logFile: v.logFile,
+      ...(flags.metrics ? { metricsFile: join(v.stateDir, '..', `${net}.prom`) } : {}),
       delegate: { type: 'host-local', dataDir: v.dataDir, ranges: ranges(family) },
     },
   };

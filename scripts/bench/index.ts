@@ -12,6 +12,7 @@
 //   --plugins DIR     reference plugins (default /usr/lib/cni)
 //   --runtime-env K=V add K=V to the environment every plugin and floor gets (repeatable), e.g.
 //                     NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt when a runtime passes it on
+//   --metrics         the shim's configs set metricsFile (every call updates the textfile)
 //   --json FILE       also write every sample as JSON
 //   --keep            keep the scratch directory
 //
