@@ -1,8 +1,8 @@
 // `ipam-shim plan`'s input files: read a file (or stdin for "-") and parse it as YAML, which JSON is a subset of.
-// The yaml package is imported here, on first use, so only `plan` loads it: a CNI call never does (the bundle keeps
-// it as a lazily evaluated module; docs/performance.md).
+// The parser is loaded here, on first use, from outside the bundle a CNI call starts (src/plan/yaml.ts).
 import { readFile } from 'node:fs/promises';
 import { InputError } from './inputs.js';
+import { loadYaml } from './yaml.js';
 
 /** Reads all of stdin (the operator's pipe: `kubectl get ciliumnodes -o yaml | ipam-shim plan --ciliumnodes -`). */
 async function readStdin(stdin: NodeJS.ReadableStream): Promise<string> {
@@ -27,7 +27,7 @@ export async function readInputFile(path: string, stdin: NodeJS.ReadableStream =
   } catch (e) {
     throw new InputError(source, `cannot read: ${(e as Error).message}`);
   }
-  const { parseAllDocuments } = await import('yaml');
+  const { parseAllDocuments } = await loadYaml();
   const docs = parseAllDocuments(text, { prettyErrors: false });
   const all = Array.isArray(docs) ? docs : [docs];
   for (const d of all) {
