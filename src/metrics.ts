@@ -73,10 +73,18 @@ export function parseMetrics(text: string): Map<string, Series> {
 
 /** Renders known families (HELP/TYPE once each), series sorted for stable diffs; `only` picks families. */
 export function renderMetrics(series: Map<string, Series>, only: (family: string) => boolean = () => true): string {
+  // Every CNI call renders the file once, interpreted (no JIT tiers in the single executable): one pass to group
+  // the series by name, code-unit order (ICU's localeCompare costs more and orders nothing anyone reads).
+  const byName = new Map<string, Row[]>();
+  for (const row of series) {
+    const list = byName.get(row[1].name);
+    if (list) list.push(row);
+    else byName.set(row[1].name, [row]);
+  }
   const lines: string[] = [];
   for (const [name, fam] of Object.entries(FAMILIES)) {
     if (!only(name)) continue;
-    const rows = fam.type === 'histogram' ? histogramRows(series, name) : [...series.entries()].filter(([, s]) => s.name === name).sort(([a], [b]) => a.localeCompare(b));
+    const rows = fam.type === 'histogram' ? histogramRows(byName, name) : (byName.get(name) ?? []).sort(([a], [b]) => codeUnitOrder(a, b));
     if (!rows.length) continue;
     lines.push(`# HELP ${name} ${fam.help}`, `# TYPE ${name} ${fam.type}`);
     for (const [key, s] of rows) lines.push(`${key.replace('{}', '')} ${s.value}`);
@@ -84,18 +92,23 @@ export function renderMetrics(series: Map<string, Series>, only: (family: string
   return `${lines.join('\n')}\n`;
 }
 
+type Row = [key: string, series: Series];
+
+const codeUnitOrder = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** A series key's labels without `le` (a label value cannot hold an unescaped quote: the match is a real label). */
+const withoutLe = (labels: string) => labels.replace(/\{le="[^"]*",?|,le="[^"]*"/, (m) => (m.startsWith('{') ? '{' : ''));
+
 /** A histogram's series, one label set after another: its buckets by ascending `le`, then `_sum`, then `_count`. */
-function histogramRows(series: Map<string, Series>, name: string): Array<[string, Series]> {
-  const order = (s: Series) => {
-    const { le, ...rest } = s.labels;
-    const suffix = HISTOGRAM_SUFFIXES.findIndex((x) => s.name === name + x);
-    return { group: seriesKey(name, rest), suffix, le: le === undefined ? 0 : Number(le) };
-  };
-  return [...series.entries()]
-    .map(([key, s]) => ({ key, s, o: order(s) }))
-    .filter((r) => r.o.suffix >= 0)
-    .sort((a, b) => a.o.group.localeCompare(b.o.group) || a.o.suffix - b.o.suffix || a.o.le - b.o.le)
-    .map((r) => [r.key, r.s]);
+function histogramRows(byName: Map<string, Row[]>, name: string): Row[] {
+  const rows: Array<{ row: Row; group: string; suffix: number; le: number }> = [];
+  HISTOGRAM_SUFFIXES.forEach((suffix, i) => {
+    for (const row of byName.get(name + suffix) ?? []) {
+      const labels = row[0].slice(name.length + suffix.length);
+      rows.push({ row, group: i === 0 ? withoutLe(labels) : labels, suffix: i, le: i === 0 ? Number(row[1].labels.le) : 0 });
+    }
+  });
+  return rows.sort((a, b) => codeUnitOrder(a.group, b.group) || a.suffix - b.suffix || a.le - b.le).map((r) => r.row);
 }
 
 export interface Update {
