@@ -102,7 +102,7 @@ export interface FamilyPlan {
   warnings: string[];
 }
 
-export interface TakenPlan {
+interface TakenPlan {
   /** Distinct blocks held. */
   count: bigint;
   /** The highest block index held (null: none). */
