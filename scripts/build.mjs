@@ -96,6 +96,9 @@ const bundle = (outfile, snapshotEntry) =>
     outfile,
     banner: { js: '#!/usr/bin/env node' },
     define: { 'process.env.IPAM_SHIM_VERSION': JSON.stringify(version), 'process.env.IPAM_SHIM_SNAPSHOT_ENTRY': JSON.stringify(snapshotEntry ? '1' : '0') },
+    // `plan`'s YAML parser is a file of its own (below): bundled here it would cost every CNI call ~1 ms (SEA) and
+    // ~3 ms (`node ipam-shim.js`) of start-up for ~190 KB no call runs (docs/performance.md).
+    external: ['yaml'],
     legalComments: 'none',
     plugins: diet ? [zodDiet, ipnumLazyRanges, pinoDiet] : [],
     // Whitespace and syntax only: identifiers stay, so class names in logged errors (pino's err.type) do not change.
@@ -105,6 +108,21 @@ const bundle = (outfile, snapshotEntry) =>
   });
 await bundle(`${dist}ipam-shim.js`, false);
 chmodSync(`${dist}ipam-shim.js`, 0o755);
+// The yaml package, alone: dist/ipam-shim-yaml.js beside the bundle, and an asset of the single executable;
+// src/plan/yaml.ts loads it when `plan` reads a file.
+const YAML_FILE = 'ipam-shim-yaml.js';
+await build({
+  entryPoints: [require.resolve('yaml')],
+  bundle: true,
+  platform: 'node',
+  target: 'node20',
+  format: 'cjs',
+  outfile: `${dist}${YAML_FILE}`,
+  legalComments: 'none',
+  minifyWhitespace: minify,
+  minifySyntax: minify,
+  logLevel: 'warning',
+});
 
 if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
   const seaConfig = `${dist}sea-config.json`;
@@ -118,6 +136,7 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
       output: `${dist}sea-prep.blob`,
       ...(snapshot ? { useSnapshot: true } : { useCodeCache: true }),
       disableExperimentalSEAWarning: true,
+      assets: { [YAML_FILE]: `${dist}${YAML_FILE}` },
       execArgv: SEA_EXEC_ARGV,
     }),
   );
@@ -142,6 +161,8 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
   rmSync(`${dist}sea-main.js`, { force: true });
 }
 
+// The parser first: a new ipam-shim.js never runs beside an older one.
+renameSync(`${dist}${YAML_FILE}`, `${finalDist}${YAML_FILE}`);
 renameSync(`${dist}ipam-shim.js`, `${finalDist}ipam-shim.js`);
 if (process.env.IPAM_SHIM_SKIP_SEA !== '1') renameSync(`${dist}ipam-shim`, `${finalDist}ipam-shim`);
 rmSync(dist, { recursive: true, force: true });

@@ -14,7 +14,7 @@ import type { InvocationCounters } from './verbs/context.js';
 export const METRICS_LOCK_TIMEOUT_MS = 2_000;
 
 interface Family {
-  type: 'counter' | 'gauge';
+  type: 'counter' | 'gauge' | 'histogram';
   help: string;
 }
 
@@ -30,7 +30,13 @@ export const FAMILIES: Record<string, Family> = {
   ipam_shim_agent_ips: { type: 'gauge', help: 'Addresses held for cilium-agent (agentContainerIDs) in the ledger.' },
   ipam_shim_ledger_attachments: { type: 'gauge', help: 'Attachments recorded in the ledger.' },
   ipam_shim_last_invocation_timestamp_seconds: { type: 'gauge', help: 'Unix time of the last invocation, by network and verb.' },
+  ipam_shim_cni_call_duration_seconds: { type: 'histogram', help: "CNI calls' wall time by network and verb, process start to the outcome (what the runtime waits for, less the metrics update)." },
 };
+
+/** Upper bounds (seconds) of the duration histogram: an ADD takes ~0.1 s; the delegate's timeout is 30 s by default. */
+export const DURATION_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] as const;
+
+const HISTOGRAM_SUFFIXES = ['_bucket', '_sum', '_count'] as const;
 
 // ---------------------------------------------------------------------------------------------------------------
 // the text format (PURE)
@@ -67,16 +73,44 @@ export function parseMetrics(text: string): Map<string, Series> {
   return out;
 }
 
-/** Renders known families (HELP/TYPE once each), series sorted for stable diffs. */
-export function renderMetrics(series: Map<string, Series>): string {
+/** Renders known families (HELP/TYPE once each), series sorted for stable diffs; `only` picks families. */
+export function renderMetrics(series: Map<string, Series>, only: (family: string) => boolean = () => true): string {
+  // Every CNI call renders the file once, interpreted (no JIT tiers in the single executable): one pass to group
+  // the series by name, code-unit order (ICU's localeCompare costs more and orders nothing anyone reads).
+  const byName = new Map<string, Row[]>();
+  for (const row of series) {
+    const list = byName.get(row[1].name);
+    if (list) list.push(row);
+    else byName.set(row[1].name, [row]);
+  }
   const lines: string[] = [];
   for (const [name, fam] of Object.entries(FAMILIES)) {
-    const rows = [...series.entries()].filter(([, s]) => s.name === name).sort(([a], [b]) => a.localeCompare(b));
+    if (!only(name)) continue;
+    const rows = fam.type === 'histogram' ? histogramRows(byName, name) : (byName.get(name) ?? []).sort(([a], [b]) => codeUnitOrder(a, b));
     if (!rows.length) continue;
     lines.push(`# HELP ${name} ${fam.help}`, `# TYPE ${name} ${fam.type}`);
     for (const [key, s] of rows) lines.push(`${key.replace('{}', '')} ${s.value}`);
   }
   return `${lines.join('\n')}\n`;
+}
+
+type Row = [key: string, series: Series];
+
+const codeUnitOrder = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** A series key's labels without `le` (a label value cannot hold an unescaped quote: the match is a real label). */
+const withoutLe = (labels: string) => labels.replace(/\{le="[^"]*",?|,le="[^"]*"/, (m) => (m.startsWith('{') ? '{' : ''));
+
+/** A histogram's series, one label set after another: its buckets by ascending `le`, then `_sum`, then `_count`. */
+function histogramRows(byName: Map<string, Row[]>, name: string): Row[] {
+  const rows: Array<{ row: Row; group: string; suffix: number; le: number }> = [];
+  HISTOGRAM_SUFFIXES.forEach((suffix, i) => {
+    for (const row of byName.get(name + suffix) ?? []) {
+      const labels = row[0].slice(name.length + suffix.length);
+      rows.push({ row, group: i === 0 ? withoutLe(labels) : labels, suffix: i, le: i === 0 ? Number(row[1].labels.le) : 0 });
+    }
+  });
+  return rows.sort((a, b) => codeUnitOrder(a.group, b.group) || a.suffix - b.suffix || a.le - b.le).map((r) => r.row);
 }
 
 export interface Update {
@@ -92,6 +126,8 @@ export interface Update {
   /** undefined when the ledger could not be read (gauges keep their last value). */
   ledger?: { attachments: number; agentIps: number };
   nowSeconds: number;
+  /** The call's wall time (the histogram); undefined: not observed. */
+  durationSeconds?: number;
 }
 
 /** PURE: applies one invocation to the series. */
@@ -124,6 +160,14 @@ export function applyUpdate(series: Map<string, Series>, u: Update): Map<string,
     set('ipam_shim_agent_ips', net, u.ledger.agentIps);
   }
   set('ipam_shim_last_invocation_timestamp_seconds', { ...net, verb: u.verb }, Math.floor(u.nowSeconds));
+  if (u.durationSeconds !== undefined) {
+    const h = 'ipam_shim_cni_call_duration_seconds';
+    const labels = { ...net, verb: u.verb };
+    for (const le of DURATION_BUCKETS) add(`${h}_bucket`, { ...labels, le: String(le) }, u.durationSeconds <= le ? 1 : 0);
+    add(`${h}_bucket`, { ...labels, le: '+Inf' }, 1);
+    add(`${h}_sum`, labels, u.durationSeconds);
+    add(`${h}_count`, labels, 1);
+  }
   return series;
 }
 
@@ -155,8 +199,8 @@ export async function updateMetricsFile(file: string, u: Update, gauges?: () => 
   );
 }
 
-/** CNI mode: one call after the outcome. Never throws, never changes the outcome. */
-export async function recordInvocation(outcome: Outcome, counters: InvocationCounters, log: Logger): Promise<void> {
+/** CNI mode: one call after the outcome, `ms` the call's wall time so far. Never throws, never changes the outcome. */
+export async function recordInvocation(outcome: Outcome, counters: InvocationCounters, log: Logger, ms?: number): Promise<void> {
   const conf = outcome.conf;
   const file = conf?.settings.metricsFile;
   if (!conf || !file || !outcome.command) return;
@@ -178,6 +222,7 @@ export async function recordInvocation(outcome: Outcome, counters: InvocationCou
         staleTaken: counters.staleTaken ?? 0,
         delRecordsKept: counters.delRecordsKept ?? 0,
         nowSeconds: Date.now() / 1000,
+        ...(ms === undefined ? {} : { durationSeconds: ms / 1000 }),
       },
       gauges,
     );

@@ -97,6 +97,6 @@ export async function runPlugin(
   } else {
     log.info({ ms, outcome: 'ok', timings: t }, 'CNI call done');
   }
-  if (outcome.conf?.settings.metricsFile) await (await import('./metrics.js')).recordInvocation(outcome, counters, log); // never throws
+  if (outcome.conf?.settings.metricsFile) await (await import('./metrics.js')).recordInvocation(outcome, counters, log, ms); // never throws
   return outcome;
 }

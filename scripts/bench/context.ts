@@ -38,6 +38,8 @@ export const { values: flags } = parseArgs({
     plugins11: { type: 'string', default: join(ROOT, '.deps/cni-plugins-1.9') },
     json: { type: 'string' },
     keep: { type: 'boolean', default: false },
+    // The shim's configs also set `metricsFile` (each call then updates the textfile: its cost is in the figures).
+    metrics: { type: 'boolean', default: false },
   },
   strict: true,
 });
@@ -209,6 +211,7 @@ export function slotConf(v: Variant, net: string, family: Family): Json {
       type: 'ipam-shim',
       stateDir: v.stateDir,
       logFile: v.logFile,
+      ...(flags.metrics ? { metricsFile: join(v.stateDir, '..', `${net}.prom`) } : {}),
       delegate: { type: 'host-local', dataDir: v.dataDir, ranges: ranges(family) },
     },
   };

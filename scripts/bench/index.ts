@@ -13,6 +13,7 @@
 //   --plugins11 DIR   reference plugins that speak 1.1.0, for STATUS (default .deps/cni-plugins-1.9)
 //   --runtime-env K=V add K=V to the environment every plugin and floor gets (repeatable), e.g.
 //                     NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt when a runtime passes it on
+//   --metrics         the shim's configs set metricsFile (every call updates the textfile)
 //   --json FILE       also write every sample as JSON
 //   --keep            keep the scratch directory
 //

@@ -1,9 +1,11 @@
 // The node agent's Prometheus registry (prom-client renders the exposition format): the agent's own counters,
-// and the plugin's invocation series read from its textfile (setting `metricsFile`) at scrape time, so the
-// plugin's counts have one source that node-exporter's textfile collector and /metrics both show.
+// build_info, and the plugin's invocation series read from its textfile (setting `metricsFile`) at scrape time.
+// With the agent running, its /metrics is the one place to scrape; node-exporter's textfile collector is for nodes
+// without it (both at once count every plugin series twice: docs/operations.md#monitoring).
 import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
-import { FAMILIES, parseMetrics, type Series } from '../metrics.js';
+import { FAMILIES, parseMetrics, renderMetrics, type Series, seriesKey } from '../metrics.js';
 
 /** Labels any plugin series may carry (src/metrics.ts applyUpdate). */
 const PLUGIN_LABELS = ['network', 'verb', 'code', 'kind'] as const;
@@ -25,12 +27,15 @@ export class AgentMetrics {
   readonly probeRestores = new Counter({ name: 'ipam_shim_agent_probe_restores_total', help: 'Times the IPv6 probe rewrite table was found missing or drifted and put back.', registers: [this.registry] });
   readonly lastDuration = new Gauge({ name: 'ipam_shim_agent_last_pass_duration_seconds', help: 'Wall time of the last reconcile pass.', registers: [this.registry] });
   readonly lastPass = new Gauge({ name: 'ipam_shim_agent_last_pass_timestamp_seconds', help: 'Unix time the last reconcile pass ended.', registers: [this.registry] });
+  // The join table for every other series (`* on(instance) group_left(version, node)`): which shim runs where.
+  readonly buildInfo = new Gauge({ name: 'ipam_shim_build_info', help: "Always 1: the agent's shim version and its node's name (NODE_NAME, else the host name: the pod shares the node's).", labelNames: ['version', 'node'], registers: [this.registry] });
 
   constructor() {
     for (const k of ['ok', 'error', 'stopped']) this.passes.inc({ outcome: k }, 0);
     for (const s of ['network', 'gc', 'residue', 'probe']) this.errors.inc({ step: s }, 0);
     this.probeRestores.inc(0);
-    for (const [name, fam] of Object.entries(FAMILIES)) this.pluginFamily(name, fam.type, fam.help);
+    this.buildInfo.set({ version: process.env.IPAM_SHIM_VERSION ?? 'unbundled', node: process.env.NODE_NAME || hostname() }, 1);
+    for (const [name, fam] of Object.entries(FAMILIES)) if (fam.type !== 'histogram') this.pluginFamily(name, fam.type, fam.help);
     // The process's own resources (process_open_fds, process_resident_memory_bytes, nodejs_heap_size_used_bytes…):
     // a node agent runs for months, and what it holds must be seen not to grow (scripts/soak-agent.ts reads them).
     collectDefaultMetrics({ register: this.registry });
@@ -64,6 +69,10 @@ export class AgentMetrics {
 
   async render(): Promise<{ contentType: string; body: string }> {
     this.cache = undefined;
-    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+    const body = await this.registry.metrics();
+    // Histograms cannot be set from outside in prom-client: the plugin's are passed on as the textfile has them.
+    const series = await this.pluginSeries();
+    const histograms = series.length ? renderMetrics(new Map(series.map((s) => [seriesKey(s.name, s.labels), s])), (n) => FAMILIES[n]?.type === 'histogram') : '';
+    return { contentType: this.registry.contentType, body: histograms.trim() ? `${body}${histograms}` : body };
   }
 }

@@ -1,33 +1,59 @@
-// `ipam-shim plan`: which node CIDRs of a Cilium cluster-pool collide with reserved subnets (see src/reserved/pool-plan.ts).
+// `ipam-shim plan`: which node CIDRs of a Cilium cluster-pool (or of each multi-pool pool) collide with reserved
+// subnets (src/reserved/pool-plan.ts), from flags or from the files an operator has (src/plan/): Helm values,
+// CiliumNodes, CiliumPodIPPools, Azure subnets.
 import { type FamilyPlan, type Plan, planPool, planToJson } from '../reserved/pool-plan.js';
+import { CLUSTER_POOL, InputError, type ReservedEntry } from '../plan/inputs.js';
+import { type PlanRequest, PlanRequestError, type PlanSources, planInputOf, requestOf } from '../plan/request.js';
+import { parseCidr } from '../net/cidr.js';
 import { type Command, type CommandOutput, asUsage, parseArgv, UsageError } from './command.js';
 
-const USAGE =
-  `ipam-shim plan --pool CIDR[,CIDR…] [--node-mask N] [--node-mask-v6 N] [--reserved CIDR[,CIDR…]] [--allocated K] [--json]
-  --node-mask applies to IPv4 pools (and to IPv6 pools when no IPv4 pool is planned); an IPv6-only plan may give
-  --node-mask-v6 alone. Without --reserved every node CIDR is safe.`;
+const USAGE = `ipam-shim plan [--values FILE] [--ciliumnodes FILE] [--ippools FILE] [--azure-subnets FILE]…
+              [--pool CIDR[,CIDR…]] [--node-mask N] [--node-mask-v6 N] [--reserved CIDR[,CIDR…]] [--allocated K] [--json]
+
+  FILE is a path, or - for stdin (one input at a time); YAML or JSON, as the tools print it:
+  --values FILE          Cilium's Helm values (ipam.mode, ipam.operator.clusterPoolIPv4PodCIDRList, …MaskSize,
+                         the IPv6 ones when ipv6.enabled, autoCreateCiliumPodIPPools); Cilium's defaults fill in
+  --ciliumnodes FILE     kubectl get ciliumnodes -o yaml: the node CIDRs nodes hold (spec.ipam.podCIDRs, multi-pool's
+                         spec.ipam.pools.allocated); replaces --allocated
+  --ippools FILE         kubectl get ciliumpodippools -o yaml: multi-pool, each pool planned on its own
+  --azure-subnets FILE   az network vnet subnet list -o json: every subnet's prefixes are reserved (repeatable)
+  --pool, --node-mask    cluster-pool's list and mask, over the values file; Cilium's defaults without either:
+                         10.0.0.0/8 and 24 (IPv6: fd00::/104 and 120; --node-mask applies to an IPv6-only --pool)
+  --reserved             reserved CIDRs besides the subnets'; without any, every node CIDR is safe
+  --allocated K          node CIDRs handed out so far (the next node gets index K), when no --ciliumnodes
+
+  ipam-shim plan --values values.yaml --ciliumnodes nodes.yaml --azure-subnets subnets.json
+  kubectl get ciliumnodes -o yaml | ipam-shim plan --ciliumnodes - --azure-subnets subnets.json
+  ipam-shim plan --pool 10.0.0.0/8 --node-mask 24 --reserved 10.4.76.0/24 --allocated 1000`;
 
 export const planCommand: Command = {
   name: 'plan',
   summary: 'which cluster-pool node CIDRs collide with reserved subnets, and how many nodes fit before the first',
   usage: USAGE,
-  exitStatus: '0 no node CIDR collides; 1 at least one collides; 2 usage',
+  exitStatus: '0 no node CIDR collides; 1 at least one collides; 2 usage (an unreadable or malformed input file included)',
   async run(argv: string[]): Promise<CommandOutput> {
-    const opts = parseFlags(argv);
-    const plan = asUsage(() => planPool(opts));
-    return { data: planToJson(plan), text: renderPlan(plan), exitCode: plan.collision ? 1 : 0 };
+    const flags = parseFlags(argv);
+    const req = await requestOf(flags).catch((e: unknown) => {
+      throw e instanceof InputError || e instanceof PlanRequestError ? new UsageError(e.message) : e;
+    });
+    const planned = req.pools.map((p) => ({ spec: p, plan: asUsage(() => planPool(planInputOf(p, flags, req))) }));
+    const collision = planned.some((p) => p.plan.collision);
+    const names = reservedNames(req.reserved);
+    const inputs = { mode: req.mode, files: req.files, defaulted: req.defaulted, ...(req.held ? { nodes: req.held.nodes, pendingNodes: req.held.pending } : {}) };
+    const data =
+      req.mode === CLUSTER_POOL
+        ? { ...(planToJson(planned[0]!.plan) as object), inputs }
+        : { pools: planned.map((p) => ({ name: p.spec.name, source: p.spec.source, ...(planToJson(p.plan) as object) })), collision, inputs };
+    const head = renderInputs(req);
+    const body =
+      req.mode === CLUSTER_POOL
+        ? renderPlan(planned[0]!.plan, names)
+        : planned.map((p) => `pool ${p.spec.name} (${p.spec.source})\n${indent(renderPlan(p.plan, names))}`).join('\n');
+    return { data, text: head + body, exitCode: collision ? 1 : 0 };
   },
 };
 
-interface PlanFlags {
-  pools: string[];
-  nodeMask?: number;
-  nodeMaskV6?: number;
-  reserved: string[];
-  allocated: bigint;
-}
-
-function parseFlags(argv: string[]): PlanFlags {
+function parseFlags(argv: string[]): PlanSources {
   const { values } = parseArgv({
     args: argv,
     options: {
@@ -36,24 +62,63 @@ function parseFlags(argv: string[]): PlanFlags {
       'node-mask-v6': { type: 'string' },
       reserved: { type: 'string', multiple: true },
       allocated: { type: 'string' },
+      values: { type: 'string', multiple: true },
+      ciliumnodes: { type: 'string', multiple: true },
+      ippools: { type: 'string', multiple: true },
+      'azure-subnets': { type: 'string', multiple: true },
       json: { type: 'boolean' },
     },
     allowPositionals: false,
     strict: true,
   });
-  const pools = splitList(values.pool);
-  const reserved = splitList(values.reserved);
-  if (!pools.length) throw new UsageError('--pool is required');
-  if (values['node-mask'] === undefined && values['node-mask-v6'] === undefined) throw new UsageError('--node-mask is required');
-  const out: PlanFlags = {
-    pools,
-    reserved,
-    allocated: values.allocated === undefined ? 0n : bigFlag('--allocated', values.allocated),
+  const out: PlanSources = {
+    pools: splitList(values.pool),
+    reserved: splitList(values.reserved),
+    values: values.values ?? [],
+    ciliumnodes: values.ciliumnodes ?? [],
+    ippools: values.ippools ?? [],
+    azureSubnets: values['azure-subnets'] ?? [],
   };
+  const files = [...out.values, ...out.ciliumnodes, ...out.ippools, ...out.azureSubnets];
+  if (!out.pools.length && !out.reserved.length && !files.length && values['node-mask'] === undefined && values['node-mask-v6'] === undefined && values.allocated === undefined) {
+    throw new UsageError('nothing to plan: give --values, --ippools or --pool (and what is reserved: --azure-subnets, --reserved)');
+  }
+  if (files.filter((f) => f === '-').length > 1) throw new UsageError('only one input can be read from stdin (-)');
+  if (values.allocated !== undefined && out.ciliumnodes.length) throw new UsageError('--allocated and --ciliumnodes: the CiliumNodes say what is allocated; give one');
+  if (out.pools.length && out.ippools.length) throw new UsageError('--pool is the cluster-pool list; --ippools plans multi-pool pools: give one');
+  if (values.allocated !== undefined) out.allocated = bigFlag('--allocated', values.allocated);
   if (values['node-mask'] !== undefined) out.nodeMask = intFlag('--node-mask', values['node-mask']);
   if (values['node-mask-v6'] !== undefined) out.nodeMaskV6 = intFlag('--node-mask-v6', values['node-mask-v6']);
   return out;
 }
+
+/** Canonical reserved CIDR text → the Azure subnet names it came from, for the output. */
+function reservedNames(reserved: ReservedEntry[]): Map<string, string> {
+  const names = new Map<string, string>();
+  for (const r of reserved) {
+    if (!r.name) continue;
+    try {
+      const text = parseCidr(r.cidr).text;
+      names.set(text, names.has(text) ? `${names.get(text)}, ${r.name}` : r.name);
+    } catch {
+      // planPool reports the bad entry
+    }
+  }
+  return names;
+}
+
+function renderInputs(req: PlanRequest): string {
+  const lines = req.files.map((f) => `${f.flag} ${f.source}: ${f.summary}`);
+  if (req.defaulted.length) lines.push(`Cilium's defaults for: ${req.defaulted.join(', ')}`);
+  if (req.held?.pending.length) lines.push(`CiliumNodes holding no node CIDR yet: ${req.held.pending.slice(0, 10).join(', ')}${req.held.pending.length > 10 ? ' …' : ''}`);
+  return lines.length ? `${lines.join('\n')}\n\n` : '';
+}
+
+const indent = (text: string) =>
+  text
+    .split('\n')
+    .map((l) => (l ? `  ${l}` : l))
+    .join('\n');
 
 function splitList(values: string[] | undefined): string[] {
   return (values ?? []).flatMap((v) => v.split(',')).map((s) => s.trim()).filter(Boolean);
@@ -70,11 +135,13 @@ function bigFlag(name: string, v: string): bigint {
 }
 
 /** The human rendering: one block per family, then the colliding index ranges as a table. */
-export function renderPlan(plan: Plan): string {
-  return `${plan.families.map(renderFamily).join('\n\n')}\n`;
+export function renderPlan(plan: Plan, names: Map<string, string> = new Map()): string {
+  return `${plan.families.map((f) => renderFamily(f, names)).join('\n\n')}\n`;
 }
 
-function renderFamily(f: FamilyPlan): string {
+function renderFamily(f: FamilyPlan, names: Map<string, string>): string {
+  const named = (cidr: string) => (names.has(cidr) ? `${cidr} ${names.get(cidr)}` : cidr);
+  const at = (p: { index: bigint; nodeCidr: string; reserved: string }) => `index ${p.index} (${p.nodeCidr} over ${named(p.reserved)})`;
   const lines: string[] = [];
   const pools = f.entries.map((e) => e.cidr).join(', ');
   lines.push(`IPv${f.family} pool ${pools}, /${f.nodeMask} per node: ${f.totalBlocks} node CIDRs`);
@@ -84,24 +151,35 @@ function renderFamily(f: FamilyPlan): string {
     lines.push(
       `  colliding: ${f.collidingBlocks} node CIDR${f.collidingBlocks === 1n ? '' : 's'} in ${f.collisionRangeCount} range${f.collisionRangeCount === 1 ? '' : 's'}; safe capacity ${f.safeCapacity}`,
     );
-    const s = f.fromStart.firstCollision!;
-    lines.push(`  first collision from the start: index ${s.index} (${s.nodeCidr} over ${s.reserved}); ${f.fromStart.nodesBefore} nodes fit before it`);
+    lines.push(`  first collision from the start: ${at(f.fromStart.firstCollision!)}; ${f.fromStart.nodesBefore} nodes fit before it`);
+  }
+  const t = f.fromTaken;
+  if (t) {
+    lines.push(`  nodes hold ${t.count} node CIDR${t.count === 1n ? '' : 's'}${t.highest === null ? '' : ` (highest index ${t.highest})`}`);
+    if (t.collidingCount > 0n) lines.push(`  ${t.collidingCount} held node CIDR(s) lie on a reserved subnet NOW: ${t.colliding.map(at).join('; ')}`);
   }
   const a = f.fromAllocated;
-  if (a.allocated > 0n) {
-    if (a.exhausted) lines.push(`  from allocated ${a.allocated}: pool exhausted`);
+  const from = t ? `after the highest held (operator not restarted since)` : `from allocated ${a.allocated}`;
+  if (t || a.allocated > 0n) {
+    if (a.exhausted) lines.push(`  ${from}: pool exhausted`);
     else if (a.firstCollision) {
-      lines.push(
-        `  from allocated ${a.allocated}: next collision at index ${a.firstCollision.index} (${a.firstCollision.nodeCidr} over ${a.firstCollision.reserved}); ${a.nodesBefore} more nodes fit before it; ${a.safeRemaining} safe node CIDRs left`,
-      );
-    } else lines.push(`  from allocated ${a.allocated}: no further collision; ${a.safeRemaining} safe node CIDRs left`);
+      lines.push(`  ${from}: next collision at ${at(a.firstCollision)}; ${a.nodesBefore} more nodes fit before it; ${a.safeRemaining} safe node CIDRs left`);
+    } else lines.push(`  ${from}: no further collision; ${a.safeRemaining} safe node CIDRs left`);
+  }
+  if (t) {
+    const l = t.lowestFree;
+    lines.push(
+      l.firstCollision
+        ? `  lowest free first (after an operator restart): next collision at ${at(l.firstCollision)}; ${l.nodesBefore} more nodes fit before it; ${t.safeFree} safe free node CIDRs`
+        : `  lowest free first (after an operator restart): no free node CIDR collides; ${t.safeFree} safe free node CIDRs`,
+    );
   }
   if (f.collisions.length) {
     const rows = f.collisions.map((c) => [
       c.from === c.to ? `${c.from}` : `${c.from}-${c.to}`,
       String(c.count),
       c.from === c.to ? c.fromCidr : `${c.fromCidr} … ${c.toCidr}`,
-      c.reserved.join(', ') + (c.reservedCount > c.reserved.length ? ` (+${c.reservedCount - c.reserved.length} more)` : ''),
+      c.reserved.map(named).join(', ') + (c.reservedCount > c.reserved.length ? ` (+${c.reservedCount - c.reserved.length} more)` : ''),
     ]);
     lines.push(...table(['INDEXES', 'COUNT', 'NODE CIDRS', 'RESERVED'], rows).map((l) => `  ${l}`));
     if (f.truncated) lines.push(`  … ${f.collisionRangeCount - f.collisions.length} more ranges not listed`);

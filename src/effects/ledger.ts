@@ -79,6 +79,15 @@ export class AddressHeldError extends CniError {
   }
 }
 
+/** The record format this code reads and writes (`v`; docs/upgrade.md). */
+export const LEDGER_FORMAT = 1;
+
+/**
+ * A record written by a newer ipam-shim (a higher `v`, after a downgrade): refused with 103 on every path, never
+ * rewritten or removed, since it may hold what this version cannot undo. Upgrading again reads it.
+ */
+export class NewerLedgerFormatError extends CniError {}
+
 /** Ledger.lockedAttachment could not take the lock (the ledger is unusable, or another call holds it): fn never ran. */
 export class AttachmentLockError extends CniError {}
 
@@ -215,6 +224,12 @@ export class Ledger implements LedgerStore {
     } catch (e) {
       throw new CniError(ErrorCode.LedgerCorrupt, `ledger record corrupt: ${path}`, { details: (e as Error).message });
     }
+    const v = (parsed as { v?: unknown } | null)?.v;
+    if (typeof v === 'number' && v > LEDGER_FORMAT) {
+      throw new NewerLedgerFormatError(ErrorCode.LedgerCorrupt, `ledger record written by a newer ipam-shim (format v${v}, this one reads v${LEDGER_FORMAT}): ${path}`, {
+        details: 'left as it is: upgrade ipam-shim again to act on it (docs/upgrade.md)',
+      });
+    }
     const r = LedgerRecordSchema.safeParse(parsed);
     if (!r.success) throw new CniError(ErrorCode.LedgerCorrupt, `ledger record corrupt: ${path}`, { details: formatIssues(r.error.issues) });
     return r.data;
@@ -246,7 +261,8 @@ export class Ledger implements LedgerStore {
     if (Buffer.byteLength(`${keyOf(a)}.json`) > MAX_RECORD_NAME_BYTES) return undefined;
     return this.locked(async () => {
       const rec = await this.get(a).catch((e) => {
-        if (e instanceof CniError && e.code === ErrorCode.LedgerCorrupt) return undefined; // forgetting a corrupt record is fine
+        // Forgetting a corrupt record is fine; one of a newer format is not ours to forget.
+        if (e instanceof CniError && e.code === ErrorCode.LedgerCorrupt && !(e instanceof NewerLedgerFormatError)) return undefined;
         throw e;
       });
       // A record that did not parse may be an agent's: its removal is made durable too (a missing one costs nothing).
@@ -383,7 +399,10 @@ export class Ledger implements LedgerStore {
     });
     if (!key) return undefined;
     const sep = key.indexOf(':');
-    const holder = await this.get({ containerID: key.slice(0, sep), ifname: key.slice(sep + 1) }).catch(() => undefined);
+    const holder = await this.get({ containerID: key.slice(0, sep), ifname: key.slice(sep + 1) }).catch((e) => {
+      if (e instanceof NewerLedgerFormatError) throw e; // its index entry stands
+      return undefined;
+    });
     // A stale index entry (its record is gone or no longer lists the IP) does not block anyone.
     return holder?.ips.includes(ip) ? holder : undefined;
   }

@@ -5,6 +5,12 @@
 // So allocation number k (0-based, counted over the cluster's life) gets global block index k, and "how many
 // nodes can join before trouble" is the distance to the next block that touches a reserved subnet.
 //
+// With the blocks nodes hold now (`taken`, from CiliumNodes) the order is Cilium's cidrset: each entry hands out the
+// first free block at or after the one after its last allocation, wrapping; the first entry that is not full is
+// used. The operator does not persist where it stopped: after an operator restart (or while an earlier entry has a
+// gap) the next block is the lowest free one. So two orders are planned: after the highest taken block (no restart
+// since, the model above with `allocated` = highest + 1) and lowest free first; the nearer collision is the answer.
+//
 // Cost: for each (reserved CIDR, pool entry) pair the touched block indexes form one interval, computed with two
 // shifts; intervals are sorted and merged. O(R·P·log(R·P)) bigint operations, independent of the pool's size —
 // a /8 pool with /24 blocks and an fd00::/48 pool with /120 blocks cost the same.
@@ -24,6 +30,11 @@ export interface PlanInput {
   allocated?: number | bigint;
   /** How many merged collision ranges to list per family (the rest are only counted). Default 50. */
   maxRanges?: number;
+  /**
+   * Node CIDRs nodes hold now (CiliumNodes' spec.ipam.podCIDRs), either family. When given, `allocated` is taken
+   * as the highest held block + 1, and `fromTaken` plans the lowest-free-first order too.
+   */
+  taken?: string[];
 }
 
 interface CollisionRange {
@@ -86,7 +97,25 @@ export interface FamilyPlan {
   };
   /** Reserved CIDRs of this family that touch no pool entry. */
   reservedOutsidePool: number;
+  /** With `taken`: the blocks nodes hold and the lowest-free-first order. */
+  fromTaken?: TakenPlan;
   warnings: string[];
+}
+
+interface TakenPlan {
+  /** Distinct blocks held. */
+  count: bigint;
+  /** The highest block index held (null: none). */
+  highest: bigint | null;
+  /** Held blocks that touch a reserved CIDR: nodes that sit on a reserved subnet now (at most maxRanges listed). */
+  colliding: CollisionPoint[];
+  collidingCount: bigint;
+  /** Lowest free block first: the first free colliding block and how many free blocks precede it. */
+  lowestFree: { firstCollision: CollisionPoint | null; nodesBefore: bigint };
+  /** Free blocks that touch no reserved CIDR. */
+  safeFree: bigint;
+  /** Given CIDRs that are no block of the pool (another pool, another mask, an old pool entry). */
+  notInPool: string[];
 }
 
 export interface Plan {
@@ -105,6 +134,7 @@ export function planPool(input: PlanInput): Plan {
   const allocated = BigInt(input.allocated ?? 0);
   if (allocated < 0n) throw new Error(`allocated must be ≥ 0, got ${allocated}`);
   const maxRanges = input.maxRanges ?? 50;
+  const taken = input.taken ? parseCidrs(input.taken, 'node CIDRs held') : undefined;
   const hasV4 = pools.some((p) => p.family === 4);
   const families: FamilyPlan[] = [];
   for (const family of [4, 6] as const) {
@@ -116,7 +146,8 @@ export function planPool(input: PlanInput): Plan {
       throw new Error(family === 4 ? 'IPv4 pools need --node-mask' : hasV4 ? 'IPv6 pools need --node-mask-v6 when IPv4 pools are planned too' : 'IPv6 pools need --node-mask-v6 (or --node-mask)');
     }
     mask = checkMask(family, mask, entries);
-    families.push(planFamily(family, mask, entries, reserved.filter((r) => r.family === family), allocated, maxRanges));
+    const held = taken?.filter((t) => t.family === family);
+    families.push(planFamily(family, mask, entries, reserved.filter((r) => r.family === family), allocated, maxRanges, held));
   }
   return { families, collision: families.some((f) => f.collidingBlocks > 0n) };
 }
@@ -137,7 +168,7 @@ interface Interval {
   reserved: number; // index into the family's reserved list
 }
 
-function planFamily(family: Family, mask: number, pools: Cidr[], reserved: Cidr[], allocated: bigint, maxRanges: number): FamilyPlan {
+function planFamily(family: Family, mask: number, pools: Cidr[], reserved: Cidr[], allocatedIn: bigint, maxRanges: number, taken?: Cidr[]): FamilyPlan {
   const shift = BigInt(BITS[family] - mask);
   const entries: PoolEntryPlan[] = [];
   let total = 0n;
@@ -218,6 +249,8 @@ function planFamily(family: Family, mask: number, pools: Cidr[], reserved: Cidr[
     nodesBefore: first ? first.from : total,
   };
 
+  const held = taken ? heldBlocks(taken, pools, entries, mask, shift) : undefined;
+  const allocated = held ? (held.sorted.length ? held.sorted[held.sorted.length - 1]! + 1n : 0n) : allocatedIn;
   const exhausted = allocated >= total;
   const start = exhausted ? total : allocated;
   let next: CollisionPoint | null = null;
@@ -236,6 +269,9 @@ function planFamily(family: Family, mask: number, pools: Cidr[], reserved: Cidr[
     exhausted,
   };
   if (exhausted) warnings.push(`allocated ${allocated} ≥ ${total} node CIDRs: the IPv${family} pool is exhausted`);
+  if (held?.notInPool.length) {
+    warnings.push(`${held.notInPool.length} node CIDR(s) held are no /${mask} block of this pool (another pool, mask or former entry): ${held.notInPool.slice(0, MAX_LISTED_RESERVED).join(', ')}`);
+  }
 
   return {
     family,
@@ -250,7 +286,80 @@ function planFamily(family: Family, mask: number, pools: Cidr[], reserved: Cidr[
     fromStart,
     fromAllocated,
     reservedOutsidePool: outside,
+    ...(held ? { fromTaken: planTaken(held, merged, total, colliding, point, maxRanges) } : {}),
     warnings,
+  };
+}
+
+interface Held {
+  /** Distinct held block indexes, ascending. */
+  sorted: bigint[];
+  notInPool: string[];
+}
+
+/** The global block index of each held CIDR (one that is exactly a block of an entry), deduplicated. */
+function heldBlocks(taken: Cidr[], pools: Cidr[], entries: PoolEntryPlan[], mask: number, shift: bigint): Held {
+  const set = new Set<bigint>();
+  const notInPool: string[] = [];
+  for (const t of taken) {
+    const pi = pools.findIndex((p) => t.first >= p.first && t.last <= p.last);
+    if (pi < 0 || t.prefix !== mask) {
+      notInPool.push(t.text);
+      continue;
+    }
+    set.add(entries[pi]!.offset + ((t.first - pools[pi]!.first) >> shift));
+  }
+  return { sorted: [...set].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)), notInPool };
+}
+
+/** How many of the ascending `sorted` are below `index` (binary search). */
+function countBelow(sorted: bigint[], index: bigint): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (sorted[mid]! < index) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+type Merged = { from: bigint; to: bigint; reserved: number[] };
+
+function planTaken(held: Held, merged: Merged[], total: bigint, colliding: bigint, point: (i: bigint, m: Merged) => CollisionPoint, maxRanges: number): TakenPlan {
+  const isHeld = (i: bigint) => {
+    const k = countBelow(held.sorted, i);
+    return k < held.sorted.length && held.sorted[k] === i;
+  };
+  const collidingHeld: CollisionPoint[] = [];
+  let collidingHeldCount = 0n;
+  let firstFree: CollisionPoint | null = null;
+  for (const m of merged) {
+    // Held blocks inside this range: they are contiguous in `sorted`.
+    const lo = countBelow(held.sorted, m.from);
+    const hi = countBelow(held.sorted, m.to + 1n);
+    collidingHeldCount += BigInt(hi - lo);
+    for (let k = lo; k < hi && collidingHeld.length < maxRanges; k++) collidingHeld.push(point(held.sorted[k]!, m));
+    if (!firstFree && BigInt(hi - lo) < m.to - m.from + 1n) {
+      // The first index of the range that no node holds: walk the held run from its start.
+      let i = m.from;
+      while (isHeld(i)) i++;
+      firstFree = point(i, m);
+    }
+  }
+  const count = BigInt(held.sorted.length);
+  return {
+    count,
+    highest: held.sorted.length ? held.sorted[held.sorted.length - 1]! : null,
+    colliding: collidingHeld,
+    collidingCount: collidingHeldCount,
+    lowestFree: {
+      firstCollision: firstFree,
+      // Free blocks below the first free colliding one: its index less the held blocks below it.
+      nodesBefore: firstFree ? firstFree.index - BigInt(countBelow(held.sorted, firstFree.index)) : total - count - (colliding - collidingHeldCount),
+    },
+    safeFree: total - count - (colliding - collidingHeldCount),
+    notInPool: held.notInPool,
   };
 }
 

@@ -158,6 +158,14 @@ for (const kind of RUNTIMES) (root && !skipRuntime(kind) ? describe : describe.s
     expect(v('ipam_shim_invocations_total', 'network="cilium",verb="STATUS"')).toBe(1);
     expect(v('ipam_shim_gc_released_total', 'network="cilium"')).toBe(0);
     expect(v('ipam_shim_ledger_attachments', 'network="cilium"')).toBe(0);
+    // Each call's wall time in the histogram, by verb: one observation each, inside (0, 30 s].
+    for (const verb of ['ADD', 'CHECK', 'DEL', 'GC', 'STATUS']) {
+      const h = `network="cilium",verb="${verb}"`;
+      expect(v('ipam_shim_cni_call_duration_seconds_count', h), verb).toBe(1);
+      expect(v('ipam_shim_cni_call_duration_seconds_bucket', `le="+Inf",${h}`), verb).toBe(1);
+      expect(v('ipam_shim_cni_call_duration_seconds_bucket', `le="30",${h}`), verb).toBe(1);
+      expect(v('ipam_shim_cni_call_duration_seconds_sum', h), verb).toBeGreaterThan(0);
+    }
   });
 });
 

@@ -32,6 +32,33 @@ describe('applyUpdate', () => {
     expect(value(text, 'ipam_shim_invocations_total', { network: 'cilium', verb: 'ADD' })).toBe(2);
   });
 
+  it('observes the call duration in a cumulative histogram by verb: buckets by le, then _sum and _count', () => {
+    let m = applyUpdate(new Map(), { ...base, durationSeconds: 0.12 });
+    m = applyUpdate(m, { ...base, durationSeconds: 0.04 });
+    m = applyUpdate(m, { ...base, verb: 'DEL', durationSeconds: 45 });
+    const text = renderMetrics(m);
+    const h = 'ipam_shim_cni_call_duration_seconds';
+    const add = { network: 'cilium', verb: 'ADD' };
+    expect(value(text, `${h}_bucket`, { ...add, le: '0.025' })).toBe(0);
+    expect(value(text, `${h}_bucket`, { ...add, le: '0.05' })).toBe(1);
+    expect(value(text, `${h}_bucket`, { ...add, le: '0.1' })).toBe(1);
+    expect(value(text, `${h}_bucket`, { ...add, le: '0.25' })).toBe(2);
+    expect(value(text, `${h}_bucket`, { ...add, le: '+Inf' })).toBe(2);
+    expect(value(text, `${h}_sum`, add)).toBeCloseTo(0.16, 10);
+    expect(value(text, `${h}_count`, add)).toBe(2);
+    expect(value(text, `${h}_bucket`, { network: 'cilium', verb: 'DEL', le: '30' })).toBe(0);
+    expect(value(text, `${h}_bucket`, { network: 'cilium', verb: 'DEL', le: '+Inf' })).toBe(1);
+    // One family block; each label set's buckets ascending by le, then its _sum and _count.
+    expect(text.match(/^# TYPE ipam_shim_cni_call_duration_seconds histogram$/gm)).toHaveLength(1);
+    const rows = text.split('\n').filter((l) => l.startsWith(h) && l.includes('verb="ADD"'));
+    expect(rows.map((l) => /le="([^"]+)"/.exec(l)?.[1] ?? l.slice(h.length).split('{')[0])).toEqual(['0.025', '0.05', '0.1', '0.25', '0.5', '1', '2.5', '5', '10', '30', '+Inf', '_sum', '_count']);
+    expect(renderMetrics(parseMetrics(text))).toBe(text);
+  });
+
+  it('observes no duration when the call did not give one', () => {
+    expect(renderMetrics(applyUpdate(new Map(), base))).not.toContain('ipam_shim_cni_call_duration_seconds');
+  });
+
   it('keeps the gauges when the ledger could not be read', () => {
     const m = applyUpdate(new Map(), base);
     const { ledger: _drop, ...noLedger } = base;

@@ -328,8 +328,10 @@ describe('plan command', () => {
 
   it('throws UsageError for bad or missing flags', async () => {
     const bad = [
-      ['--node-mask', '24', '--reserved', '10.0.0.0/8'],
-      ['--pool', '10.0.0.0/8', '--reserved', '10.0.0.0/8'],
+      [],
+      ['--allocated', '3', '--ciliumnodes', 'nodes.yaml'],
+      ['--pool', '10.0.0.0/8', '--ippools', 'pools.yaml'],
+      ['--values', '-', '--ciliumnodes', '-'],
       ['--pool', '10.0.0.0/8', '--node-mask', 'x', '--reserved', '10.0.0.0/8'],
       ['--pool', '10.0.0.0/8', '--node-mask', '24', '--reserved', '10.0.0.0/8', '--allocated', '-3'],
       ['--pool', '10.0.0.0/8', '--node-mask', '24', '--reserved', 'nope'],
@@ -353,13 +355,16 @@ describe('plan command', () => {
     expect(out.exitCode).toBe(1);
   });
 
-  it('speaks of flags, never of internal field names', async () => {
-    const err = await planCommand.run(['--pool', '10.0.0.0/8,fd00::/104', '--node-mask', '24', '--reserved', '10.0.0.0/8'], ctx).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(UsageError);
-    expect((err as Error).message).toContain('--node-mask-v6');
-    expect((err as Error).message).not.toContain('nodeMaskV6');
-    const v4 = await planCommand.run(['--pool', '10.0.0.0/8', '--node-mask-v6', '120'], ctx).catch((e: unknown) => e);
-    expect((v4 as Error).message).toBe('IPv4 pools need --node-mask');
+  it("takes Cilium's default mask for a family the flags leave out, and says so", async () => {
+    const both = await planCommand.run(['--pool', '10.0.0.0/8,fd00::/104', '--node-mask', '24', '--reserved', '10.0.0.0/8'], ctx);
+    expect(both.text).toContain('IPv6 pool fd00::/104, /120 per node: 65536 node CIDRs');
+    expect(both.text).toContain("Cilium's defaults for: ipam.operator.clusterPoolIPv6MaskSize");
+    const v4 = await planCommand.run(['--pool', '10.0.0.0/8', '--node-mask-v6', '120'], ctx);
+    expect(v4.text).toContain('IPv4 pool 10.0.0.0/8, /24 per node: 65536 node CIDRs');
+    const none = await planCommand.run(['--reserved', '10.4.76.0/24'], ctx);
+    expect(none.text).toContain('IPv4 pool 10.0.0.0/8, /24 per node: 65536 node CIDRs');
+    expect(none.text).toContain('first collision from the start: index 1100');
+    expect(none.exitCode).toBe(1);
   });
 
   it('plans zero reserved subnets: every node CIDR is safe', async () => {

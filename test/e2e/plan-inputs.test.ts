@@ -1,0 +1,123 @@
+// `ipam-shim plan` reading what an operator has, through the built single executable: Cilium's Helm values,
+// `kubectl get ciliumnodes|ciliumpodippools -o yaml` and `az network vnet subnet list` output (the files in
+// test/fixtures/plan/, written in the shapes those tools print), from files and from stdin. Bad files are usage
+// errors (exit 2) that name the file; nothing goes to stdout then.
+import { describe, expect, it } from 'vitest';
+import { execa } from 'execa';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { BUNDLE_SHIM, ROOT, SEA_SHIM } from '../helpers/cni.js';
+
+const DIR = join(ROOT, 'test/fixtures/plan');
+const f = (name: string) => join(DIR, name);
+
+async function plan(args: string[], input?: string, bin: string[] = [SEA_SHIM]): Promise<{ exitCode: number; stdout: string; stderr: string }> {
+  const r = await execa(bin[0]!, [...bin.slice(1), 'plan', ...args], { reject: false, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' }, extendEnv: false, ...(input === undefined ? {} : { input }) });
+  return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('plan from the cluster\'s files (the single executable)', () => {
+  it('Helm values + CiliumNodes + Azure subnets: the node already on the firewall subnet, the next collisions in both orders', async () => {
+    const r = await plan(['--values', f('values.yaml'), '--ciliumnodes', f('ciliumnodes.yaml'), '--azure-subnets', f('azure-subnets.json')]);
+    expect(r.exitCode, r.stderr).toBe(1);
+    const lines = r.stdout.split('\n');
+    expect(lines).toContain(`--ciliumnodes ${f('ciliumnodes.yaml')}: 7 CiliumNode(s), 1 holding no node CIDR yet`);
+    expect(lines).toContain(`--azure-subnets ${f('azure-subnets.json')}: 5 reserved CIDR(s) from 4 subnet(s)`);
+    // The values set the list; the mask comes from Cilium's default.
+    expect(lines).toContain("Cilium's defaults for: ipam.operator.clusterPoolIPv4MaskSize");
+    expect(lines).toContain('IPv4 pool 10.0.0.0/8, /24 per node: 65536 node CIDRs');
+    // 10.4.0.0/22 → 1024-1027, 10.4.76.0/24 + 10.4.77.0/27 → 1100-1101, 10.224.0.0/16 → 57344-57599.
+    expect(lines).toContain('  colliding: 262 node CIDRs in 3 ranges; safe capacity 65274');
+    expect(lines).toContain('  nodes hold 6 node CIDRs (highest index 1100)');
+    expect(lines).toContain('  1 held node CIDR(s) lie on a reserved subnet NOW: index 1100 (10.4.76.0/24 over 10.4.76.0/24 AzureFirewallSubnet)');
+    expect(lines).toContain(
+      '  after the highest held (operator not restarted since): next collision at index 1101 (10.4.77.0/24 over 10.4.77.0/27 GatewaySubnet); 0 more nodes fit before it; 64178 safe node CIDRs left',
+    );
+    // Free below 1024: index 3 and 6-1023 (indexes 0, 1, 2, 4, 5 are held) = 1019.
+    expect(lines).toContain(
+      '  lowest free first (after an operator restart): next collision at index 1024 (10.4.0.0/24 over 10.4.0.0/22 app-gateway); 1019 more nodes fit before it; 65269 safe free node CIDRs',
+    );
+    expect(lines).toContain('CiliumNodes holding no node CIDR yet: aks-burst-40731652-vmss00000m');
+  });
+
+  it('reads CiliumNodes from stdin (kubectl … | ipam-shim plan --ciliumnodes -), --json', async () => {
+    const r = await plan(['--ciliumnodes', '-', '--azure-subnets', f('azure-subnets.json'), '--json'], await readFile(f('ciliumnodes.yaml'), 'utf8'));
+    expect(r.exitCode, r.stderr).toBe(1);
+    const out = JSON.parse(r.stdout);
+    expect(out.inputs).toMatchObject({ mode: 'cluster-pool', nodes: 7, pendingNodes: ['aks-burst-40731652-vmss00000m'] });
+    expect(out.inputs.files[0]).toMatchObject({ flag: '--ciliumnodes', source: 'stdin' });
+    // No values file: the whole pool is Cilium's default.
+    expect(out.inputs.defaulted).toEqual(['ipam.operator.clusterPoolIPv4PodCIDRList', 'ipam.operator.clusterPoolIPv4MaskSize']);
+    const v4 = out.families[0];
+    expect(v4.fromTaken).toMatchObject({ count: '6', highest: '1100', collidingCount: '1', lowestFree: { nodesBefore: '1019' }, safeFree: '65269', notInPool: [] });
+    expect(v4.fromAllocated).toMatchObject({ allocated: '1101', nodesBefore: '0' });
+  });
+
+  it('dual-stack values: both lists, a quoted mask, the IPv6 pool planned because ipv6.enabled', async () => {
+    const r = await plan(['--values', f('values-dual.yaml'), '--reserved', '10.1.5.0/24,fd00::4c00/118']);
+    expect(r.exitCode, r.stderr).toBe(1);
+    expect(r.stdout).toContain('IPv4 pool 10.0.0.0/16, 10.1.0.0/16, /24 per node: 512 node CIDRs');
+    expect(r.stdout).toContain('first collision from the start: index 261 (10.1.5.0/24 over 10.1.5.0/24); 261 nodes fit before it');
+    expect(r.stdout).toContain('IPv6 pool fd00::/104, /120 per node: 65536 node CIDRs');
+    expect(r.stdout).toContain('first collision from the start: index 76 (fd00::4c00/120 over fd00::4c00/118); 76 nodes fit before it');
+    expect(r.stdout).not.toContain("Cilium's defaults");
+  });
+
+  it('multi-pool: the auto-created pool from the values and the CiliumPodIPPools, each planned with the CIDRs nodes hold in it', async () => {
+    const r = await plan(['--values', f('values-multipool.yaml'), '--ippools', f('ciliumpodippools.yaml'), '--ciliumnodes', f('ciliumnodes-multipool.yaml'), '--azure-subnets', f('azure-subnets.json'), '--json']);
+    expect(r.exitCode, r.stderr).toBe(1);
+    const out = JSON.parse(r.stdout);
+    expect(out.inputs.mode).toBe('multi-pool');
+    expect(out.inputs.defaulted).toEqual([]);
+    expect(out.pools.map((p: { name: string }) => p.name)).toEqual(['default', 'batch']);
+    const [def, batch] = out.pools;
+    // default = 10.4.0.0/16 in /24s: 10.4.0-3 (app-gateway) and 10.4.76-77 collide; worker-a and worker-b hold 0, 1, 3.
+    expect(def.collision).toBe(true);
+    expect(def.families[0]).toMatchObject({ totalBlocks: '256', collidingBlocks: '6' });
+    expect(def.families[0].fromTaken).toMatchObject({ count: '3', highest: '3', collidingCount: '3', lowestFree: { firstCollision: { index: '2' }, nodesBefore: '0' } });
+    // batch = 172.20.0.0/22 in /27s and fd00:20::/112 in /120s: nothing reserved there; worker-a holds one /27.
+    expect(batch.collision).toBe(false);
+    expect(batch.families.map((x: { family: number; totalBlocks: string }) => [x.family, x.totalBlocks])).toEqual([
+      [4, '32'],
+      [6, '256'],
+    ]);
+    expect(batch.families[0].fromTaken).toMatchObject({ count: '1', safeFree: '31' });
+  });
+
+  it('the bundle (node ipam-shim.js) loads the YAML parser from the file beside it, as the executable does from its asset', async () => {
+    const args = ['--values', f('values-dual.yaml'), '--json'];
+    const sea = await plan(args);
+    const bundle = await plan(args, undefined, [process.execPath, BUNDLE_SHIM]);
+    expect(bundle.exitCode, bundle.stderr).toBe(0);
+    expect(JSON.parse(bundle.stdout)).toEqual(JSON.parse(sea.stdout));
+  });
+
+  it('the same multi-pool plan as text names each pool and where it came from', async () => {
+    const r = await plan(['--values', f('values-multipool.yaml'), '--ippools', f('ciliumpodippools.yaml')]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`pool default (${f('values-multipool.yaml')}: autoCreateCiliumPodIPPools.default)`);
+    expect(r.stdout).toContain(`pool batch (${f('ciliumpodippools.yaml')})`);
+  });
+
+  it.each([
+    [['--ciliumnodes', f('azure-subnets.json')], /azure-subnets\.json: expected kubectl output \(a List of CiliumNode objects/],
+    [['--ippools', f('ciliumnodes.yaml')], /ciliumnodes\.yaml: expected CiliumPodIPPool objects .* found CiliumNode aks-nodepool1-26519183-vmss000000/],
+    [['--azure-subnets', f('ciliumnodes.yaml')], /ciliumnodes\.yaml \[0\]: subnet \(no name\) has no addressPrefix/],
+    [['--values', f('missing.yaml')], /missing\.yaml: cannot read: ENOENT/],
+    [['--values', '-', '--ciliumnodes', '-'], /only one input can be read from stdin/],
+  ])('refuses %j as a usage error naming the file', async (args, message) => {
+    const r = await plan(args);
+    expect(r.exitCode).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr.split('\n')[0]).toMatch(message);
+  });
+
+  it('refuses a file that is not YAML or JSON, and an IPAM mode plan does not model', async () => {
+    const bad = await plan(['--values', '-'], 'ipam: [unclosed\n');
+    expect(bad.exitCode).toBe(2);
+    expect(bad.stderr).toMatch(/^ipam-shim plan: stdin: not YAML or JSON: /);
+    const azure = await plan(['--values', '-'], 'ipam:\n  mode: azure\n');
+    expect(azure.exitCode).toBe(2);
+    expect(azure.stderr).toMatch(/ipam\.mode azure: plan models cluster-pool and multi-pool/);
+  });
+});

@@ -1,0 +1,140 @@
+// deploy/monitoring/ against the code and the DaemonSet, with the real promtool (Debian's `prometheus` package,
+// scripts/install-deps.sh): the PrometheusRule's rules pass `promtool check rules`, every alert passes its
+// `promtool test rules` case (test/fixtures/monitoring/alerts.test.yaml), every series an alert reads is one the
+// shim exposes, the PodMonitor selects the DaemonSet's pods on its `metrics` port, and the agent's /metrics body
+// (its own series, build_info, the plugin's textfile with the duration histogram) passes `promtool check metrics`.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { execa } from 'execa';
+import { parse, parseAllDocuments, stringify } from 'yaml';
+import { AgentMetrics } from '../../src/agent/metrics.js';
+import { applyUpdate, FAMILIES, renderMetrics, type Update } from '../../src/metrics.js';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const RULES_TEST = join(ROOT, 'test/fixtures/monitoring/alerts.test.yaml');
+
+type Obj = Record<string, any>;
+
+const promtoolFound = (await execa('promtool', ['--version'], { reject: false })).exitCode === 0;
+if (!promtoolFound && process.env.CI === 'true') throw new Error('CI must have promtool (scripts/install-deps.sh installs Debian\'s prometheus package)');
+if (!promtoolFound) console.warn('deploy-monitoring: promtool not installed (scripts/install-deps.sh): its checks are skipped');
+
+const yamlDocs = async (file: string): Promise<Obj[]> => {
+  const docs = parseAllDocuments(await readFile(join(ROOT, file), 'utf8'));
+  for (const d of docs) expect(d.errors, `${file}: ${String(d.errors)}`).toEqual([]);
+  return docs.map((d) => d.toJS() as Obj);
+};
+const ruleSpec = async (): Promise<Obj> => {
+  const [rule] = await yamlDocs('deploy/monitoring/prometheusrule.yaml');
+  expect(rule).toMatchObject({ apiVersion: 'monitoring.coreos.com/v1', kind: 'PrometheusRule' });
+  return rule!.spec as Obj;
+};
+const alerts = async (): Promise<Obj[]> => ((await ruleSpec()).groups as Obj[]).flatMap((g) => g.rules as Obj[]);
+
+let dir = '';
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'ipam-shim-monitoring-'));
+});
+afterAll(async () => {
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+/** promtool on the rules (the PrometheusRule's spec, as a plain rule file) and the unit tests beside them. */
+async function promtool(spec: Obj, ...args: string[]): Promise<{ exitCode: number; out: string }> {
+  await writeFile(join(dir, 'rules.yaml'), stringify(spec));
+  await copyFile(RULES_TEST, join(dir, 'alerts.test.yaml'));
+  const r = await execa('promtool', args, { cwd: dir, reject: false, all: true });
+  return { exitCode: r.exitCode ?? -1, out: r.all ?? '' };
+}
+
+describe.skipIf(!promtoolFound)('deploy/monitoring/prometheusrule.yaml (promtool)', () => {
+  it('passes `promtool check rules`', async () => {
+    const spec = await ruleSpec();
+    const r = await promtool(spec, 'check', 'rules', 'rules.yaml');
+    expect(r.out).toContain(`SUCCESS: ${(await alerts()).length} rules found`);
+    expect(r.exitCode, r.out).toBe(0);
+  });
+
+  it('every alert fires in its `promtool test rules` case and a healthy node raises none', async () => {
+    const r = await promtool(await ruleSpec(), 'test', 'rules', 'alerts.test.yaml');
+    expect(r.exitCode, r.out).toBe(0);
+    expect(r.out).toContain('SUCCESS');
+  });
+
+  it('the cases can fail: a rule with another threshold or without its annotation is caught', async () => {
+    const spec = await ruleSpec();
+    const stalled = (spec.groups as Obj[]).flatMap((g) => g.rules as Obj[]).find((a) => a.alert === 'IpamShimAgentStalled')!;
+    stalled.expr = String(stalled.expr).replace('> 300', '> 3000');
+    const refused = (spec.groups as Obj[]).flatMap((g) => g.rules as Obj[]).find((a) => a.alert === 'IpamShimReservedAddressRefused')!;
+    delete refused.annotations.summary;
+    const r = await promtool(spec, 'test', 'rules', 'alerts.test.yaml');
+    expect(r.exitCode).not.toBe(0);
+    expect(r.out).toContain('alertname: IpamShimAgentStalled');
+    expect(r.out).toContain('alertname: IpamShimReservedAddressRefused');
+  });
+});
+
+describe('deploy/monitoring/prometheusrule.yaml against the code', () => {
+  it('every alert has a firing case in alerts.test.yaml, with a severity and a summary and description', async () => {
+    const cases = parse(await readFile(RULES_TEST, 'utf8')) as Obj;
+    const firing = new Set(
+      (cases.tests as Obj[]).flatMap((t) => (t.alert_rule_test as Obj[]).filter((c) => (c.exp_alerts as Obj[]).length > 0).map((c) => c.alertname as string)),
+    );
+    const all = await alerts();
+    expect(all.length).toBeGreaterThanOrEqual(9);
+    for (const a of all) {
+      expect(firing, `a promtool case where ${a.alert} fires`).toContain(a.alert);
+      expect(['critical', 'warning', 'info']).toContain(a.labels?.severity);
+      expect(a.annotations?.summary, a.alert).toBeTruthy();
+      expect(a.annotations?.description, a.alert).toBeTruthy();
+    }
+  });
+
+  it('reads only series the shim exposes (the plugin textfile\'s families, the agent\'s registry)', async () => {
+    const agent = new AgentMetrics();
+    const exposed = new Set([...Object.keys(FAMILIES), ...agent.registry.getMetricsAsArray().map((m) => m.name)]);
+    for (const a of await alerts()) {
+      const names = [...String(a.expr).matchAll(/\b(ipam_shim_[a-z0-9_]+)/g)].map((m) => m[1]!.replace(/_(bucket|sum|count)$/, ''));
+      expect(names.length, a.alert).toBeGreaterThan(0);
+      for (const n of names) expect(exposed, `${a.alert} reads ${n}`).toContain(n);
+    }
+  });
+});
+
+describe('deploy/monitoring/podmonitor.yaml', () => {
+  it("selects the DaemonSet's pods in their namespace and scrapes the container port named in it", async () => {
+    const [pm] = await yamlDocs('deploy/monitoring/podmonitor.yaml');
+    const ds = (await yamlDocs('deploy/daemonset.yaml')).find((m) => m.kind === 'DaemonSet')!;
+    expect(pm).toMatchObject({ apiVersion: 'monitoring.coreos.com/v1', kind: 'PodMonitor' });
+    expect(pm!.spec.namespaceSelector.matchNames).toEqual([ds.metadata.namespace]);
+    expect(ds.spec.template.metadata.labels).toMatchObject(pm!.spec.selector.matchLabels);
+    const ports = (ds.spec.template.spec.containers as Obj[]).flatMap((c) => (c.ports ?? []) as Obj[]);
+    for (const ep of pm!.spec.podMetricsEndpoints as Obj[]) {
+      expect(ports.map((p) => p.name)).toContain(ep.port);
+      expect(ep.path).toBe('/metrics');
+    }
+  });
+});
+
+describe.skipIf(!promtoolFound)("the agent's /metrics body (promtool check metrics)", () => {
+  it('holds build_info and the plugin histogram passed on from the textfile, and is valid exposition text', async () => {
+    const base: Update = { network: 'cilium', verb: 'ADD', code: 0, residueRules: 0, residueNeighbours: 0, gcReleased: 0, ledger: { attachments: 2, agentIps: 1 }, nowSeconds: 1_700_000_000 };
+    let series = applyUpdate(new Map(), { ...base, durationSeconds: 0.12 });
+    series = applyUpdate(series, { ...base, verb: 'DEL', durationSeconds: 0.07 });
+    series = applyUpdate(series, { ...base, code: 100, durationSeconds: 3.5 });
+    const textfile = join(dir, 'ipam-shim.prom');
+    await writeFile(textfile, renderMetrics(series));
+    const agent = new AgentMetrics();
+    agent.pluginFile = textfile;
+    const { body } = await agent.render();
+    expect(body).toMatch(/^ipam_shim_build_info\{version="[^"]+",node="[^"]+"\} 1$/m);
+    expect(body).toMatch(/^ipam_shim_cni_call_duration_seconds_bucket\{le="\+Inf",network="cilium",verb="ADD"\} 2$/m);
+    expect(body).toMatch(/^ipam_shim_invocations_total\{network="cilium",verb="ADD"\} 2$/m);
+    // Each family once: HELP/TYPE not repeated by passing the textfile on.
+    for (const name of Object.keys(FAMILIES)) expect(body.match(new RegExp(`^# TYPE ${name} `, 'gm')) ?? [], name).toHaveLength(1);
+    const r = await execa('promtool', ['check', 'metrics'], { input: body, reject: false, all: true });
+    expect(r.exitCode, r.all).toBe(0);
+  });
+});
