@@ -2,9 +2,10 @@
 // build_info, and the plugin's invocation series read from its textfile (setting `metricsFile`) at scrape time.
 // With the agent running, its /metrics is the one place to scrape; node-exporter's textfile collector is for nodes
 // without it (both at once count every plugin series twice: docs/operations.md#monitoring).
+import { readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import { FAMILIES, parseMetrics, renderMetrics, type Series, seriesKey } from '../metrics.js';
 
 /** Labels any plugin series may carry (src/metrics.ts applyUpdate). */
@@ -17,18 +18,70 @@ export class AgentMetrics {
   /** The plugin's textfile; set once a pass has read the shim's config. */
   pluginFile: string | undefined;
 
-  readonly passes = new Counter({ name: 'ipam_shim_agent_reconcile_passes_total', help: 'Reconcile passes run to the end (or abandoned at SIGTERM, outcome="stopped").', labelNames: ['outcome'], registers: [this.registry] });
-  readonly steps = new Counter({ name: 'ipam_shim_agent_steps_total', help: 'Reconcile steps by step and outcome.', labelNames: ['step', 'outcome'], registers: [this.registry] });
-  readonly errors = new Counter({ name: 'ipam_shim_agent_errors_total', help: 'Errors met by reconcile steps (each failed release, cleanup or restore counts once).', labelNames: ['step'], registers: [this.registry] });
-  readonly released = new Counter({ name: 'ipam_shim_agent_gc_released_total', help: 'Leaked pod attachments released by the agent (gc mode apply).', labelNames: ['network'], registers: [this.registry] });
-  readonly forgotten = new Counter({ name: 'ipam_shim_agent_gc_forgotten_total', help: 'Chained records of provably dead pods the agent forgot in report mode (no address released: chained, the main plugin holds it).', labelNames: ['network'], registers: [this.registry] });
-  readonly leaked = new Gauge({ name: 'ipam_shim_agent_gc_leaked', help: "Attachments the last pass found leaked (not in the runtime's cache, proven dead, past the grace period): released in apply mode, reported in report mode.", labelNames: ['network', 'mode'], registers: [this.registry] });
-  readonly residue = new Counter({ name: 'ipam_shim_agent_residue_removed_total', help: 'azure-vnet residue removed for ledger addresses, by kind.', labelNames: ['network', 'kind'], registers: [this.registry] });
-  readonly probeRestores = new Counter({ name: 'ipam_shim_agent_probe_restores_total', help: 'Times the IPv6 probe rewrite table was found missing or drifted and put back.', registers: [this.registry] });
-  readonly lastDuration = new Gauge({ name: 'ipam_shim_agent_last_pass_duration_seconds', help: 'Wall time of the last reconcile pass.', registers: [this.registry] });
-  readonly lastPass = new Gauge({ name: 'ipam_shim_agent_last_pass_timestamp_seconds', help: 'Unix time the last reconcile pass ended.', registers: [this.registry] });
+  readonly passes = new Counter({
+    name: 'ipam_shim_agent_reconcile_passes_total',
+    help: 'Reconcile passes run to the end (or abandoned at SIGTERM, outcome="stopped").',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly steps = new Counter({
+    name: 'ipam_shim_agent_steps_total',
+    help: 'Reconcile steps by step and outcome.',
+    labelNames: ['step', 'outcome'],
+    registers: [this.registry],
+  });
+  readonly errors = new Counter({
+    name: 'ipam_shim_agent_errors_total',
+    help: 'Errors met by reconcile steps (each failed release, cleanup or restore counts once).',
+    labelNames: ['step'],
+    registers: [this.registry],
+  });
+  readonly released = new Counter({
+    name: 'ipam_shim_agent_gc_released_total',
+    help: 'Leaked pod attachments released by the agent (gc mode apply).',
+    labelNames: ['network'],
+    registers: [this.registry],
+  });
+  readonly forgotten = new Counter({
+    name: 'ipam_shim_agent_gc_forgotten_total',
+    help: 'Chained records of provably dead pods the agent forgot in report mode (no address released: chained, the main plugin holds it).',
+    labelNames: ['network'],
+    registers: [this.registry],
+  });
+  readonly leaked = new Gauge({
+    name: 'ipam_shim_agent_gc_leaked',
+    help: "Attachments the last pass found leaked (not in the runtime's cache, proven dead, past the grace period): released in apply mode, reported in report mode.",
+    labelNames: ['network', 'mode'],
+    registers: [this.registry],
+  });
+  readonly residue = new Counter({
+    name: 'ipam_shim_agent_residue_removed_total',
+    help: 'azure-vnet residue removed for ledger addresses, by kind.',
+    labelNames: ['network', 'kind'],
+    registers: [this.registry],
+  });
+  readonly probeRestores = new Counter({
+    name: 'ipam_shim_agent_probe_restores_total',
+    help: 'Times the IPv6 probe rewrite table was found missing or drifted and put back.',
+    registers: [this.registry],
+  });
+  readonly lastDuration = new Gauge({
+    name: 'ipam_shim_agent_last_pass_duration_seconds',
+    help: 'Wall time of the last reconcile pass.',
+    registers: [this.registry],
+  });
+  readonly lastPass = new Gauge({
+    name: 'ipam_shim_agent_last_pass_timestamp_seconds',
+    help: 'Unix time the last reconcile pass ended.',
+    registers: [this.registry],
+  });
   // The join table for every other series (`* on(instance) group_left(version, node)`): which shim runs where.
-  readonly buildInfo = new Gauge({ name: 'ipam_shim_build_info', help: "Always 1: the agent's shim version and its node's name (NODE_NAME, else the host name: the pod shares the node's).", labelNames: ['version', 'node'], registers: [this.registry] });
+  readonly buildInfo = new Gauge({
+    name: 'ipam_shim_build_info',
+    help: "Always 1: the agent's shim version and its node's name (NODE_NAME, else the host name: the pod shares the node's).",
+    labelNames: ['version', 'node'],
+    registers: [this.registry],
+  });
 
   constructor() {
     for (const k of ['ok', 'error', 'stopped']) this.passes.inc({ outcome: k }, 0);
@@ -36,9 +89,28 @@ export class AgentMetrics {
     this.probeRestores.inc(0);
     this.buildInfo.set({ version: process.env.IPAM_SHIM_VERSION ?? 'unbundled', node: process.env.NODE_NAME || hostname() }, 1);
     for (const [name, fam] of Object.entries(FAMILIES)) if (fam.type !== 'histogram') this.pluginFamily(name, fam.type, fam.help);
-    // The process's own resources (process_open_fds, process_resident_memory_bytes, nodejs_heap_size_used_bytes…):
-    // a node agent runs for months, and what it holds must be seen not to grow (scripts/soak-agent.ts reads them).
-    collectDefaultMetrics({ register: this.registry });
+    this.processGauges();
+  }
+
+  /**
+   * The process's own resources, under prom-client's default names: a node agent runs for months, and what it holds
+   * must be seen not to grow (scripts/soak-agent.ts reads them). Not collectDefaultMetrics: its gauges named
+   * `*_total` fail `promtool check metrics`, and most of its series watch nothing this process can leak.
+   */
+  private processGauges(): void {
+    const gauge = (name: string, help: string, value: () => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect(this: Gauge) {
+          this.set(value());
+        },
+      });
+    gauge('process_open_fds', 'Open file descriptors of the agent process.', () => readdirSync('/proc/self/fd').length);
+    gauge('process_resident_memory_bytes', 'Resident memory of the agent process, in bytes.', () => process.memoryUsage().rss);
+    gauge('nodejs_heap_size_used_bytes', 'V8 heap in use, in bytes.', () => process.memoryUsage().heapUsed);
+    gauge('nodejs_heap_size_total_bytes', 'V8 heap committed, in bytes.', () => process.memoryUsage().heapTotal);
   }
 
   /** One plugin family: each scrape replaces its series with the textfile's. */
@@ -72,7 +144,9 @@ export class AgentMetrics {
     const body = await this.registry.metrics();
     // Histograms cannot be set from outside in prom-client: the plugin's are passed on as the textfile has them.
     const series = await this.pluginSeries();
-    const histograms = series.length ? renderMetrics(new Map(series.map((s) => [seriesKey(s.name, s.labels), s])), (n) => FAMILIES[n]?.type === 'histogram') : '';
+    const histograms = series.length
+      ? renderMetrics(new Map(series.map((s) => [seriesKey(s.name, s.labels), s])), (n) => FAMILIES[n]?.type === 'histogram')
+      : '';
     return { contentType: this.registry.contentType, body: histograms.trim() ? `${body}${histograms}` : body };
   }
 }
