@@ -112,9 +112,11 @@ async function gcStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport)
     allowEmptyCache: o.gc.allowEmptyCache,
     signal: o.signal,
     lockWaitMs: AGENT_LOCK_WAIT_MS,
-    // Report mode releases nothing, but a provably dead pod's chained record would wedge its address for the next
-    // pod the main IPAM gives it to: forgotten in every mode (chained, the shim holds no address to release).
-    forgetChained: true,
+    // Report mode releases nothing. A provably dead pod's chained record with no delegate behind it is only a note
+    // that nothing of ours can ever release through: forgotten, so it cannot wedge the address. With a delegate it is
+    // the evidence an apply releases through, and the leak must stay reported (ipam_shim_agent_gc_leaked, the
+    // shipped alert): kept. Either way an ADD given the address takes it from the dead holder (src/gc/stale.ts).
+    forgetChained: !net.delegate,
   });
   const name = net.conf.name;
   report.busy += gc.skipped.length;

@@ -50,7 +50,7 @@ interface Bed {
   owners: string[];
 }
 
-async function makeBed(net: TestNet, o: { delegateType?: string } = {}): Promise<Bed> {
+async function makeBed(net: TestNet, o: { delegateType?: string; noDelegate?: boolean } = {}): Promise<Bed> {
   const s = await scratch();
   net.defer(() => s.cleanup());
   const node = await net.netns('node');
@@ -69,7 +69,7 @@ async function makeBed(net: TestNet, o: { delegateType?: string } = {}): Promise
     name: network,
     plugins: [
       { type: 'ptp', ipMasq: false, ipam: hostLocal },
-      { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, metricsFile, uplink: 'eth0', delegate: { ...hostLocal, type: o.delegateType ?? 'host-local' } },
+      { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, metricsFile, uplink: 'eth0', ...(o.noDelegate ? {} : { delegate: { ...hostLocal, type: o.delegateType ?? 'host-local' } }) },
     ],
   };
   const confDir = join(s.dir, 'net.d');
@@ -230,22 +230,21 @@ describe.skipIf(!enabled)('ipam-shim agent (the built executable in a node netns
     expect(a.lines().at(-1)).toMatchObject({ msg: 'agent stopped' });
   });
 
-  it('report (the default): a leaked pod is only reported and never released; its chained record (a dead pod\'s) is forgotten, so it wedges nothing', async () => {
+  it('report (the default): a leaked pod is reported on every pass and never released; its record is kept for an apply that can release it', async () => {
     const alive = await pod(bed, 'pod-alive');
     const leaked = await leak(bed, 'pod-leaked');
     const a = startAgent(bed, ['--interval', '0.5']);
     await waitFor('three passes', () => a.passes().length >= 3);
-    const [first, ...later] = a.passes();
-    expect(first).toMatchObject({ leaked: 1, released: 0, forgotten: 1, errors: 0 });
-    expect(later.every((p) => p.leaked === 0 && p.released === 0 && p.forgotten === 0), JSON.stringify(later)).toBe(true);
+    // The delegate can release it (apply mode does): the record is that evidence, so report mode keeps it and the
+    // leak stays visible (ipam_shim_agent_gc_leaked, the shipped alert) until an operator decides.
+    expect(a.passes().every((p) => p.leaked === 1 && p.released === 0 && p.forgotten === 0), JSON.stringify(a.passes())).toBe(true);
     expect(a.lines().some((l) => /report mode/.test(l.msg) && l.leaked?.[0]?.containerID === 'pod-leaked')).toBe(true);
-    expect(a.lines().some((l) => /forgot the chained records/.test(l.msg) && l.forgotten?.[0]?.containerID === 'pod-leaked')).toBe(true);
-    // Nothing released: the main IPAM (host-local behind ptp) still holds it; only the shim's note of it is gone.
     expect(await store(bed)).toContain(leaked.ip);
-    expect(await ledgerIps(bed)).not.toContain(leaked.ip);
+    expect(await ledgerIps(bed)).toContain(leaked.ip);
     expect(await ledgerIps(bed)).toContain(alive.ip);
+    expect(await metric(bed, 'ipam_shim_agent_gc_leaked', { network: bed.network, mode: 'report' })).toBe(1);
     expect(await metric(bed, 'ipam_shim_agent_gc_released_total', { network: bed.network })).toBe(0);
-    expect(await metric(bed, 'ipam_shim_agent_gc_forgotten_total', { network: bed.network })).toBe(1);
+    expect(await metric(bed, 'ipam_shim_agent_gc_forgotten_total', { network: bed.network })).toBe(0);
     await stopWithin(a, 3_000);
   });
 
@@ -318,6 +317,29 @@ describe.skipIf(!enabled)('ipam-shim agent (the built executable in a node netns
     expect(await onePass(a)).toMatchObject({ probeRestored: true, errors: 0 });
     expect(await table()).toBe(installed);
     expect(await metric(bed, 'ipam_shim_agent_probe_restores_total')).toBe(2);
+    await stopWithin(a, 3_000);
+  });
+});
+
+describe.skipIf(!enabled)('ipam-shim agent on a chained network without a delegate', () => {
+  const net = new TestNet();
+  afterEach(() => net.cleanup());
+
+  it("report: a dead pod's record is forgotten (nothing of the shim's could release through it; kept, it would only wedge its address)", async () => {
+    const bed = await makeBed(net, { noDelegate: true });
+    const alive = await pod(bed, 'pod-alive');
+    const leaked = await leak(bed, 'pod-leaked');
+    const a = startAgent(bed, ['--interval', '0.5']);
+    await waitFor('three passes', () => a.passes().length >= 3);
+    const [first, ...later] = a.passes();
+    expect(first).toMatchObject({ leaked: 1, released: 0, forgotten: 1, errors: 0 });
+    expect(later.every((p) => p.leaked === 0 && p.released === 0 && p.forgotten === 0), JSON.stringify(later)).toBe(true);
+    expect(a.lines().some((l) => /forgot the chained records/.test(l.msg) && l.forgotten?.[0]?.containerID === 'pod-leaked')).toBe(true);
+    // Nothing released: the main IPAM (host-local behind ptp) still holds it; only the shim's note of it is gone.
+    expect(await store(bed)).toContain(leaked.ip);
+    expect(await ledgerIps(bed)).not.toContain(leaked.ip);
+    expect(await ledgerIps(bed)).toContain(alive.ip);
+    expect(await metric(bed, 'ipam_shim_agent_gc_forgotten_total', { network: bed.network })).toBe(1);
     await stopWithin(a, 3_000);
   });
 });

@@ -318,7 +318,7 @@ const root = rootOrSkip();
     const text = await readFile(metricsFile, 'utf8');
     expect((await stat(metricsFile)).mode & 0o777).toBe(0o644);
     // Text format: HELP and TYPE before each family, "name{labels} value" lines.
-    for (const line of text.trim().split('\n')) expect(line).toMatch(/^(# (HELP|TYPE) ipam_shim_\w+ .+|ipam_shim_\w+\{[^}]*\} \d+)$/);
+    for (const line of text.trim().split('\n')) expect(line).toMatch(/^(# (HELP|TYPE) ipam_shim_\w+ .+|ipam_shim_\w+\{[^}]*\} (\d+|\d+\.\d+(e-?\d+)?|\+Inf))$/);
     const m = parseMetrics(text);
     const v = (name: string, labels: string) => m.get(`${name}{${labels}}`)?.value;
     expect(v('ipam_shim_invocations_total', 'network="mnet",verb="ADD"')).toBe(9);
