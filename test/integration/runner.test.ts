@@ -218,8 +218,9 @@ for (const k of RUNTIMES) describe.skipIf(!haveRoot || skipRuntime(k))(`${k === 
     const result = await r.add(cid, netns);
     const ptpOut = JSON.parse(r.invocations[0]!.stdout);
     const rec = await recorded();
-    // libcni passes ptp's result on through its typed Result: ptp's empty "dns": {} is dropped at 1.0.0
-    expect(ptpOut).toHaveProperty('dns', {});
+    // libcni passes ptp's result on through its typed Result: an empty "dns": {} (ptp 1.1.1 prints one; 1.9.1 leaves it
+    // out) is dropped at 1.0.0, so the next plugin never sees one.
+    if ('dns' in ptpOut) expect(ptpOut.dns).toEqual({});
     expect(rec[0]!.stdin.prevResult).not.toHaveProperty('dns');
     expect(rec[0]!.stdin.prevResult).toEqual(normalizeResult(ptpOut));
     expect(result).toEqual(normalizeResult(ptpOut)); // the recorder passes prevResult through
