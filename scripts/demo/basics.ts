@@ -1,9 +1,10 @@
-// The plugin itself: VERSION, then ADD → CHECK → STATUS → DEL through a libcni-like runtime in both
+// The plugin itself: VERSION, then ADD → CHECK → STATUS → DEL through the real libcni (the cnitool harness) in both
 // placements, and a real podman container.
+import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { DemoSection } from './section.js';
-import { stage, SHIM, PLUGIN_DIR } from './lib.js';
+import { CNITOOL, stage, SHIM, PLUGIN_DIR } from './lib.js';
 import { PodmanBed } from '../../test/helpers/podman.js';
 
 export const section: DemoSection = {
@@ -11,10 +12,14 @@ export const section: DemoSection = {
   async run(d) {
     const s = await stage();
     try {
-      d.title('The plugin: VERSION, and both placements through ADD/CHECK/STATUS/DEL');
+      d.title('The plugin: VERSION, and both placements through ADD/CHECK/STATUS/DEL, driven by the real libcni (cnitool harness)');
       const v = await d.show(SHIM, [], { input: '{"cniVersion":"1.1.0"}', env: { CNI_COMMAND: 'VERSION' } });
       d.verdict(v.exitCode === 0 && JSON.parse(v.stdout).supportedVersions.includes('0.3.1'), 'the single executable answers VERSION for 0.3.0 … 1.1.0');
 
+      if (!existsSync(CNITOOL)) {
+        d.verdict(false, `the cnitool harness (${CNITOOL}) is missing: run scripts/install-deps.sh`);
+        return;
+      }
       const node = await s.net.netns('node');
       const ipam = { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.55.0.0/24' }]] };
       const shim = { stateDir: s.stateDir, logFile: s.logFile };
@@ -24,18 +29,18 @@ export const section: DemoSection = {
 
       for (const network of ['chained', 'slot']) {
         d.say(`\nnetwork "${network}": ${network === 'chained' ? 'ptp allocates through host-local, the shim is chained after it' : 'the shim sits in ptp\'s IPAM slot and wraps host-local'}`);
-        const pod = await s.net.netns('pod');
-        const add = await d.show(...s.runner(node, 'add', network, pod), { env: s.env() });
+        const att = { containerID: `demo-${network}`, netns: `/run/netns/${await s.net.netns('pod')}` };
+        const add = await d.show(...s.cnitool(node, 'add', network, att));
         d.verdict(add.exitCode === 0, `ADD through ${network} gave the pod an address`);
-        const chk = await d.show(...s.runner(node, 'check', network, pod), { env: s.env() });
+        const chk = await d.show(...s.cnitool(node, 'check', network, att));
         d.verdict(chk.exitCode === 0, 'CHECK passes (ledger, residue, reserved CIDRs, delegate CHECK)');
         if (network === 'chained') {
-          const st = await d.show(...s.runner(node, 'status', network), { env: s.env() });
+          const st = await d.show(...s.cnitool(node, 'status', network));
           d.verdict(st.exitCode === 0, 'STATUS (1.1.0): delegate answers, state dir writable');
         }
         const records = await readdir(join(s.stateDir, network, 'records'));
         d.say(`ledger: ${records.join(', ')} → ${await readFile(join(s.stateDir, network, 'records', records[0]!), 'utf8')}`);
-        const del = await d.show(...s.runner(node, 'del', network, pod), { env: s.env() });
+        const del = await d.show(...s.cnitool(node, 'del', network, att));
         const left = await readdir(join(s.stateDir, network, 'records'));
         d.verdict(del.exitCode === 0 && left.length === 0, 'DEL released the address and forgot the record');
       }

@@ -10,6 +10,8 @@ export const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
 export const FIXTURE_BIN = join(ROOT, 'test/fixtures/bin');
 export const CNIRUN = join(ROOT, 'test/runner/cnirun.ts');
 export const TSX = join(ROOT, 'node_modules/.bin/tsx');
+/** The real libcni: the project's cnitool harness (tools/cnitool), built by scripts/install-deps.sh. */
+export const CNITOOL = process.env.CNITOOL_BIN ?? join(ROOT, '.deps/cnitool');
 
 export interface Stage {
   net: TestNet;
@@ -24,6 +26,8 @@ export interface Stage {
   conflist(name: string, body: unknown): Promise<string>;
   /** argv for the runner inside netns `node`: ['ip','netns','exec',node, tsx, cnirun, ...] */
   runner(node: string, ...args: string[]): [string, string[]];
+  /** argv for the cnitool harness (the real libcni) inside netns `node`: network `name` from confDir, one attachment. */
+  cnitool(node: string, verb: string, name: string, att?: { containerID: string; netns: string }): [string, string[]];
   env(): Record<string, string>;
   cleanup(): Promise<void>;
 }
@@ -51,6 +55,10 @@ export async function stage(): Promise<Stage> {
       return path;
     },
     runner: (node, ...args) => ['ip', ['netns', 'exec', node, TSX, CNIRUN, ...args, '--cache-dir', s.cacheDir]],
+    cnitool: (node, verb, name, att) => [
+      'ip',
+      ['netns', 'exec', node, CNITOOL, '-conflist', confDir, '-name', name, '-cni-path', s.cniPath, '-cache-dir', s.cacheDir, ...(att ? ['-container-id', att.containerID, '-netns', att.netns] : []), verb],
+    ],
     env: () => ({ NETCONFPATH: confDir, CNI_PATH: s.cniPath, PATH: process.env.PATH ?? '' }),
     async cleanup() {
       await net.cleanup();
