@@ -461,7 +461,8 @@ describe('planted symlinks and a corrupt ledger', () => {
     invoke({ ...slotFor(net, cniVersion), ...extra }, {
       command,
       containerID: command === 'GC' ? '' : cid,
-      netns: command === 'GC' ? '' : `/run/netns/gone-${cid}`,
+      // A gone netns whose directory exists (the scratch dir): provably dead, also on a fresh machine without /run/netns.
+      netns: command === 'GC' ? '' : join(s.dir, `gone-${cid}`),
       ifname: command === 'GC' ? '' : 'eth0',
       path: [PLUGIN_DIR],
     });

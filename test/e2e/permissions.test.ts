@@ -34,7 +34,8 @@ const call = (command: string, cid = 'pod-1', extra: Record<string, unknown> = {
   invoke({ ...conf(), ...extra }, {
     command,
     containerID: ['GC', 'STATUS'].includes(command) ? '' : cid,
-    netns: ['GC', 'STATUS'].includes(command) ? '' : `/run/netns/gone-${cid}`,
+    // A gone netns whose directory exists (the scratch dir): provably dead, also on a fresh machine without /run/netns.
+    netns: ['GC', 'STATUS'].includes(command) ? '' : join(s.dir, `gone-${cid}`),
     ifname: ['GC', 'STATUS'].includes(command) ? '' : 'eth0',
     path: [PLUGIN_DIR],
   });
