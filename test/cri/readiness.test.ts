@@ -154,12 +154,15 @@ describe.skipIf(!enabled)('containerd 2.x CRI Status ← ipam-shim STATUS (1.1.0
     expect(first.ms).toBeGreaterThanOrEqual(1_000);
     expect(first.ms).toBeLessThan(2_500);
     const latencies = [first.ms];
+    // Polled until the node goes NotReady (not for a fixed time: under load the poll that crosses the grace can start
+    // just before it and be tolerated); it must not go before statusGraceMs has passed since the first hung STATUS.
     let last = first;
-    while (Date.now() - t0 < 4_500) {
+    while (last.status && Date.now() - t0 < 12_000) {
       last = await networkReady();
       latencies.push(last.ms);
     }
     expect(last.status).toBe(false);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(4_000);
     expect(last.message).toMatch(/delegate status-ipam STATUS did not answer within 1000 ms \(failing for \d+ s, past statusGraceMs 4000 ms\)/);
     expect(Math.max(...latencies)).toBeLessThan(2_500);
     console.log(`CRI Status latency with a hung delegate STATUS (ms): ${latencies.map((x) => x.toFixed(0)).join(', ')}`);
