@@ -17,10 +17,10 @@
 // without it.
 import { execa } from 'execa';
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../scripts/image/build-image.js';
 import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR } from '../helpers/cni.js';
 import { hasContainerd } from '../helpers/cri/bed.js';
@@ -167,6 +167,13 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     await rm(path.join(s.bed.binDir, 'ipam-shim'), { force: true });
     s.net.defer(() => execa('ip', ['netns', 'del', `ipam-shim-agent-${owner}`], { reject: false }));
   }, 600_000);
+
+  // The bed wipes host-local's store after a failed test; the ledger (this test's stateDir, not the bed's) goes with
+  // it, or the next test's pods are refused the addresses a failed test's records still hold.
+  afterEach(async (ctx) => {
+    if (ctx.task.result?.state !== 'fail' || !stateDir) return;
+    for (const entry of await readdir(stateDir).catch(() => [] as string[])) await rm(path.join(stateDir, entry), { recursive: true, force: true });
+  });
 
   afterAll(async () => {
     // Registered after the CRI bed's hooks, so it runs first: the container (and podman's store) go before containerd.
