@@ -1,17 +1,19 @@
 // The node image, built here (`npm run image`'s buildImage: the mmdebstrap base from Debian's archive, cached in
 // .cache/image/ and so shared with an `npm run image` earlier in the same CI run, then podman import and
-// podman build into a private store) and run under podman the way deploy/daemonset.yaml runs it: privileged, in
-// the network of a namespace standing for the node, every hostPath volume of the DaemonSet a temp dir mounted at
-// its mountPath. The container's default command (`agent`, which runs install --watch) installs the shim into the node's dirs; the
-// operator commands run in it with `podman exec`, as `kubectl exec` would; every effect is checked from outside.
+// podman build into a private store) and run under podman the way deploy/daemonset.yaml runs it: with the
+// DaemonSet's own securityContext (its capabilities only, drop ALL, the default seccomp profile, a read-only root:
+// the flags test/helpers/daemonset.ts derives from the manifest), in the network of a namespace standing for the
+// node, every hostPath volume of the DaemonSet a temp dir mounted at its mountPath. The container's default command
+// (`agent`, which runs install --watch) installs the shim into the node's dirs; the operator commands run in it with
+// `podman exec`, as `kubectl exec` would; every effect is checked from outside.
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../scripts/image/build-image.js';
 import { inNs, TestNet, uid } from '../helpers/netns.js';
 import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
+import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../helpers/daemonset.js';
 import { PodmanBed } from '../helpers/podman.js';
 
 const enabled = nodeImagePrerequisites('the image test');
@@ -28,14 +30,6 @@ const podRules = (ip: string): string[][] => [
   ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', DEAD_MAC, '--arpreply-target', 'DROP'],
   ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', DEAD_MAC, '--dnat-target', 'ACCEPT'],
 ];
-
-/** The DaemonSet's hostPath volumes: where each is mounted in the container. */
-async function daemonSetHostPaths(): Promise<Array<{ hostPath: string; mountPath: string; propagation?: string }>> {
-  const docs = parseAllDocuments(await readFile(join(ROOT, 'deploy/daemonset.yaml'), 'utf8')).map((d) => d.toJS() as Record<string, any>);
-  const spec = docs.find((d) => d.kind === 'DaemonSet')!.spec.template.spec;
-  const volumes = new Map<string, string>(spec.volumes.map((v: any) => [v.name, v.hostPath.path]));
-  return spec.containers[0].volumeMounts.map((m: any) => ({ hostPath: volumes.get(m.name)!, mountPath: m.mountPath, propagation: m.mountPropagation }));
-}
 
 const sha = async (p: string) => createHash('sha256').update(await readFile(p)).digest('hex');
 
@@ -56,6 +50,7 @@ describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it
   /** Host path (as the DaemonSet names it) → the temp dir standing for it. */
   const hostDir = new Map<string, string>();
   let runArgs: string[];
+  let addedCapabilities: string[];
   const container = `ipam-shim-${uid(8)}`;
 
   const podman = (args: string[], timeoutMs = 120_000) => bed.podman(args, { reject: false, timeoutMs });
@@ -71,13 +66,15 @@ describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it
     node = await net.netns('node');
     const vnet = await net.netns('vnet');
     await net.veth(node, 'eth0', vnet, 'eth0');
-    runArgs = ['--privileged', '--network', `ns:/run/netns/${node}`];
-    for (const m of await daemonSetHostPaths()) {
-      const dir = join(bed.baseDir, 'node', m.hostPath);
+    const view = await daemonSet();
+    for (const m of view.mounts) {
+      if (!m.volume.hostPath) continue;
+      const dir = join(bed.baseDir, 'node', m.volume.hostPath.path);
       await mkdir(dir, { recursive: true });
-      hostDir.set(m.hostPath, dir);
-      runArgs.push('--volume', `${dir}:${m.mountPath}${m.propagation === 'HostToContainer' ? ':rslave' : ''}`);
+      hostDir.set(m.volume.hostPath.path, dir);
     }
+    runArgs = [...podmanSecurityArgs(view), '--network', `ns:/run/netns/${node}`, ...podmanMountArgs(view, (p) => hostDir.get(p)!)];
+    addedCapabilities = [...view.container.securityContext.capabilities.add].sort();
     await writeFile(join(hostDir.get('/etc/cni/net.d')!, '05-cilium.conflist'), AKS_CILIUM, { mode: 0o644 });
   }, 600_000);
 
@@ -109,6 +106,16 @@ describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it
     expect(await types()).toEqual(['cilium-cni', 'ipam-shim']);
     expect((await stat(installed)).mode & 0o777).toBe(0o755);
     expect((await podman(['inspect', '--format', '{{.State.Running}}', container])).stdout).toBe('true');
+  });
+
+  it("runs with the DaemonSet's capabilities and nothing else, under a seccomp filter, on a read-only root", async () => {
+    const status = String((await podman(['exec', container, 'cat', '/proc/1/status'])).stdout);
+    const field = (name: string) => new RegExp(`^${name}:\\s*(\\S+)$`, 'm').exec(status)?.[1] ?? '';
+    for (const set of ['CapEff', 'CapPrm', 'CapBnd']) expect(capabilityNames(field(set)), set).toEqual(addedCapabilities);
+    expect(field('Seccomp'), 'seccomp filter mode').toBe('2');
+    const write = await podman(['exec', container, 'touch', '/usr/local/bin/x']);
+    expect(write.exitCode).not.toBe(0);
+    expect(String(write.stderr)).toContain('Read-only file system');
   });
 
   it('doctor runs in the container against the mounted node paths', async () => {

@@ -1,20 +1,26 @@
 // The whole node through the real parts: the node image (built as `npm run image` builds it) run under podman the
-// way deploy/daemonset.yaml runs it — privileged, in the network of the namespace standing for the node, the
-// DaemonSet's host paths being the CRI bed's own dirs (containerd's CNI bin and conf dirs, the host's /var/lib/cni
-// where the bed's containerd keeps libcni's result cache, /run/netns with rslave propagation so pod namespaces
-// created later are seen) — running `agent` with a short interval (`--gc report`, then `apply`), while containerd (the CRI bed) starts
-// pods on that node through CRI. The shim's stateDir and log (a temp dir of this test) and host-local's dataDir (the
-// bed's) are mounted at their own paths inside, so the plugin run by containerd and the agent in the container share
-// one ledger and one store. (The stateDir is not the bed's: the bed's crash kills every process whose command line
-// names its dir, and the agent's --shim-config names the stateDir.)
+// way deploy/daemonset.yaml runs it — with the DaemonSet's own securityContext (the podman flags
+// test/helpers/daemonset.ts derives from the manifest: its capabilities after drop ALL, the default seccomp profile,
+// a read-only root; never privileged), in the network of the namespace standing for the node, the DaemonSet's host
+// paths being the CRI bed's own dirs (containerd's CNI bin and conf dirs, the host's /var/lib/cni where the bed's
+// containerd keeps libcni's result cache, /run/netns with rslave propagation so pod namespaces created later are
+// seen, a temp dir for the log directory) — running `agent` with a short interval (`--gc report`, then `apply`), while
+// containerd (the CRI bed) starts pods on that node through CRI. The shim's stateDir and log (a temp dir of this test)
+// and host-local's dataDir (the bed's) are mounted at their own paths inside, so the plugin run by containerd and the
+// agent in the container share one ledger and one store. (The stateDir is not the bed's: the bed's crash kills every
+// process whose command line names its dir, and the agent's --shim-config names the stateDir.)
 // A second test adds Azure's LB beside the node and a dual-stack pod: the agent keeps the IPv6 probe table
 // (ip6 azureSLBProbe) in place, so a flushed table is back within one pass and the LB's probe is answered.
+// A third has GC enter pods' namespaces (setns): an attachment missing from the runtime's cache is released only when
+// its namespace no longer holds its address.
+// The DaemonSet's capabilities were found with these tests (docs/operations.md#privileges): each one's steps fail
+// without it.
 import { execa } from 'execa';
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../scripts/image/build-image.js';
 import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR } from '../helpers/cni.js';
 import { hasContainerd } from '../helpers/cri/bed.js';
@@ -27,6 +33,7 @@ import { inNs, uid } from '../helpers/netns.js';
 import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
 import { PodmanBed } from '../helpers/podman.js';
 import { vnetBridge } from '../helpers/azure-vnet.js';
+import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../helpers/daemonset.js';
 
 const enabled = nodeImagePrerequisites('the whole-node test', { 'containerd, runc and busybox-static (scripts/install-deps.sh)': hasContainerd() });
 
@@ -102,17 +109,27 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
   const passes = () => metric('ipam_shim_agent_reconcile_passes_total');
   const agentLogs = async () => String((await podman.podman(['logs', '--tail', '40', container], { reject: false })).stdout);
 
+  let agentMode: 'report' | 'apply' | undefined;
   /** The agent's container as the DaemonSet runs it, in gc `mode` (the ConfigMap's gc-mode). */
   async function runAgent(mode: 'report' | 'apply'): Promise<void> {
+    const ds = await daemonSet();
+    // What stands for each of the DaemonSet's host paths on this node; a path the DaemonSet adds fails here.
+    const nodePaths: Record<string, string> = {
+      '/opt/cni/bin': s.bed.binDir,
+      '/etc/cni/net.d': s.bed.confDir,
+      [CNI_CACHE]: CNI_CACHE,
+      '/var/log/ipam-shim': logDir,
+      '/run/netns': '/run/netns',
+    };
+    const hostDir = (p: string) => {
+      if (!nodePaths[p]) throw new Error(`the whole-node test has nothing standing for the DaemonSet's host path ${p}`);
+      return nodePaths[p];
+    };
     // Every network the container sees is given: never podman's default bridge network (it writes into the host's nft).
     const run = await podman.podman(
       [
-        'run', '--detach', '--name', container, '--privileged', '--network', `ns:/run/netns/${s.node}`,
-        '--volume', `${s.bed.binDir}:/opt/cni/bin`,
-        '--volume', `${s.bed.confDir}:/etc/cni/net.d`,
-        '--volume', `${CNI_CACHE}:${CNI_CACHE}`,
-        '--volume', `${logDir}:/var/log`,
-        '--volume', '/run/netns:/run/netns:rslave',
+        'run', '--detach', '--name', container, ...podmanSecurityArgs(ds), '--network', `ns:/run/netns/${s.node}`,
+        ...podmanMountArgs(ds, hostDir),
         // The shim's state and log, host-local's store, the plugins the bed's bin dir links to: at their own paths.
         '--volume', `${nodeDir}:${nodeDir}`,
         '--volume', `${s.bed.dataDir}:${s.bed.dataDir}`,
@@ -125,6 +142,17 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
       { reject: false },
     );
     expect(run.exitCode, String(run.stderr)).toBe(0);
+    agentMode = mode;
+    // The agent holds exactly the DaemonSet's capabilities (and so every step below was proven with no more).
+    const status = String((await podman.podman(['exec', container, 'cat', '/proc/1/status'])).stdout);
+    expect(capabilityNames(/^CapEff:\s*(\S+)$/m.exec(status)?.[1] ?? '')).toEqual([...(ds.container.securityContext?.capabilities?.add ?? [])].sort());
+  }
+  /** The agent running in `apply` (as the first test leaves it), started again if a test before stopped elsewhere. */
+  async function ensureApplyAgent(): Promise<void> {
+    const running = await podman.podman(['inspect', '--format', '{{.State.Running}}', container], { reject: false });
+    if (String(running.stdout) === 'true' && agentMode === 'apply') return;
+    await podman.podman(['rm', '--force', container], { reject: false });
+    await runAgent('apply');
   }
 
   beforeAll(async () => {
@@ -139,6 +167,13 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     await rm(path.join(s.bed.binDir, 'ipam-shim'), { force: true });
     s.net.defer(() => execa('ip', ['netns', 'del', `ipam-shim-agent-${owner}`], { reject: false }));
   }, 600_000);
+
+  // The bed wipes host-local's store after a failed test; the ledger (this test's stateDir, not the bed's) goes with
+  // it, or the next test's pods are refused the addresses a failed test's records still hold.
+  afterEach(async (ctx) => {
+    if (ctx.task.result?.state !== 'fail' || !stateDir) return;
+    for (const entry of await readdir(stateDir).catch(() => [] as string[])) await rm(path.join(stateDir, entry), { recursive: true, force: true });
+  });
 
   afterAll(async () => {
     // Registered after the CRI bed's hooks, so it runs first: the container (and podman's store) go before containerd.
@@ -243,11 +278,7 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
   it('a flushed probe table is restored within one pass and the LB probe to a dual-stack pod is answered', async () => {
     const t2 = Date.now();
     // The agent as the test above leaves it (running, shim chained); started again if that test stopped early.
-    const running = await podman.podman(['inspect', '--format', '{{.State.Running}}', container], { reject: false });
-    if (String(running.stdout) !== 'true') {
-      await podman.podman(['rm', '--force', container], { reject: false });
-      await runAgent('apply');
-    }
+    await ensureApplyAgent();
     const conflist = async () => JSON.parse(await readFile(s.bed.confListPath, 'utf8')) as { plugins: Array<Record<string, unknown>> };
     await waitFor('the shim in the conflist', async () => (await conflist()).plugins.some((p) => p.type === 'ipam-shim'));
 
@@ -298,5 +329,28 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     expect((await podInput()).fromGlobal).toBeGreaterThan(0);
     await s.bed.removePod(pod.id);
     console.log(`whole-node test: probe test took ${Date.now() - t2} ms`);
+  });
+
+  it('GC enters pods\' namespaces: a pod missing from the runtime cache whose namespace no longer holds its address is released, one whose namespace holds it is kept', async () => {
+    const t4 = Date.now();
+    await ensureApplyAgent();
+    await waitFor('/healthz', async () => (await scrape('/healthz')).status === 200);
+    // Three pods; the runtime's cache loses two of them (the third keeps the cache in sight: an empty cache makes GC
+    // refuse). One of the two loses its address inside its namespace, which stays.
+    const [vacated, kept, anchor] = [await s.bed.runPod('vacated'), await s.bed.runPod('cacheless'), await s.bed.runPod('anchor')];
+    expect(await ledger()).toEqual(expect.arrayContaining([vacated, kept, anchor].map((p) => `${p.id}:eth0.json`)));
+    for (const p of [vacated, kept]) await rm(path.join(CNI_CACHE, 'results', `${s.bed.network}-${p.id}-eth0`));
+    await execa('nsenter', [`--net=${vacated.netnsPath}`, 'ip', 'addr', 'flush', 'dev', 'eth0']);
+    // Only the probe tells the two apart: both namespaces exist, neither is in the cache.
+    const start = await passes();
+    await waitFor('the agent to release the vacated pod', async () => !(await ledger()).includes(`${vacated.id}:eth0.json`), (3 * INTERVAL_S + GRACE_S) * 1000 + 10_000).catch(async (e) => {
+      throw new Error(`${(e as Error).message}\n${await agentLogs()}`);
+    });
+    expect((await passes()) - start).toBeLessThanOrEqual(3);
+    await waitFor('two more passes', async () => (await passes()) >= start + 4, 6 * INTERVAL_S * 1000);
+    expect(await ledger()).toEqual(expect.arrayContaining([kept, anchor].map((p) => `${p.id}:eth0.json`)));
+    expect(await store()).toEqual(expect.arrayContaining([...kept.ips, ...anchor.ips]));
+    for (const ip of vacated.ips) expect(await store()).not.toContain(ip);
+    console.log(`whole-node test: netns probe test took ${Date.now() - t4} ms`);
   });
 });

@@ -1,8 +1,12 @@
 // deploy/ against the code: the DaemonSet mounts every host path the shim uses by default, at the same path
 // inside the container (so no flag has to repeat a default), runs `install --watch` with the executable the
-// Containerfile ships, and its shim config passes the plugin's own schema.
+// Containerfile ships, with exactly the privileges measured for it; the kustomization generates the ConfigMap every
+// reference names, and its shim config passes the plugin's own schema.
+import { execa } from 'execa';
 import { describe, expect, it } from 'vitest';
-import { readFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { ShimSettingsSchema } from '../../src/cni/config.js';
@@ -13,18 +17,31 @@ import { parseShimConfig } from '../../src/cli/install.js';
 import { AGENT_FLAGS, DEFAULT_AGENT_INTERVAL_S, parseAgentArgs } from '../../src/cli/agent.js';
 import { BASE_PACKAGES, SUITE, TOOL_PACKAGES } from '../../scripts/image/base.js';
 import { DEFAULT_CACHE_DIR } from '../../src/gc/from-cache.js';
+import { capabilityNames, daemonSet, deployDocs, kustomization, PODMAN_DEFAULT_SECCOMP, podmanMountArgs, podmanSecurityArgs } from '../helpers/daemonset.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const DEFAULTS = ShimSettingsSchema.parse({});
 /** Where `ip netns` (and the agent-IP code) keep named namespaces. */
 const NETNS_DIR = '/run/netns';
+/**
+ * The capabilities the agent was measured to need (docs/operations.md#privileges: each one's steps fail without
+ * it in test/node/whole-node.test.ts, which runs the image with the DaemonSet's own list). Changing the list is
+ * changing that measurement: run the whole-node test without the capability and say what fails.
+ */
+const MEASURED_CAPABILITIES = ['NET_ADMIN', 'SYS_ADMIN'];
+/** Kubernetes' recommended labels (Kubernetes docs, "Recommended Labels"). */
+const RECOMMENDED_LABELS = ['name', 'instance', 'version', 'component', 'part-of', 'managed-by'].map((l) => `app.kubernetes.io/${l}`);
+const PKG_VERSION = (JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
 type Obj = Record<string, any>;
 
-async function manifests(): Promise<Obj[]> {
-  const docs = parseAllDocuments(await readFile(join(ROOT, 'deploy/daemonset.yaml'), 'utf8'));
-  for (const d of docs) expect(d.errors, String(d.errors)).toEqual([]);
-  return docs.map((d) => d.toJS() as Obj);
+const manifests = () => deployDocs('daemonset.yaml');
+
+/** The ConfigMap the kustomization generates for the DaemonSet's references (its one generator). */
+async function configMap() {
+  const { configMaps } = await kustomization();
+  expect(configMaps).toHaveLength(1);
+  return configMaps[0]!;
 }
 
 interface Stage {
@@ -61,65 +78,190 @@ async function containerfile(): Promise<{ args: Map<string, string>; stages: Sta
 }
 
 describe('deploy/daemonset.yaml', () => {
-  it('is a hostNetwork, privileged DaemonSet whose container runs the node agent', async () => {
+  it('is a hostNetwork DaemonSet whose container runs the node agent', async () => {
     const ds = (await manifests()).find((m) => m.kind === 'DaemonSet')!;
     expect(ds).toBeDefined();
     const spec = ds.spec.template.spec;
     expect(spec.hostNetwork).toBe(true);
     expect(spec.containers).toHaveLength(1);
     const c = spec.containers[0];
-    expect(c.securityContext.privileged).toBe(true);
     const argv = [...(c.command ?? []), ...(c.args ?? [])];
     expect(argv[1]).toBe('agent');
     // Defaults, not flags: the mounts put the host paths where the code looks by default.
     expect(argv).not.toContain('--cni-bin-dir');
     expect(argv).not.toContain('--conf-dir');
-    expect(ds.spec.selector.matchLabels).toEqual(ds.spec.template.metadata.labels);
   });
 
-  it('mounts each host path at the same path, covering every default the shim uses', async () => {
-    const spec = (await manifests()).find((m) => m.kind === 'DaemonSet')!.spec.template.spec;
-    const volumes = new Map<string, Obj>(spec.volumes.map((v: Obj) => [v.name, v]));
-    const mounts: Obj[] = spec.containers[0].volumeMounts;
+  it('runs with least privilege: the measured capabilities only, drop ALL, RuntimeDefault seccomp, a read-only root, no token', async () => {
+    const { spec, container: c } = await daemonSet();
+    const sc = c.securityContext;
+    expect(sc.privileged ?? false).toBe(false);
+    expect(sc.capabilities.drop).toEqual(['ALL']);
+    expect([...sc.capabilities.add].sort()).toEqual(MEASURED_CAPABILITIES);
+    expect(sc.seccompProfile).toEqual({ type: 'RuntimeDefault' });
+    expect(sc.readOnlyRootFilesystem).toBe(true);
+    // The API server refuses allowPrivilegeEscalation: false beside an added SYS_ADMIN.
+    expect(sc.allowPrivilegeEscalation).toBeUndefined();
+    expect(spec.automountServiceAccountToken).toBe(false);
+    expect(c.terminationMessagePolicy).toBe('FallbackToLogsOnError');
+    for (const k of ['hostPID', 'hostIPC']) expect(spec[k] ?? false, k).toBe(false);
+    // Measured: the agent and the commands run in the pod write nothing outside the host paths, so no emptyDir.
+    expect(spec.volumes.filter((v: Obj) => !v.hostPath).map((v: Obj) => v.name)).toEqual([]);
+  });
+
+  it("mounts each host path at the same path, covering every default the shim uses, and of the node's logs only the shim's directory", async () => {
+    const { mounts } = await daemonSet();
     for (const m of mounts) {
-      const v = volumes.get(m.name);
-      expect(v?.hostPath?.path, m.name).toBe(m.mountPath);
-      expect(m.readOnly ?? false, m.name).toBe(false);
+      expect(m.volume.hostPath?.path, m.name).toBe(m.mountPath);
+      expect(m.volume.hostPath?.type, m.name).toMatch(/^(Directory|DirectoryOrCreate)$/);
+      expect(m.readOnly, m.name).toBe(false);
     }
-    const mounted = mounts.map((m) => m.mountPath as string);
+    const { logFile } = ShimSettingsSchema.parse(parseShimConfig((await configMap()).data['shim-config.json']!));
+    const mounted = mounts.map((m) => m.mountPath);
     const covered = (path: string) => mounted.some((p) => path === p || path.startsWith(`${p}/`));
     // gc's default cache dir too: a cache out of sight makes gc refuse (docs/failure-model.md).
-    for (const path of [DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, DEFAULTS.stateDir, DEFAULTS.logFile, HOST_LOCAL_DEFAULT_DATA_DIR, NETNS_DIR, `${DEFAULT_CACHE_DIR}/results`]) {
+    for (const path of [DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, DEFAULTS.stateDir, logFile, HOST_LOCAL_DEFAULT_DATA_DIR, NETNS_DIR, `${DEFAULT_CACHE_DIR}/results`]) {
       expect(covered(path), path).toBe(true);
     }
-    // Exactly the five the issue names, nothing broader (no / or /var).
-    expect(mounted.sort()).toEqual([DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, dirname(DEFAULTS.stateDir), dirname(DEFAULTS.logFile), NETNS_DIR].sort());
-    expect(mounts.find((m) => m.mountPath === NETNS_DIR)!.mountPropagation).toBe('HostToContainer');
+    // The log in a directory of its own (a rotated file beside it stays visible to both writers), never all of /var/log.
+    expect(logFile).toBe('/var/log/ipam-shim/ipam-shim.log');
+    // Exactly these five, nothing broader (no /, /var or /var/log).
+    expect(mounted.sort()).toEqual([DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, dirname(DEFAULTS.stateDir), dirname(logFile), NETNS_DIR].sort());
+    expect(mounts.find((m) => m.mountPath === NETNS_DIR)!.propagation).toBe('HostToContainer');
+  });
+
+  it("carries Kubernetes' recommended labels, the same on the DaemonSet, its pods and the ConfigMap; the selector is the one immutable label", async () => {
+    const { ds } = await daemonSet();
+    const labels = ds.metadata.labels;
+    expect(Object.keys(labels).sort()).toEqual([...RECOMMENDED_LABELS].sort());
+    expect(labels['app.kubernetes.io/name']).toBe('ipam-shim');
+    expect(labels['app.kubernetes.io/version']).toBe(PKG_VERSION);
+    expect(ds.spec.template.metadata.labels).toEqual(labels);
+    expect((await configMap()).labels).toEqual(labels);
+    // Unchanged since the first release, so `kubectl apply` updates an existing DaemonSet (a selector is immutable).
+    expect(ds.spec.selector.matchLabels).toEqual({ 'app.kubernetes.io/name': 'ipam-shim' });
+    // The image's tag is the version, in the DaemonSet and in the kustomization's images entry.
+    const { k } = await kustomization();
+    const image = ds.spec.template.spec.containers[0].image as string;
+    expect(image.slice(image.lastIndexOf(':') + 1)).toBe(PKG_VERSION);
+    expect(k.images).toEqual([{ name: image.slice(0, image.lastIndexOf(':')), newTag: PKG_VERSION }]);
+  });
+});
+
+describe('deploy/kustomization.yaml', () => {
+  it('generates the ConfigMap the DaemonSet reads, with a hashed name (a changed setting rolls the pods), and nothing else makes one', async () => {
+    const { k } = await kustomization();
+    const cm = await configMap();
+    const all = await manifests();
+    expect(k.resources).toEqual(['daemonset.yaml']);
+    // The hash suffix is what makes a change roll the pods.
+    expect(cm.options.disableNameSuffixHash ?? false).toBe(false);
+    expect(k.generatorOptions?.disableNameSuffixHash ?? false).toBe(false);
+    // A ConfigMap of the same name among the resources would clash with the generated one.
+    expect(all.filter((m) => m.kind === 'ConfigMap')).toEqual([]);
+    const ds = all.find((m) => m.kind === 'DaemonSet')!;
+    expect(cm.namespace).toBe(ds.metadata.namespace);
+    const c = ds.spec.template.spec.containers[0];
+    const refs = (c.env as Obj[]).map((e) => e.valueFrom?.configMapKeyRef).filter(Boolean);
+    expect(refs.length).toBeGreaterThan(0);
+    for (const ref of refs) {
+      expect(ref.name).toBe(cm.name);
+      expect(cm.data[ref.key], `key ${ref.key}`).toBeDefined();
+    }
+    // No setting is generated that nothing reads; no other way to a ConfigMap (envFrom, a volume) bypasses the checks.
+    expect(Object.keys(cm.data).sort()).toEqual(refs.map((r) => r.key).sort());
+    expect(c.envFrom).toBeUndefined();
+    for (const v of ds.spec.template.spec.volumes) expect(v.configMap, v.name).toBeUndefined();
   });
 
   it('passes a shim config that the plugin schema accepts', async () => {
-    const all = await manifests();
-    const c = all.find((m) => m.kind === 'DaemonSet')!.spec.template.spec.containers[0];
-    const ref = c.env.find((e: Obj) => e.name === 'SHIM_CONFIG').valueFrom.configMapKeyRef;
-    expect(c.args).toContain('$(SHIM_CONFIG)');
-    const cm = all.find((m) => m.kind === 'ConfigMap' && m.metadata.name === ref.name)!;
-    expect(cm.metadata.namespace).toBe(all.find((m) => m.kind === 'DaemonSet')!.metadata.namespace);
-    expect(() => parseShimConfig(cm.data[ref.key])).not.toThrow();
+    const text = (await configMap()).data['shim-config.json']!;
+    expect(() => parseShimConfig(text)).not.toThrow();
+  });
+
+  const kubectl = ['/usr/bin/kubectl', '/usr/local/bin/kubectl'].find((p) => existsSync(p));
+  // kubectl's own kustomize, where the machine has kubectl (the checks above need none).
+  it.skipIf(!kubectl)("kubectl kustomize renders it: every reference names the hashed ConfigMap, and a changed setting changes the pods' template", async () => {
+    const render = async (dir: string) => {
+      const docs = parseAllDocuments((await execa(kubectl!, ['kustomize', dir])).stdout).map((d) => d.toJS() as Obj);
+      const cm = docs.find((d) => d.kind === 'ConfigMap')!;
+      const ds = docs.find((d) => d.kind === 'DaemonSet')!;
+      return { cm, ds, refs: (ds.spec.template.spec.containers[0].env as Obj[]).map((e) => e.valueFrom?.configMapKeyRef?.name).filter(Boolean) };
+    };
+    const dir = await mkdtemp(join(tmpdir(), 'deploy-'));
+    try {
+      const before = await render(join(ROOT, 'deploy'));
+      expect(before.cm.metadata.name).toMatch(/^ipam-shim-config-[a-z0-9]{10}$/);
+      expect(before.cm.metadata.namespace).toBe('kube-system');
+      expect(new Set(before.refs)).toEqual(new Set([before.cm.metadata.name]));
+      expect(before.cm.data).toEqual((await configMap()).data);
+      expect(before.cm.metadata.labels).toEqual(before.ds.metadata.labels);
+      await cp(join(ROOT, 'deploy'), dir, { recursive: true });
+      const k = join(dir, 'kustomization.yaml');
+      await writeFile(k, (await readFile(k, 'utf8')).replace('gc-mode=report', 'gc-mode=apply'));
+      const after = await render(dir);
+      expect(after.cm.metadata.name).not.toBe(before.cm.metadata.name);
+      expect(new Set(after.refs)).toEqual(new Set([after.cm.metadata.name]));
+      expect(after.ds.spec.template).not.toEqual(before.ds.spec.template);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the podman flags the image and whole-node tests derive from the DaemonSet (test/helpers/daemonset.ts)', () => {
+  it("are exactly the DaemonSet's settings: its capabilities, podman's default seccomp profile, a read-only root without podman's tmpfs, its mounts", async () => {
+    const view = await daemonSet();
+    expect(podmanSecurityArgs(view)).toEqual([
+      '--cap-drop=ALL',
+      ...MEASURED_CAPABILITIES.map((c) => `--cap-add=${c}`),
+      '--security-opt',
+      `seccomp=${PODMAN_DEFAULT_SECCOMP}`,
+      '--read-only',
+      '--read-only-tmpfs=false',
+    ]);
+    const mounts = podmanMountArgs(view, (p) => `/node${p}`);
+    expect(mounts).toContain('/node/run/netns:/run/netns:rslave');
+    expect(mounts).toContain('/node/var/log/ipam-shim:/var/log/ipam-shim');
+    expect(mounts.filter((a) => a === '--volume')).toHaveLength(view.mounts.length);
+  });
+
+  it('refuse what they cannot mirror instead of leaving it out', () => {
+    const spec = { securityContext: {} };
+    const c = (securityContext: Obj) => ({ spec, container: { securityContext } });
+    expect(() => podmanSecurityArgs(c({ runAsUser: 1000 }))).toThrow(/runAsUser/);
+    expect(() => podmanSecurityArgs(c({ capabilities: { drop: ['NET_RAW'] } }))).toThrow(/drop/);
+    expect(() => podmanSecurityArgs(c({ seccompProfile: { type: 'Localhost', localhostProfile: 'x.json' } }))).toThrow(/seccompProfile/);
+    expect(() => podmanSecurityArgs({ spec: { securityContext: { runAsNonRoot: true } }, container: {} })).toThrow(/runAsNonRoot/);
+    expect(podmanSecurityArgs(c({ privileged: true }))).toEqual(['--privileged']);
+    expect(podmanSecurityArgs(c({ allowPrivilegeEscalation: false }))).toEqual(['--security-opt', 'no-new-privileges', '--security-opt', 'seccomp=unconfined']);
+    expect(podmanSecurityArgs(c({}))).toEqual(['--security-opt', 'seccomp=unconfined']);
+    const mount = (volume: Obj, extra: Obj = {}) => ({ mounts: [{ name: 'v', mountPath: '/m', readOnly: false, volume, ...extra }] });
+    expect(podmanMountArgs(mount({ emptyDir: {} }), String)).toEqual(['--tmpfs', '/m']);
+    expect(podmanMountArgs(mount({ hostPath: { path: '/h' } }, { readOnly: true }), (p) => `/x${p}`)).toEqual(['--volume', '/x/h:/m:ro']);
+    expect(() => podmanMountArgs(mount({ secret: { secretName: 's' } }), String)).toThrow(/only hostPath and emptyDir/);
+    expect(() => podmanMountArgs(mount({ hostPath: { path: '/h' } }, { propagation: 'Bidirectional' }), String)).toThrow(/Bidirectional/);
+  });
+
+  it('read capability names from a /proc status mask', () => {
+    expect(capabilityNames('0000000000201000')).toEqual(['NET_ADMIN', 'SYS_ADMIN']);
+    expect(capabilityNames('0000000000000000')).toEqual([]);
   });
 });
 
 describe("deploy/daemonset.yaml against the agent's own flags and ports", () => {
   /** The container's argv as kubelet expands it: $(VAR) from the env entries (ConfigMap keys, the node's IP). */
-  async function expanded(): Promise<{ c: Obj; argv: string[]; cm: Obj; spec: Obj; ds: Obj }> {
+  async function expanded(): Promise<{ c: Obj; argv: string[]; cm: { data: Record<string, string> }; spec: Obj; ds: Obj }> {
     const all = await manifests();
     const ds = all.find((m) => m.kind === 'DaemonSet')!;
     const spec = ds.spec.template.spec;
     const c = spec.containers[0];
+    const cm = await configMap();
     const vars = new Map<string, string>();
     for (const e of c.env as Obj[]) {
       const ref = e.valueFrom?.configMapKeyRef;
       if (ref) {
-        const cm = all.find((m) => m.kind === 'ConfigMap' && m.metadata.name === ref.name)!;
+        expect(ref.name).toBe(cm.name);
         expect(cm.data[ref.key], `ConfigMap key ${ref.key}`).toBeDefined();
         vars.set(e.name, String(cm.data[ref.key]));
       } else if (e.valueFrom?.fieldRef?.fieldPath === 'status.hostIP') vars.set(e.name, '10.224.0.4');
@@ -131,7 +273,6 @@ describe("deploy/daemonset.yaml against the agent's own flags and ports", () => 
         return vars.get(name)!;
       }),
     );
-    const cm = all.find((m) => m.kind === 'ConfigMap')!;
     return { c, argv, cm, spec, ds };
   }
 
