@@ -6,6 +6,7 @@ import { readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { Counter, Gauge, Registry } from 'prom-client';
+import type { EntryInUse } from '../conflist.js';
 import { FAMILIES, parseMetrics, renderMetrics, type Series, seriesKey } from '../metrics.js';
 
 /** Labels any plugin series may carry (src/metrics.ts applyUpdate). */
@@ -17,6 +18,8 @@ export class AgentMetrics {
   readonly registry = new Registry();
   /** The plugin's textfile; set once a pass has read the shim's config. */
   pluginFile: string | undefined;
+  /** Whether the shim's entry is in the network config the runtime uses (the daemon sets it; /readyz asks it too). */
+  entry: (() => Promise<EntryInUse>) | undefined;
 
   readonly passes = new Counter({
     name: 'ipam_shim_agent_reconcile_passes_total',
@@ -64,6 +67,14 @@ export class AgentMetrics {
     name: 'ipam_shim_agent_probe_restores_total',
     help: 'Times the IPv6 probe rewrite table was found missing or drifted and put back.',
     registers: [this.registry],
+  });
+  readonly entryInUse = new Gauge({
+    name: 'ipam_shim_agent_conflist_entry_in_use',
+    help: "1 when the shim's entry is in the network config the runtime uses now (the first in the conf dir; with installing disabled, the configured conflist), else 0: pods start without the shim. Checked at each scrape.",
+    registers: [this.registry],
+    collect: async () => {
+      if (this.entry) this.entryInUse.set((await this.entry()).inUse ? 1 : 0);
+    },
   });
   readonly lastDuration = new Gauge({
     name: 'ipam_shim_agent_last_pass_duration_seconds',

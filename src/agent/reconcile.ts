@@ -48,6 +48,8 @@ export interface PassReport {
   errors: number;
   durationMs: number;
   stopped: boolean;
+  /** Why the shim's network could not be opened (the pass then did nothing: not a completed pass). */
+  networkError?: string;
 }
 
 const stopped = (o: ReconcileOptions) => o.signal.aborted;
@@ -66,6 +68,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     } catch (e) {
       outcome = 'error';
       report.errors++;
+      if (name === 'network') report.networkError = (e as Error).message;
       o.metrics.errors.inc({ step: name });
       o.log.error({ step: name, err: e }, `${name}: failed`);
     }
