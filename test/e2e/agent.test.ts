@@ -414,3 +414,69 @@ describe.skipIf(!enabled)('ipam-shim agent killed mid-pass', () => {
     await stopWithin(second, 3_000);
   });
 });
+
+/** /readyz's status and JSON body. */
+async function readyz(bed: Bed): Promise<{ status: number; body: Record<string, any> }> {
+  const r = await httpGet(bed, '/readyz');
+  return { status: r.status, body: JSON.parse(r.body) as Record<string, any> };
+}
+
+describe.skipIf(!enabled)('ipam-shim agent readiness: installed where the runtime reads it, and the last pass completed', () => {
+  const net = new TestNet();
+  afterEach(() => net.cleanup());
+
+  it('installing: no conflist → 503 with the reason; cilium-cni\'s conflist appears → the entry is chained in and a pass done → 200', async () => {
+    const bed = await makeBed(net);
+    const agentList = await readFile(join(bed.confDir, '10-agent.conflist'), 'utf8');
+    await unlink(join(bed.confDir, '05-cilium.conflist'));
+    await unlink(join(bed.confDir, '10-agent.conflist'));
+    const a = startAgent(bed, ['--interval', '0.5']);
+    await waitFor('two passes', () => a.passes().length >= 2);
+    const none = await readyz(bed);
+    expect(none.status).toBe(503);
+    expect(none.body).toMatchObject({ ready: false, reason: 'not-installed', why: expect.stringContaining(`no network config in ${bed.confDir}`) });
+    expect(await metric(bed, 'ipam_shim_agent_conflist_entry_in_use')).toBe(0);
+
+    // cilium-agent writes its conflist: install --watch chains the shim into it, the next pass completes.
+    await writeFile(join(bed.confDir, '10-agent.conflist'), agentList);
+    await writeFile(join(bed.confDir, '05-cilium.conflist'), JSON.stringify(AKS_CILIUM, null, 2));
+    await waitFor('/readyz 200', async () => (await readyz(bed)).status === 200);
+    expect((await readyz(bed)).body).toMatchObject({ ready: true, conflist: join(bed.confDir, '05-cilium.conflist'), lastPass: { completed: true } });
+    expect(await readFile(join(bed.confDir, '05-cilium.conflist'), 'utf8')).toContain('"ipam-shim"');
+    expect(await metric(bed, 'ipam_shim_agent_conflist_entry_in_use')).toBe(1);
+    await stopWithin(a, 3_000);
+  });
+
+  it('--no-install (Cilium writes the list from its ConfigMap): verified, never edited; entry removed → 503; pass failing → 503', async () => {
+    const bed = await makeBed(net);
+    const cilium = join(bed.confDir, '05-cilium.conflist');
+    const withShim = JSON.stringify({ ...AKS_CILIUM, plugins: [...AKS_CILIUM.plugins, { type: 'ipam-shim', delegate: { type: 'azure-ipam' } }] }, null, 2);
+    await writeFile(cilium, withShim);
+    const a = startAgent(bed, ['--interval', '0.5', '--no-install']);
+    await waitFor('/readyz 200', async () => (await readyz(bed)).status === 200);
+    expect(await metric(bed, 'ipam_shim_agent_conflist_entry_in_use')).toBe(1);
+
+    // cilium-agent rewrites its list without the entry (an operator dropped it from the ConfigMap): reported, not edited.
+    const without = JSON.stringify(AKS_CILIUM, null, 2);
+    await writeFile(cilium, without);
+    const n = a.passes().length;
+    await waitFor('two more passes', () => a.passes().length >= n + 2);
+    const missing = await readyz(bed);
+    expect(missing.status).toBe(503);
+    expect(missing.body).toMatchObject({ ready: false, reason: 'not-installed', conflist: cilium, why: expect.stringContaining('holds no ipam-shim entry') });
+    expect(await metric(bed, 'ipam_shim_agent_conflist_entry_in_use')).toBe(0);
+    expect(a.lines().some((l) => l.level === 40 && /installing is disabled: only verified/.test(l.msg))).toBe(true);
+    expect(await readFile(cilium, 'utf8')).toBe(without);
+    expect(await readdir(bed.binDir).catch(() => [])).toEqual([]); // nothing installed either
+
+    // The entry is back but the shim's own network is gone: the pass cannot complete.
+    await writeFile(cilium, withShim);
+    await unlink(join(bed.confDir, '10-agent.conflist'));
+    const m = a.passes().length;
+    await waitFor('two more passes', () => a.passes().length >= m + 2);
+    const failing = await readyz(bed);
+    expect(failing.status).toBe(503);
+    expect(failing.body).toMatchObject({ ready: false, reason: 'pass-incomplete', why: expect.stringContaining('no conflist with ipam-shim found') });
+    await stopWithin(a, 3_000);
+  });
+});
