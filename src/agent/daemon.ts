@@ -8,11 +8,11 @@ import { shimEntryInUse, type EntryInUse } from '../conflist.js';
 import { watchInstall, type WatchOptions, type WatchSummary } from '../install/install.js';
 import { startHttp, type HealthState } from './http.js';
 import { AgentMetrics } from './metrics.js';
-import { reconcileOnce, type PassReport, type ReconcileOptions } from './reconcile.js';
+import { reconcileOnce, type PassMemory, type PassReport, type ReconcileOptions } from './reconcile.js';
 import { withDefaultTimeout } from '../effects/exec.js';
 
 export interface AgentOptions {
-  reconcile: Omit<ReconcileOptions, 'signal' | 'metrics' | 'log'>;
+  reconcile: Omit<ReconcileOptions, 'signal' | 'metrics' | 'log' | 'memory'>;
   intervalMs: number;
   /** Each wait is intervalMs × (1 ± jitter), jitter in [0, 1). */
   jitter: number;
@@ -85,11 +85,12 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
   process.on('SIGHUP', onHup);
   const summary: AgentSummary = { passes: 0, last: undefined, install: undefined };
   let seen: EntryInUse | undefined;
+  const memory: PassMemory = { unseen: new Set() };
   try {
     while (!signal.aborted) {
       hup = false;
       health.lastBeat = Date.now();
-      summary.last = await reconcileOnce({ ...o.reconcile, run, signal, metrics, log: o.log });
+      summary.last = await reconcileOnce({ ...o.reconcile, run, signal, metrics, log: o.log, memory });
       summary.passes++;
       const last = summary.last;
       const completed = last.steps.network === 'ok' && !last.stopped;

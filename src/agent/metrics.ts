@@ -12,7 +12,7 @@ import { FAMILIES, parseMetrics, renderMetrics, type Series, seriesKey } from '.
 /** Labels any plugin series may carry (src/metrics.ts applyUpdate). */
 const PLUGIN_LABELS = ['network', 'verb', 'code', 'kind'] as const;
 
-export type Step = 'network' | 'gc' | 'residue' | 'probe';
+export type Step = 'network' | 'gc' | 'pods' | 'residue' | 'probe';
 
 export class AgentMetrics {
   readonly registry = new Registry();
@@ -57,9 +57,33 @@ export class AgentMetrics {
     labelNames: ['network', 'mode'],
     registers: [this.registry],
   });
+  readonly cacheReadable = new Gauge({
+    name: 'ipam_shim_agent_runtime_cache_readable',
+    help: "1 when the last pass read the runtime's result cache for the network, 0 when it could not look (missing or unreadable: then the runtime_pods, unseen_pods and reserved_pods series are absent, not 0).",
+    labelNames: ['network'],
+    registers: [this.registry],
+  });
+  readonly runtimePods = new Gauge({
+    name: 'ipam_shim_agent_runtime_pods',
+    help: "Pod attachments in the runtime's result cache for the network (the last pass).",
+    labelNames: ['network'],
+    registers: [this.registry],
+  });
+  readonly unseenPods = new Gauge({
+    name: 'ipam_shim_agent_unseen_pods',
+    help: "Pod attachments in the runtime's result cache that the shim's ledger does not hold: pods started while the shim was not in the chain (their residue is removed all the same).",
+    labelNames: ['network'],
+    registers: [this.registry],
+  });
+  readonly reservedPods = new Gauge({
+    name: 'ipam_shim_agent_reserved_pods',
+    help: "Pods in the runtime's result cache holding an address inside reservedCIDRs (reported, never touched; the log names each pod).",
+    labelNames: ['network'],
+    registers: [this.registry],
+  });
   readonly residue = new Counter({
     name: 'ipam_shim_agent_residue_removed_total',
-    help: 'azure-vnet residue removed for ledger addresses, by kind.',
+    help: "azure-vnet residue removed for ledger addresses and the addresses of pods the shim never saw, by kind.",
     labelNames: ['network', 'kind'],
     registers: [this.registry],
   });
@@ -96,7 +120,7 @@ export class AgentMetrics {
 
   constructor() {
     for (const k of ['ok', 'error', 'stopped']) this.passes.inc({ outcome: k }, 0);
-    for (const s of ['network', 'gc', 'residue', 'probe']) this.errors.inc({ step: s }, 0);
+    for (const s of ['network', 'gc', 'pods', 'residue', 'probe']) this.errors.inc({ step: s }, 0);
     this.probeRestores.inc(0);
     this.buildInfo.set({ version: process.env.IPAM_SHIM_VERSION ?? 'unbundled', node: process.env.NODE_NAME || hostname() }, 1);
     for (const [name, fam] of Object.entries(FAMILIES)) if (fam.type !== 'histogram') this.pluginFamily(name, fam.type, fam.help);
