@@ -6,7 +6,7 @@ import type { EntryInUse } from '../conflist.js';
 import type { AgentMetrics } from './metrics.js';
 
 /** The last pass as readiness sees it: completed = the shim's network opened and the pass ran to its end. */
-export interface LastPass {
+interface LastPass {
   completed: boolean;
   /** Why it did not complete. */
   why?: string;
@@ -67,7 +67,7 @@ interface Readiness {
 }
 
 /** /readyz's answer: ready only when the entry is in use now and the last pass completed. */
-export async function readiness(health: HealthState): Promise<Readiness> {
+async function readiness(health: HealthState): Promise<Readiness> {
   const entry = await health.entry();
   const last = health.lastPass;
   const where = { ...(entry.path ? { conflist: entry.path } : {}), ...(last ? { lastPass: last } : {}) };

@@ -8,7 +8,7 @@ import type { LedgerRecord } from '../effects/ledger.js';
 import type { Cidr } from '../net/cidr.js';
 import { findReservedHit } from '../reserved/ranges.js';
 
-export interface ReservedPod {
+interface ReservedPod {
   pod: CachedPod;
   ip: string;
   cidr: string;

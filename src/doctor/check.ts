@@ -14,7 +14,7 @@ export interface Finding {
 }
 
 /** What doctor was told beyond the network (flags some checks need). */
-export interface DoctorOptions {
+interface DoctorOptions {
   /** libcni's cache root: the runtime-pods check reads results/ below it. */
   cacheDir?: string;
 }
