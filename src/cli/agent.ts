@@ -38,7 +38,8 @@ const USAGE = `ipam-shim agent [--gc report|apply] [--interval SECONDS] [--jitte
 
 Runs until SIGTERM: keeps the shim installed (install --watch), and every interval (± jitter; SIGHUP: now)
 reconciles the node: GC of leaked pod addresses from the runtime's result cache (--gc report: only reported,
-the default; apply: released), residue for ledger addresses removed, the IPv6 probe rewrite put back where due.
+the default; apply: released), residue removed for every pod the runtime's cache and the ledger know (pods the
+shim never saw counted, a pod holding a reserved address reported), the IPv6 probe rewrite put back where due.
 /metrics, /healthz and /readyz on --listen (default ${DEFAULT_AGENT_LISTEN}); logs as JSON lines on stdout.
 /readyz is 200 only when the shim's entry is in the network config the runtime uses (the first in --conf-dir;
 with --no-install and --conflist, that file: verified, never edited) and the last pass completed.`;
