@@ -121,3 +121,31 @@ export async function loadShimConflist(o: { conflist?: string; confDir?: string;
     await new Promise((r) => setTimeout(r, 500));
   }
 }
+
+/** Whether pods get the shim now: its entry is in the network config the runtime uses, or why not. */
+export type EntryInUse = { inUse: true; path: string } | { inUse: false; path?: string; reason: string };
+
+/**
+ * The fact readiness, doctor and the agent's metric share: the shim's entry is in the network config the runtime
+ * uses now. That is the lexically first config file in the conf dir (libcni's ConfFiles order; containerd's go-cni
+ * and CRI-O load that one first and stop at a file they cannot parse), or, given `conflist`, that file (an agent
+ * with installing disabled verifies the list it was pointed at). Reads a few small files, synchronously.
+ */
+export async function shimEntryInUse(where: { conflist: string } | { confDir: string }): Promise<EntryInUse> {
+  let path: string;
+  if ('conflist' in where) path = where.conflist;
+  else {
+    const problem = await confDirProblem(where.confDir);
+    if (problem) return { inUse: false, reason: `${problem}: the runtime has no network config` };
+    const first = (await conflistFiles(where.confDir))[0];
+    if (!first) return { inUse: false, reason: `no network config in ${where.confDir} yet: the runtime has none (cilium-agent writes it once it is up)` };
+    path = first;
+  }
+  try {
+    if (await readShimConflist(path)) return { inUse: true, path };
+    return { inUse: false, path, reason: `${path}, the network config the runtime uses, holds no ipam-shim entry: pods start without the shim` };
+  } catch (e) {
+    const why = e instanceof CniError ? `${e.msg}${e.details ? `: ${e.details}` : ''}` : (e as Error).message;
+    return { inUse: false, path, reason: `${path}, the network config the runtime uses, cannot be used: ${why}` };
+  }
+}

@@ -4,20 +4,26 @@
 // not the plugin, its stdout carries no protocol). `signal` (SIGTERM) stops it: the pass in flight stops at its
 // next safe point (src/agent/reconcile.ts), the watcher and the server close.
 import type { Logger } from '../log.js';
+import { shimEntryInUse, type EntryInUse } from '../conflist.js';
 import { watchInstall, type WatchOptions, type WatchSummary } from '../install/install.js';
 import { startHttp, type HealthState } from './http.js';
 import { AgentMetrics } from './metrics.js';
-import { reconcileOnce, type PassReport, type ReconcileOptions } from './reconcile.js';
+import { reconcileOnce, type PassMemory, type PassReport, type ReconcileOptions } from './reconcile.js';
 import { withDefaultTimeout } from '../effects/exec.js';
 
 export interface AgentOptions {
-  reconcile: Omit<ReconcileOptions, 'signal' | 'metrics' | 'log'>;
+  reconcile: Omit<ReconcileOptions, 'signal' | 'metrics' | 'log' | 'memory'>;
   intervalMs: number;
   /** Each wait is intervalMs × (1 ± jitter), jitter in [0, 1). */
   jitter: number;
   listen: { host: string; port: number };
   /** What `install --watch` gets; absent: the agent does not install (tests, or an operator's choice). */
   install: Omit<WatchOptions, 'signal' | 'log'> | undefined;
+  /**
+   * Where readiness looks for the shim's entry: the conf dir (its first config is the one the runtime uses), or,
+   * with installing disabled, the conflist the agent was pointed at.
+   */
+  entryAt: { confDir: string } | { conflist: string };
   log: Logger;
   /** Called once the HTTP server listens (tests and the CLI log the address). */
   onListening?: (address: string) => void;
@@ -35,6 +41,18 @@ export function nextDelay(intervalMs: number, jitter: number, random = Math.rand
   return Math.max(0, Math.round(intervalMs * (1 + jitter * (2 * random() - 1))));
 }
 
+/**
+ * Logs the entry's state when it changes (not every pass): with installing disabled the agent only verifies, and
+ * this line, /readyz, doctor and ipam_shim_agent_conflist_entry_in_use are how a missing entry is seen.
+ */
+function logEntryChange(log: Logger, before: EntryInUse | undefined, now: EntryInUse, installing: boolean): EntryInUse {
+  const same = before && before.inUse === now.inUse && before.path === now.path && (before.inUse || now.inUse || before.reason === now.reason);
+  if (same) return now;
+  if (now.inUse) log.info({ conflist: now.path }, "the shim's entry is in the network config the runtime uses");
+  else log.warn({ conflist: now.path, why: now.reason, installing }, installing ? "the shim's entry is not in use yet (install --watch puts it in once cilium-cni's conflist is there)" : "the shim's entry is not in the network config the runtime uses (installing is disabled: only verified)");
+  return now;
+}
+
 /** The longest one tool call of a pass may take (one without its own bound): then it is killed, the step fails. */
 const AGENT_TOOL_TIMEOUT_MS = 60_000;
 
@@ -42,7 +60,9 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
   const metrics = new AgentMetrics();
   const run = withDefaultTimeout(o.reconcile.run, AGENT_TOOL_TIMEOUT_MS);
   // A pass that shows no progress for this long (a stuck tool or lock beyond every timeout) fails /healthz.
-  const health: HealthState = { ready: false, lastBeat: Date.now(), stallMs: Math.max(10 * o.intervalMs, 10 * 60_000) };
+  const entry = () => shimEntryInUse(o.entryAt);
+  metrics.entry = entry;
+  const health: HealthState = { lastPass: undefined, entry, lastBeat: Date.now(), stallMs: Math.max(10 * o.intervalMs, 10 * 60_000) };
   const server = await startHttp(o.listen, metrics, health);
   const where = `${o.listen.host.includes(':') ? `[${o.listen.host}]` : o.listen.host}:${o.listen.port}`;
   o.log.info({ listen: where, intervalMs: o.intervalMs, gc: o.reconcile.gc.mode }, 'agent started');
@@ -64,14 +84,19 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
   };
   process.on('SIGHUP', onHup);
   const summary: AgentSummary = { passes: 0, last: undefined, install: undefined };
+  let seen: EntryInUse | undefined;
+  const memory: PassMemory = { unseen: new Set() };
   try {
     while (!signal.aborted) {
       hup = false;
       health.lastBeat = Date.now();
-      summary.last = await reconcileOnce({ ...o.reconcile, run, signal, metrics, log: o.log });
+      summary.last = await reconcileOnce({ ...o.reconcile, run, signal, metrics, log: o.log, memory });
       summary.passes++;
-      health.ready = true;
+      const last = summary.last;
+      const completed = last.steps.network === 'ok' && !last.stopped;
+      health.lastPass = { completed, at: Date.now(), ...(completed ? {} : { why: last.networkError ? `the shim's network could not be opened: ${last.networkError}` : 'stopped' }) };
       health.lastBeat = Date.now();
+      seen = logEntryChange(o.log, seen, await entry(), o.install !== undefined);
       if (signal.aborted || hup) continue;
       await new Promise<void>((resolve) => {
         const done = () => {

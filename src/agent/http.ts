@@ -1,11 +1,24 @@
 // The agent's HTTP endpoints: /metrics (Prometheus), /healthz (the process answers and its loop is not wedged),
-// /readyz (a first reconcile pass has ended). Loopback by default: the DaemonSet's hostNetwork pod sets the port.
+// /readyz (the shim is installed where the runtime reads it and the last pass completed; a JSON body says why
+// not). Loopback by default: the DaemonSet's hostNetwork pod sets the port.
 import { createServer, type Server } from 'node:http';
+import type { EntryInUse } from '../conflist.js';
 import type { AgentMetrics } from './metrics.js';
 
+/** The last pass as readiness sees it: completed = the shim's network opened and the pass ran to its end. */
+interface LastPass {
+  completed: boolean;
+  /** Why it did not complete. */
+  why?: string;
+  /** Unix ms it ended. */
+  at: number;
+}
+
 export interface HealthState {
-  /** Set when the first pass ends. */
-  ready: boolean;
+  /** undefined until the first pass ends. */
+  lastPass: LastPass | undefined;
+  /** Whether the shim's entry is in the network config the runtime uses now (src/conflist.ts shimEntryInUse). */
+  entry: () => Promise<EntryInUse>;
   /** Unix ms of the last loop activity (a pass started or ended, a wait began). */
   lastBeat: number;
   /** A loop that has shown no activity for this long is unhealthy (a pass stuck on a lock or a tool). */
@@ -41,6 +54,29 @@ export const MAX_CONNECTIONS = 64;
  */
 const CLIENT_TIMEOUT_MS = 10_000;
 
+/** Why the agent is not ready (the JSON body's `reason`), checked in this order. */
+type NotReady = 'not-installed' | 'no-pass-yet' | 'pass-incomplete';
+
+interface Readiness {
+  ready: boolean;
+  reason?: NotReady;
+  why?: string;
+  /** The network config the runtime uses (when there is one). */
+  conflist?: string;
+  lastPass?: LastPass;
+}
+
+/** /readyz's answer: ready only when the entry is in use now and the last pass completed. */
+async function readiness(health: HealthState): Promise<Readiness> {
+  const entry = await health.entry();
+  const last = health.lastPass;
+  const where = { ...(entry.path ? { conflist: entry.path } : {}), ...(last ? { lastPass: last } : {}) };
+  if (!entry.inUse) return { ready: false, reason: 'not-installed', why: entry.reason, ...where };
+  if (!last) return { ready: false, reason: 'no-pass-yet', why: 'the first reconcile pass has not ended', ...where };
+  if (!last.completed) return { ready: false, reason: 'pass-incomplete', why: last.why ?? 'the last reconcile pass did not complete', ...where };
+  return { ready: true, ...where };
+}
+
 export async function startHttp(listen: { host: string; port: number }, metrics: AgentMetrics, health: HealthState): Promise<Server> {
   // The request timeouts are checked every second (Node's default: every 30 s).
   const server = createServer({ connectionsCheckingInterval: 1_000, headersTimeout: CLIENT_TIMEOUT_MS, requestTimeout: CLIENT_TIMEOUT_MS }, (req, res) => {
@@ -54,7 +90,13 @@ export async function startHttp(listen: { host: string; port: number }, metrics:
       const idle = Date.now() - health.lastBeat;
       return idle < health.stallMs ? send(200, 'ok\n') : send(503, `reconcile loop silent for ${Math.round(idle / 1000)} s\n`);
     }
-    if (path === '/readyz') return health.ready ? send(200, 'ready\n') : send(503, 'first reconcile pass not done\n');
+    if (path === '/readyz') {
+      readiness(health).then(
+        (r) => send(r.ready ? 200 : 503, `${JSON.stringify(r)}\n`, 'application/json'),
+        (e: unknown) => send(503, `${JSON.stringify({ ready: false, reason: 'error', why: (e as Error).message })}\n`, 'application/json'),
+      );
+      return;
+    }
     if (path === '/metrics') {
       metrics.render().then(
         (m) => send(200, m.body, m.contentType),

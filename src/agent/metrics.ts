@@ -6,17 +6,20 @@ import { readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { Counter, Gauge, Registry } from 'prom-client';
+import type { EntryInUse } from '../conflist.js';
 import { FAMILIES, parseMetrics, renderMetrics, type Series, seriesKey } from '../metrics.js';
 
 /** Labels any plugin series may carry (src/metrics.ts applyUpdate). */
 const PLUGIN_LABELS = ['network', 'verb', 'code', 'kind'] as const;
 
-export type Step = 'network' | 'gc' | 'residue' | 'probe';
+export type Step = 'network' | 'gc' | 'pods' | 'residue' | 'probe';
 
 export class AgentMetrics {
   readonly registry = new Registry();
   /** The plugin's textfile; set once a pass has read the shim's config. */
   pluginFile: string | undefined;
+  /** Whether the shim's entry is in the network config the runtime uses (the daemon sets it; /readyz asks it too). */
+  entry: (() => Promise<EntryInUse>) | undefined;
 
   readonly passes = new Counter({
     name: 'ipam_shim_agent_reconcile_passes_total',
@@ -54,9 +57,33 @@ export class AgentMetrics {
     labelNames: ['network', 'mode'],
     registers: [this.registry],
   });
+  readonly cacheReadable = new Gauge({
+    name: 'ipam_shim_agent_runtime_cache_readable',
+    help: "1 when the last pass read the runtime's result cache for the network, 0 when it could not look (missing or unreadable: then the runtime_pods, unseen_pods and reserved_pods series are absent, not 0).",
+    labelNames: ['network'],
+    registers: [this.registry],
+  });
+  readonly runtimePods = new Gauge({
+    name: 'ipam_shim_agent_runtime_pods',
+    help: "Pod attachments in the runtime's result cache for the network (the last pass).",
+    labelNames: ['network'],
+    registers: [this.registry],
+  });
+  readonly unseenPods = new Gauge({
+    name: 'ipam_shim_agent_unseen_pods',
+    help: "Pod attachments in the runtime's result cache that the shim's ledger does not hold: pods started while the shim was not in the chain (their residue is removed all the same).",
+    labelNames: ['network'],
+    registers: [this.registry],
+  });
+  readonly reservedPods = new Gauge({
+    name: 'ipam_shim_agent_reserved_pods',
+    help: "Pods in the runtime's result cache holding an address inside reservedCIDRs (reported, never touched; the log names each pod).",
+    labelNames: ['network'],
+    registers: [this.registry],
+  });
   readonly residue = new Counter({
     name: 'ipam_shim_agent_residue_removed_total',
-    help: 'azure-vnet residue removed for ledger addresses, by kind.',
+    help: "azure-vnet residue removed for ledger addresses and the addresses of pods the shim never saw, by kind.",
     labelNames: ['network', 'kind'],
     registers: [this.registry],
   });
@@ -64,6 +91,14 @@ export class AgentMetrics {
     name: 'ipam_shim_agent_probe_restores_total',
     help: 'Times the IPv6 probe rewrite table was found missing or drifted and put back.',
     registers: [this.registry],
+  });
+  readonly entryInUse = new Gauge({
+    name: 'ipam_shim_agent_conflist_entry_in_use',
+    help: "1 when the shim's entry is in the network config the runtime uses now (the first in the conf dir; with installing disabled, the configured conflist), else 0: pods start without the shim. Checked at each scrape.",
+    registers: [this.registry],
+    collect: async () => {
+      if (this.entry) this.entryInUse.set((await this.entry()).inUse ? 1 : 0);
+    },
   });
   readonly lastDuration = new Gauge({
     name: 'ipam_shim_agent_last_pass_duration_seconds',
@@ -85,7 +120,7 @@ export class AgentMetrics {
 
   constructor() {
     for (const k of ['ok', 'error', 'stopped']) this.passes.inc({ outcome: k }, 0);
-    for (const s of ['network', 'gc', 'residue', 'probe']) this.errors.inc({ step: s }, 0);
+    for (const s of ['network', 'gc', 'pods', 'residue', 'probe']) this.errors.inc({ step: s }, 0);
     this.probeRestores.inc(0);
     this.buildInfo.set({ version: process.env.IPAM_SHIM_VERSION ?? 'unbundled', node: process.env.NODE_NAME || hostname() }, 1);
     for (const [name, fam] of Object.entries(FAMILIES)) if (fam.type !== 'histogram') this.pluginFamily(name, fam.type, fam.help);

@@ -38,8 +38,11 @@ const USAGE = `ipam-shim agent [--gc report|apply] [--interval SECONDS] [--jitte
 
 Runs until SIGTERM: keeps the shim installed (install --watch), and every interval (± jitter; SIGHUP: now)
 reconciles the node: GC of leaked pod addresses from the runtime's result cache (--gc report: only reported,
-the default; apply: released), residue for ledger addresses removed, the IPv6 probe rewrite put back where due.
-/metrics, /healthz and /readyz on --listen (default ${DEFAULT_AGENT_LISTEN}); logs as JSON lines on stdout.`;
+the default; apply: released), residue removed for every pod the runtime's cache and the ledger know (pods the
+shim never saw counted, a pod holding a reserved address reported), the IPv6 probe rewrite put back where due.
+/metrics, /healthz and /readyz on --listen (default ${DEFAULT_AGENT_LISTEN}); logs as JSON lines on stdout.
+/readyz is 200 only when the shim's entry is in the network config the runtime uses (the first in --conf-dir;
+with --no-install and --conflist, that file: verified, never edited) and the last pass completed.`;
 
 const LEVELS = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
 
@@ -56,6 +59,11 @@ export interface AgentSettings {
   jitter: number;
   listen: { host: string; port: number };
   logLevel: string;
+  /**
+   * Where readiness looks for the shim's entry: the conf dir the runtime reads (installing, or no --conflist), or
+   * the --conflist given with --no-install (the list Cilium writes from its ConfigMap: verified, never edited).
+   */
+  entryAt: { confDir: string } | { conflist: string };
 }
 
 /** Validates the agent's argv (no side effects): its settings, and what `install --watch` gets (absent with --no-install). */
@@ -86,8 +94,9 @@ export function parseAgentArgs(argv: string[]): { settings: AgentSettings; insta
     install = { source, binDir: v['cni-bin-dir'] ?? DEFAULT_CNI_PATH, confDir: v['conf-dir'] ?? DEFAULT_CONF_DIR, shimKeys, intervalMs: DEFAULT_WATCH_INTERVAL_S * 1000 };
   }
   const network: NetworkSelection = { conflist: v.conflist, confDir: v['conf-dir'], network: v.network, cniPath: v['cni-path'] };
+  const entryAt = !install && v.conflist ? { conflist: v.conflist } : { confDir: v['conf-dir'] ?? DEFAULT_CONF_DIR };
   return {
-    settings: { network, gc: { mode, cacheDir: v['cache-dir'], graceMs: graceS * 1000, allowEmptyCache: v['allow-empty-cache'] }, intervalMs: intervalS * 1000, jitter, listen, logLevel: v['log-level'] },
+    settings: { network, entryAt, gc: { mode, cacheDir: v['cache-dir'], graceMs: graceS * 1000, allowEmptyCache: v['allow-empty-cache'] }, intervalMs: intervalS * 1000, jitter, listen, logLevel: v['log-level'] },
     install,
   };
 }
@@ -128,6 +137,7 @@ export const agentCommand: Command = {
           jitter: settings.jitter,
           listen: settings.listen,
           install,
+          entryAt: settings.entryAt,
           log,
         },
         ac.signal,

@@ -6,13 +6,15 @@ import { createLogger } from '../log.js';
 import { DEFAULT_CNI_PATH } from '../network/open.js';
 import { asUsage, parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
 import { checkSource, defaultSource, installBinary } from '../install/binary.js';
-import { installConflist, validateShimKeys, type ConflistOutcome } from '../install/conflist.js';
+import { installConflist, renderConflist, validateShimKeys, type ConflistOutcome } from '../install/conflist.js';
 import { uninstall, watchInstall } from '../install/install.js';
 
 export const DEFAULT_WATCH_INTERVAL_S = 30;
 
-const INSTALL_USAGE =
-  'ipam-shim install [--cni-bin-dir DIR] [--conf-dir DIR] [--source PATH] [--shim-config JSON] [--watch [--interval SECONDS]] [--json]';
+const INSTALL_USAGE = `ipam-shim install [--cni-bin-dir DIR] [--conf-dir DIR] [--source PATH] [--shim-config JSON] [--watch [--interval SECONDS]] [--json]
+ipam-shim install --print [--conf-dir DIR] [--shim-config JSON]
+  --print writes the conflist with the shim's entry to stdout and changes no file: the list for Cilium's own route
+  (Helm cni.customConf=true with cni.configMap), where cilium-agent writes it and nothing edits it from outside.`;
 const UNINSTALL_USAGE = 'ipam-shim uninstall [--cni-bin-dir DIR] [--conf-dir DIR] [--keep-binary] [--json]';
 
 /**
@@ -54,7 +56,7 @@ export const installCommand: Command = {
   name: 'install',
   summary: 'copy the executable into the CNI bin dir and chain the shim after cilium-cni; --watch keeps it there',
   usage: INSTALL_USAGE,
-  exitStatus: '0 installed or already in place (or the shim is in an IPAM slot); 1 no conflist holds cilium-cni, one does not parse, or a write failed; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; with --watch: 0 when stopped by a signal',
+  exitStatus: '0 installed or already in place (or the shim is in an IPAM slot; with --print: the list was printed); 1 no conflist holds cilium-cni, one does not parse, or a write failed; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; with --watch: 0 when stopped by a signal',
   async run(argv): Promise<CommandOutput> {
     const { values: v } = parseArgv({
       args: argv,
@@ -66,6 +68,7 @@ export const installCommand: Command = {
         'shim-config': { type: 'string' },
         watch: { type: 'boolean' },
         interval: { type: 'string' },
+        print: { type: 'boolean' },
       },
     });
     const binDir = (v['cni-bin-dir']) ?? DEFAULT_CNI_PATH;
@@ -74,6 +77,17 @@ export const installCommand: Command = {
     const intervalText = v.interval;
     if (intervalText !== undefined && (!v.watch || !/^\d+(\.\d+)?$/.test(intervalText) || Number(intervalText) < 0.1)) {
       throw new UsageError('--interval takes seconds (≥ 0.1) and only goes with --watch');
+    }
+    if (v.print) {
+      if (v.watch || v.source !== undefined || v['cni-bin-dir'] !== undefined) throw new UsageError('--print changes nothing: it goes with --conf-dir and --shim-config only');
+      const r = await renderConflist(confDir, shimKeys);
+      if (r.text === undefined) {
+        const why = [conflistLine(r, confDir), ...(r.unreadable ?? []).map((u) => `cannot parse ${u.path}: ${u.error}`)];
+        throw new Error(`nothing to print: ${why.join('; ')}`);
+      }
+      // stdout is the list itself (a ConfigMap's content); --json wraps it with where it came from.
+      const { text, ...rest } = r;
+      return { data: { ...rest, conflist: text }, text, exitCode: 0 };
     }
     const source = asUsage(() => v.source ?? defaultSource());
     await checkSource(source).catch((e: Error) => {

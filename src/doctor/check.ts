@@ -13,9 +13,15 @@ export interface Finding {
   data?: unknown;
 }
 
+/** What doctor was told beyond the network (flags some checks need). */
+interface DoctorOptions {
+  /** libcni's cache root: the runtime-pods check reads results/ below it. */
+  cacheDir?: string;
+}
+
 export interface DoctorCheck {
   name: string;
-  run(net: OpenNetwork): Promise<Finding[]>;
+  run(net: OpenNetwork, opts?: DoctorOptions): Promise<Finding[]>;
 }
 
 /**

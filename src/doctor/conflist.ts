@@ -22,14 +22,12 @@ export const conflistCheck: DoctorCheck = {
     const out: Finding[] = [];
     const dir = dirname(net.shim.path);
     const files = await conflistFiles(dir);
-    const valid: string[] = [];
     for (const f of files) {
       try {
         const v = JSON.parse(await readFile(f, 'utf8')) as unknown;
         if (!isObject(v)) throw new Error('not a JSON object');
         if (f.endsWith('.conflist') && !(Array.isArray(v.plugins) && v.plugins.length && v.plugins.every((p) => typeOf(p))))
           throw new Error('"plugins" must be a non-empty list of objects with a "type"');
-        valid.push(f);
       } catch (e) {
         out.push({
           check: name,
@@ -39,14 +37,7 @@ export const conflistCheck: DoctorCheck = {
         });
       }
     }
-    if (valid[0] && valid[0] !== net.shim.path) {
-      out.push({
-        check: name,
-        verdict: 'warn',
-        summary: `runtimes read ${valid[0]} first; the shim is in ${net.shim.path}`,
-        fix: "the runtime uses the first config in lexical order: make the shim's conflist sort first (or remove the other)",
-      });
-    }
+    // Which file the runtime uses, and whether it holds the shim: the installed check (installed.ts).
     const plugins = net.shim.list.plugins as unknown[];
     const shims = plugins.filter(holdsShim).length;
     if (shims > 1)

@@ -5,11 +5,13 @@ import { agentCheck } from './agent.js';
 import { probeCheck } from './probe.js';
 import { reservedCheck } from './routes.js';
 import { residueCheck } from './residue.js';
+import { podsCheck } from './pods.js';
 
 export const CHECKS: DoctorCheck[] = [
   ...NODE_CHECKS,
   probeCheck,
   reservedCheck,
   residueCheck,
+  podsCheck,
   agentCheck,
 ];

@@ -5,14 +5,60 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Attachment } from '../cni/config.js';
+import * as z from '../cni/zod.js';
+import { addressProblem, canonicalIp } from '../net/ip.js';
 import type { OpenNetwork } from '../network/open.js';
 import { runGc, type GcReport } from './run-gc.js';
 
+/**
+ * A pod attachment as the runtime cached it: its addresses (from the cached result) and, when the runtime passed
+ * them in CNI_ARGS (kubelet's runtimes do), the pod's namespace and name. The node agent reads these for pods the
+ * shim never saw (src/agent/pods.ts).
+ */
+export interface CachedPod extends Attachment {
+  /** Canonical addresses, without prefix. */
+  ips: string[];
+  namespace?: string;
+  name?: string;
+  /** Why the cached result's addresses could not be read (ips is then empty: unknown, not none). */
+  unreadable?: string;
+}
+
 /** What the runtime's result cache showed for a network: its attachments, or why it could not be seen. */
-interface CacheView {
+export interface CacheView {
   attachments: Attachment[];
+  /** The same attachments, in the same order, with what the cache says about their pods. */
+  pods: CachedPod[];
   /** `missing`: no results directory; `unreadable`: it could not be listed; `empty`: no entry for this network. */
   blind?: { kind: 'missing' | 'unreadable' | 'empty'; why: string };
+}
+
+/** The parts of libcni's cache entry a pod's addresses and identity come from (any result version). */
+const CachedPodSchema = z.object({
+  cniArgs: z.optional(z.array(z.tuple([z.string(), z.string()]))),
+  result: z.optional(
+    z.object({
+      ips: z.optional(z.array(z.object({ address: z.string() }))),
+      ip4: z.optional(z.object({ ip: z.string() })),
+      ip6: z.optional(z.object({ ip: z.string() })),
+    }),
+  ),
+});
+
+/** PURE: what a cache entry says about its pod. */
+function podOf(a: Attachment, entry: unknown): CachedPod {
+  const parsed = CachedPodSchema.safeParse(entry);
+  if (!parsed.success) return { ...a, ips: [], unreadable: `unexpected cniArgs or result: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}` };
+  const { cniArgs = [], result } = parsed.data;
+  const arg = (k: string) => cniArgs.find(([key]) => key === k)?.[1] || undefined;
+  const namespace = arg('K8S_POD_NAMESPACE');
+  const name = arg('K8S_POD_NAME');
+  const pod: CachedPod = { ...a, ips: [], ...(namespace ? { namespace } : {}), ...(name ? { name } : {}) };
+  const texts = [...(result?.ips ?? []).map((i) => i.address), ...(result?.ip4 ? [result.ip4.ip] : []), ...(result?.ip6 ? [result.ip6.ip] : [])];
+  const bad = texts.map(addressProblem).find(Boolean);
+  if (bad) return { ...pod, unreadable: bad.message };
+  pod.ips = [...new Set(texts.map(canonicalIp))];
+  return pod;
 }
 
 const CACHE_KIND = 'cniCacheV1';
@@ -53,15 +99,15 @@ function networkNameIn(text: string): string | undefined {
  * file of this network makes the list unknowable and aborts (releasing on a partial list could free a live
  * pod's IP).
  */
-async function cachedAttachments(cacheDir: string, network: string): Promise<CacheView> {
+export async function cachedAttachments(cacheDir: string, network: string): Promise<CacheView> {
   const dir = join(cacheDir, 'results');
   let names: string[];
   try {
     names = await readdir(dir);
   } catch (e) {
     const code = (e as { code?: string }).code;
-    if (code === 'ENOENT') return { attachments: [], blind: { kind: 'missing', why: `the runtime's result cache ${dir} does not exist` } };
-    return { attachments: [], blind: { kind: 'unreadable', why: `the runtime's result cache ${dir} cannot be read: ${(e as Error).message}` } };
+    if (code === 'ENOENT') return { attachments: [], pods: [], blind: { kind: 'missing', why: `the runtime's result cache ${dir} does not exist` } };
+    return { attachments: [], pods: [], blind: { kind: 'unreadable', why: `the runtime's result cache ${dir} cannot be read: ${(e as Error).message}` } };
   }
   const candidates = names.filter((n) => n.startsWith(`${network}-`));
   // A few reads at a time: all at once held every file's buffers and promises together (the node agent's pass over
@@ -86,6 +132,7 @@ async function cachedAttachments(cacheDir: string, network: string): Promise<Cac
   // Longer network names sharing our prefix, as the readable files name them.
   const others = new Set(parsed.flatMap((p) => (p.entry && typeof p.entry.networkName === 'string' && p.entry.networkName !== network ? [p.entry.networkName] : [])));
   const out: Attachment[] = [];
+  const pods: CachedPod[] = [];
   for (const p of parsed) {
     if (!p.entry) {
       if (p.networkName !== undefined && p.networkName !== network) continue;
@@ -98,10 +145,12 @@ async function cachedAttachments(cacheDir: string, network: string): Promise<Cac
     if (typeof entry.containerId !== 'string' || typeof entry.ifName !== 'string') {
       throw new Error(`runtime cache ${p.path} lacks containerId/ifName; refusing to GC on an incomplete list`);
     }
-    out.push({ containerID: entry.containerId, ifname: entry.ifName });
+    const a = { containerID: entry.containerId, ifname: entry.ifName };
+    out.push(a);
+    pods.push(podOf(a, entry));
   }
-  if (!out.length) return { attachments: out, blind: { kind: 'empty', why: `the runtime's result cache ${dir} holds no entry for network ${network}` } };
-  return { attachments: out };
+  if (!out.length) return { attachments: out, pods, blind: { kind: 'empty', why: `the runtime's result cache ${dir} holds no entry for network ${network}` } };
+  return { attachments: out, pods };
 }
 
 export interface CacheGcOptions {
@@ -115,6 +164,8 @@ export interface CacheGcOptions {
   signal?: AbortSignal | undefined;
   /** How long a release waits for its attachment's lock (run-gc's default otherwise). */
   lockWaitMs?: number | undefined;
+  /** The cache as already read this pass (the node agent reads it once for GC and its pods step). */
+  cache?: CacheView | undefined;
   /**
    * Without apply, still forget the chained records of provably dead pods (run-gc.ts forgetChained): the node
    * agent's report mode. Never when the cache was out of sight (then "not valid" proves nothing).
@@ -133,7 +184,7 @@ export interface CacheGcOutcome {
 }
 
 export async function gcFromCache(net: Pick<OpenNetwork, 'conf' | 'ledger' | 'delegate' | 'run' | 'log'>, o: CacheGcOptions): Promise<CacheGcOutcome> {
-  const cache = await cachedAttachments(o.cacheDir, net.conf.name);
+  const cache = o.cache ?? (await cachedAttachments(o.cacheDir, net.conf.name));
   const valid = cache.attachments;
   // An empty valid list is only believable when the cache was seen: a cache out of sight (missing, unreadable,
   // nothing for this network) while pods are recorded would make every pod whose netns is not visible here

@@ -135,6 +135,23 @@ export async function replaceIfUnchanged(link: string, before: string, text: str
 }
 
 /**
+ * The conflist install would write, without writing it: for Cilium's own route (`cni.customConf=true` with
+ * `cni.configMap`: cilium-agent writes the operator's list itself, nothing edits it from outside). `text` is
+ * absent when there is nothing to put the entry into (`missing`).
+ */
+export async function renderConflist(confDir: string, shimKeys: Record<string, unknown> | undefined): Promise<ConflistOutcome & { text?: string }> {
+  const { target, unreadable, before } = await findTargetConflist(confDir);
+  const extra = unreadable.length ? { unreadable } : {};
+  if (!target) return { action: 'missing', ...extra };
+  if (target.shape.ipamSlot >= 0) return { path: target.path, action: 'ipam-slot', text: target.text, ...extra };
+  if (target.shape.anchor < 0) return { path: target.path, action: 'missing', ...extra };
+  const entry = buildEntry(shimKeys ?? existingKeys(target.shape) ?? {}, target.shape);
+  const r = upsertShimEntry(target.text, entry);
+  const warnings = warningsFor(target, before, entry);
+  return { path: target.path, action: r.action, entry, text: r.text, ...extra, ...(warnings.length ? { warnings } : {}) };
+}
+
+/**
  * Inserts or updates the shim's entry after cilium-cni; `missing` when no conflist holds cilium-cni yet.
  * `shimKeys` undefined keeps the keys of the entry already there (a second run changes nothing).
  */

@@ -4,6 +4,10 @@
 //   netns vnet (10.240.0.4/16) ── veth ── node netns: eth0 ⊂ bridge azure0 (10.240.0.5/16), ip_forward=1,
 //   containerd running there; pods attached by ptp + host-local 10.240.0.32–63.
 // After RunPodSandbox the VNet host reaches the pod with real ping; decoys and node-wide rules are intact.
+// A pod started while the shim was not in the list (the watch window, an upgrade) is the node agent's: its first
+// pass reads containerd's result cache and removes that pod's residue; a pod holding a reserved address is
+// reported with its namespace/name and left alone.
+import { execa } from 'execa';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -12,6 +16,7 @@ import { hostLocalAllocations, ledgerRecords } from '../helpers/cni.js';
 import { inNs } from '../helpers/netns.js';
 import { PLACEMENTS, shimConfList, VERSIONS } from '../helpers/cri/conflists.js';
 import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
+import { CRI_SHIM } from '../helpers/cri/bed.js';
 import { vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
 
 const enabled = criOrSkip();
@@ -95,5 +100,75 @@ describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
       // DEL touches no residue rule: what is left stays as it was
       expect(await natListing()).toBe(withoutLines(before, podLines));
     });
+  });
+
+  /**
+   * `ipam-shim agent` on the node (its netns, the host's /var/lib/cni where containerd's libcni caches), verifying
+   * the bed's conflist (--no-install), until its first pass ends; then SIGTERM. Returns its JSON log lines.
+   */
+  async function agentFirstPass(): Promise<Array<Record<string, any>>> {
+    const proc = execa('nsenter', [`--net=/run/netns/${s.node}`, CRI_SHIM, 'agent', '--no-install', '--conflist', s.bed.confListPath, '--cni-path', s.bed.binDir, '--cache-dir', '/var/lib/cni', '--interval', '3600', '--jitter', '0'], { reject: false, buffer: false });
+    let text = '';
+    proc.stdout!.on('data', (d: Buffer) => (text += d.toString()));
+    proc.stderr!.on('data', (d: Buffer) => (text += d.toString()));
+    const lines = () => text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>);
+    try {
+      const end = Date.now() + 60_000;
+      while (!lines().some((l) => String(l.msg).startsWith('reconcile pass'))) {
+        if (Date.now() > end || proc.exitCode !== null) throw new Error(`no pass from the agent:\n${text}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    } finally {
+      proc.kill('SIGTERM');
+      await proc;
+    }
+    return lines();
+  }
+
+  it('a pod started without the shim in the list: the agent\'s first pass removes exactly its residue (decoys stay) and the VNet host pings it', async () => {
+    await s.bed.setConfList(shimConfList(s.bed, { placement: 'chained', cniVersion: '0.3.1', ranges: RANGES, withoutShim: true }));
+    await resetHostLocal();
+    await plantResidue();
+    const pod = await s.bed.runPod('outside');
+    expect(pod.ips).toEqual([POD]);
+    expect(await ping()).not.toBe(0);
+    const before = await natListing();
+    const neighBefore = await permanentNeigh();
+    const podLines = before.split('\n').filter(isPodLine);
+    expect(podLines).toHaveLength(2);
+    // The shim's entry is back in the list (install --watch after a rewrite): too late for this pod's ADD.
+    await s.bed.setConfList(shimConfList(s.bed, { placement: 'chained', cniVersion: '0.3.1', ranges: RANGES }));
+    expect(await ledgerRecords(s.bed.stateDir, s.bed.network)).toEqual([]);
+
+    const lines = await agentFirstPass();
+    const pass = lines.find((l) => String(l.msg).startsWith('reconcile pass'))!;
+    expect(pass, JSON.stringify(lines)).toMatchObject({ runtimePods: 1, unseenPods: 1, reservedPods: 0, residueRemoved: 3, errors: 0 });
+    expect(lines.some((l) => /never saw/.test(l.msg) && l.new?.[0]?.pod === 'default/outside')).toBe(true);
+    expect(await ping()).toBe(0);
+    expect(await natListing()).toBe(withoutLines(before, podLines));
+    expect(await permanentNeigh()).toBe(withoutLines(neighBefore, [`${POD} dev azure0 lladdr 00:0d:3a:30:47:42 PERMANENT `]));
+    await s.bed.removePod(pod.id);
+    expect(await hostLocalAllocations(s.bed.dataDir, s.bed.network)).toEqual([]);
+  });
+
+  it('a pod holding a reserved address (through the cache): reported with its namespace/name, its residue and address untouched', async () => {
+    await s.bed.setConfList(shimConfList(s.bed, { placement: 'chained', cniVersion: '0.3.1', ranges: RANGES, withoutShim: true }));
+    await resetHostLocal();
+    await plantResidue();
+    const pod = await s.bed.runPod('reserved');
+    expect(pod.ips).toEqual([POD]);
+    await s.bed.setConfList(shimConfList(s.bed, { placement: 'chained', cniVersion: '0.3.1', ranges: RANGES, shim: { reservedCIDRs: [`${POD}/32`] } }));
+    const before = await natListing();
+    const neighBefore = await permanentNeigh();
+
+    const lines = await agentFirstPass();
+    const pass = lines.find((l) => String(l.msg).startsWith('reconcile pass'))!;
+    expect(pass, JSON.stringify(lines)).toMatchObject({ runtimePods: 1, unseenPods: 1, reservedPods: 1, residueRemoved: 0, errors: 0 });
+    expect(lines.find((l) => l.reservedCIDR === `${POD}/32`)).toMatchObject({ level: 40, namespace: 'default', name: 'reserved', containerID: pod.id, ip: POD });
+    expect(await natListing()).toBe(before);
+    expect(await permanentNeigh()).toBe(neighBefore);
+    expect((await s.bed.inspect(pod.id)).ips).toEqual([POD]);
+    expect(await hostLocalAllocations(s.bed.dataDir, s.bed.network)).toEqual([POD]);
+    await s.bed.removePod(pod.id);
   });
 });

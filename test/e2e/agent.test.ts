@@ -414,3 +414,177 @@ describe.skipIf(!enabled)('ipam-shim agent killed mid-pass', () => {
     await stopWithin(second, 3_000);
   });
 });
+
+/** /readyz's status and JSON body. */
+async function readyz(bed: Bed): Promise<{ status: number; body: Record<string, any> }> {
+  const r = await httpGet(bed, '/readyz');
+  return { status: r.status, body: JSON.parse(r.body) as Record<string, any> };
+}
+
+describe.skipIf(!enabled)('ipam-shim agent readiness: installed where the runtime reads it, and the last pass completed', () => {
+  const net = new TestNet();
+  afterEach(() => net.cleanup());
+
+  it('installing: no conflist → 503 with the reason; cilium-cni\'s conflist appears → the entry is chained in and a pass done → 200', async () => {
+    const bed = await makeBed(net);
+    const agentList = await readFile(join(bed.confDir, '10-agent.conflist'), 'utf8');
+    await unlink(join(bed.confDir, '05-cilium.conflist'));
+    await unlink(join(bed.confDir, '10-agent.conflist'));
+    const a = startAgent(bed, ['--interval', '0.5']);
+    await waitFor('two passes', () => a.passes().length >= 2);
+    const none = await readyz(bed);
+    expect(none.status).toBe(503);
+    expect(none.body).toMatchObject({ ready: false, reason: 'not-installed', why: expect.stringContaining(`no network config in ${bed.confDir}`) });
+    expect(await metric(bed, 'ipam_shim_agent_conflist_entry_in_use')).toBe(0);
+
+    // cilium-agent writes its conflist: install --watch chains the shim into it, the next pass completes.
+    await writeFile(join(bed.confDir, '10-agent.conflist'), agentList);
+    await writeFile(join(bed.confDir, '05-cilium.conflist'), JSON.stringify(AKS_CILIUM, null, 2));
+    await waitFor('/readyz 200', async () => (await readyz(bed)).status === 200);
+    expect((await readyz(bed)).body).toMatchObject({ ready: true, conflist: join(bed.confDir, '05-cilium.conflist'), lastPass: { completed: true } });
+    expect(await readFile(join(bed.confDir, '05-cilium.conflist'), 'utf8')).toContain('"ipam-shim"');
+    expect(await metric(bed, 'ipam_shim_agent_conflist_entry_in_use')).toBe(1);
+    await stopWithin(a, 3_000);
+  });
+
+  it('--no-install (Cilium writes the list from its ConfigMap): verified, never edited; entry removed → 503; pass failing → 503', async () => {
+    const bed = await makeBed(net);
+    const cilium = join(bed.confDir, '05-cilium.conflist');
+    const withShim = JSON.stringify({ ...AKS_CILIUM, plugins: [...AKS_CILIUM.plugins, { type: 'ipam-shim', delegate: { type: 'azure-ipam' } }] }, null, 2);
+    await writeFile(cilium, withShim);
+    const a = startAgent(bed, ['--interval', '0.5', '--no-install']);
+    await waitFor('/readyz 200', async () => (await readyz(bed)).status === 200);
+    expect(await metric(bed, 'ipam_shim_agent_conflist_entry_in_use')).toBe(1);
+
+    // cilium-agent rewrites its list without the entry (an operator dropped it from the ConfigMap): reported, not edited.
+    const without = JSON.stringify(AKS_CILIUM, null, 2);
+    await writeFile(cilium, without);
+    const n = a.passes().length;
+    await waitFor('two more passes', () => a.passes().length >= n + 2);
+    const missing = await readyz(bed);
+    expect(missing.status).toBe(503);
+    expect(missing.body).toMatchObject({ ready: false, reason: 'not-installed', conflist: cilium, why: expect.stringContaining('holds no ipam-shim entry') });
+    expect(await metric(bed, 'ipam_shim_agent_conflist_entry_in_use')).toBe(0);
+    expect(a.lines().some((l) => l.level === 40 && /installing is disabled: only verified/.test(l.msg))).toBe(true);
+    expect(await readFile(cilium, 'utf8')).toBe(without);
+    expect(await readdir(bed.binDir).catch(() => [])).toEqual([]); // nothing installed either
+
+    // The entry is back but the shim's own network is gone: the pass cannot complete.
+    await writeFile(cilium, withShim);
+    await unlink(join(bed.confDir, '10-agent.conflist'));
+    const m = a.passes().length;
+    await waitFor('two more passes', () => a.passes().length >= m + 2);
+    const failing = await readyz(bed);
+    expect(failing.status).toBe(503);
+    expect(failing.body).toMatchObject({ ready: false, reason: 'pass-incomplete', why: expect.stringContaining('no conflist with ipam-shim found') });
+    await stopWithin(a, 3_000);
+  });
+});
+
+/** kubelet's CNI_ARGS for a pod (IgnoreUnknown: the reference plugins refuse unknown keys otherwise). */
+const k8sArgs = (namespace: string, name: string, id: string) => `IgnoreUnknown=1;K8S_POD_NAMESPACE=${namespace};K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=${id}`;
+
+/**
+ * A pod started while the shim was not in the chain: the same network through the same libcni-like runner and
+ * result cache, but a list holding only ptp (+ host-local). The shim's ledger never hears of it.
+ */
+async function podOutsideChain(bed: Bed, id: string, namespace: string, name: string): Promise<{ ns: string; ip: string }> {
+  const list = JSON.parse(await readFile(join(bed.confDir, '10-agent.conflist'), 'utf8')) as { plugins: Array<{ type: string }> };
+  const without = { ...list, plugins: list.plugins.filter((p) => p.type !== 'ipam-shim') };
+  const runner = new CniRunner({ confList: without, pluginDirs: [PLUGIN_DIR, FIXTURE_BIN], cacheDir: bed.cacheDir, netns: bed.node });
+  const ns = await bed.net.netns('pod');
+  const result: any = await runner.add(id, `/run/netns/${ns}`, 'eth0', { args: k8sArgs(namespace, name, id) });
+  const ip = (result.ips as Array<{ address: string }>).map((i) => i.address.split('/')[0]!).find((i) => !i.includes(':'))!;
+  return { ns, ip };
+}
+
+describe.skipIf(!enabled)('ipam-shim agent: every pod the runtime knows, not only the ledger', () => {
+  const net = new TestNet();
+  afterEach(() => net.cleanup());
+
+  it('a pod started outside the chain: its residue is gone within one pass (decoys stay), the VNet host pings it; counted as unseen', async () => {
+    const bed = await makeBed(net);
+    const seen = await pod(bed, 'pod-seen');
+    const outside = await podOutsideChain(bed, 'pod-outside', 'team-a', 'web-1');
+    expect(await ledgerIps(bed)).not.toContain(outside.ip);
+    // azure-vnet's leftovers for the pod's address, next to decoys (other addresses, and a prefix of this one).
+    const decoyIp = [outside.ip, seen.ip].includes('10.240.0.40') ? '10.240.0.41' : '10.240.0.40';
+    const rules = [...podRules(outside.ip, DEAD_MAC), ...podRules(decoyIp, '0:d:3a:30:47:33'), ...podRules(outside.ip.slice(0, -1), '0:d:3a:30:47:30')];
+    for (const rule of rules) await bed.r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    await bed.r('ip', ['neigh', 'add', decoyIp, 'lladdr', '0:d:3a:30:47:33', 'dev', 'azure0', 'nud', 'permanent']);
+    await bed.r('ip', ['neigh', 'add', outside.ip, 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
+    const before = (await bed.r('ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout;
+    expect(await ping(bed, outside.ip)).not.toBe(0);
+
+    const a = startAgent(bed, ['--interval', '3600']);
+    await waitFor('the first pass', () => a.passes().length >= 1);
+    expect(a.passes()[0]).toMatchObject({ runtimePods: 2, unseenPods: 1, reservedPods: 0, residueRemoved: 3, errors: 0 });
+    const after = (await bed.r('ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout;
+    const podLine = (l: string) => new RegExp(`--(arp-)?ip-dst ${outside.ip.replaceAll('.', '\\.')}(/32)? `).test(l);
+    expect(after.split('\n').filter(podLine)).toEqual([]);
+    const others = (t: string) => t.split('\n').filter((l) => !podLine(l) && !l.startsWith('Bridge chain'));
+    expect(others(after)).toEqual(others(before));
+    expect((await bed.r('ip', ['neigh', 'show', decoyIp, 'nud', 'permanent'])).stdout).toContain('00:0d:3a:30:47:33');
+    expect((await bed.r('ip', ['neigh', 'show', outside.ip, 'dev', 'azure0', 'nud', 'permanent'])).stdout).toBe('');
+    expect(await ping(bed, outside.ip)).toBe(0);
+    expect(a.lines().some((l) => /never saw/.test(l.msg) && l.new?.[0]?.pod === 'team-a/web-1')).toBe(true);
+    expect(await metric(bed, 'ipam_shim_agent_unseen_pods', { network: bed.network })).toBe(1);
+    expect(await metric(bed, 'ipam_shim_agent_runtime_pods', { network: bed.network })).toBe(2);
+    expect(await metric(bed, 'ipam_shim_agent_runtime_cache_readable', { network: bed.network })).toBe(1);
+    expect(await metric(bed, 'ipam_shim_agent_residue_removed_total', { network: bed.network, kind: 'ebtables' })).toBe(2);
+    // Nothing of the pod is in the shim's books after it either: the agent only cleaned.
+    expect(await ledgerIps(bed)).not.toContain(outside.ip);
+    await stopWithin(a, 3_000);
+  });
+
+  it('a pod holding a reserved address: reported with its namespace/name (log, metric, doctor), never touched', async () => {
+    const bed = await makeBed(net);
+    const outside = await podOutsideChain(bed, 'pod-reserved', 'team-b', 'db-0');
+    // The operator reserves the subnet the pod's address lies in (a firewall's, say) after the pod started.
+    const file = join(bed.confDir, '10-agent.conflist');
+    const list = JSON.parse(await readFile(file, 'utf8'));
+    list.plugins[1].reservedCIDRs = [`${outside.ip}/32`];
+    await writeFile(file, JSON.stringify(list, null, 2));
+    // Rules naming the reserved address may be its real owner's: they stay.
+    for (const rule of podRules(outside.ip, DEAD_MAC)) await bed.r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    const before = (await bed.r('ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout;
+    const addr = async () => (await inNs(outside.ns, 'ip', ['-4', '-o', 'addr', 'show', 'dev', 'eth0'])).stdout;
+    const addrBefore = await addr();
+
+    const a = startAgent(bed, ['--interval', '3600', '--gc', 'apply']);
+    await waitFor('the first pass', () => a.passes().length >= 1);
+    expect(a.passes()[0]).toMatchObject({ runtimePods: 1, unseenPods: 1, reservedPods: 1, residueRemoved: 0, released: 0, errors: 0 });
+    const line = a.lines().find((l) => l.reservedCIDR === `${outside.ip}/32`);
+    expect(line).toMatchObject({ level: 40, namespace: 'team-b', name: 'db-0', containerID: 'pod-reserved', ip: outside.ip });
+    expect(line!.msg).toContain('team-b/db-0');
+    expect(await metric(bed, 'ipam_shim_agent_reserved_pods', { network: bed.network })).toBe(1);
+    expect((await bed.r('ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout).toBe(before);
+    expect(await addr()).toBe(addrBefore);
+    expect(await store(bed)).toContain(outside.ip);
+
+    const doctor = await execa('ip', ['netns', 'exec', bed.node, SHIM, 'doctor', '--conf-dir', bed.confDir, '--network', bed.network, '--cni-path', bed.cniPath, '--cache-dir', bed.cacheDir, '--json'], { reject: false });
+    const findings = (JSON.parse(doctor.stdout).findings as Array<{ check: string; verdict: string; summary: string }>).filter((f) => f.check === 'runtime-pods');
+    expect(findings).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ verdict: 'problem', summary: expect.stringContaining(`pod team-b/db-0 (pod-reserved) holds ${outside.ip}, inside reserved CIDR ${outside.ip}/32`) }),
+        expect.objectContaining({ verdict: 'warn', summary: expect.stringContaining('1 pod(s) the runtime knows were never seen by the shim') }),
+      ]),
+    );
+    expect(doctor.exitCode).toBe(1);
+    await stopWithin(a, 3_000);
+  });
+
+  it('an unreadable cache is "could not look", not zero pods: the step fails, the gauges are absent, readability is 0', async () => {
+    const bed = await makeBed(net);
+    await pod(bed, 'pod-seen');
+    await writeFile(join(bed.cacheDir, 'results', `${bed.network}-broken-eth0`), `{"kind":"cniCacheV1","networkName":"${bed.network}","containerId":`);
+    const a = startAgent(bed, ['--interval', '3600']);
+    await waitFor('the first pass', () => a.passes().length >= 1);
+    expect(a.passes()[0]).toMatchObject({ steps: { pods: 'error' } });
+    expect(a.passes()[0]!.unseenPods).toBeUndefined();
+    expect(await metric(bed, 'ipam_shim_agent_runtime_cache_readable', { network: bed.network })).toBe(0);
+    expect(await metric(bed, 'ipam_shim_agent_unseen_pods', { network: bed.network })).toBeUndefined();
+    expect(await metric(bed, 'ipam_shim_agent_errors_total', { step: 'pods' })).toBe(1);
+    await stopWithin(a, 3_000);
+  });
+});

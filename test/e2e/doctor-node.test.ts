@@ -3,7 +3,7 @@
 // libcni-like runner inside a throwaway "node" namespace; then the files are broken one way at a time.
 import { describe, expect, it } from 'vitest';
 import { execa } from 'execa';
-import { chmod, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { openNetwork } from '../../src/cli/network.js';
 import { run } from '../../src/effects/exec.js';
@@ -121,10 +121,14 @@ d('doctor node checks', () => {
     await write(list);
     await writeFile(join(confDir, '05-other.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'other', plugins: [{ type: 'bridge' }] }));
     await writeFile(join(confDir, '50-broken.conflist'), '{"cniVersion": "1.0.0", "plugins": [');
-    const fs = bad(of(await findings(), 'conflist'));
-    expect(fs.map((f) => f.verdict).sort()).toEqual(['problem', 'warn']);
-    expect(fs.find((f) => f.verdict === 'warn')!.summary).toContain('05-other.conflist first');
-    expect(fs.find((f) => f.verdict === 'problem')!.summary).toContain('50-broken.conflist is not a valid network config');
+    const all = await findings();
+    const fs = bad(of(all, 'conflist'));
+    expect(fs.map((f) => f.verdict)).toEqual(['problem']);
+    expect(fs[0]!.summary).toContain('50-broken.conflist is not a valid network config');
+    // The runtime uses the first config, which does not hold the shim: the fact /readyz reports (issue 26).
+    expect(of(all, 'installed')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('05-other.conflist, the network config the runtime uses, holds no ipam-shim entry') }]);
+    await unlink(join(confDir, '05-other.conflist'));
+    expect(of(await findings(), 'installed')).toMatchObject([{ verdict: 'ok', summary: expect.stringContaining('which holds the shim') }]);
   });
 
   it('binaries: shim missing or not answering, delegate missing; a delegate whose store cannot be read is skipped', async () => {

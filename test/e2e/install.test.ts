@@ -154,6 +154,36 @@ describe('install / uninstall on a simulated node', () => {
   });
 });
 
+describe("install --print: the list for Cilium's own route (cni.customConf + cni.configMap)", () => {
+  it('writes the conflist with the shim\'s entry to stdout (what install would write), changing no file and installing nothing', async () => {
+    const before = await readFile(conflist);
+    const st = await stat(conflist);
+    const r = await cli(['install', '--print', '--conf-dir', confDir, '--shim-config', SHIM_CONFIG]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    // Exactly what install writes: the shipped example (every byte of AKS's list kept, the entry after cilium-cni).
+    expect(`${r.stdout}\n`).toBe(await readFile(join(ROOT, 'conflist/aks-cilium-0.3.1.conflist'), 'utf8'));
+    expect((await readFile(conflist)).equals(before)).toBe(true);
+    expect([(await stat(conflist)).ino, (await stat(conflist)).mtimeMs]).toEqual([st.ino, st.mtimeMs]);
+    expect(await readdir(binDir)).toEqual(['loopback']);
+    await othersUnchanged();
+    // --json: the list and where it came from.
+    const j = await cli(['install', '--print', '--conf-dir', confDir, '--shim-config', SHIM_CONFIG, '--json']);
+    expect(JSON.parse(j.stdout)).toMatchObject({ path: conflist, action: 'inserted', conflist: `${r.stdout}\n` });
+    expect((await readFile(conflist)).equals(before)).toBe(true);
+  });
+
+  it('exits 1 with the reason when no conflist holds cilium-cni; refuses flags that would change something (exit 2)', async () => {
+    const empty = join(s.dir, 'empty');
+    await mkdir(empty);
+    const r = await cli(['install', '--print', '--conf-dir', empty]);
+    expect(r.exitCode).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain('no conflist with cilium-cni');
+    for (const extra of [['--watch'], ['--cni-bin-dir', binDir]]) expect((await cli(['install', '--print', '--conf-dir', confDir, ...extra])).exitCode, extra.join(' ')).toBe(2);
+    expect(await readFile(conflist, 'utf8')).toBe(AKS_CILIUM);
+  });
+});
+
 describe('install checks what it is given and keeps what is there', () => {
   it('refuses a --shim-config the plugin would refuse on every ADD (a reservedCIDRs entry that is not a CIDR), exit 2, nothing written', async () => {
     const r = await cli(['install', ...flags(), '--shim-config', '{"reservedCIDRs":["10.224.0.0/24","not-a-cidr"]}']);

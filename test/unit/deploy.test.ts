@@ -302,6 +302,10 @@ describe("deploy/daemonset.yaml against the agent's own flags and ports", () => 
     expect(probePort(c.livenessProbe)).toBe(settings.listen.port);
     expect(c.readinessProbe.httpGet.path).toBe('/readyz');
     expect(probePort(c.readinessProbe)).toBe(settings.listen.port);
+    // A rollout waits until the shim is installed where the runtime reads it (issue 26): /readyz, not /healthz.
+    expect(c.startupProbe.httpGet.path).toBe('/readyz');
+    expect(probePort(c.startupProbe)).toBe(settings.listen.port);
+    expect(c.startupProbe.periodSeconds * c.startupProbe.failureThreshold).toBeGreaterThanOrEqual(300);
     expect(c.livenessProbe.httpGet.host).toBeUndefined(); // the pod IP: the node's, where the agent listens
     const ann = ds.spec.template.metadata.annotations;
     expect(Number(ann['prometheus.io/port'])).toBe(settings.listen.port);

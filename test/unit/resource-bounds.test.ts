@@ -20,7 +20,7 @@ describe('the agent HTTP server', () => {
   });
 
   it(`serves at most ${MAX_CONNECTIONS} connections at once: ${MAX_CONNECTIONS * 2} idle ones leave it at the cap, and it still answers once they go`, async () => {
-    const server = await startHttp({ host: '127.0.0.1', port: 0 }, new AgentMetrics(), { ready: true, lastBeat: Date.now(), stallMs: 60_000 });
+    const server = await startHttp({ host: '127.0.0.1', port: 0 }, new AgentMetrics(), { lastPass: { completed: true, at: Date.now() }, entry: async () => ({ inUse: true, path: 'test' }), lastBeat: Date.now(), stallMs: 60_000 });
     try {
       const { port } = server.address() as AddressInfo;
       let closedByServer = 0;

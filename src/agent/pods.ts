@@ -1,0 +1,49 @@
+// PURE: the node agent's view of every pod the runtime knows (its result cache, src/gc/from-cache.ts) against the
+// shim's ledger. Pods started while the shim was not in the chain (before it was installed, in the window a
+// cilium-agent or CNS rewrite leaves, during an upgrade) are in the cache only: their residue is the agent's to
+// remove, their count tells the operator that pods start outside the chain, and one holding a reserved address is
+// reported (never touched: the address may be the reserved subnet's real owner's too).
+import type { CachedPod } from '../gc/from-cache.js';
+import type { LedgerRecord } from '../effects/ledger.js';
+import type { Cidr } from '../net/cidr.js';
+import { findReservedHit } from '../reserved/ranges.js';
+
+interface ReservedPod {
+  pod: CachedPod;
+  ip: string;
+  cidr: string;
+}
+
+export interface PodsView {
+  /** In the runtime's cache, not in the ledger: pods the shim never saw. */
+  unseen: CachedPod[];
+  /** Cached pods holding an address inside reservedCIDRs (one entry per address). */
+  reserved: ReservedPod[];
+  /** Cached pods whose addresses could not be read from their cache entry. */
+  unreadable: CachedPod[];
+  /** Unseen pods with their addresses outside reservedCIDRs: the residue step cleans for these as for the ledger's. */
+  residueTargets: CachedPod[];
+}
+
+const key = (a: { containerID: string; ifname: string }) => `${a.containerID}:${a.ifname}`;
+
+/** A pod's name for logs and doctor: namespace/name from CNI_ARGS, else its attachment. */
+export const podName = (p: CachedPod): string => (p.namespace && p.name ? `${p.namespace}/${p.name}` : `${p.containerID}/${p.ifname} (no K8S_POD_NAME in its CNI_ARGS)`);
+
+export function viewPods(cached: readonly CachedPod[], records: readonly LedgerRecord[], reserved: readonly Cidr[]): PodsView {
+  const known = new Set(records.map(key));
+  const out: PodsView = { unseen: [], reserved: [], unreadable: [], residueTargets: [] };
+  for (const pod of cached) {
+    if (pod.unreadable) out.unreadable.push(pod);
+    const hits = pod.ips.flatMap((ip) => {
+      const hit = reserved.length ? findReservedHit(ip, reserved) : undefined;
+      return hit ? [{ pod, ip: hit.ip, cidr: hit.cidr.text }] : [];
+    });
+    out.reserved.push(...hits);
+    if (known.has(key(pod))) continue;
+    out.unseen.push(pod);
+    const ips = pod.ips.filter((ip) => !hits.some((h) => h.ip === ip));
+    if (ips.length) out.residueTargets.push({ ...pod, ips });
+  }
+  return out;
+}
