@@ -7,6 +7,7 @@ import type { Logger } from '../log.js';
 import { watchInstall, type WatchOptions, type WatchSummary } from '../install/install.js';
 import { startHttp, type HealthState } from './http.js';
 import { AgentMetrics } from './metrics.js';
+import { PersistingProblems } from './problems.js';
 import { reconcileOnce, type PassReport, type ReconcileOptions } from './reconcile.js';
 import { withDefaultTimeout } from '../effects/exec.js';
 
@@ -40,6 +41,7 @@ const AGENT_TOOL_TIMEOUT_MS = 60_000;
 
 export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<AgentSummary> {
   const metrics = new AgentMetrics();
+  const problems = new PersistingProblems();
   const run = withDefaultTimeout(o.reconcile.run, AGENT_TOOL_TIMEOUT_MS);
   // A pass that shows no progress for this long (a stuck tool or lock beyond every timeout) fails /healthz.
   const health: HealthState = { ready: false, lastBeat: Date.now(), stallMs: Math.max(10 * o.intervalMs, 10 * 60_000) };
@@ -68,7 +70,7 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
     while (!signal.aborted) {
       hup = false;
       health.lastBeat = Date.now();
-      summary.last = await reconcileOnce({ ...o.reconcile, run, signal, metrics, log: o.log });
+      summary.last = await reconcileOnce({ ...o.reconcile, run, signal, metrics, log: o.log, problems });
       summary.passes++;
       health.ready = true;
       health.lastBeat = Date.now();
@@ -91,6 +93,9 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
     await new Promise<void>((r) => server.close(() => r()));
     summary.install = await installed;
   }
-  o.log.info({ passes: summary.passes }, 'agent stopped');
+  const open = problems.current();
+  // A problem that never cleared ends here: named once more, so the log's last line says what was still wrong.
+  if (open.length) o.log.warn({ passes: summary.passes, problems: open }, 'agent stopped');
+  else o.log.info({ passes: summary.passes }, 'agent stopped');
   return summary;
 }

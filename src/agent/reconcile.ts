@@ -18,6 +18,7 @@ import { sinceStart } from '../spans.js';
 import { gcFromCache } from '../gc/from-cache.js';
 import type { AgentMetrics, Step } from './metrics.js';
 import { AGENT_LOCK_WAIT_MS, AttachmentBusy, exclusiveAttachment } from './lock.js';
+import { PersistingProblems } from './problems.js';
 
 export type GcMode = 'report' | 'apply';
 
@@ -29,6 +30,8 @@ export interface ReconcileOptions {
   metrics: AgentMetrics;
   gc: { mode: GcMode; cacheDir: string; graceMs: number; allowEmptyCache: boolean };
   signal: AbortSignal;
+  /** The agent's problems across passes (logged when they start and end); absent: each pass logs its own. */
+  problems?: PersistingProblems;
 }
 
 type StepOutcome = 'ok' | 'error' | 'skipped' | 'stopped';
@@ -55,6 +58,7 @@ const stopped = (o: ReconcileOptions) => o.signal.aborted;
 export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   const t0 = sinceStart();
   const report: PassReport = { network: undefined, steps: {}, busy: 0, leaked: 0, released: 0, forgotten: 0, residueRemoved: 0, probeRestored: false, errors: 0, durationMs: 0, stopped: false };
+  const problems = o.problems ?? new PersistingProblems();
   const step = async (name: Step, fn: () => Promise<StepOutcome>): Promise<void> => {
     if (stopped(o)) {
       report.steps[name] = 'stopped';
@@ -63,11 +67,12 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     let outcome: StepOutcome;
     try {
       outcome = await fn();
+      problems.succeeded(name, o.log);
     } catch (e) {
       outcome = 'error';
       report.errors++;
       o.metrics.errors.inc({ step: name });
-      o.log.error({ step: name, err: e }, `${name}: failed`);
+      problems.failed(name, e, o.log);
     }
     report.steps[name] = outcome;
     o.metrics.steps.inc({ step: name, outcome });
