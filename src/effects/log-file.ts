@@ -45,17 +45,22 @@ export class LogFile {
       own = fstatSync(this.fd);
     }
     if (own.size + len <= maxBytes) return;
-    withLockSync(
-      `${this.path}.rotate.lock`,
-      () => {
-        const current = statQuiet(this.path);
-        // Rotated only when the file at `path` itself is full (a line larger than the bound still goes into an empty file).
-        if (current && current.size > 0 && current.size + len > maxBytes) rotate(this.path, backups);
-        else if (current && current.ino === fstatSync(this.fd).ino) return;
-        this.reopen();
-      },
-      ROTATE_LOCK_WAIT_MS,
-    );
+    try {
+      withLockSync(
+        `${this.path}.rotate.lock`,
+        () => {
+          const current = statQuiet(this.path);
+          // Rotated only when the file at `path` itself is full (a line larger than the bound still goes into an empty file).
+          if (current && current.size > 0 && current.size + len > maxBytes) rotate(this.path, backups);
+          else if (current && current.ino === fstatSync(this.fd).ino) return;
+          this.reopen();
+        },
+        ROTATE_LOCK_WAIT_MS,
+      );
+    } catch {
+      // Rotation failed (a read-only or bind-mounted log file cannot be renamed, no room for the lock): the line
+      // goes into the file as it is, beyond the bound, rather than nowhere.
+    }
   }
 
   private reopen(): void {

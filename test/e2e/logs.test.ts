@@ -2,7 +2,7 @@
 // pod from CNI_ARGS on every call's line and in the ledger record, the log file's size bound under many
 // concurrent calls (every line whole, none lost), and the agent's persisting problem logged once, not every pass.
 import { execa } from 'execa';
-import { mkdir, readdir, readFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PLUGIN_DIR, SEA_SHIM, invoke } from '../helpers/cni.js';
@@ -107,5 +107,37 @@ const parseLines = (text: string) =>
     expect(String(r.stdout)).not.toMatch(/"stack"/);
     const last = lines.at(-1)!;
     expect(last).toMatchObject({ msg: 'agent stopped', level: 'warn', problems: [{ step: 'network', passes: passes.length }] });
+  });
+
+  it('a conflist that appears later: the problem is logged when it starts and once more when it ends', async () => {
+    const ns = await net.netns('agent');
+    const confDir = join(s.dir, 'net.d');
+    await mkdir(confDir);
+    const proc = execa('ip', ['netns', 'exec', ns, SEA_SHIM, 'agent', '--conf-dir', confDir, '--cache-dir', join(s.dir, 'cache'), '--no-install', '--interval', '0.2', '--jitter', '0'], {
+      reject: false,
+    });
+    let so = '';
+    proc.stdout!.on('data', (d: Buffer) => (so += d.toString()));
+    const until = async (what: (text: string) => boolean) => {
+      const deadline = Date.now() + 30_000;
+      while (Date.now() < deadline && !what(so)) await new Promise((r) => setTimeout(r, 100));
+    };
+    try {
+      await until((t) => t.split('\n').filter((l) => l.includes('"reconcile pass')).length >= 3);
+      const list = { cniVersion: '1.0.0', name: 'late', plugins: [{ type: 'ptp', ipam: { type: 'host-local', subnet: '10.93.0.0/24' } }, { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, ipv6ProbeRewrite: 'off' }] };
+      await writeFile(join(confDir, '10-late.conflist'), JSON.stringify(list));
+      await until((t) => t.includes('network: recovered'));
+    } finally {
+      proc.kill('SIGTERM');
+    }
+    const r = await proc;
+    expect(r.exitCode, r.stderr).toBe(0);
+    const lines = parseLines(String(r.stdout));
+    expect(lines.filter((l) => l.step === 'network' && l.level === 'error')).toHaveLength(1);
+    const recovered = lines.filter((l) => l.msg === 'network: recovered');
+    expect(recovered).toHaveLength(1);
+    expect(recovered[0]).toMatchObject({ level: 'info', step: 'network', passes: expect.any(Number) });
+    expect(recovered[0]!.passes).toBeGreaterThanOrEqual(3);
+    expect(lines.at(-1)!.problems?.some((p: { step: string }) => p.step === 'network')).not.toBe(true);
   });
 });
