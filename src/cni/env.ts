@@ -75,6 +75,15 @@ export function parseCniArgs(raw: string): Record<string, string> {
   return out;
 }
 
+/** DEL's reading: a pod name it cannot record must not block teardown (as a config mistake does not): left out. */
+function podOfLenient(args: Record<string, string>): PodRef | undefined {
+  try {
+    return podOf(args);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Reads and validates the environment for `command`; "" counts as unset; all missing names in one error. */
 export function readCniEnv(env: NodeJS.ProcessEnv): CniEnv {
   const raw = env.CNI_COMMAND ?? '';
@@ -104,7 +113,7 @@ export function readCniEnv(env: NodeJS.ProcessEnv): CniEnv {
   }
   if (bad.length) throw new CniError(ErrorCode.InvalidEnvironment, 'invalid env variables', { details: bad.join('; ') });
   const args = command === 'VERSION' ? {} : parseCniArgs(get('CNI_ARGS'));
-  const pod = podOf(args);
+  const pod = command === 'DEL' ? podOfLenient(args) : podOf(args);
   return {
     command,
     containerID,

@@ -35,6 +35,8 @@ describe('env', () => {
     expect(readCniEnv({ ...base, CNI_ARGS: 'IgnoreUnknown=1' }).pod).toBeUndefined();
     expect(readCniEnv({ ...base, CNI_COMMAND: 'VERSION', CNI_ARGS: args }).pod).toBeUndefined();
     expect(codeOf(() => readCniEnv({ ...base, CNI_ARGS: `K8S_POD_NAME=${'a'.repeat(254)}` }))).toBe(4);
+    // DEL never fails on it (teardown must go on): the pod is left out.
+    expect(readCniEnv({ ...base, CNI_COMMAND: 'DEL', CNI_ARGS: `K8S_POD_NAMESPACE=shop;K8S_POD_NAME=${'a'.repeat(254)}` }).pod).toBeUndefined();
   });
   it('treats "" as unset and lists every missing name', () => {
     const e = (() => {
