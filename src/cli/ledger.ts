@@ -4,7 +4,7 @@ import type { LedgerRecord } from '../effects/ledger.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
 import { Exit, parseArgv, type Command } from './command.js';
 
-const USAGE = 'ipam-shim ledger [--conflist PATH | --conf-dir DIR] [--network NAME] [--json]';
+const USAGE = 'ipam-shim ledger [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS] [--json]';
 
 /** "3d4h", "2h13m", "5m2s", "42s": the two largest units. */
 function age(seconds: number): string {
