@@ -1,7 +1,7 @@
 // `ipam-shim doctor`: the one command an operator runs on a node. Runs every check, prints a verdict per
 // finding with its fix; exit 1 on any problem or warning. Without a shim conflist it still runs every check that
 // can look without one (the conflist's own finding says why there is none, the main plugin and the shim on the
-// CNI path, the IPv6 probe table), and says `skipped` for the rest.
+// CNI path, the IPv6 probe table, orphaned residue), and says `skipped` for the rest.
 import { dirname } from 'node:path';
 import { CHECKS } from '../doctor/index.js';
 import { failedCheck, type Finding, type NodeView } from '../doctor/check.js';

@@ -8,8 +8,11 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Ledger, type LedgerRecord } from '../../src/effects/ledger.js';
 import { ROOT, SEA_SHIM } from '../helpers/cni.js';
+import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
 
 let dir = '';
+const net = new TestNet();
+afterEach(() => net.cleanup());
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'ipam-shim-cli-'));
 });
@@ -148,6 +151,15 @@ describe('doctor', () => {
     expect(f.find((x) => x.check === 'ledger')).toMatchObject({ verdict: 'skipped' });
     const text = await cli('doctor', '--conf-dir', n.confDir, '--cni-path', n.binDir);
     expect(text.stdout.split('\n').length).toBeGreaterThan(8);
+  });
+
+  (rootOrSkip() ? it : it.skip)('without a shim conflist: residue still finds orphaned per-pod ebtables rules (a node of its own: a netns)', async () => {
+    const n = await node({ shim: false });
+    const ns = await net.netns('doc');
+    await inNs(ns, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', '-p', 'IPv4', '-i', 'eth0', '--ip-dst', '10.224.9.9', '-j', 'dnat', '--to-dst', '0:d:3a:30:47:42', '--dnat-target', 'ACCEPT']);
+    const r = await execa('ip', ['netns', 'exec', ns, SEA_SHIM, 'doctor', '--conf-dir', n.confDir, '--cni-path', n.binDir, '--json'], { reject: false });
+    expect(r.exitCode, r.stderr).toBe(1);
+    expect(findings(r.stdout).find((x) => x.check === 'residue')).toMatchObject({ verdict: 'warn', summary: expect.stringContaining('10.224.9.9') });
   });
 
   it('checks the main plugin the shim is chained after: missing from the CNI path is a problem, found is ok', async () => {
