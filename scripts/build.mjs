@@ -85,6 +85,18 @@ const snapshot = process.env.IPAM_SHIM_SNAPSHOT !== '0';
 // optimised code (a CPU-bound loop took the same time with and without the flags). NODE_OPTIONS still adds flags.
 const SEA_EXEC_ARGV = ['--no-sparkplug', '--no-maglev'];
 const { version } = JSON.parse(execFileSync('cat', [new URL('../package.json', import.meta.url).pathname], { encoding: 'utf8' }));
+/** The commit built (`ipam-shim version --json`): git's HEAD, "-dirty" when tracked files differ from it; IPAM_SHIM_COMMIT, else "unknown", without git. */
+function buildCommit() {
+  if (process.env.IPAM_SHIM_COMMIT) return process.env.IPAM_SHIM_COMMIT;
+  try {
+    const head = execFileSync('git', ['rev-parse', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim() !== '';
+    return `${head}${dirty ? '-dirty' : ''}`;
+  } catch {
+    return 'unknown';
+  }
+}
+const commit = buildCommit();
 /** One bundle, no dynamic requires; `snapshotEntry` marks the copy the SEA's startup snapshot is built from. */
 const bundle = (outfile, snapshotEntry) =>
   build({
@@ -95,7 +107,7 @@ const bundle = (outfile, snapshotEntry) =>
     format: 'cjs',
     outfile,
     banner: { js: '#!/usr/bin/env node' },
-    define: { 'process.env.IPAM_SHIM_VERSION': JSON.stringify(version), 'process.env.IPAM_SHIM_SNAPSHOT_ENTRY': JSON.stringify(snapshotEntry ? '1' : '0') },
+    define: { 'process.env.IPAM_SHIM_VERSION': JSON.stringify(version), 'process.env.IPAM_SHIM_COMMIT': JSON.stringify(commit), 'process.env.IPAM_SHIM_SNAPSHOT_ENTRY': JSON.stringify(snapshotEntry ? '1' : '0') },
     // `plan`'s YAML parser is a file of its own (below): bundled here it would cost every CNI call ~1 ms (SEA) and
     // ~3 ms (`node ipam-shim.js`) of start-up for ~190 KB no call runs (docs/performance.md).
     external: ['yaml'],

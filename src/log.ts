@@ -1,8 +1,8 @@
 // pino to a file with synchronous writes (a CNI plugin exits right after its answer: nothing may be lost).
 // Never stdout: stdout is the protocol.
-import { mkdirSync, openSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { writeSync } from 'node:fs';
 import pino, { type Logger } from 'pino';
+import { LogFile, type LogBound } from './effects/log-file.js';
 
 export type { Logger };
 
@@ -13,23 +13,29 @@ export type { Logger };
  * snapshot was built (src/warm.ts logs to a temp file, whose random path is never asked for again) is never a later
  * process's descriptor.
  */
-const openFiles = new Map<string, { pid: number; fd: number }>();
+const openFiles = new Map<string, { pid: number; file: LogFile }>();
 
-function logFd(file: string): number {
-  const shared = openFiles.get(file);
-  if (shared?.pid === process.pid) return shared.fd;
-  mkdirSync(dirname(file), { recursive: true, mode: 0o755 });
-  const fd = openSync(file, 'a', 0o640);
-  openFiles.set(file, { pid: process.pid, fd });
-  return fd;
+function logFile(path: string, bound: LogBound | undefined): LogFile {
+  const shared = openFiles.get(path);
+  if (shared?.pid === process.pid) {
+    shared.file.bound = bound;
+    return shared.file;
+  }
+  const file = new LogFile(path, bound);
+  openFiles.set(path, { pid: process.pid, file });
+  return file;
 }
 
-export function createLogger(opts: { file?: string; level?: string; base?: Record<string, unknown> }): Logger {
+/** `bound`: rotate the file at this size (src/effects/log-file.ts; the config's `logMaxBytes`, `logBackups`). */
+/** The log file's bound as the config's settings say it. */
+export const logBound = (s: { logMaxBytes: number; logBackups: number }): LogBound => ({ maxBytes: s.logMaxBytes, backups: s.logBackups });
+
+export function createLogger(opts: { file?: string; level?: string; base?: Record<string, unknown>; bound?: LogBound }): Logger {
   const level = opts.level ?? 'info';
   let dest: pino.DestinationStream;
   try {
     if (!opts.file) throw new Error('no log file');
-    dest = neverThrows(logFd(opts.file));
+    dest = toFile(logFile(opts.file, opts.bound));
   } catch {
     // The log file cannot be opened: stderr is the only other place that is not the protocol.
     dest = neverThrows(2);
@@ -37,9 +43,12 @@ export function createLogger(opts: { file?: string; level?: string; base?: Recor
   return loggerTo(dest, { level, base: { pid: process.pid, ...opts.base } });
 }
 
-/** The shim's logger shape (ISO times, the given base fields) on any destination. */
+/** `"level":"info"`, not pino's number (30): what an operator greps for and a log pipeline maps without a table. */
+const formatters = { level: (label: string) => ({ level: label }) };
+
+/** The shim's logger shape (named levels, ISO times, the given base fields) on any destination. */
 function loggerTo(dest: pino.DestinationStream, opts: { level: string; base: Record<string, unknown> }): Logger {
-  return pino({ level: opts.level, base: opts.base, timestamp: pino.stdTimeFunctions.isoTime }, dest);
+  return pino({ level: opts.level, base: opts.base, formatters, timestamp: pino.stdTimeFunctions.isoTime }, dest);
 }
 
 /**
@@ -48,6 +57,19 @@ function loggerTo(dest: pino.DestinationStream, opts: { level: string; base: Rec
  */
 export function stdoutLogger(level: string, base: Record<string, unknown>): Logger {
   return loggerTo(neverThrows(1), { level, base: { pid: process.pid, ...base } });
+}
+
+/** Lines into the (bounded) log file; a failing write costs the line, never the call (as neverThrows). */
+function toFile(file: LogFile): pino.DestinationStream {
+  return {
+    write(line: string) {
+      try {
+        file.append(Buffer.from(line));
+      } catch {
+        // dropped: ENOSPC, EIO, a log directory made read-only
+      }
+    },
+  };
 }
 
 /** How long a write to a full pipe (EAGAIN) is retried before the line is dropped. */

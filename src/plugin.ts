@@ -1,7 +1,9 @@
 // CNI mode: one invocation from env + stdin to one JSON document on stdout and an exit code.
 import { dispatch, type Verbs } from './cni/skel.js';
 import { readStdin } from './cni/stdin.js';
-import { createLogger, silentLogger, type Logger } from './log.js';
+import { createLogger, logBound, silentLogger, type Logger } from './log.js';
+import { DEFAULT_LOG_BACKUPS, DEFAULT_LOG_MAX_BYTES } from './cni/config.js';
+import { parseCniArgs, podOf, type PodRef } from './cni/env.js';
 import { createContext } from './verbs/context.js';
 import type { Run } from './effects/exec.js';
 import { sinceStart, takeSpans } from './spans.js';
@@ -12,6 +14,15 @@ const DEFAULT_LOG_FILE = '/var/log/ipam-shim.log';
 export interface StartMarks {
   main?: number;
   loaded?: number;
+}
+
+/** The pod for the line of a call whose environment or config did not parse: what CNI_ARGS names, if it parses. */
+function podOfEnv(env: NodeJS.ProcessEnv): PodRef | undefined {
+  try {
+    return podOf(parseCniArgs(env.CNI_ARGS ?? ''));
+  } catch {
+    return undefined;
+  }
 }
 
 const round1 = (ms: number) => Math.round(ms * 10) / 10;
@@ -76,7 +87,8 @@ export async function runPlugin(
     log = createLogger({
       file: conf.settings.logFile,
       level: conf.settings.logLevel,
-      base: { command: env.command, network: conf.name, containerID: env.containerID || undefined, ifname: env.ifname || undefined, netns: env.netns || undefined },
+      bound: logBound(conf.settings),
+      base: { command: env.command, network: conf.name, containerID: env.containerID || undefined, ifname: env.ifname || undefined, netns: env.netns || undefined, pod: env.pod },
     });
     marks.logger = marks.verb = sinceStart();
   });
@@ -84,7 +96,11 @@ export async function runPlugin(
   if (log === silentLogger) {
     // The config never parsed: log where an operator looks by default.
     marks.config = sinceStart();
-    log = createLogger({ file: DEFAULT_LOG_FILE, base: { command: outcome.command ?? procEnv.CNI_COMMAND, containerID: procEnv.CNI_CONTAINERID || undefined } });
+    log = createLogger({
+      file: DEFAULT_LOG_FILE,
+      bound: { maxBytes: DEFAULT_LOG_MAX_BYTES, backups: DEFAULT_LOG_BACKUPS },
+      base: { command: outcome.command ?? procEnv.CNI_COMMAND, containerID: procEnv.CNI_CONTAINERID || undefined, pod: podOfEnv(procEnv) },
+    });
     marks.logger = sinceStart();
   }
   // `ms`: the whole call as its caller waits for it, process start → this line (what `timings.total` says).

@@ -8,6 +8,7 @@ import { shimEntryInUse, type EntryInUse } from '../conflist.js';
 import { watchInstall, type WatchOptions, type WatchSummary } from '../install/install.js';
 import { startHttp, type HealthState } from './http.js';
 import { AgentMetrics } from './metrics.js';
+import { PersistingProblems } from './problems.js';
 import { reconcileOnce, type PassMemory, type PassReport, type ReconcileOptions } from './reconcile.js';
 import { withDefaultTimeout } from '../effects/exec.js';
 
@@ -58,6 +59,7 @@ const AGENT_TOOL_TIMEOUT_MS = 60_000;
 
 export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<AgentSummary> {
   const metrics = new AgentMetrics();
+  const problems = new PersistingProblems();
   const run = withDefaultTimeout(o.reconcile.run, AGENT_TOOL_TIMEOUT_MS);
   // A pass that shows no progress for this long (a stuck tool or lock beyond every timeout) fails /healthz.
   const entry = () => shimEntryInUse(o.entryAt);
@@ -90,7 +92,7 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
     while (!signal.aborted) {
       hup = false;
       health.lastBeat = Date.now();
-      summary.last = await reconcileOnce({ ...o.reconcile, run, signal, metrics, log: o.log, memory });
+      summary.last = await reconcileOnce({ ...o.reconcile, run, signal, metrics, log: o.log, memory, problems });
       summary.passes++;
       const last = summary.last;
       const completed = last.steps.network === 'ok' && !last.stopped;
@@ -116,6 +118,9 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
     await new Promise<void>((r) => server.close(() => r()));
     summary.install = await installed;
   }
-  o.log.info({ passes: summary.passes }, 'agent stopped');
+  const open = problems.current();
+  // A problem that never cleared ends here: named once more, so the log's last line says what was still wrong.
+  if (open.length) o.log.warn({ passes: summary.passes, problems: open }, 'agent stopped');
+  else o.log.info({ passes: summary.passes }, 'agent stopped');
   return summary;
 }

@@ -23,6 +23,7 @@ import { reservedCidrs } from '../reserved/decision.js';
 import { podName, viewPods } from './pods.js';
 import type { AgentMetrics, Step } from './metrics.js';
 import { AGENT_LOCK_WAIT_MS, AttachmentBusy, exclusiveAttachment } from './lock.js';
+import { PersistingProblems } from './problems.js';
 
 export type GcMode = 'report' | 'apply';
 
@@ -36,6 +37,8 @@ export interface ReconcileOptions {
   signal: AbortSignal;
   /** What one pass leaves the next (the daemon keeps one): only to log newly unseen pods once, not every pass. */
   memory?: PassMemory;
+  /** The agent's problems across passes (logged when they start and end); absent: each pass logs its own. */
+  problems?: PersistingProblems;
 }
 
 export interface PassMemory {
@@ -73,6 +76,7 @@ const stopped = (o: ReconcileOptions) => o.signal.aborted;
 export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   const t0 = sinceStart();
   const report: PassReport = { network: undefined, steps: {}, busy: 0, leaked: 0, released: 0, forgotten: 0, residueRemoved: 0, probeRestored: false, errors: 0, durationMs: 0, stopped: false };
+  const problems = o.problems ?? new PersistingProblems();
   const step = async (name: Step, fn: () => Promise<StepOutcome>): Promise<void> => {
     if (stopped(o)) {
       report.steps[name] = 'stopped';
@@ -81,12 +85,13 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     let outcome: StepOutcome;
     try {
       outcome = await fn();
+      problems.succeeded(name, o.log);
     } catch (e) {
       outcome = 'error';
       report.errors++;
       if (name === 'network') report.networkError = (e as Error).message;
       o.metrics.errors.inc({ step: name });
-      o.log.error({ step: name, err: e }, `${name}: failed`);
+      problems.failed(name, e, o.log);
     }
     report.steps[name] = outcome;
     o.metrics.steps.inc({ step: name, outcome });

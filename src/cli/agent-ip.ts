@@ -1,7 +1,7 @@
 // `ipam-shim agent-ip allocate | release | list`: cilium-agent's own IPs through the delegate (CFP #13).
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { agentOwnerOf, allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from '../agent/agent-ip.js';
-import { NETWORK_FLAGS, openNetwork } from './network.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
 import { parseArgv, UsageError, type Command } from './command.js';
 
 const USAGE = `ipam-shim agent-ip allocate --owner NAME [--family 4|6|dual (default: whatever the delegate hands out)] [--wait SECONDS]
@@ -9,17 +9,27 @@ ipam-shim agent-ip release  --owner NAME
 ipam-shim agent-ip list
   common: [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS] [--json]`;
 
+const OPTIONS = { ...NETWORK_FLAGS, owner: { type: 'string' }, family: { type: 'string' }, wait: { type: 'string', default: '30' } } as const;
+
 export const agentIpCommand: Command = {
   name: 'agent-ip',
   summary: "allocate, release or list cilium-agent's own IPs through the delegated IPAM plugin (never released by GC)",
   usage: USAGE,
-  exitStatus: '0 done; 1 the delegate or the ledger failed; 2 usage (an invalid --owner included)',
+  options: OPTIONS,
+  flagHelp: {
+    ...NETWORK_FLAG_HELP,
+    owner: { value: 'NAME', text: 'whose addresses (allocate, release): the container ID is cilium-agent-NAME, e.g. health' },
+    family: { value: '4|6|dual', text: 'allocate: insist on this address family (default: whatever the delegate hands out), e.g. dual' },
+    wait: { value: 'SECONDS', text: 'allocate: wait this long for the conflist to appear (default 30), e.g. 120' },
+  },
+  examples: ['ipam-shim agent-ip allocate --owner health --json', 'ipam-shim agent-ip list', 'ipam-shim agent-ip release --owner health'],
+  exitStatus: '0 done; 1 never (nothing here is a finding); 2 usage (an invalid --owner included); 3 could not run: the delegate or the ledger failed',
   async run(argv, ctx) {
     const parsed = parseArgv({
       args: argv,
       allowPositionals: true,
       strict: true,
-      options: { ...NETWORK_FLAGS, owner: { type: 'string' }, family: { type: 'string' }, wait: { type: 'string', default: '30' } },
+      options: OPTIONS,
     });
     const { values, positionals } = parsed;
     const [action, ...extra] = positionals;

@@ -2,7 +2,7 @@
 // DaemonSet fills them from its ConfigMap.
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { defaultSource } from '../install/binary.js';
-import { NETWORK_FLAGS } from './network.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS } from './network.js';
 import { DEFAULT_CNI_PATH, type NetworkSelection } from '../network/open.js';
 import { parseListen } from '../agent/http.js';
 import type { GcMode } from '../agent/reconcile.js';
@@ -114,7 +114,24 @@ export const agentCommand: Command = {
   name: 'agent',
   summary: 'the node agent (DaemonSet): keep the shim installed, reconcile GC/residue/probe rewrite every interval, serve /metrics',
   usage: USAGE,
-  exitStatus: '0 stopped by SIGTERM/SIGINT (every problem meanwhile is logged and counted, never an exit); 1 it could not start (e.g. the --listen address is taken); 2 usage',
+  options: AGENT_FLAGS,
+  flagHelp: {
+    ...NETWORK_FLAG_HELP,
+    interval: { value: 'SECONDS', text: `time between reconcile passes (default ${DEFAULT_AGENT_INTERVAL_S}), e.g. 60` },
+    jitter: { value: 'FRACTION', text: 'each wait is interval × (1 ± this), in [0, 1) (default 0.1), e.g. 0.2' },
+    gc: { value: 'report|apply', text: 'leaked pod addresses: only report them (default) or release them, e.g. apply' },
+    'grace-seconds': { value: 'N', text: 'GC keeps attachments younger than this (default 60), e.g. 300' },
+    'cache-dir': { value: 'DIR', text: `the runtime's CNI cache (default ${DEFAULT_CACHE_DIR}), e.g. /host/var/lib/cni` },
+    'allow-empty-cache': { text: 'GC releases even when the cache is missing or empty while pods are recorded' },
+    listen: { value: 'HOST:PORT', text: `where /metrics, /healthz, /readyz are served (default ${DEFAULT_AGENT_LISTEN}), e.g. 10.224.0.4:9740` },
+    'log-level': { value: 'LEVEL', text: 'trace, debug, info (default), warn, error, fatal or silent, e.g. debug' },
+    'cni-bin-dir': { value: 'DIR', text: 'where to install the executable (default /opt/cni/bin), e.g. /host/opt/cni/bin' },
+    source: { value: 'PATH', text: 'the executable to install (default: this one), e.g. /ipam-shim' },
+    'shim-config': { value: 'JSON', text: 'the chained entry\'s settings (as install --shim-config), e.g. \'{"reservedCIDRs":["10.224.0.0/24"]}\'' },
+    'no-install': { text: 'do not install or watch the executable and the entry (reconcile only)' },
+  },
+  examples: ['ipam-shim agent', 'ipam-shim agent --gc apply --interval 60 --listen 0.0.0.0:9740', 'ipam-shim agent --no-install --conf-dir /host/etc/cni/net.d --log-level debug'],
+  exitStatus: '0 stopped by SIGTERM/SIGINT (every problem meanwhile is logged and counted, never an exit); 1 never; 2 usage; 3 could not run: it could not start (e.g. the --listen address is taken)',
   async run(argv, ctx): Promise<CommandOutput> {
     const { settings, install } = parseAgentArgs(argv);
     const { runAgent } = await import('../agent/daemon.js');

@@ -1,38 +1,61 @@
 // `ipam-shim doctor`: the one command an operator runs on a node. Runs every check, prints a verdict per
-// finding with its fix; exit 1 on any problem or warning.
+// finding with its fix; exit 1 on any problem or warning. Without a shim conflist it still runs every check that
+// can look without one (the conflist's own finding says why there is none, the main plugin and the shim on the
+// CNI path, the IPv6 probe table, orphaned residue), and says `skipped` for the rest.
+import { dirname } from 'node:path';
 import { CHECKS } from '../doctor/index.js';
 import { DEFAULT_CACHE_DIR } from '../gc/from-cache.js';
-import { failedCheck, type Finding } from '../doctor/check.js';
-import { NETWORK_FLAGS, openNetwork } from './network.js';
-import { parseArgv, type Command } from './command.js';
+import { failedCheck, type Finding, type NodeView } from '../doctor/check.js';
+import { DEFAULT_CONF_DIR } from '../conflist.js';
+import { CniError } from '../cni/errors.js';
+import { DEFAULT_CNI_PATH, type OpenNetwork } from '../network/open.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
+import { Exit, parseArgv, type Command } from './command.js';
 
-const USAGE = 'ipam-shim doctor [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS] [--cache-dir /var/lib/cni] [--json]';
+const USAGE = 'ipam-shim doctor [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS] [--cache-dir DIR] [--json]';
+const DOCTOR_FLAGS = { ...NETWORK_FLAGS, 'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR } } as const;
 
 export const doctorCommand: Command = {
   name: 'doctor',
-  summary: 'check this node: conflist (and whether the runtime uses it), delegate, ledger, residue, pods the shim never saw, agent IPs, reserved-subnet routes, IPv6 probes',
+  summary: 'check this node: conflist (and whether the runtime uses it), main plugin, delegate, ledger, residue, pods the shim never saw, agent IPs, reserved-subnet routes, IPv6 probes',
   usage: USAGE,
-  exitStatus: '0 every check is ok or skipped; 1 at least one WARN or PROBLEM, or the conflist cannot be read; 2 usage',
+  options: DOCTOR_FLAGS,
+  flagHelp: { ...NETWORK_FLAG_HELP, 'cache-dir': { value: 'DIR', text: `the runtime's CNI cache, for pods the shim never saw (default ${DEFAULT_CACHE_DIR}), e.g. /host/var/lib/cni` } },
+  examples: ['ipam-shim doctor', 'ipam-shim doctor --conf-dir /host/etc/cni/net.d --cni-path /host/opt/cni/bin --json'],
+  exitStatus: '0 every check is ok or skipped; 1 at least one WARN or PROBLEM (no shim conflist included); 2 usage; 3 could not run',
   async run(argv, ctx) {
-    const { values } = parseArgv({ args: argv, options: { ...NETWORK_FLAGS, 'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR } }, strict: true });
-    const net = await openNetwork(values, ctx.run, ctx.env);
+    const { values } = parseArgv({ args: argv, options: DOCTOR_FLAGS, strict: true });
+    let net: OpenNetwork | undefined;
+    let node: NodeView | undefined;
+    try {
+      net = await openNetwork(values, ctx.run, ctx.env);
+    } catch (e) {
+      // The network cannot be opened (no conflist holds the shim, or it does not parse): doctor goes on without it.
+      if (!(e instanceof CniError)) throw e;
+      const cniPath = (values['cni-path'] ?? ctx.env.CNI_PATH ?? DEFAULT_CNI_PATH).split(':').filter(Boolean);
+      node = { confDir: values['conf-dir'] ?? (values.conflist ? dirname(values.conflist) : DEFAULT_CONF_DIR), cniPath, run: ctx.run, why: e };
+    }
     const findings: Finding[] = [];
     for (const check of CHECKS) {
       try {
-        findings.push(...(await check.run(net, { cacheDir: values['cache-dir'] })));
+        if (net) findings.push(...(await check.run(net, { cacheDir: values['cache-dir'] })));
+        else if (check.withoutNetwork) findings.push(...(await check.withoutNetwork(node!)));
+        else findings.push({ check: check.name, verdict: 'skipped', summary: "needs the shim's conflist (see the conflist check)" });
       } catch (e) {
-        findings.push(failedCheck(check.name, e, net));
+        findings.push(net ? failedCheck(check.name, e, net) : { check: check.name, verdict: 'problem', summary: `check failed: ${(e as Error).message}` });
       }
     }
     const bad = findings.filter((f) => f.verdict === 'problem' || f.verdict === 'warn');
-    return { data: { network: net.conf.name, conflist: net.shim.path, findings, ok: bad.length === 0 }, text: render(net.conf.name, net.shim.path, findings), exitCode: bad.length ? 1 : 0 };
+    const network = net?.conf.name ?? null;
+    const conflist = net?.shim.path ?? null;
+    return { data: { network, conflist, findings, ok: bad.length === 0 }, text: render(network, conflist ?? node!.confDir, findings), exitCode: bad.length ? Exit.FOUND : Exit.OK };
   },
 };
 
 const MARK: Record<Finding['verdict'], string> = { ok: 'ok     ', warn: 'WARN   ', problem: 'PROBLEM', skipped: 'skipped' };
 
-function render(network: string, path: string, findings: Finding[]): string {
-  const lines = [`network ${network} (${path})`, ''];
+function render(network: string | null, path: string, findings: Finding[]): string {
+  const lines = [network ? `network ${network} (${path})` : `no shim network (looked in ${path})`, ''];
   const width = Math.max(5, ...findings.map((f) => f.check.length));
   for (const f of findings) {
     lines.push(`${MARK[f.verdict]}  ${f.check.padEnd(width)}  ${f.summary}`);

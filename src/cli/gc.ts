@@ -2,7 +2,7 @@
 // then the GC verb's own algorithm and guards. Dry run unless --apply.
 import { DEFAULT_CACHE_DIR, gcFromCache } from '../gc/from-cache.js';
 import type { GcReport } from '../gc/run-gc.js';
-import { NETWORK_FLAGS, openNetwork } from './network.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
 import { parseArgv, UsageError, type Command } from './command.js';
 
 const USAGE = `ipam-shim gc --network NAME [--cache-dir /var/lib/cni] [--grace-seconds 60] [--apply] [--allow-empty-cache]
@@ -21,22 +21,33 @@ function releaseAction(report: GcReport, r: { containerID: string; ifname: strin
   return report.errors.some((e) => e.attachment && same(e.attachment, r)) ? 'FAILED' : 'not started';
 }
 
+const OPTIONS = {
+  ...NETWORK_FLAGS,
+  'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR },
+  apply: { type: 'boolean', default: false },
+  'allow-empty-cache': { type: 'boolean', default: false },
+  'grace-seconds': { type: 'string', default: '60' },
+} as const;
+
 export const gcCommand: Command = {
   name: 'gc',
   summary: "release leaked IPs for runtimes that never send CNI GC (valid = the runtime's result cache); dry run by default",
   usage: USAGE,
-  exitStatus: '0 nothing to release (dry run) or everything released; 1 the dry run found something to release, a release failed, or the cache was out of sight (refused); 2 usage',
+  options: OPTIONS,
+  flagHelp: {
+    ...NETWORK_FLAG_HELP,
+    'cache-dir': { value: 'DIR', text: `the runtime's CNI cache, holding results/ (default ${DEFAULT_CACHE_DIR}), e.g. /host/var/lib/cni` },
+    apply: { text: 'release what the dry run lists (default: only list it)' },
+    'allow-empty-cache': { text: 'release even when the cache is missing or empty while pods are recorded (check by hand first)' },
+    'grace-seconds': { value: 'N', text: 'keep attachments younger than this (default 60), e.g. 300' },
+  },
+  examples: ['ipam-shim gc --network cilium', 'ipam-shim gc --network cilium --apply --json'],
+  exitStatus: '0 nothing to release (dry run) or everything released; 1 the dry run found something to release, a release failed, or the cache was out of sight (refused); 2 usage; 3 could not run (no conflist, an unreadable ledger)',
   async run(argv, ctx) {
     const { values } = parseArgv({
       args: argv,
       strict: true,
-      options: {
-        ...NETWORK_FLAGS,
-        'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR },
-        apply: { type: 'boolean', default: false },
-        'allow-empty-cache': { type: 'boolean', default: false },
-        'grace-seconds': { type: 'string', default: '60' },
-      },
+      options: OPTIONS,
     });
     if (!values.network && !values.conflist) throw new UsageError('--network (or --conflist) is required');
     const grace = Number(values['grace-seconds']);

@@ -1,9 +1,11 @@
 // Operator CLI: find the command, run it, render once (text or --json). Commands never print or exit.
+// Exit statuses (docs/cli.md): 0 fine, 1 found a problem, 2 usage, 3 could not run.
 import { run } from '../effects/exec.js';
-import { UsageError, type Command } from './command.js';
+import { commandHelp, Exit, ProblemFound, UsageError, type Command } from './command.js';
 import { ABOUT } from '../cni/skel.js';
-import { versionText } from './version.js';
+import { versionJson, versionText } from './version.js';
 
+/** Each command's module, loaded only when it runs (none of them is on the CNI call's path: src/main.ts). */
 const COMMANDS: Record<string, () => Promise<Command>> = {
   plan: async () => (await import('./plan.js')).planCommand,
   doctor: async () => (await import('./doctor.js')).doctorCommand,
@@ -14,6 +16,8 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   install: async () => (await import('./install.js')).installCommand,
   agent: async () => (await import('./agent.js')).agentCommand,
   uninstall: async () => (await import('./install.js')).uninstallCommand,
+  ledger: async () => (await import('./ledger.js')).ledgerCommand,
+  version: async () => (await import('./version.js')).versionCommand,
 };
 
 export interface CliOutcome {
@@ -22,21 +26,72 @@ export interface CliOutcome {
   exitCode: number;
 }
 
-function help(): string {
+/** The top-level help: every command with its one-line summary (each command's module is loaded to read it). */
+async function help(): Promise<string> {
   const names = Object.keys(COMMANDS).sort();
-  return `${ABOUT}\n\nusage: ipam-shim <command> [flags] [--json]\n\ncommands:\n${names.map((n) => `  ${n}`).join('\n')}\n\nRun "ipam-shim <command> --help" for a command's flags.\n`;
+  const summaries = await Promise.all(names.map(async (n) => (await COMMANDS[n]!()).summary));
+  const width = Math.max(...names.map((n) => n.length));
+  const list = names.map((n, i) => `  ${n.padEnd(width)}  ${summaries[i]}`).join('\n');
+  return `${ABOUT}
+
+usage: ipam-shim <command> [flags] [--json]
+
+commands:
+${list}
+
+Run "ipam-shim help <command>" or "ipam-shim <command> --help" for a command's flags and examples.
+exit status (every command): 0 fine; 1 found a problem; 2 usage; 3 could not run
+`;
+}
+
+/** Edit distance (insertions, deletions, substitutions, adjacent swaps): how far a misspelt command is from a real one. */
+function distance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
+    }
+  }
+  return d[a.length]![b.length]!;
+}
+
+/** The commands a mistyped name most likely meant: within 2 edits (1 for names of up to 4 letters), or a prefix of one. */
+export function suggest(name: string): string[] {
+  const close = Object.keys(COMMANDS)
+    .map((c) => [c, distance(name, c)] as const)
+    .filter(([c, d]) => d <= (name.length <= 4 ? 1 : 2) || (name.length >= 2 && c.startsWith(name)))
+    .sort((x, y) => x[1] - y[1] || (x[0] < y[0] ? -1 : 1));
+  return close.map(([c]) => c);
+}
+
+async function unknownCommand(name: string): Promise<CliOutcome> {
+  const near = suggest(name);
+  const hint = near.length ? `\n\ndid you mean ${near.map((n) => `"ipam-shim ${n}"`).join(' or ')}?` : `\n\n${await help()}`;
+  return { stdout: '', stderr: `ipam-shim: unknown command "${name}"${hint}\n`, exitCode: Exit.USAGE };
 }
 
 export async function runCli(argv: string[], env: NodeJS.ProcessEnv): Promise<CliOutcome> {
   const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') return { stdout: help(), stderr: '', exitCode: 0 };
-  if (name === '--version') return { stdout: versionText(), stderr: '', exitCode: 0 };
-  const load = COMMANDS[name];
-  if (!load) return { stdout: '', stderr: `ipam-shim: unknown command "${name}"\n\n${help()}`, exitCode: 2 };
-  const command = await load();
-  if (rest.includes('--help') || rest.includes('-h')) {
-    return { stdout: `${command.summary}\n\n${command.usage}\n\nexit status: ${command.exitStatus}\n`, stderr: '', exitCode: 0 };
+  if (!name || name === '--help' || name === '-h') return { stdout: await help(), stderr: '', exitCode: Exit.OK };
+  if (name === 'help') {
+    const [topic, ...extra] = rest;
+    if (!topic) return { stdout: await help(), stderr: '', exitCode: Exit.OK };
+    if (extra.length) return { stdout: '', stderr: `ipam-shim help: one command at a time, got ${rest.join(' ')}\n`, exitCode: Exit.USAGE };
+    const load = COMMANDS[topic];
+    if (!load) return unknownCommand(topic);
+    return { stdout: commandHelp(await load()), stderr: '', exitCode: Exit.OK };
   }
+  if (name === '--version') {
+    const extra = rest.filter((a) => a !== '--json');
+    if (extra.length) return { stdout: '', stderr: `ipam-shim --version: unexpected argument "${extra[0]}"\n`, exitCode: Exit.USAGE };
+    return { stdout: rest.includes('--json') ? `${JSON.stringify(versionJson(), null, 2)}\n` : versionText(), stderr: '', exitCode: Exit.OK };
+  }
+  const load = COMMANDS[name];
+  if (!load) return unknownCommand(name);
+  const command = await load();
+  if (rest.includes('--help') || rest.includes('-h')) return { stdout: commandHelp(command), stderr: '', exitCode: Exit.OK };
   const json = rest.includes('--json');
   const args = rest.filter((a) => a !== '--json');
   try {
@@ -44,10 +99,11 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv): Promise<Cl
     const stdout = json ? `${JSON.stringify(out.data, null, 2)}\n` : out.text.endsWith('\n') || out.text === '' ? out.text : `${out.text}\n`;
     return { stdout, stderr: '', exitCode: out.exitCode };
   } catch (e) {
-    if (e instanceof UsageError) return { stdout: '', stderr: `ipam-shim ${name}: ${e.message}\n\n${command.usage}\n`, exitCode: 2 };
+    if (e instanceof UsageError) return { stdout: '', stderr: `ipam-shim ${name}: ${e.message}\n\n${command.usage}\nRun "ipam-shim help ${name}" for its flags and examples.\n`, exitCode: Exit.USAGE };
     const message = e instanceof Error ? e.message : String(e);
     const code = (e as { code?: unknown }).code;
-    if (json) return { stdout: `${JSON.stringify({ error: message, code: typeof code === 'number' ? code : undefined }, null, 2)}\n`, stderr: '', exitCode: 1 };
-    return { stdout: '', stderr: `ipam-shim ${name}: ${message}\n`, exitCode: 1 };
+    const exitCode = e instanceof ProblemFound ? Exit.FOUND : Exit.COULD_NOT_RUN;
+    if (json) return { stdout: `${JSON.stringify({ error: message, code: typeof code === 'number' ? code : undefined }, null, 2)}\n`, stderr: '', exitCode };
+    return { stdout: '', stderr: `ipam-shim ${name}: ${message}\n`, exitCode };
   }
 }

@@ -4,7 +4,7 @@ import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { CniError } from '../cni/errors.js';
 import { createLogger } from '../log.js';
 import { DEFAULT_CNI_PATH } from '../network/open.js';
-import { asUsage, parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
+import { asUsage, parseArgv, ProblemFound, UsageError, type Command, type CommandOutput } from './command.js';
 import { checkSource, defaultSource, installBinary } from '../install/binary.js';
 import { installConflist, renderConflist, validateShimKeys, type ConflistOutcome } from '../install/conflist.js';
 import { uninstall, watchInstall } from '../install/install.js';
@@ -52,24 +52,41 @@ function conflistLine(c: ConflistOutcome, confDir: string): string {
   }
 }
 
+const INSTALL_OPTIONS = {
+  'cni-bin-dir': { type: 'string' },
+  'conf-dir': { type: 'string' },
+  source: { type: 'string' },
+  'shim-config': { type: 'string' },
+  watch: { type: 'boolean' },
+  interval: { type: 'string' },
+  print: { type: 'boolean' },
+} as const;
+const UNINSTALL_OPTIONS = { 'cni-bin-dir': { type: 'string' }, 'conf-dir': { type: 'string' }, 'keep-binary': { type: 'boolean' } } as const;
+const DIR_HELP = {
+  'cni-bin-dir': { value: 'DIR', text: `the CNI bin dir (default ${DEFAULT_CNI_PATH}), e.g. /host/opt/cni/bin` },
+  'conf-dir': { value: 'DIR', text: `where cilium's conflist is (default ${DEFAULT_CONF_DIR}), e.g. /host/etc/cni/net.d` },
+};
+
 export const installCommand: Command = {
   name: 'install',
   summary: 'copy the executable into the CNI bin dir and chain the shim after cilium-cni; --watch keeps it there',
   usage: INSTALL_USAGE,
-  exitStatus: '0 installed or already in place (or the shim is in an IPAM slot; with --print: the list was printed); 1 no conflist holds cilium-cni, one does not parse, or a write failed; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; with --watch: 0 when stopped by a signal',
+  options: INSTALL_OPTIONS,
+  flagHelp: {
+    ...DIR_HELP,
+    source: { value: 'PATH', text: 'the executable to copy (default: this one), e.g. /ipam-shim' },
+    'shim-config': { value: 'JSON', text: 'the chained entry\'s settings, checked as the plugin checks them (default: keep the entry\'s), e.g. \'{"reservedCIDRs":["10.224.0.0/24"]}\'' },
+    watch: { text: 'keep running and put the binary and the entry back whenever they go (what the DaemonSet does)' },
+    interval: { value: 'SECONDS', text: `--watch: how often to check (default ${DEFAULT_WATCH_INTERVAL_S}), e.g. 10` },
+    print: { text: "write the conflist with the shim's entry to stdout and change no file (for Cilium's cni.customConf/cni.configMap)" },
+  },
+  examples: ['ipam-shim install', 'ipam-shim install --conf-dir /host/etc/cni/net.d --cni-bin-dir /host/opt/cni/bin --watch', 'ipam-shim install --shim-config \'{"reservedCIDRs":["10.224.0.0/24"]}\' --json', 'ipam-shim install --print --conf-dir /etc/cni/net.d'],
+  exitStatus: '0 installed or already in place (or the shim is in an IPAM slot; with --print: the list was printed); 1 no conflist holds cilium-cni, or one does not parse; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; 3 could not run (a write failed); with --watch: 0 when stopped by a signal',
   async run(argv): Promise<CommandOutput> {
     const { values: v } = parseArgv({
       args: argv,
       strict: true,
-      options: {
-        'cni-bin-dir': { type: 'string' },
-        'conf-dir': { type: 'string' },
-        source: { type: 'string' },
-        'shim-config': { type: 'string' },
-        watch: { type: 'boolean' },
-        interval: { type: 'string' },
-        print: { type: 'boolean' },
-      },
+      options: INSTALL_OPTIONS,
     });
     const binDir = (v['cni-bin-dir']) ?? DEFAULT_CNI_PATH;
     const confDir = (v['conf-dir']) ?? DEFAULT_CONF_DIR;
@@ -83,7 +100,7 @@ export const installCommand: Command = {
       const r = await renderConflist(confDir, shimKeys);
       if (r.text === undefined) {
         const why = [conflistLine(r, confDir), ...(r.unreadable ?? []).map((u) => `cannot parse ${u.path}: ${u.error}`)];
-        throw new Error(`nothing to print: ${why.join('; ')}`);
+        throw new ProblemFound(`nothing to print: ${why.join('; ')}`);
       }
       // stdout is the list itself (a ConfigMap's content); --json wraps it with where it came from.
       const { text, ...rest } = r;
@@ -141,9 +158,12 @@ export const uninstallCommand: Command = {
   name: 'uninstall',
   summary: 'take the chained shim entry out of the cilium-cni conflist and remove the executable',
   usage: UNINSTALL_USAGE,
-  exitStatus: '0 done (also when there was nothing to remove); 1 a write failed; 2 usage',
+  options: UNINSTALL_OPTIONS,
+  flagHelp: { ...DIR_HELP, 'keep-binary': { text: 'take the entry out but leave the executable in the bin dir' } },
+  examples: ['ipam-shim uninstall', 'ipam-shim uninstall --keep-binary --json'],
+  exitStatus: '0 done (also when there was nothing to remove); 1 never; 2 usage; 3 could not run (a write failed)',
   async run(argv): Promise<CommandOutput> {
-    const { values: v } = parseArgv({ args: argv, strict: true, options: { 'cni-bin-dir': { type: 'string' }, 'conf-dir': { type: 'string' }, 'keep-binary': { type: 'boolean' } } });
+    const { values: v } = parseArgv({ args: argv, strict: true, options: UNINSTALL_OPTIONS });
     const out = await uninstall({
       binDir: (v['cni-bin-dir']) ?? DEFAULT_CNI_PATH,
       confDir: (v['conf-dir']) ?? DEFAULT_CONF_DIR,

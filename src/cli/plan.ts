@@ -10,27 +10,43 @@ import { type Command, type CommandOutput, asUsage, parseArgv, UsageError } from
 const USAGE = `ipam-shim plan [--values FILE] [--ciliumnodes FILE] [--ippools FILE] [--azure-subnets FILE]…
               [--pool CIDR[,CIDR…]] [--node-mask N] [--node-mask-v6 N] [--reserved CIDR[,CIDR…]] [--allocated K] [--json]
 
-  FILE is a path, or - for stdin (one input at a time); YAML or JSON, as the tools print it:
-  --values FILE          Cilium's Helm values (ipam.mode, ipam.operator.clusterPoolIPv4PodCIDRList, …MaskSize,
-                         the IPv6 ones when ipv6.enabled, autoCreateCiliumPodIPPools); Cilium's defaults fill in
-  --ciliumnodes FILE     kubectl get ciliumnodes -o yaml: the node CIDRs nodes hold (spec.ipam.podCIDRs, multi-pool's
-                         spec.ipam.pools.allocated); replaces --allocated
-  --ippools FILE         kubectl get ciliumpodippools -o yaml: multi-pool, each pool planned on its own
-  --azure-subnets FILE   az network vnet subnet list -o json: every subnet's prefixes are reserved (repeatable)
-  --pool, --node-mask    cluster-pool's list and mask, over the values file; Cilium's defaults without either:
-                         10.0.0.0/8 and 24 (IPv6: fd00::/104 and 120; --node-mask applies to an IPv6-only --pool)
-  --reserved             reserved CIDRs besides the subnets'; without any, every node CIDR is safe
-  --allocated K          node CIDRs handed out so far (the next node gets index K), when no --ciliumnodes
+  FILE is a path, or - for stdin (one input at a time); YAML or JSON, as the tools print it. Cilium's defaults
+  fill in what no input says: 10.0.0.0/8 and 24 (IPv6: fd00::/104 and 120).`;
 
-  ipam-shim plan --values values.yaml --ciliumnodes nodes.yaml --azure-subnets subnets.json
-  kubectl get ciliumnodes -o yaml | ipam-shim plan --ciliumnodes - --azure-subnets subnets.json
-  ipam-shim plan --pool 10.0.0.0/8 --node-mask 24 --reserved 10.4.76.0/24 --allocated 1000`;
+const OPTIONS = {
+  pool: { type: 'string', multiple: true },
+  'node-mask': { type: 'string' },
+  'node-mask-v6': { type: 'string' },
+  reserved: { type: 'string', multiple: true },
+  allocated: { type: 'string' },
+  values: { type: 'string', multiple: true },
+  ciliumnodes: { type: 'string', multiple: true },
+  ippools: { type: 'string', multiple: true },
+  'azure-subnets': { type: 'string', multiple: true },
+} as const;
 
 export const planCommand: Command = {
   name: 'plan',
   summary: 'which cluster-pool node CIDRs collide with reserved subnets, and how many nodes fit before the first',
   usage: USAGE,
-  exitStatus: '0 no node CIDR collides; 1 at least one collides; 2 usage (an unreadable or malformed input file included)',
+  options: OPTIONS,
+  flagHelp: {
+    values: { value: 'FILE', text: "Cilium's Helm values (ipam.mode, ipam.operator.clusterPoolIPv4PodCIDRList, …MaskSize, the IPv6 ones when ipv6.enabled, autoCreateCiliumPodIPPools), e.g. values.yaml" },
+    ciliumnodes: { value: 'FILE', text: 'kubectl get ciliumnodes -o yaml: the node CIDRs nodes hold (spec.ipam.podCIDRs, multi-pool\'s spec.ipam.pools.allocated); replaces --allocated, e.g. nodes.yaml or -' },
+    ippools: { value: 'FILE', text: 'kubectl get ciliumpodippools -o yaml: multi-pool, each pool planned on its own, e.g. pools.yaml' },
+    'azure-subnets': { value: 'FILE', text: 'az network vnet subnet list -o json: every subnet\'s prefixes are reserved (repeatable), e.g. subnets.json' },
+    pool: { value: 'CIDR[,CIDR…]', text: "cluster-pool's list, over the values file (default 10.0.0.0/8), e.g. 10.0.0.0/8" },
+    'node-mask': { value: 'N', text: 'the node CIDR mask, over the values file (default 24; an IPv6-only --pool: 120), e.g. 24' },
+    'node-mask-v6': { value: 'N', text: 'the IPv6 node CIDR mask (default 120), e.g. 112' },
+    reserved: { value: 'CIDR[,CIDR…]', text: "reserved CIDRs besides the subnets' (without any, every node CIDR is safe), e.g. 10.4.76.0/24" },
+    allocated: { value: 'K', text: 'node CIDRs handed out so far (the next node gets index K), when no --ciliumnodes, e.g. 1000' },
+  },
+  examples: [
+    'ipam-shim plan --values values.yaml --ciliumnodes nodes.yaml --azure-subnets subnets.json',
+    'kubectl get ciliumnodes -o yaml | ipam-shim plan --ciliumnodes - --azure-subnets subnets.json',
+    'ipam-shim plan --pool 10.0.0.0/8 --node-mask 24 --reserved 10.4.76.0/24 --allocated 1000',
+  ],
+  exitStatus: '0 no node CIDR collides; 1 at least one collides; 2 usage (an unreadable or malformed input file included); 3 could not run (an internal error)',
   async run(argv: string[]): Promise<CommandOutput> {
     const flags = parseFlags(argv);
     const req = await requestOf(flags).catch((e: unknown) => {
@@ -56,18 +72,8 @@ export const planCommand: Command = {
 function parseFlags(argv: string[]): PlanSources {
   const { values } = parseArgv({
     args: argv,
-    options: {
-      pool: { type: 'string', multiple: true },
-      'node-mask': { type: 'string' },
-      'node-mask-v6': { type: 'string' },
-      reserved: { type: 'string', multiple: true },
-      allocated: { type: 'string' },
-      values: { type: 'string', multiple: true },
-      ciliumnodes: { type: 'string', multiple: true },
-      ippools: { type: 'string', multiple: true },
-      'azure-subnets': { type: 'string', multiple: true },
-      json: { type: 'boolean' },
-    },
+    // --json is src/cli/index.ts's (it strips it); accepted here too for callers that hand it on.
+    options: { ...OPTIONS, json: { type: 'boolean' } },
     allowPositionals: false,
     strict: true,
   });

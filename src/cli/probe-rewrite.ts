@@ -9,7 +9,7 @@ import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeA
 import { ensureProbeRewrite, removeProbeRewrite } from '../probe-rewrite/node.js';
 import { PROBE_TABLE, safeUplinkName } from '../probe-rewrite/ruleset.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
-import { NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
 import type { OpenNetwork } from '../network/open.js';
 
 const USAGE = [
@@ -34,11 +34,21 @@ interface Flags extends NetworkFlags {
   probeGlobal?: string | undefined;
 }
 
+const OPTIONS = { ...NETWORK_FLAGS, uplink: { type: 'string' }, 'probe-source': { type: 'string' }, 'probe-global': { type: 'string' } } as const;
+
 export const probeRewriteCommand: Command = {
   name: 'probe-rewrite',
   summary: `ensure, remove or inspect the IPv6 load-balancer probe rewrite (nftables table ip6 ${PROBE_TABLE})`,
   usage: USAGE,
-  exitStatus: 'status: 0 fine, 1 needed and missing or drifted; ensure: 0 in place and matching, 1 not; remove: 0; all: 2 usage (an --uplink that is no interface here included)',
+  options: OPTIONS,
+  flagHelp: {
+    ...NETWORK_FLAG_HELP,
+    uplink: { value: 'DEV', text: 'the interface probes arrive on (default: the shim\'s "uplink", else the default IPv6 route\'s), e.g. eth0' },
+    'probe-source': { value: 'IP', text: 'the probes\' link-local source (default: the shim\'s "probeSource", else Azure\'s), e.g. fe80::1234:5678:9abc' },
+    'probe-global': { value: 'IP', text: 'the global address it is rewritten to (default: the shim\'s "probeGlobal", else Azure\'s), e.g. 2603:1062:0:1:fe80:1234:5678:9abc' },
+  },
+  examples: ['ipam-shim probe-rewrite status', 'ipam-shim probe-rewrite ensure --uplink eth0', 'ipam-shim probe-rewrite remove --json'],
+  exitStatus: 'status: 0 fine, 1 needed and missing or drifted; ensure: 0 in place and matching, 1 not; remove: 0; all: 2 usage (an --uplink that is no interface here included), 3 could not run (nft missing, no uplink)',
   async run(argv, ctx): Promise<CommandOutput> {
     const flags = parseFlags(argv);
     const net = await settingsSource(flags, ctx.run, ctx.env);
@@ -95,7 +105,7 @@ export const probeRewriteCommand: Command = {
 function parseFlags(argv: string[]): Flags {
   const parsed = parseArgv({
     args: argv,
-    options: { ...NETWORK_FLAGS, uplink: { type: 'string' }, 'probe-source': { type: 'string' }, 'probe-global': { type: 'string' } },
+    options: OPTIONS,
     allowPositionals: true,
     strict: true,
   });

@@ -6,7 +6,7 @@
 import { cleanTargets, ledgerTargets, mergeTargets, scanTargets, summarise, type NeighbourView, type ResidueReport } from '../residue/report.js';
 import { addressProblem, exactIp } from '../net/ip.js';
 import { confDirProblem, DEFAULT_CONF_DIR } from '../conflist.js';
-import { NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
 import type { OpenNetwork } from '../network/open.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
 
@@ -17,7 +17,7 @@ const USAGE = [
   '  scan    list the residue for every ledger IP and every --ip IP, and orphaned per-pod rules',
   '  clean   remove the residue for those IPs (dry run unless --apply); orphans are never touched',
   '',
-  'Without a shim conflist, only the --ip IPs are looked at; a --conf-dir that does not exist is an error (exit 1).',
+  'Without a shim conflist, only the --ip IPs are looked at; a --conf-dir that does not exist is an error (exit 3).',
 ].join('\n');
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -28,10 +28,12 @@ interface Flags extends NetworkFlags {
   apply?: boolean | undefined;
 }
 
+const OPTIONS = { ...NETWORK_FLAGS, ip: { type: 'string', multiple: true }, apply: { type: 'boolean' } } as const;
+
 function parseFlags(argv: string[]): { mode: 'scan' | 'clean'; flags: Flags; named: string[] } {
   const parsed = parseArgv({
     args: argv,
-    options: { ...NETWORK_FLAGS, ip: { type: 'string', multiple: true }, apply: { type: 'boolean' } },
+    options: OPTIONS,
     allowPositionals: true,
     strict: true,
   });
@@ -54,7 +56,14 @@ export const residueCommand: Command = {
   name: 'residue',
   summary: 'find (scan) and remove (clean --apply) azure-vnet ebtables rules and neighbour entries for ledger IPs and --ip IPs',
   usage: USAGE,
-  exitStatus: '0 no residue (left) for those IPs; 1 residue found / would be removed / left or failed; 2 usage',
+  options: OPTIONS,
+  flagHelp: {
+    ...NETWORK_FLAG_HELP,
+    ip: { value: 'IP', text: 'also look at this address (repeatable, or comma-separated), e.g. --ip 10.224.1.7 --ip fd00::7' },
+    apply: { text: 'clean: remove what it lists (default: a dry run)' },
+  },
+  examples: ['ipam-shim residue scan', 'ipam-shim residue scan --ip 10.224.1.7 --json', 'ipam-shim residue clean --apply'],
+  exitStatus: '0 no residue (left) for those IPs; 1 residue found / would be removed / left or failed; 2 usage; 3 could not run (a --conf-dir that does not exist, ebtables or ip missing)',
   async run(argv, ctx): Promise<CommandOutput> {
     const { mode, flags, named } = parseFlags(argv);
     const apply = mode === 'clean' && !!flags.apply;

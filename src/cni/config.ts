@@ -8,6 +8,10 @@ import { validContainerID } from './env.js';
 
 export const PLUGIN_TYPE = 'ipam-shim';
 
+/** The log file's bound when the config does not set one (docs/configuration.md): ~16,000 calls' lines per file. */
+export const DEFAULT_LOG_MAX_BYTES = 10 * 1024 * 1024;
+export const DEFAULT_LOG_BACKUPS = 3;
+
 const PluginName = z.string().check(
   z.minLength(1, 'must not be empty'),
   z.refine((s: string) => !s.includes('/') && s !== '.' && s !== '..', 'must be a plain plugin name (no "/")'),
@@ -22,6 +26,9 @@ export const ShimSettingsSchema = z.strictObject({
   /** Ledger root: never rename the default, upgrades depend on it. */
   stateDir: z._default(absolutePath(), '/var/lib/cni/ipam-shim'),
   logFile: z._default(absolutePath(), '/var/log/ipam-shim.log'),
+  /** The log file is rotated before a line would take it past this size; `logBackups` rotated files are kept. */
+  logMaxBytes: z._default(z.int().check(z.gte(4096), z.lte(1024 * 1024 * 1024)), DEFAULT_LOG_MAX_BYTES),
+  logBackups: z._default(z.int().check(z.gte(0), z.lte(20)), DEFAULT_LOG_BACKUPS),
   logLevel: z._default(z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']), 'info'),
   metricsFile: z.optional(absolutePath()),
   delegateTimeoutMs: z._default(z.int().check(z.gte(100), z.lte(600_000)), 30_000),

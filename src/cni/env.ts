@@ -11,6 +11,34 @@ export interface CniEnv {
   ifname: string;
   args: Record<string, string>;
   path: string[];
+  /** The pod this call is for, from CNI_ARGS (the runtime's K8S_POD_*); absent when the runtime names none. */
+  pod?: PodRef;
+}
+
+/** A Kubernetes pod as the runtime names it in CNI_ARGS: what joins a log line or a ledger record to `kubectl get pod`. */
+export interface PodRef {
+  namespace?: string;
+  name?: string;
+  uid?: string;
+}
+
+/** CNI_ARGS keys of the pod's identity (containerd and CRI-O pass all three on every call for a pod). */
+const POD_ARGS = { namespace: 'K8S_POD_NAMESPACE', name: 'K8S_POD_NAME', uid: 'K8S_POD_UID' } as const;
+/** Kubernetes' own limit on a name (DNS subdomain); namespaces (63) and UIDs (36) are shorter. */
+const MAX_POD_ARG_BYTES = 253;
+
+/** The pod named in CNI_ARGS; undefined when none of its keys is set. A value longer than Kubernetes allows is an env error (code 4). */
+export function podOf(args: Record<string, string>): PodRef | undefined {
+  const pod: PodRef = {};
+  for (const [field, key] of Object.entries(POD_ARGS) as [keyof PodRef, string][]) {
+    const value = args[key];
+    if (value === undefined || value === '') continue;
+    if (Buffer.byteLength(value) > MAX_POD_ARG_BYTES) {
+      throw new CniError(ErrorCode.InvalidEnvironment, 'invalid CNI_ARGS', { details: `${key} is longer than ${MAX_POD_ARG_BYTES} bytes` });
+    }
+    pod[field] = value;
+  }
+  return Object.keys(pod).length ? pod : undefined;
 }
 
 const CONTAINER_ID = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
@@ -47,6 +75,15 @@ export function parseCniArgs(raw: string): Record<string, string> {
   return out;
 }
 
+/** DEL's reading: a pod name it cannot record must not block teardown (as a config mistake does not): left out. */
+function podOfLenient(args: Record<string, string>): PodRef | undefined {
+  try {
+    return podOf(args);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Reads and validates the environment for `command`; "" counts as unset; all missing names in one error. */
 export function readCniEnv(env: NodeJS.ProcessEnv): CniEnv {
   const raw = env.CNI_COMMAND ?? '';
@@ -75,12 +112,15 @@ export function readCniEnv(env: NodeJS.ProcessEnv): CniEnv {
     if (why) bad.push(`CNI_IFNAME ${why}`);
   }
   if (bad.length) throw new CniError(ErrorCode.InvalidEnvironment, 'invalid env variables', { details: bad.join('; ') });
+  const args = command === 'VERSION' ? {} : parseCniArgs(get('CNI_ARGS'));
+  const pod = command === 'DEL' ? podOfLenient(args) : podOf(args);
   return {
     command,
     containerID,
     netns: NEEDS.CNI_NETNS![command] === 'no' ? '' : get('CNI_NETNS'),
     ifname,
-    args: command === 'VERSION' ? {} : parseCniArgs(get('CNI_ARGS')),
+    args,
     path: get('CNI_PATH').split(':').filter(Boolean),
+    ...(pod && { pod }),
   };
 }

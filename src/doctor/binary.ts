@@ -1,56 +1,65 @@
 // Doctor's shim-binary check: the shim is on the CNI path and answers VERSION in the conflist's version.
 import { PLUGIN_TYPE } from '../cni/config.js';
 import { Delegate } from '../effects/delegate.js';
-import type { DoctorCheck } from './check.js';
+import type { DoctorCheck, Finding } from './check.js';
+import type { Run } from '../effects/exec.js';
+import { silentLogger, type Logger } from '../log.js';
+import { LATEST_VERSION } from '../cni/versions.js';
+
+const NAME = 'shim-binary';
 
 export const binaryCheck: DoctorCheck = {
-  name: 'shim-binary',
-  async run(net) {
-    const path = await new Delegate({ type: PLUGIN_TYPE, cniPath: net.cniPath, env: {}, timeoutMs: 10_000, log: net.log, run: net.run })
-      .find()
-      .catch(() => undefined);
-    if (!path) {
-      return [
-        {
-          check: this.name,
-          verdict: 'problem',
-          summary: `${PLUGIN_TYPE} is not on the CNI path (${net.cniPath.join(':')}): every pod ADD fails`,
-          fix: "ipam-shim install --cni-bin-dir <the runtime's bin dir>",
-        },
-      ];
-    }
-    const r = await net.run(path, [], {
-      input: JSON.stringify({ cniVersion: net.conf.cniVersion }),
-      env: { CNI_COMMAND: 'VERSION', CNI_CONTAINERID: '', CNI_NETNS: 'dummy', CNI_IFNAME: 'dummy', CNI_PATH: 'dummy' },
-      timeoutMs: 10_000,
-      check: false,
-    });
-    let versions: unknown;
-    try {
-      versions = (JSON.parse(r.stdout) as { supportedVersions?: unknown }).supportedVersions;
-    } catch {
-      versions = undefined;
-    }
-    if (r.exitCode !== 0 || !Array.isArray(versions)) {
-      return [
-        {
-          check: this.name,
-          verdict: 'problem',
-          summary: `${path} does not answer VERSION (exit ${r.exitCode ?? 'signal'}): ${(r.stderr || r.stdout).trim().slice(0, 200)}`,
-          fix: 'reinstall: ipam-shim install (the copy may be truncated or built for another platform)',
-        },
-      ];
-    }
-    if (!versions.includes(net.conf.cniVersion)) {
-      return [
-        {
-          check: this.name,
-          verdict: 'problem',
-          summary: `${path} speaks ${versions.join(', ')}, not the conflist's ${net.conf.cniVersion}`,
-          fix: 'install the current ipam-shim',
-        },
-      ];
-    }
-    return [{ check: this.name, verdict: 'ok', summary: `${path} answers VERSION (${versions.join(', ')})` }];
-  },
+  name: NAME,
+  run: (net) => shimBinaryFindings({ cniPath: net.cniPath, run: net.run, log: net.log }, net.conf.cniVersion),
+  withoutNetwork: (node) => shimBinaryFindings({ cniPath: node.cniPath, run: node.run, log: silentLogger }, undefined),
 };
+
+/** The shim on the CNI path answering VERSION (in `cniVersion`, the conflist's, when there is one). */
+async function shimBinaryFindings(net: { cniPath: string[]; run: Run; log: Logger }, cniVersion: string | undefined): Promise<Finding[]> {
+  const path = await new Delegate({ type: PLUGIN_TYPE, cniPath: net.cniPath, env: {}, timeoutMs: 10_000, log: net.log, run: net.run })
+    .find()
+    .catch(() => undefined);
+  if (!path) {
+    return [
+      {
+        check: NAME,
+        verdict: 'problem',
+        summary: `${PLUGIN_TYPE} is not on the CNI path (${net.cniPath.join(':')}): every pod ADD fails`,
+        fix: "ipam-shim install --cni-bin-dir <the runtime's bin dir>",
+      },
+    ];
+  }
+  const r = await net.run(path, [], {
+    input: JSON.stringify({ cniVersion: cniVersion ?? LATEST_VERSION }),
+    env: { CNI_COMMAND: 'VERSION', CNI_CONTAINERID: '', CNI_NETNS: 'dummy', CNI_IFNAME: 'dummy', CNI_PATH: 'dummy' },
+    timeoutMs: 10_000,
+    check: false,
+  });
+  let versions: unknown;
+  try {
+    versions = (JSON.parse(r.stdout) as { supportedVersions?: unknown }).supportedVersions;
+  } catch {
+    versions = undefined;
+  }
+  if (r.exitCode !== 0 || !Array.isArray(versions)) {
+    return [
+      {
+        check: NAME,
+        verdict: 'problem',
+        summary: `${path} does not answer VERSION (exit ${r.exitCode ?? 'signal'}): ${(r.stderr || r.stdout).trim().slice(0, 200)}`,
+        fix: 'reinstall: ipam-shim install (the copy may be truncated or built for another platform)',
+      },
+    ];
+  }
+  if (cniVersion !== undefined && !versions.includes(cniVersion)) {
+    return [
+      {
+        check: NAME,
+        verdict: 'problem',
+        summary: `${path} speaks ${versions.join(', ')}, not the conflist's ${cniVersion}`,
+        fix: 'install the current ipam-shim',
+      },
+    ];
+  }
+  return [{ check: NAME, verdict: 'ok', summary: `${path} answers VERSION (${versions.join(', ')})` }];
+}

@@ -1,5 +1,6 @@
 // The shape of a doctor check: it looks at one thing and returns findings; it never prints or repairs.
 import type { OpenNetwork } from '../network/open.js';
+import type { Run } from '../effects/exec.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 
 type Verdict = 'ok' | 'warn' | 'problem' | 'skipped';
@@ -19,9 +20,20 @@ interface DoctorOptions {
   cacheDir?: string;
 }
 
+/** What doctor has when no shim conflist could be opened: where it looked, the CNI path, and why it failed. */
+export interface NodeView {
+  confDir: string;
+  cniPath: string[];
+  run: Run;
+  /** Why the shim's network could not be opened (no conflist holds the shim, one does not parse, its settings are invalid). */
+  why: Error;
+}
+
 export interface DoctorCheck {
   name: string;
   run(net: OpenNetwork, opts?: DoctorOptions): Promise<Finding[]>;
+  /** The check without a shim conflist, for the checks that can look anyway; absent: `skipped`. */
+  withoutNetwork?(node: NodeView): Promise<Finding[]>;
 }
 
 /**

@@ -2,6 +2,7 @@
 import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { isObject } from '../cni/json.js';
+import { CniError } from '../cni/errors.js';
 import { conflistFiles, holdsShim } from '../conflist.js';
 import type { DoctorCheck, Finding } from './check.js';
 import { ANCHOR, allocator, typeOf } from './ipam-config.js';
@@ -17,6 +18,19 @@ function sameJson(a: unknown, b: unknown): boolean {
 
 export const conflistCheck: DoctorCheck = {
   name: 'conflist',
+  /** No shim conflist: why (the files that do not parse are in the error's details), and how to get one. */
+  async withoutNetwork(node) {
+    const e = node.why;
+    const details = e instanceof CniError && e.details ? ` (${e.details})` : '';
+    return [
+      {
+        check: 'conflist',
+        verdict: 'problem',
+        summary: `${e instanceof CniError ? e.msg : e.message}${details}: the checks that need the shim's network are skipped`,
+        fix: `ipam-shim install --conf-dir ${node.confDir} (chains the shim after cilium-cni), or name the conflist: --conflist PATH / --network NAME`,
+      },
+    ];
+  },
   async run(net) {
     const name = this.name;
     const out: Finding[] = [];

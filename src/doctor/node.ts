@@ -4,6 +4,7 @@
 // never repair (not even the delegate's VERSION cache is written).
 import type { DoctorCheck } from './check.js';
 import { binaryCheck } from './binary.js';
+import { mainPluginCheck } from './main-plugin.js';
 import { conflistCheck } from './conflist.js';
 import { installedCheck } from './installed.js';
 import { delegateCheck } from './delegate.js';
@@ -11,4 +12,4 @@ import { ledgerCheck } from './ledger.js';
 import { stateDirCheck } from './state-dir.js';
 
 /** In the order doctor runs them (before the feature checks). */
-export const NODE_CHECKS: DoctorCheck[] = [conflistCheck, installedCheck, binaryCheck, delegateCheck, stateDirCheck, ledgerCheck];
+export const NODE_CHECKS: DoctorCheck[] = [conflistCheck, installedCheck, mainPluginCheck, binaryCheck, delegateCheck, stateDirCheck, ledgerCheck];

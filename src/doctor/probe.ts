@@ -7,6 +7,12 @@ import type { DoctorCheck, Finding } from './check.js';
 
 export const probeCheck: DoctorCheck = {
   name: 'ipv6-probe',
+  /** No shim conflist: the node's table judged with the default settings (no ledger: IPv6 assumed in play). */
+  async withoutNetwork(node): Promise<Finding[]> {
+    const a = await assessProbeRewrite(node.run, { settings: undefined, settingsFrom: null, ledger: undefined });
+    const fix = fixFor(a, undefined);
+    return [{ check: 'ipv6-probe', verdict: a.problem ? 'warn' : 'ok', summary: `${describeAssessment(a)} (default settings: no shim conflist)`, ...(fix ? { fix } : {}) }];
+  },
   async run(net): Promise<Finding[]> {
     const check = 'ipv6-probe';
     const { settings } = net.conf;

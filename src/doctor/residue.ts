@@ -6,8 +6,27 @@ import { ledgerTargets, mergeTargets, scanTargets } from '../residue/report.js';
 
 const NAME = 'residue';
 
+/** Per-pod-shaped rules whose MAC is on no local interface: a warning, never the shim's to remove. */
+function orphanFinding(orphans: { ip: string }[], where: string): Finding | undefined {
+  if (!orphans.length) return undefined;
+  const ips = [...new Set(orphans.map((o) => o.ip))];
+  return {
+    check: NAME,
+    verdict: 'warn',
+    summary: `${orphans.length} per-pod ebtables rule(s) for ${ips.length} other IP(s) whose MAC is on no local interface: ${ips.slice(0, 8).join(', ')}${ips.length > 8 ? ' …' : ''} (left alone)`,
+    fix: `when no azure-vnet pod uses them any more: ipam-shim residue clean --apply ${ips.slice(0, 8).map((ip) => `--ip ${ip}`).join(' ')}${where}`,
+    data: orphans,
+  };
+}
+
 export const residueCheck: DoctorCheck = {
   name: NAME,
+  /** No shim conflist, so no ledger addresses: only the orphaned per-pod rules can be looked for. */
+  async withoutNetwork(node) {
+    const scan = await scanTargets(node.run, []);
+    const orphans = orphanFinding(scan.orphans, '');
+    return [orphans ?? { check: NAME, verdict: 'ok', summary: `no orphaned per-pod ebtables rule${scan.ebtablesAvailable ? '' : ' (no ebtables nat table)'}; ledger addresses not checked (no shim conflist)` }];
+  },
   async run(net) {
     const ledger = await ledgerTargets(net.ledger);
     const targets = mergeTargets(ledger.ips, []);
@@ -34,16 +53,8 @@ export const residueCheck: DoctorCheck = {
         fix: 'inspect the files; ipam-shim gc reports them too',
       });
     }
-    if (scan.orphans.length) {
-      const ips = [...new Set(scan.orphans.map((o) => o.ip))];
-      findings.push({
-        check: NAME,
-        verdict: 'warn',
-        summary: `${scan.orphans.length} per-pod ebtables rule(s) for ${ips.length} other IP(s) whose MAC is on no local interface: ${ips.slice(0, 8).join(', ')}${ips.length > 8 ? ' …' : ''} (left alone)`,
-        fix: `when no azure-vnet pod uses them any more: ipam-shim residue clean --apply ${ips.slice(0, 8).map((ip) => `--ip ${ip}`).join(' ')} ${where}`,
-        data: scan.orphans,
-      });
-    }
+    const orphans = orphanFinding(scan.orphans, ` ${where}`);
+    if (orphans) findings.push(orphans);
     if (!findings.some((f) => f.verdict === 'problem')) {
       findings.unshift({
         check: NAME,

@@ -23,6 +23,11 @@ const LedgerRecordSchema = z.object({
   createdAt: z.string(),
   updatedAt: z.string(),
   note: z.optional(z.string()),
+  /**
+   * The pod, as CNI_ARGS named it at ADD (src/cni/env.ts). Optional and added within format 1: a v1 reader that
+   * does not know it ignores it (the schema strips unknown keys), so no `v` bump (docs/upgrade.md).
+   */
+  pod: z.optional(z.object({ namespace: z.optional(z.string()), name: z.optional(z.string()), uid: z.optional(z.string()) })),
 });
 export type LedgerRecord = z.infer<typeof LedgerRecordSchema>;
 

@@ -120,3 +120,26 @@ export async function withLock<T>(path: string, fn: () => Promise<T>, timeoutMs 
     unlinkQuiet(path);
   }
 }
+
+/** Something to Atomics.wait on for a synchronous pause; made on first use, not in the startup snapshot. */
+let pause: Int32Array | undefined;
+
+/**
+ * withLock for a synchronous critical section of microseconds (rotating the log file): waits up to `timeoutMs` in
+ * 1 ms sleeps. Returns false, fn not run, when the lock could not be had in time.
+ */
+export function withLockSync(path: string, fn: () => void, timeoutMs: number): boolean {
+  const deadline = Date.now() + timeoutMs;
+  const id = ownId();
+  while (!tryCreate(path, id)) {
+    breakIfStale(path);
+    if (Date.now() > deadline) return false;
+    Atomics.wait((pause ??= new Int32Array(new SharedArrayBuffer(4))), 0, 0, 1);
+  }
+  try {
+    fn();
+  } finally {
+    unlinkQuiet(path);
+  }
+  return true;
+}

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { loadShimConflist, DEFAULT_CONF_DIR, type ShimConflist } from '../conflist.js';
 import { Delegate, type IpamDelegate } from '../effects/delegate.js';
 import { Ledger, type LedgerStore } from '../effects/ledger.js';
-import { createLogger, type Logger } from '../log.js';
+import { createLogger, logBound, type Logger } from '../log.js';
 import type { Run } from '../effects/exec.js';
 import type { NetConf } from '../cni/config.js';
 
@@ -71,6 +71,6 @@ export async function openConflistNetwork(sel: NetworkSelection, run: Run, env: 
   });
   const { conf } = shim;
   const cniPath = (sel.cniPath ?? env.CNI_PATH ?? DEFAULT_CNI_PATH).split(':').filter(Boolean);
-  const log = o.log?.child({ network: conf.name }) ?? createLogger({ file: conf.settings.logFile, level: conf.settings.logLevel, base: { command: 'cli', network: conf.name } });
+  const log = o.log?.child({ network: conf.name }) ?? createLogger({ file: conf.settings.logFile, level: conf.settings.logLevel, bound: logBound(conf.settings), base: { command: 'cli', network: conf.name } });
   return { ...networkDeps(conf, { cniPath, env: { ...env, CNI_PATH: cniPath.join(':') }, log, run }), shim, cniPath };
 }

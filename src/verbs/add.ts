@@ -27,6 +27,7 @@ function record(ctx: VerbContext, state: LedgerRecord['state'], ips: string[], p
     netns: ctx.env.netns,
     createdAt: previous?.createdAt ?? now,
     updatedAt: now,
+    ...(ctx.env.pod && { pod: ctx.env.pod }),
   };
 }
 

@@ -41,10 +41,10 @@ describe.skipIf(!enabled)('reserved CIDRs through containerd CRI', () => {
       const refusal = (await readFile(s.bed.logFile, 'utf8'))
         .split('\n')
         .filter(Boolean)
-        .map((l) => JSON.parse(l) as { reservedCIDR?: string; ip?: string; netns?: string; level: number })
+        .map((l) => JSON.parse(l) as { reservedCIDR?: string; ip?: string; netns?: string; level: string })
         .filter((l) => l.reservedCIDR && l.ip === reserved);
       expect(refusal).toHaveLength(1);
-      expect(refusal[0]!.level).toBe(50);
+      expect(refusal[0]!.level).toBe('error');
       expect(refusal[0]!.netns).toMatch(/^\/var\/run\/netns\/cni-/);
       expect(existsSync(refusal[0]!.netns!)).toBe(false);
 

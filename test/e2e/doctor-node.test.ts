@@ -188,16 +188,18 @@ d('doctor node checks', () => {
     for (const broken of [`// the shim, chained\n${text}`, `\uFEFF${text}`]) {
       await writeFile(conflist, broken);
       const r = await execa(SHIM, ['doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`], { reject: false });
+      // doctor goes on without the shim's network (issue 27): the conflist finding names the file and why.
       expect(r.exitCode).toBe(1);
-      expect(r.stderr).toContain(`${conflist}: cannot read conflist: `);
-      expect(r.stderr).toMatch(/Unexpected token|not valid JSON/);
+      expect(r.stdout).toMatch(/^PROBLEM +conflist +no conflist with ipam-shim found/m);
+      expect(r.stdout).toContain(`${conflist}: cannot read conflist: `);
+      expect(r.stdout).toMatch(/Unexpected token|not valid JSON/);
     }
   });
 
-  it('residue scan --conf-dir /nonexistent exits non-zero and says the directory does not exist', async () => {
+  it('residue scan --conf-dir /nonexistent exits 3 (could not run) and says the directory does not exist', async () => {
     const missing = join(s.dir, 'no-such-net.d');
     const r = await execa(SHIM, ['residue', 'scan', '--conf-dir', missing], { reject: false });
-    expect(r.exitCode).toBe(1);
+    expect(r.exitCode).toBe(3);
     expect(r.stderr).toContain(`conf dir ${missing} does not exist`);
   });
 });

@@ -3,7 +3,7 @@
 // for as long as the format is supported. test/fixtures/ledger/v2 holds a record of a newer format (what a
 // downgrade leaves): every path refuses it with 103, and nothing rewrites, removes or re-indexes it.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { chmod, cp, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { chmod, cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ErrorCode } from '../../src/cni/errors.js';
@@ -76,6 +76,26 @@ describe(`a ledger in today's format (v${LEDGER_FORMAT})`, () => {
     const gone = [`records/${POD.containerID}:eth0.json`, 'ips/10.224.1.2', 'ips/fd00_224__1_2'];
     expect(Object.keys(after).sort()).toEqual(Object.keys(before).filter((k) => !gone.includes(k)).sort());
     for (const k of Object.keys(after)) expect(after[k], k).toBe(before[k]);
+  });
+});
+
+describe('optional fields within format 1 (docs/upgrade.md: no `v` bump)', () => {
+  it('a record with the pod (this version) and a field this version does not know (a later v1 writer) reads, and the executable DELs it', async () => {
+    const stateDir = await stateDirFrom('v1');
+    const ledger = new Ledger(stateDir, 'cilium');
+    const att = { containerID: 'a0a1a2a3', ifname: 'eth0' };
+    const pod = { namespace: 'shop', name: 'web-0', uid: '0f0e5a3c-7c1d-4b7e-9a51-3c7c2f0b6d11' };
+    const rec: LedgerRecord = { v: 1, ...att, network: 'cilium', owner: 'pod', state: 'attached', placement: 'chained', ips: ['10.224.1.20'], netns: '/run/netns/x', createdAt: '2026-11-25T00:00:00.000Z', updatedAt: '2026-11-25T00:00:00.000Z', pod };
+    await ledger.put(rec);
+    const path = join(stateDir, 'cilium/records', `${att.containerID}:eth0.json`);
+    const written = JSON.parse(await readFile(path, 'utf8'));
+    expect(written).toMatchObject({ v: 1, pod });
+    await writeFile(path, `${JSON.stringify({ ...written, laterField: { any: 'thing' } })}\n`);
+    expect(await ledger.get(att)).toEqual(rec);
+    expect((await ledger.list()).corrupt).toEqual([]);
+    const del = await call(stateDir, 'DEL', {}, att);
+    expect(del.exitCode, del.stdout).toBe(0);
+    expect(await ledger.get(att)).toBeUndefined();
   });
 });
 

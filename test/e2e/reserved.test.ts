@@ -151,7 +151,7 @@ describe.skipIf(!root)('reserved CIDRs in the IPAM slot (the shim invoked as the
       const log = await readFile(s.logFile, 'utf8');
       // One error-level line per refusal carries the address and the CIDR as fields.
       const refusals = log.split('\n').filter((l) => l.includes(`"reservedCIDR":"${c.reserved}"`)).map((l) => JSON.parse(l));
-      expect(refusals.map((l) => [l.level, l.ip])).toEqual(refusedOrder.map((ip) => [50, ip]));
+      expect(refusals.map((l) => [l.level, l.ip])).toEqual(refusedOrder.map((ip) => ['error', ip]));
 
       // The pods outside go away normally.
       for (const [ip, cid] of held) {

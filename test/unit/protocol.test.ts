@@ -28,6 +28,16 @@ describe('env', () => {
       path: ['/opt/cni/bin'],
     });
   });
+  it('reads the pod from CNI_ARGS once: K8S_POD_NAMESPACE/NAME/UID, absent when none is set, code 4 when longer than Kubernetes allows', () => {
+    const args = 'IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web-0;K8S_POD_UID=0f0e5a3c-7c1d-4b7e-9a51-3c7c2f0b6d11';
+    expect(readCniEnv({ ...base, CNI_ARGS: args }).pod).toEqual({ namespace: 'shop', name: 'web-0', uid: '0f0e5a3c-7c1d-4b7e-9a51-3c7c2f0b6d11' });
+    expect(readCniEnv({ ...base, CNI_ARGS: 'K8S_POD_NAME=web-0;K8S_POD_NAMESPACE=' }).pod).toEqual({ name: 'web-0' });
+    expect(readCniEnv({ ...base, CNI_ARGS: 'IgnoreUnknown=1' }).pod).toBeUndefined();
+    expect(readCniEnv({ ...base, CNI_COMMAND: 'VERSION', CNI_ARGS: args }).pod).toBeUndefined();
+    expect(codeOf(() => readCniEnv({ ...base, CNI_ARGS: `K8S_POD_NAME=${'a'.repeat(254)}` }))).toBe(4);
+    // DEL never fails on it (teardown must go on): the pod is left out.
+    expect(readCniEnv({ ...base, CNI_COMMAND: 'DEL', CNI_ARGS: `K8S_POD_NAMESPACE=shop;K8S_POD_NAME=${'a'.repeat(254)}` }).pod).toBeUndefined();
+  });
   it('treats "" as unset and lists every missing name', () => {
     const e = (() => {
       try {

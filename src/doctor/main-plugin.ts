@@ -1,0 +1,67 @@
+// Doctor's main-plugin check: the plugins the shim's conflist runs around it (cilium-cni, or whatever is listed
+// before the shim, or the plugin whose IPAM slot it sits in) are on the CNI path. A runtime that cannot find one
+// fails every pod's ADD before the shim is even called. Without a shim conflist it looks at the conflist the
+// shim would be chained into: the one holding cilium-cni, else the first the runtime reads.
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { isObject } from '../cni/json.js';
+import { PLUGIN_TYPE } from '../cni/config.js';
+import { conflistFiles } from '../conflist.js';
+import type { DoctorCheck, Finding } from './check.js';
+import { ANCHOR, typeOf } from './ipam-config.js';
+
+const NAME = 'main-plugin';
+
+/** The first directory of the CNI path holding an executable file `type`. */
+function onPath(type: string, cniPath: readonly string[]): string | undefined {
+  for (const dir of cniPath) {
+    const p = join(dir, type);
+    try {
+      accessSync(p, constants.X_OK);
+      if (statSync(p).isFile()) return p;
+    } catch {
+      // next directory
+    }
+  }
+  return undefined;
+}
+
+/** One finding per plugin of the list other than the shim: where it was found, or that it is missing. */
+function pluginFindings(path: string, plugins: unknown[], cniPath: readonly string[]): Finding[] {
+  const types = plugins.map((p) => typeOf(p)).filter((t): t is string => t !== undefined && t !== PLUGIN_TYPE);
+  if (!types.length) return [{ check: NAME, verdict: 'warn', summary: `${path} lists no plugin besides ipam-shim: nothing sets up the pod's interface`, fix: 'chain the shim after cilium-cni (ipam-shim install)' }];
+  return types.map((type): Finding => {
+    const found = onPath(type, cniPath);
+    if (found) return { check: NAME, verdict: 'ok', summary: `${type} (${path}) is on the CNI path: ${found}` };
+    return {
+      check: NAME,
+      verdict: 'problem',
+      summary: `${type}, listed in ${path}, is not on the CNI path (${cniPath.join(':') || 'empty'}): every pod ADD of that network fails`,
+      fix: type === ANCHOR ? "install Cilium (cilium-agent copies cilium-cni into the runtime's bin dir), or pass the runtime's bin dir as --cni-path" : `install ${type} into the runtime's bin dir, or pass that dir as --cni-path`,
+    };
+  });
+}
+
+export const mainPluginCheck: DoctorCheck = {
+  name: NAME,
+  async run(net) {
+    return pluginFindings(net.shim.path, net.shim.list.plugins as unknown[], net.cniPath);
+  },
+  async withoutNetwork(node) {
+    const lists: { path: string; plugins: unknown[] }[] = [];
+    for (const f of await conflistFiles(node.confDir)) {
+      try {
+        const v = JSON.parse(readFileSync(f, 'utf8')) as unknown;
+        if (isObject(v) && Array.isArray(v.plugins)) lists.push({ path: f, plugins: v.plugins });
+        else if (isObject(v) && typeof v.type === 'string') lists.push({ path: f, plugins: [v] });
+      } catch {
+        // the conflist check names files that do not parse
+      }
+    }
+    const chosen = lists.find((l) => l.plugins.some((p) => typeOf(p) === ANCHOR)) ?? lists[0];
+    if (!chosen) {
+      return [{ check: NAME, verdict: 'warn', summary: `no network config in ${node.confDir}: no main plugin to look for`, fix: 'Cilium writes its conflist when cilium-agent starts: check that it runs, or pass --conf-dir' }];
+    }
+    return pluginFindings(chosen.path, chosen.plugins, node.cniPath);
+  },
+};

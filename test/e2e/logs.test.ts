@@ -1,0 +1,143 @@
+// The plugin's and the agent's logs as an operator reads them, from the BUILT single executable: named levels, the
+// pod from CNI_ARGS on every call's line and in the ledger record, the log file's size bound under many
+// concurrent calls (every line whole, none lost), and the agent's persisting problem logged once, not every pass.
+import { execa } from 'execa';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { PLUGIN_DIR, SEA_SHIM, invoke } from '../helpers/cni.js';
+import { hostLocal, shimConf } from '../helpers/shim-conf.js';
+import { rootOrSkip, uid } from '../helpers/netns.js';
+import { useScratchNet } from '../helpers/scratch-net.js';
+
+const root = rootOrSkip();
+const { s, net } = useScratchNet();
+
+const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'];
+const POD = { namespace: 'shop', name: 'web-7d9f8-x2x4q', uid: '0f0e5a3c-7c1d-4b7e-9a51-3c7c2f0b6d11' };
+const POD_ARGS = `IgnoreUnknown=1;K8S_POD_NAMESPACE=${POD.namespace};K8S_POD_NAME=${POD.name};K8S_POD_INFRA_CONTAINER_ID=abc;K8S_POD_UID=${POD.uid}`;
+
+const parseLines = (text: string) =>
+  text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, any>);
+
+(root ? describe : describe.skip)('the plugin log file', () => {
+  it('names every level; the call lines and the ledger record carry the pod from CNI_ARGS', async () => {
+    const node = await net.netns('node');
+    const pod = await net.netns('pod');
+    const name = `lg${uid()}`;
+    const conf = shimConf({ name, dirs: s, probeRewrite: false, delegate: hostLocal(s.dataDir, '10.91.0.0/24') });
+    // The shim called as the IPAM plugin (what ptp does), with the config ptp hands on: its `ipam` plus name/version.
+    const ipamConf = { cniVersion: '1.0.0', name, ipam: conf.ipam, type: 'ptp' };
+    const invokeIpam = (command: string) =>
+      invoke(ipamConf, { command, containerID: 'c-pod', ifname: 'eth0', netns: `/run/netns/${pod}`, args: POD_ARGS, inNetns: node, bin: SEA_SHIM, path: [PLUGIN_DIR] });
+    const add = await invokeIpam('ADD');
+    expect(add.exitCode, add.stdout).toBe(0);
+    const record = JSON.parse(await readFile(join(s.stateDir, name, 'records', 'c-pod:eth0.json'), 'utf8'));
+    expect(record.pod).toEqual(POD);
+    expect(record.v).toBe(1);
+    const del = await invokeIpam('DEL');
+    expect(del.exitCode, del.stdout).toBe(0);
+
+    const lines = parseLines(await readFile(s.logFile, 'utf8'));
+    expect(lines.length).toBeGreaterThanOrEqual(2);
+    for (const l of lines) expect(LEVELS, JSON.stringify(l)).toContain(l.level);
+    const done = lines.filter((l) => l.msg === 'CNI call done');
+    expect(done.map((l) => l.command)).toEqual(['ADD', 'DEL']);
+    // Every line of the call (the verb's own ones too), not only the last one.
+    for (const l of lines) expect(l.pod, JSON.stringify(l)).toEqual(POD);
+  });
+
+  it('is bounded with rotated backups; 48 concurrent calls leave every line whole and none lost', async () => {
+    const name = `lr${uid()}`;
+    const maxBytes = 8192;
+    const backups = 12;
+    const conf = { ...shimConf({ name, dirs: s, placement: 'chained', probeRewrite: false, delegate: { type: 'host-local' } }), logMaxBytes: maxBytes, logBackups: backups };
+    const ids = Array.from({ length: 48 }, (_, i) => `rot${i}-${uid()}`);
+    // DEL of a chained attachment that was never recorded: a whole CNI call with nothing to undo, no namespace needed.
+    const outs = await Promise.all(ids.map((containerID) => invoke(conf, { command: 'DEL', containerID, ifname: 'eth0', args: POD_ARGS, bin: SEA_SHIM, path: [PLUGIN_DIR] })));
+    for (const o of outs) expect(o.exitCode, o.stdout).toBe(0);
+
+    const files = (await readdir(s.dir)).filter((f) => f.startsWith('shim.log'));
+    const rotated = files.filter((f) => /^shim\.log\.\d+$/.test(f));
+    expect(rotated.length, files.join(' ')).toBeGreaterThanOrEqual(2);
+    expect(files.every((f) => f === 'shim.log' || /^shim\.log\.\d+$/.test(f)), `no lock left: ${files.join(' ')}`).toBe(true);
+    expect(Math.max(...rotated.map((f) => Number(f.split('.').at(-1))))).toBeLessThanOrEqual(backups);
+    const all: Record<string, any>[] = [];
+    for (const f of files) {
+      const text = await readFile(join(s.dir, f), 'utf8');
+      expect(Buffer.byteLength(text), f).toBeLessThanOrEqual(maxBytes);
+      expect(text.endsWith('\n'), f).toBe(true);
+      // Each line parses on its own: a line interleaved with another, or cut, would not.
+      all.push(...parseLines(text));
+    }
+    for (const id of ids) expect(all.filter((l) => l.containerID === id && l.msg === 'CNI call done').length, id).toBe(1);
+  });
+});
+
+(root ? describe : describe.skip)('the agent log', () => {
+  it('a conflist that stays missing is logged once when it starts and once at the end, not every pass', async () => {
+    const ns = await net.netns('agent');
+    const confDir = join(s.dir, 'net.d');
+    await mkdir(confDir);
+    const proc = execa('ip', ['netns', 'exec', ns, SEA_SHIM, 'agent', '--conf-dir', confDir, '--cache-dir', join(s.dir, 'cache'), '--no-install', '--interval', '0.2', '--jitter', '0'], {
+      reject: false,
+    });
+    let so = '';
+    proc.stdout!.on('data', (d: Buffer) => (so += d.toString()));
+    try {
+      const deadline = Date.now() + 30_000;
+      while (Date.now() < deadline && so.split('\n').filter((l) => l.includes('"reconcile pass')).length < 6) await new Promise((r) => setTimeout(r, 200));
+    } finally {
+      proc.kill('SIGTERM');
+    }
+    const r = await proc;
+    expect(r.exitCode, r.stderr).toBe(0);
+    const lines = parseLines(String(r.stdout));
+    const passes = lines.filter((l) => String(l.msg).startsWith('reconcile pass'));
+    expect(passes.length).toBeGreaterThanOrEqual(6);
+    const failed = lines.filter((l) => l.step === 'network' && /failed/.test(String(l.msg)));
+    expect(failed.length, JSON.stringify(failed)).toBe(1);
+    expect(failed[0]!.level).toBe('error');
+    for (const l of lines) expect(LEVELS, JSON.stringify(l)).toContain(l.level);
+    expect(failed[0]!.error).toMatchObject({ code: 7 });
+    // No stack trace of the bundle on any line.
+    expect(String(r.stdout)).not.toMatch(/"stack"/);
+    const last = lines.at(-1)!;
+    expect(last).toMatchObject({ msg: 'agent stopped', level: 'warn', problems: [{ step: 'network', passes: passes.length }] });
+  });
+
+  it('a conflist that appears later: the problem is logged when it starts and once more when it ends', async () => {
+    const ns = await net.netns('agent');
+    const confDir = join(s.dir, 'net.d');
+    await mkdir(confDir);
+    const proc = execa('ip', ['netns', 'exec', ns, SEA_SHIM, 'agent', '--conf-dir', confDir, '--cache-dir', join(s.dir, 'cache'), '--no-install', '--interval', '0.2', '--jitter', '0'], {
+      reject: false,
+    });
+    let so = '';
+    proc.stdout!.on('data', (d: Buffer) => (so += d.toString()));
+    const until = async (what: (text: string) => boolean) => {
+      const deadline = Date.now() + 30_000;
+      while (Date.now() < deadline && !what(so)) await new Promise((r) => setTimeout(r, 100));
+    };
+    try {
+      await until((t) => t.split('\n').filter((l) => l.includes('"reconcile pass')).length >= 3);
+      const list = { cniVersion: '1.0.0', name: 'late', plugins: [{ type: 'ptp', ipam: { type: 'host-local', subnet: '10.93.0.0/24' } }, { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, ipv6ProbeRewrite: 'off' }] };
+      await writeFile(join(confDir, '10-late.conflist'), JSON.stringify(list));
+      await until((t) => t.includes('network: recovered'));
+    } finally {
+      proc.kill('SIGTERM');
+    }
+    const r = await proc;
+    expect(r.exitCode, r.stderr).toBe(0);
+    const lines = parseLines(String(r.stdout));
+    expect(lines.filter((l) => l.step === 'network' && l.level === 'error')).toHaveLength(1);
+    const recovered = lines.filter((l) => l.msg === 'network: recovered');
+    expect(recovered).toHaveLength(1);
+    expect(recovered[0]).toMatchObject({ level: 'info', step: 'network', passes: expect.any(Number) });
+    expect(recovered[0]!.passes).toBeGreaterThanOrEqual(3);
+    expect(lines.at(-1)!.problems?.some((p: { step: string }) => p.step === 'network')).not.toBe(true);
+  });
+});
