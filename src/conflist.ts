@@ -32,13 +32,18 @@ export function listVersion(list: Record<string, unknown>): string {
   return best;
 }
 
+/** A conflist file that cannot be read or parsed (code 6). Its own kind: a caller waiting for the file tests for it. */
+class ConflistUnreadable extends CniError {}
+/** No conflist holds the shim (code 7). Its own kind: a caller that can go on without one tests for it. */
+export class ShimConflistMissing extends CniError {}
+
 /** Parses one conflist file and the shim's entry in it; undefined when the shim is not in it. */
 export async function readShimConflist(path: string): Promise<ShimConflist | undefined> {
   let list: unknown;
   try {
     list = JSON.parse(readFileSync(path, 'utf8'));
   } catch (e) {
-    throw new CniError(ErrorCode.DecodingFailure, `cannot read conflist ${path}`, { details: (e as Error).message });
+    throw new ConflistUnreadable(ErrorCode.DecodingFailure, `cannot read conflist ${path}`, { details: (e as Error).message });
   }
   if (!isObject(list) || !Array.isArray(list.plugins)) return undefined;
   const index = list.plugins.findIndex(holdsShim);
@@ -106,7 +111,7 @@ export async function loadShimConflist(o: { conflist?: string; confDir?: string;
     let failures: ConflistFailure[] = [];
     let found: ShimConflist | undefined;
     if (o.conflist) {
-      found = await readShimConflist(o.conflist).catch((e) => (e instanceof CniError && /cannot read/.test(e.msg) && Date.now() < deadline ? undefined : Promise.reject(e)));
+      found = await readShimConflist(o.conflist).catch((e) => (e instanceof ConflistUnreadable && Date.now() < deadline ? undefined : Promise.reject(e)));
     } else {
       ({ found, failures } = await findShimConflist(dir, o.network));
     }
@@ -116,7 +121,7 @@ export async function loadShimConflist(o: { conflist?: string; confDir?: string;
       const dirProblem = o.conflist ? undefined : await confDirProblem(dir);
       // Name what could not be read: a conflist with a `//` comment or a BOM is the usual reason nothing is found.
       const details = [dirProblem, ...failures.map((f) => `${f.path}: ${f.error}`)].filter(Boolean).join('; ');
-      throw new CniError(ErrorCode.InvalidNetworkConfig, `no conflist with ipam-shim found in ${where}`, details ? { details } : {});
+      throw new ShimConflistMissing(ErrorCode.InvalidNetworkConfig, `no conflist with ipam-shim found in ${where}`, details ? { details } : {});
     }
     await new Promise((r) => setTimeout(r, 500));
   }

@@ -8,6 +8,7 @@ import { writeFileAtomic } from './effects/fs-atomic.js';
 import { Ledger, ownerOf } from './effects/ledger.js';
 import { withLock } from './effects/lock.js';
 import type { Outcome } from './cni/skel.js';
+import { ErrorCode } from './cni/errors.js';
 import type { Logger } from './log.js';
 import type { InvocationCounters } from './verbs/context.js';
 
@@ -140,7 +141,7 @@ export function applyUpdate(series: Map<string, Series>, u: Update): Map<string,
   const net = { network: u.network };
   add('ipam_shim_invocations_total', { ...net, verb: u.verb }, 1);
   if (u.code !== 0) add('ipam_shim_errors_total', { ...net, verb: u.verb, code: String(u.code) }, 1);
-  if (u.verb === 'ADD' && u.code === 100) add('ipam_shim_reserved_refusals_total', net, 1);
+  if (u.verb === 'ADD' && u.code === ErrorCode.ReservedAddress) add('ipam_shim_reserved_refusals_total', net, 1);
   if (u.residueRules) add('ipam_shim_residue_removed_total', { ...net, kind: 'ebtables' }, u.residueRules);
   if (u.residueNeighbours) add('ipam_shim_residue_removed_total', { ...net, kind: 'neigh' }, u.residueNeighbours);
   if (u.gcReleased) add('ipam_shim_gc_released_total', net, u.gcReleased);

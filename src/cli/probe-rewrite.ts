@@ -2,7 +2,7 @@
 // Settings (uplink, probe addresses, mode) come from the shim's conflist when there is one, else the defaults;
 // flags win over both. status exits 1 when the rewrite is needed and missing, or drifted.
 import { isIPv6 } from 'node:net';
-import { CniError } from '../cni/errors.js';
+import { ShimConflistMissing } from '../conflist.js';
 import type { Run } from '../effects/exec.js';
 import { readDefaultUplink } from '../effects/uplink.js';
 import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeAssessment } from '../probe-rewrite/assess.js';
@@ -142,7 +142,7 @@ async function settingsSource(flags: Flags, run: Run, env: NodeJS.ProcessEnv): P
   try {
     return await openNetwork(flags, run, env);
   } catch (e) {
-    if (!explicit && e instanceof CniError && /no conflist with ipam-shim found/.test(e.msg)) return undefined;
+    if (!explicit && e instanceof ShimConflistMissing) return undefined;
     throw e;
   }
 }

@@ -60,8 +60,8 @@ async function findTargetConflist(
       text = await readFile(path, 'utf8');
       shape = inspectConflist(text, anchorType);
     } catch (e) {
-      if (e instanceof ConflistEditError && /single-plugin/.test(e.message)) before.push(path);
-      else if (!(e instanceof ConflistEditError) || !/not a JSON object/.test(e.message)) unreadable.push({ path, error: (e as Error).message });
+      if (e instanceof ConflistEditError && e.kind === 'single-plugin') before.push(path);
+      else if (!(e instanceof ConflistEditError) || e.kind !== 'not-object') unreadable.push({ path, error: (e as Error).message });
       continue;
     }
     if (shape.anchor >= 0 || shape.chained.length || shape.ipamSlot >= 0) return { target: { path, text, shape }, unreadable, before };

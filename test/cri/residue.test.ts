@@ -164,7 +164,7 @@ describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
     const lines = await agentFirstPass();
     const pass = lines.find((l) => String(l.msg).startsWith('reconcile pass'))!;
     expect(pass, JSON.stringify(lines)).toMatchObject({ runtimePods: 1, unseenPods: 1, reservedPods: 1, residueRemoved: 0, errors: 0 });
-    expect(lines.find((l) => l.reservedCIDR === `${POD}/32`)).toMatchObject({ level: 40, namespace: 'default', name: 'reserved', containerID: pod.id, ip: POD });
+    expect(lines.find((l) => l.reservedCIDR === `${POD}/32`)).toMatchObject({ level: 'warn', namespace: 'default', name: 'reserved', containerID: pod.id, ip: POD });
     expect(await natListing()).toBe(before);
     expect(await permanentNeigh()).toBe(neighBefore);
     expect((await s.bed.inspect(pod.id)).ips).toEqual([POD]);

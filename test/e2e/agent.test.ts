@@ -465,7 +465,7 @@ describe.skipIf(!enabled)('ipam-shim agent readiness: installed where the runtim
     expect(missing.status).toBe(503);
     expect(missing.body).toMatchObject({ ready: false, reason: 'not-installed', conflist: cilium, why: expect.stringContaining('holds no ipam-shim entry') });
     expect(await metric(bed, 'ipam_shim_agent_conflist_entry_in_use')).toBe(0);
-    expect(a.lines().some((l) => l.level === 40 && /installing is disabled: only verified/.test(l.msg))).toBe(true);
+    expect(a.lines().some((l) => l.level === 'warn' && /installing is disabled: only verified/.test(l.msg))).toBe(true);
     expect(await readFile(cilium, 'utf8')).toBe(without);
     expect(await readdir(bed.binDir).catch(() => [])).toEqual([]); // nothing installed either
 
@@ -555,7 +555,7 @@ describe.skipIf(!enabled)('ipam-shim agent: every pod the runtime knows, not onl
     await waitFor('the first pass', () => a.passes().length >= 1);
     expect(a.passes()[0]).toMatchObject({ runtimePods: 1, unseenPods: 1, reservedPods: 1, residueRemoved: 0, released: 0, errors: 0 });
     const line = a.lines().find((l) => l.reservedCIDR === `${outside.ip}/32`);
-    expect(line).toMatchObject({ level: 40, namespace: 'team-b', name: 'db-0', containerID: 'pod-reserved', ip: outside.ip });
+    expect(line).toMatchObject({ level: 'warn', namespace: 'team-b', name: 'db-0', containerID: 'pod-reserved', ip: outside.ip });
     expect(line!.msg).toContain('team-b/db-0');
     expect(await metric(bed, 'ipam_shim_agent_reserved_pods', { network: bed.network })).toBe(1);
     expect((await bed.r('ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout).toBe(before);
