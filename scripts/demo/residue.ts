@@ -1,6 +1,7 @@
 // Failure 1: azure-vnet residue. The verified reproduction (field-notes §1): a client on the VNet, a node whose
 // uplink eth0 sits in bridge azure0, a pod attached by ptp + host-local. azure-vnet's per-pod rules for 10.240.0.32
 // outlived its pod; the next pod to get 10.240.0.32 is unreachable. The shim's ADD removes exactly those rules.
+import { mkdir } from 'node:fs/promises';
 import { execa } from 'execa';
 import type { DemoSection } from './section.js';
 import { SHIM, stage } from './lib.js';
@@ -66,8 +67,15 @@ export const section: DemoSection = {
       const counted = await onNode('ebtables', ['-t', 'nat', '-L', 'PREROUTING', '--Lc'], { maxLines: 30 });
       const pcnt = Number(/--ip-dst 10\.240\.0\.32 .*pcnt = (\d+)/.exec(counted.stdout)?.[1] ?? 0);
       d.verdict(pcnt > 0, `the stale dnat rule swallowed them (pcnt = ${pcnt}): the frames were re-addressed to the dead MAC`);
-      const scan = await onNode(SHIM, ['residue', 'scan', '--ip', POD, '--conf-dir', `${s.dir}/none`]);
-      d.verdict(scan.exitCode === 1, '`ipam-shim residue scan --ip` names both rules and the neighbour entry; the other rules are reported as orphans only');
+      // A conf dir that exists and holds no shim conflist: only the --ip address is looked at (a missing one is exit 3).
+      await mkdir(`${s.dir}/none`, { recursive: true });
+      await onNode(SHIM, ['residue', 'scan', '--ip', POD, '--conf-dir', `${s.dir}/none`], { maxLines: 30 });
+      const scan = await onNode(SHIM, ['residue', 'scan', '--ip', POD, '--conf-dir', `${s.dir}/none`, '--json'], { maxLines: 0 });
+      const found = scan.exitCode === 1 ? (JSON.parse(scan.stdout) as { counts: { rules: number; neighbours: number; orphans: number } }).counts : undefined;
+      d.verdict(
+        found?.rules === 2 && found.neighbours === 1 && found.orphans > 0,
+        `\`ipam-shim residue scan --ip\` names both rules and the neighbour entry (${JSON.stringify(found)}); the other rules are reported as orphans only`,
+      );
       await d.show(...s.runner(node, 'del', 'plain', podA), { env: envA });
 
       d.say('\nThe cure: the same pod through the shim in ptp\'s IPAM slot (wrapping host-local).');
