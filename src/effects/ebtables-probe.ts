@@ -1,21 +1,69 @@
 // File probes for "which ebtables backends can hold tables on this node" (src/residue/backends.ts decides):
 // which ebtables programs are on PATH and what they resolve to, and whether the kernel has each backend's nat
-// table. Files only (a few stat calls; on a kernel without module support one read of /proc/config.gz), so ADD
-// can skip a backend without starting its program. Read-only; owns nothing.
-import { existsSync, readFileSync, realpathSync } from 'node:fs';
+// table. Files only (a few stat calls), so ADD can skip a backend without starting its program. Read-only, except
+// one cache file: on a kernel without module support the answer is in /proc/config.gz, whose decompression (zlib
+// loaded, ~3 ms) is paid once per boot; its relevant lines are kept in KERNEL_CONFIG_CACHE (tmpfs, keyed by boot_id).
+import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { release } from 'node:os';
-import { join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
+import { dirname, join } from 'node:path';
 
 /** The file operations the probes use; tests pass a fake node layout. */
 export interface ProbeFiles {
   exists(path: string): boolean;
   /** The resolved path (symlinks followed), or undefined when it does not exist. */
   realpath(path: string): string | undefined;
-  /** The text (gunzipped for `.gz`), or undefined when unreadable. */
+  /** The text, or undefined when unreadable. */
   read(path: string): string | undefined;
+  /** The kernel's config lines (CONFIG_NF_TABLES*, CONFIG_BRIDGE*) and where they came from, or undefined. */
+  kernelConfig(): { text: string; source: string } | undefined;
   /** `uname -r`. */
   release(): string;
+}
+
+/** Where the kernel-config lines are kept for the boot (/run is a tmpfs: a reboot, a new kernel, empties it). */
+export const KERNEL_CONFIG_CACHE = '/run/ipam-shim/kernel-config.json';
+
+const readText = (p: string): string | undefined => {
+  try {
+    return readFileSync(p, 'latin1');
+  } catch {
+    return undefined;
+  }
+};
+
+function kernelConfig(): { text: string; source: string } | undefined {
+  const bootId = readText('/proc/sys/kernel/random/boot_id')?.trim();
+  if (bootId) {
+    try {
+      const c = JSON.parse(readText(KERNEL_CONFIG_CACHE) ?? '') as { bootId?: unknown; source?: unknown; text?: unknown };
+      if (c.bootId === bootId && typeof c.text === 'string' && typeof c.source === 'string') return { text: c.text, source: c.source };
+    } catch {
+      // no cache, or not ours: read the config
+    }
+  }
+  for (const source of ['/proc/config.gz', `/boot/config-${release()}`]) {
+    let raw: Buffer;
+    try {
+      raw = readFileSync(source);
+    } catch {
+      continue;
+    }
+    // zlib only here (once per boot): loading it costs more than the rest of the probes together.
+    const full = source.endsWith('.gz') ? process.getBuiltinModule('node:zlib').gunzipSync(raw).toString('latin1') : raw.toString('latin1');
+    const text = full.split('\n').filter((l) => /^(# )?CONFIG_(NF_TABLES|BRIDGE)/.test(l)).join('\n');
+    if (bootId) {
+      try {
+        mkdirSync(dirname(KERNEL_CONFIG_CACHE), { recursive: true, mode: 0o755 });
+        const tmp = `${KERNEL_CONFIG_CACHE}.${process.pid}.tmp`;
+        writeFileSync(tmp, JSON.stringify({ bootId, source, text }), { mode: 0o644 });
+        renameSync(tmp, KERNEL_CONFIG_CACHE);
+      } catch {
+        // a read-only /run: the next call reads the config again, nothing worse
+      }
+    }
+    return { text, source };
+  }
+  return undefined;
 }
 
 export const nodeFiles: ProbeFiles = {
@@ -27,14 +75,8 @@ export const nodeFiles: ProbeFiles = {
       return undefined;
     }
   },
-  read: (p) => {
-    try {
-      const b = readFileSync(p);
-      return (p.endsWith('.gz') ? gunzipSync(b) : b).toString('latin1');
-    } catch {
-      return undefined;
-    }
-  },
+  read: readText,
+  kernelConfig,
   release: () => release(),
 };
 
@@ -62,8 +104,9 @@ export interface BackendProbe {
  * memoised: only what the decision asks for is read, each file once.
  */
 export function probeBackends(path: string | undefined, files: ProbeFiles = nodeFiles): BackendProbe {
-  const dirs = (path ?? '').split(':').filter((d) => d.startsWith('/'));
+  const dirs = (path ?? '').split(':').filter(Boolean);
   const memo = new Map<string, string | undefined>();
+  let cfg: { value: { text: string; source: string } | undefined } | undefined;
   const read = (p: string) => {
     if (!memo.has(p)) memo.set(p, files.read(p));
     return memo.get(p);
@@ -87,14 +130,12 @@ export function probeBackends(path: string | undefined, files: ProbeFiles = node
         return { has: 'no', evidence: `kernel module ${module} not loaded (/sys/module/${module} absent) and not built in` };
       }
       // No module support: what is built in is all there is until a reboot.
-      for (const p of ['/proc/config.gz', `/boot/config-${files.release()}`]) {
-        const cfg = read(p);
-        if (cfg === undefined) continue;
-        return new RegExp(`^${config}=y$`, 'm').test(cfg)
-          ? { has: 'yes', evidence: `${config}=y (${p})` }
-          : { has: 'no', evidence: `kernel built without ${config} and without module support (${p})` };
-      }
-      return { has: 'unknown', evidence: `no /sys/module/${module}, no module support, no readable kernel config` };
+      cfg ??= { value: files.kernelConfig() };
+      const c = cfg.value;
+      if (!c) return { has: 'unknown', evidence: `no /sys/module/${module}, no module support, no readable kernel config` };
+      return new RegExp(`^${config}=y$`, 'm').test(c.text)
+        ? { has: 'yes', evidence: `${config}=y (${c.source})` }
+        : { has: 'no', evidence: `kernel built without ${config} and without module support (${c.source})` };
     },
   };
 }

@@ -68,12 +68,14 @@ export function chooseBackends(probe: BackendProbe, setting: BackendSetting = 'a
     }
     const program = name === nodeKind ? 'ebtables' : installed[name] ? PROGRAMS[name] : undefined;
     if (!program) {
-      const k = probe.kernel(NEEDS[name]);
+      // The node's unclassified `ebtables` may well be this backend (an old standalone ebtables is legacy): no warning then.
+      const k = nodeKind === 'ebtables' ? undefined : probe.kernel(NEEDS[name]);
+      const blind = k !== undefined && k.has !== 'no';
       out.skipped.push({
         name,
         why: 'not-installed',
-        reason: `${PROGRAMS[name]} is not installed${k.has === 'no' ? '' : ` but the kernel ${k.has === 'yes' ? 'has' : 'may have'} its tables (${k.evidence}): rules there are not seen`}`,
-        ...(k.has === 'no' ? {} : { blind: true }),
+        reason: `${PROGRAMS[name]} is not installed${blind ? ` but the kernel ${k.has === 'yes' ? 'has' : 'may have'} its tables (${k.evidence}): rules there are not seen` : ''}`,
+        ...(blind ? { blind } : {}),
       });
       continue;
     }
