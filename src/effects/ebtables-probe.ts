@@ -68,9 +68,11 @@ function kernelConfig(): { text: string; source: string } | undefined {
 
 export const nodeFiles: ProbeFiles = {
   exists: (p) => existsSync(p),
+  // existsSync first: a miss (most PATH entries) costs no exception; realpath(3) itself (.native), not the JS walk.
   realpath: (p) => {
+    if (!existsSync(p)) return undefined;
     try {
-      return realpathSync(p);
+      return realpathSync.native(p);
     } catch {
       return undefined;
     }
