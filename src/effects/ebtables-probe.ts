@@ -21,7 +21,7 @@ export interface ProbeFiles {
 }
 
 /** Where the kernel-config lines are kept for the boot (/run is a tmpfs: a reboot, a new kernel, empties it). */
-export const KERNEL_CONFIG_CACHE = '/run/ipam-shim/kernel-config.json';
+const KERNEL_CONFIG_CACHE = '/run/ipam-shim/kernel-config.json';
 
 const readText = (p: string): string | undefined => {
   try {
@@ -66,7 +66,7 @@ function kernelConfig(): { text: string; source: string } | undefined {
   return undefined;
 }
 
-export const nodeFiles: ProbeFiles = {
+const nodeFiles: ProbeFiles = {
   exists: (p) => existsSync(p),
   // existsSync first: a miss (most PATH entries) costs no exception; realpath(3) itself (.native), not the JS walk.
   realpath: (p) => {
@@ -83,7 +83,7 @@ export const nodeFiles: ProbeFiles = {
 };
 
 /** yes: the kernel has it now; no: it cannot (until a module is loaded / another kernel); unknown: could not tell. */
-export interface KernelFact {
+interface KernelFact {
   has: 'yes' | 'no' | 'unknown';
   /** The file evidence, for logs and reports. */
   evidence: string;

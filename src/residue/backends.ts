@@ -11,13 +11,13 @@ export type BackendName = 'nft' | 'legacy' | 'ebtables';
 /** The `residue.ebtablesBackends` setting: `auto`, or exactly these backends (no kernel probe). */
 export type BackendSetting = 'auto' | readonly BackendName[];
 
-export interface Backend {
+interface Backend {
   name: BackendName;
   /** The program run for it: the node's `ebtables` when that is this backend, else `ebtables-nft`/`ebtables-legacy`. */
   program: string;
 }
 
-export interface SkippedBackend {
+interface SkippedBackend {
   name: BackendName;
   /** not-installed: no program for it on PATH; kernel: the kernel cannot hold its tables; not-selected: the setting. */
   why: 'not-installed' | 'kernel' | 'not-selected';
