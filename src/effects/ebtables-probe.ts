@@ -126,8 +126,11 @@ export function probeBackends(path: string | undefined, files: ProbeFiles = node
       if (files.exists(`/sys/module/${module}`)) return { has: 'yes', evidence: `/sys/module/${module} present` };
       if (files.exists('/proc/modules')) {
         // A modular kernel: the module is not loaded. Built in without a /sys/module entry is the one other way.
+        // Without modules.builtin (an image without /lib/modules: the agent's) it is taken as not built in:
+        // distribution kernels build both as modules, and listing to find out would load the module (the kernel
+        // autoloads a table on first use), after which every ADD would pay for a second backend.
         const builtin = read(`/lib/modules/${files.release()}/modules.builtin`);
-        if (builtin === undefined) return { has: 'unknown', evidence: `${module} not loaded; /lib/modules/${files.release()}/modules.builtin unreadable, so built in or not is unknown` };
+        if (builtin === undefined) return { has: 'no', evidence: `kernel module ${module} not loaded (/sys/module/${module} absent; modules.builtin unreadable, taken as not built in)` };
         if (builtin.split('\n').some((l) => l.endsWith(`/${module}.ko`))) return { has: 'yes', evidence: `${module} built in (modules.builtin)` };
         return { has: 'no', evidence: `kernel module ${module} not loaded (/sys/module/${module} absent) and not built in` };
       }

@@ -76,8 +76,14 @@ describe('chooseBackends over the file probes', () => {
     expect(c.read.map((b) => b.name)).toEqual(['nft', 'legacy']);
   });
 
-  it('modules.builtin unreadable (an image without /lib/modules): could not tell, so legacy is read', () => {
+  it('modules.builtin unreadable (the agent\'s image has no /lib/modules): a module not loaded is taken as absent, so listing does not load it', () => {
     const c = choose({ links: debian('nft'), present: MODULAR });
+    expect(c.read.map((b) => b.name)).toEqual(['nft']);
+    expect(c.skipped).toEqual([{ name: 'legacy', why: 'kernel', reason: expect.stringContaining('modules.builtin unreadable, taken as not built in') }]);
+  });
+
+  it('a kernel without module support and no readable config: could not tell, so the backend is read', () => {
+    const c = choose({ links: debian('nft') });
     expect(c.read.map((b) => b.name)).toEqual(['nft', 'legacy']);
   });
 
