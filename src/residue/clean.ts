@@ -12,7 +12,7 @@ import { exactIp } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
 import { hostRouteDevices, isPodOwnNeighbour } from './own.js';
 import { chooseBackends, type BackendChoice, type BackendName, type BackendSetting } from './backends.js';
-import { timed } from '../spans.js';
+import { span, timed } from '../spans.js';
 
 /** One ebtables backend as a listing found it: read (with its per-pod rule count), or unavailable and why. */
 export interface BackendStatus {
@@ -46,7 +46,9 @@ export function nodeBackends(setting: BackendSetting = 'auto'): BackendChoice {
   const key = JSON.stringify([process.env.PATH, setting]);
   const now = Date.now();
   if (last && last.key === key && now - last.at < 1000 && now >= last.at) return last.choice;
+  const probed = span('residue.backends'); // the file probes' cost, in the log line's timings
   const choice = chooseBackends(probeBackends(process.env.PATH), setting);
+  probed();
   last = { key, at: now, choice };
   return choice;
 }
