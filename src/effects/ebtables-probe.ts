@@ -50,7 +50,8 @@ function kernelConfig(): { text: string; source: string } | undefined {
     }
     // zlib only here (once per boot): loading it costs more than the rest of the probes together.
     const full = source.endsWith('.gz') ? process.getBuiltinModule('node:zlib').gunzipSync(raw).toString('latin1') : raw.toString('latin1');
-    const text = full.split('\n').filter((l) => /^(# )?CONFIG_(NF_TABLES|BRIDGE)/.test(l)).join('\n');
+    // Only the lines the probes ask about (src/residue/backends.ts NEEDS): every later call reads this small file.
+    const text = full.split('\n').filter((l) => /^(# )?CONFIG_(NF_TABLES_BRIDGE|BRIDGE_EBT_T_NAT)[= ]/.test(l)).join('\n');
     if (bootId) {
       try {
         mkdirSync(dirname(KERNEL_CONFIG_CACHE), { recursive: true, mode: 0o755 });
@@ -138,7 +139,7 @@ export function probeBackends(path: string | undefined, files: ProbeFiles = node
       cfg ??= { value: files.kernelConfig() };
       const c = cfg.value;
       if (!c) return { has: 'unknown', evidence: `no /sys/module/${module}, no module support, no readable kernel config` };
-      return new RegExp(`^${config}=y$`, 'm').test(c.text)
+      return `\n${c.text}\n`.includes(`\n${config}=y\n`)
         ? { has: 'yes', evidence: `${config}=y (${c.source})` }
         : { has: 'no', evidence: `kernel built without ${config} and without module support (${c.source})` };
     },

@@ -271,10 +271,14 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
 
     it.each(['chained', 'ipam'] as const)('ADD (the shim %s) removes the pod’s rules from ebtables-nft, logging the backend; decoys stay; ping works; CHECK sees a re-added rule', async (placement) => {
       const { n, env, before, podLines } = await legacyNode();
-      const { runner } = await runtime(n, placement, env);
+      const { runner, conflist } = await runtime(n, placement, env);
       const { netns } = await pod(runner);
       expect(await ping(n)).toBe(0);
       expect(await natListing(n.r, 'ebtables-nft')).toBe(withoutLines(before, podLines));
+      // doctor (the same PATH) says which backends it read, and why legacy was not.
+      const ok = (await cli(n, ['doctor', '--conflist', conflist], env)).json.findings.find((f: any) => f.check === 'residue');
+      expect(ok.verdict).toBe('ok');
+      expect(ok.summary).toMatch(/\[ebtables nft: read; legacy: unavailable: the kernel cannot hold its tables: .*\]$/);
 
       const removed = (await readFile(n.dir.logFile, 'utf8'))
         .split('\n')
@@ -294,6 +298,8 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
       );
       expect((err as PluginError).code).toBe(102);
       expect((err as PluginError).details).toContain(`--ip-dst ${POD} -j dnat`);
+      const problem = (await cli(n, ['doctor', '--conflist', conflist], env)).json.findings.find((f: any) => f.check === 'residue' && f.verdict === 'problem');
+      expect(problem?.summary).toContain(`stale residue for ${POD} (c1/eth0): 1 ebtables rule(s)`);
     });
 
     it('residue scan says which backend holds the rules and that legacy is unavailable (not "no rules"); clean --apply removes only the named IP’s', async () => {
