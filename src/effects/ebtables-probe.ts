@@ -5,7 +5,7 @@
 // loaded, ~3 ms) is paid once per boot; its relevant lines are kept in KERNEL_CONFIG_CACHE (tmpfs, keyed by boot_id).
 import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { release } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 
 /** The file operations the probes use; tests pass a fake node layout. */
 export interface ProbeFiles {
@@ -116,8 +116,10 @@ export function probeBackends(path: string | undefined, files: ProbeFiles = node
   };
   return {
     program(name) {
+      // Plain concatenation, not path.join: its normalising character loop, run for every PATH entry, got hot
+      // enough to set off an optimising compile whose cost showed in every ADD (docs/performance.md).
       for (const d of dirs) {
-        const found = files.realpath(join(d, name));
+        const found = files.realpath(`${d}/${name}`);
         if (found) return found;
       }
       return undefined;
