@@ -10,6 +10,7 @@ const ADD_PHASES: Array<[string, string]> = [
   ['modules', 'loading the plugin modules (pino, zod, …)'],
   ['config', 'stdin + env + config parse (zod)'],
   ['logger', 'logger creation'],
+  ['residue.backends', 'which ebtables backends to read (file probes, no process)'],
   ['residue.prefetch', 'residue listing, started early (ebtables + ip neigh)'],
   ['delegate.version', 'delegate VERSION (cached probe)'],
   ['ledger.intent', 'ledger: open + intent record'],

@@ -2,9 +2,9 @@
 // machine's own apt sources), holding exactly what the image runs besides the single executable:
 //   iproute2   ip (routes, neighbours, addresses, `ip netns exec`) and tc (the probe rewrite's BPF check)
 //   nftables   nft (the IPv6 probe rewrite)
-//   ebtables   ebtables-legacy, for nodes whose azure-vnet wrote legacy tables (update-alternatives)
-//   iptables   ebtables-nft, the `ebtables` the image runs (priority 20 over legacy's 10, Debian's default); without
-//              it `ebtables` is the legacy binary and cannot see rules a node's ebtables-nft wrote
+//   ebtables   ebtables-legacy, for nodes whose azure-vnet wrote legacy tables (read beside nft, docs/residue.md)
+//   iptables   ebtables-nft, the `ebtables` the image runs (priority 20 over legacy's 10, Debian's default); the
+//              residue code reads both backends wherever the kernel can hold their tables
 //   libstdc++6 the embedded Node.js links it (and libgcc-s1, its dependency); glibc comes with the essential set
 // nsenter (util-linux) is in the essential set. The official debian:12-slim path of deploy/Containerfile installs
 // the same list (test/unit/deploy.test.ts holds the two together).

@@ -13,7 +13,7 @@ import type { Attachment } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
 import { listNeighbours } from '../effects/neigh.js';
 import type { LedgerRecord } from '../effects/ledger.js';
-import { findResidueOnNode, listPreroutingResidue } from '../residue/clean.js';
+import { findResidueOnNode, listPreroutingResidue, nodeBackends } from '../residue/clean.js';
 import { cleanResidueFor, ensureProbeRewriteIfDue } from '../verbs/address-steps.js';
 import { openConflistNetwork, type NetworkSelection, type OpenNetwork } from '../network/open.js';
 import type { Logger } from '../log.js';
@@ -259,10 +259,13 @@ async function residueStep(o: ReconcileOptions, net: OpenNetwork, report: PassRe
   // call); only attachments with residue are then cleaned, each under its attachment's lock and with ADD's own
   // function, after re-reading its record (a pod the shim never saw: its cached addresses, unless an ADD has
   // recorded it meanwhile).
+  // Every ebtables backend that can hold tables (the image's `ebtables` is nft; azure-vnet may have used legacy).
   const [eb, neighbours] = await Promise.all([
-    residue.ebtables ? listPreroutingResidue(net.run) : { available: false, rules: [] },
+    residue.ebtables ? listPreroutingResidue(net.run, undefined, nodeBackends(residue.ebtablesBackends)) : { available: false, rules: [], backends: [] },
     residue.neigh ? listNeighbours(net.run) : [],
   ]);
+  const blind = eb.backends.filter((b) => b.blind);
+  if (blind.length) net.log.warn({ step: 'residue', backends: blind }, 'residue: an ebtables backend that may hold rules could not be read');
   // The pod-own neighbour rule (src/residue/own.ts) as cleanResidue applies it: no false 'dirty' every pass.
   const found = await findResidueOnNode(net.run, ips, { rules: eb.rules, neighbours });
   const byIp = holders(records);

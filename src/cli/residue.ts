@@ -3,7 +3,10 @@
 // scan is read-only; clean is a dry run unless --apply and only ever removes residue for those addresses.
 // Per-pod-shaped rules whose MAC is on no local interface ("orphans") are reported, never touched.
 // The report itself is built in src/residue/report.ts; this file parses the flags and renders it.
-import { cleanTargets, ledgerTargets, mergeTargets, scanTargets, summarise, type NeighbourView, type ResidueReport } from '../residue/report.js';
+import { cleanTargets, ledgerTargets, mergeTargets, scanTargets, summarise, type NeighbourView, type ResidueReport, type RuleView } from '../residue/report.js';
+import type { BackendSetting } from '../residue/backends.js';
+import { EbtablesBackends } from '../cni/config.js';
+import { formatIssues } from '../cni/errors.js';
 import { addressProblem, exactIp } from '../net/ip.js';
 import { confDirProblem, DEFAULT_CONF_DIR } from '../conflist.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
@@ -11,8 +14,8 @@ import type { OpenNetwork } from '../network/open.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
 
 const USAGE = [
-  'ipam-shim residue scan  [--ip IP …] [--conflist PATH | --conf-dir DIR] [--network NAME] [--json]',
-  'ipam-shim residue clean [--ip IP …] [--apply] [--conflist PATH | --conf-dir DIR] [--network NAME] [--json]',
+  'ipam-shim residue scan  [--ip IP …] [--ebtables-backend LIST] [--conflist PATH | --conf-dir DIR] [--network NAME] [--json]',
+  'ipam-shim residue clean [--ip IP …] [--apply] [--ebtables-backend LIST] [--conflist PATH | --conf-dir DIR] [--network NAME] [--json]',
   '',
   '  scan    list the residue for every ledger IP and every --ip IP, and orphaned per-pod rules',
   '  clean   remove the residue for those IPs (dry run unless --apply); orphans are never touched',
@@ -26,11 +29,21 @@ const USAGE = [
 interface Flags extends NetworkFlags {
   ip?: string[] | undefined;
   apply?: boolean | undefined;
+  'ebtables-backend'?: string | undefined;
 }
 
-const OPTIONS = { ...NETWORK_FLAGS, ip: { type: 'string', multiple: true }, apply: { type: 'boolean' } } as const;
+const OPTIONS = { ...NETWORK_FLAGS, ip: { type: 'string', multiple: true }, apply: { type: 'boolean' }, 'ebtables-backend': { type: 'string' } } as const;
 
-function parseFlags(argv: string[]): { mode: 'scan' | 'clean'; flags: Flags; named: string[] } {
+/** --ebtables-backend: `auto` or a comma list, validated as the config key is. */
+function parseBackendFlag(v: string | undefined): BackendSetting | undefined {
+  if (v === undefined) return undefined;
+  const value = v.trim() === 'auto' ? 'auto' : v.split(',').map((s) => s.trim());
+  const parsed = EbtablesBackends.safeParse(value);
+  if (!parsed.success) throw new UsageError(`--ebtables-backend ${v}: ${formatIssues(parsed.error.issues)} (expected auto, or a comma list of nft, legacy, ebtables)`);
+  return parsed.data;
+}
+
+function parseFlags(argv: string[]): { mode: 'scan' | 'clean'; flags: Flags; named: string[]; backends: BackendSetting | undefined } {
   const parsed = parseArgv({
     args: argv,
     options: OPTIONS,
@@ -49,7 +62,7 @@ function parseFlags(argv: string[]): { mode: 'scan' | 'clean'; flags: Flags; nam
     // An IPv4-mapped address is refused as everywhere (src/net/ip.ts), with the IPv4 address to name instead.
     throw new UsageError(`--ip ${ip}: ${problem?.kind === 'mapped' ? problem.message : 'expected a single IPv4 or IPv6 address'}`);
   }
-  return { mode, flags, named };
+  return { mode, flags, named, backends: parseBackendFlag(flags['ebtables-backend']) };
 }
 
 export const residueCommand: Command = {
@@ -61,11 +74,15 @@ export const residueCommand: Command = {
     ...NETWORK_FLAG_HELP,
     ip: { value: 'IP', text: 'also look at this address (repeatable, or comma-separated), e.g. --ip 10.224.1.7 --ip fd00::7' },
     apply: { text: 'clean: remove what it lists (default: a dry run)' },
+    'ebtables-backend': {
+      value: 'LIST',
+      text: "auto (default: every ebtables backend that can hold tables here) or a comma list of nft, legacy, ebtables (the node's own); overrides the conflist's residue.ebtablesBackends, e.g. nft,legacy",
+    },
   },
   examples: ['ipam-shim residue scan', 'ipam-shim residue scan --ip 10.224.1.7 --json', 'ipam-shim residue clean --apply'],
   exitStatus: '0 no residue (left) for those IPs; 1 residue found / would be removed / left or failed; 2 usage; 3 could not run (a --conf-dir that does not exist, ebtables or ip missing)',
   async run(argv, ctx): Promise<CommandOutput> {
-    const { mode, flags, named } = parseFlags(argv);
+    const { mode, flags, named, backends: flagBackends } = parseFlags(argv);
     const apply = mode === 'clean' && !!flags.apply;
 
     // The ledger says which addresses are the shim's. Without a conflist, only named addresses are looked at —
@@ -93,13 +110,15 @@ export const residueCommand: Command = {
       ...(ledgerNote ? { ledgerNote } : {}),
       corruptLedgerFiles: ledger.corrupt,
     };
+    // The flag, else the network's setting, else auto.
+    const backends = flagBackends ?? net?.conf.settings.residue.ebtablesBackends ?? 'auto';
     let report: ResidueReport;
     if (apply) {
-      const r = await cleanTargets(ctx.run, targets);
+      const r = await cleanTargets(ctx.run, targets, backends);
       report = summarise({ ...base, ...r });
       net?.log.warn({ removed: report.targets.filter((t) => t.rules.length + t.neighbours.length).map((t) => t.ip), errors: r.errors }, 'residue clean --apply');
     } else {
-      report = summarise({ ...base, ...(await scanTargets(ctx.run, targets)), errors: [] });
+      report = summarise({ ...base, ...(await scanTargets(ctx.run, targets, backends)), errors: [] });
     }
     return { data: report, text: renderResidue(report), exitCode: report.ok ? 0 : 1 };
   },
@@ -109,6 +128,8 @@ export const residueCommand: Command = {
 // rendering (pure)
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+// The program that lists/deletes the rule, so the line reads as the command that shows it.
+const ruleCmd = (x: RuleView) => `${x.backend === 'nft' ? 'ebtables-nft' : x.backend === 'legacy' ? 'ebtables-legacy' : 'ebtables'} -t nat PREROUTING ${x.text}`;
 const neighText = (n: NeighbourView) => `${n.ip} dev ${n.dev}${n.mac ? ` lladdr ${n.mac}` : ''} ${n.state.join(',')}`.trimEnd();
 
 /** The human rendering of a report. */
@@ -117,7 +138,11 @@ export function renderResidue(r: ResidueReport): string {
   lines.push(r.network ? `network ${r.network} (${r.conflist})` : 'no ipam-shim network');
   if (r.ledgerNote) lines.push(`note: ${r.ledgerNote}`);
   for (const f of r.corruptLedgerFiles) lines.push(`warning: unreadable ledger record ${f}: its IPs were not looked at`);
-  if (!r.ebtablesAvailable) lines.push('ebtables: no bridge nat table (or no ebtables): no rules can exist; neighbour entries were looked at');
+  for (const b of r.ebtablesBackends) {
+    const what = `ebtables ${b.name}${b.program ? ` (${b.program})` : ''}`;
+    lines.push(b.available ? `${what}: read, ${plural(b.rules ?? 0, 'per-pod rule')}` : `${what}: ${b.blind ? 'NOT READ' : 'unavailable'}: ${b.reason ?? 'unknown'}`);
+  }
+  if (!r.ebtablesAvailable) lines.push('ebtables: no bridge nat table (or no ebtables) in any backend: no rules seen; neighbour entries were looked at');
   if (r.mode === 'clean' && !r.apply) lines.push('dry run: nothing is changed; add --apply to remove what is listed');
   lines.push('');
 
@@ -130,9 +155,9 @@ export function renderResidue(r: ResidueReport): string {
     const left = t.left ? t.left.rules.length + t.left.neighbours.length : 0;
     const state = had === 0 && left === 0 ? 'clean' : left ? `${had ? `${verb} ${had}, ` : ''}${left} LEFT` : `${verb} ${had}`;
     lines.push(`${t.ip.padEnd(width)}  ${state.padEnd(14)}  (${origin})`);
-    for (const x of t.rules) lines.push(`    ${verb.padEnd(12)}  ebtables -t nat PREROUTING ${x.text}`);
+    for (const x of t.rules) lines.push(`    ${verb.padEnd(12)}  ${ruleCmd(x)}`);
     for (const n of t.neighbours) lines.push(`    ${verb.padEnd(12)}  neigh ${neighText(n)}`);
-    for (const x of t.left?.rules ?? []) lines.push(`    ${'LEFT'.padEnd(12)}  ebtables -t nat PREROUTING ${x.text}`);
+    for (const x of t.left?.rules ?? []) lines.push(`    ${'LEFT'.padEnd(12)}  ${ruleCmd(x)}`);
     for (const n of t.left?.neighbours ?? []) lines.push(`    ${'LEFT'.padEnd(12)}  neigh ${neighText(n)}`);
   }
   for (const e of r.errors) lines.push(`FAILED  ${e.target}: ${e.message}`);
@@ -140,7 +165,7 @@ export function renderResidue(r: ResidueReport): string {
   if (r.orphans.length) {
     lines.push('', `orphans: ${plural(r.orphans.length, 'per-pod rule')} whose MAC is on no local interface (reported, never touched; remove with --ip IP --apply once no pod uses the IP):`);
     const ow = Math.max(...r.orphans.map((o) => o.ip.length));
-    for (const o of r.orphans) lines.push(`  ${o.ip.padEnd(ow)}  ${o.text}`);
+    for (const o of r.orphans) lines.push(`  ${o.ip.padEnd(ow)}  ${o.backend && o.backend !== 'ebtables' ? `[${o.backend}] ` : ''}${o.text}`);
   }
 
   lines.push('');

@@ -21,6 +21,15 @@ const absolutePath = () => z.string().check(z.startsWith('/', 'must be an absolu
 
 const DelegateSchema = z.looseObject({ type: PluginName });
 
+/** residue.ebtablesBackends: `auto`, or a non-empty list of distinct backends (src/residue/backends.ts). */
+export const EbtablesBackends = z.union([
+  z.literal('auto'),
+  z.array(z.enum(['nft', 'legacy', 'ebtables'])).check(
+    z.minLength(1, 'must name at least one backend'),
+    z.refine((a: string[]) => new Set(a).size === a.length, 'must not repeat a backend'),
+  ),
+]);
+
 export const ShimSettingsSchema = z.strictObject({
   delegate: z.optional(DelegateSchema),
   /** Ledger root: never rename the default, upgrades depend on it. */
@@ -35,7 +44,15 @@ export const ShimSettingsSchema = z.strictObject({
   /** STATUS (docs/configuration.md "STATUS and node readiness"): the bound on the delegate's VERSION + STATUS, and how long a delegate that does not answer is tolerated. */
   statusTimeoutMs: z._default(z.int().check(z.gte(100), z.lte(4_000)), 1_000),
   statusGraceMs: z._default(z.int().check(z.gte(0), z.lte(300_000)), 15_000),
-  residue: z._default(z.strictObject({ ebtables: z._default(z.boolean(), true), neigh: z._default(z.boolean(), true) }), { ebtables: true, neigh: true }),
+  residue: z._default(
+    z.strictObject({
+      ebtables: z._default(z.boolean(), true),
+      neigh: z._default(z.boolean(), true),
+      /** Which ebtables backends hold residue: `auto` (probe the node) or exactly these (docs/configuration.md). */
+      ebtablesBackends: z._default(EbtablesBackends, 'auto'),
+    }),
+    { ebtables: true, neigh: true, ebtablesBackends: 'auto' },
+  ),
   reservedCIDRs: z._default(z.array(z.string()).check(z.maxLength(10_000)), []),
   ipv6ProbeRewrite: z._default(z.enum(['auto', 'on', 'off']), 'auto'),
   probeSource: z.optional(z.string()),

@@ -30,7 +30,7 @@ export const residueCheck: DoctorCheck = {
   async run(net) {
     const ledger = await ledgerTargets(net.ledger);
     const targets = mergeTargets(ledger.ips, []);
-    const scan = await scanTargets(net.run, targets);
+    const scan = await scanTargets(net.run, targets, net.conf.settings.residue.ebtablesBackends);
     const where = `--conflist ${net.shim.path}`;
     const findings: Finding[] = [];
 
@@ -55,11 +55,25 @@ export const residueCheck: DoctorCheck = {
     }
     const orphans = orphanFinding(scan.orphans, ` ${where}`);
     if (orphans) findings.push(orphans);
+    // A backend the kernel may hold tables in but that could not be read (its program is missing here): "could
+    // not look", never "no rules".
+    for (const b of scan.ebtablesBackends.filter((x) => x.blind)) {
+      findings.push({
+        check: NAME,
+        verdict: 'warn',
+        summary: `ebtables ${b.name} not read: ${b.reason}`,
+        fix: `install ${b.name === 'nft' ? 'ebtables-nft (iptables package)' : 'ebtables-legacy (ebtables package)'} where ipam-shim runs, or set residue.ebtablesBackends`,
+        data: b,
+      });
+    }
     if (!findings.some((f) => f.verdict === 'problem')) {
+      // Which backends were read, and why the others were not ("unavailable: <why>").
+      const where = scan.ebtablesBackends.map((b) => (b.available ? `${b.name}: read` : `${b.name}: unavailable: ${b.reason}`)).join('; ');
       findings.unshift({
         check: NAME,
         verdict: 'ok',
-        summary: `no residue for ${targets.length} ledger IP(s)${scan.ebtablesAvailable ? '' : ' (no ebtables nat table: only neighbour entries can exist)'}`,
+        summary: `no residue for ${targets.length} ledger IP(s)${scan.ebtablesAvailable ? '' : ' (no ebtables nat table in any backend: only neighbour entries can exist)'} [ebtables ${where || 'off'}]`,
+        data: { ebtablesBackends: scan.ebtablesBackends },
       });
     }
     return findings;

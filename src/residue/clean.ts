@@ -1,7 +1,9 @@
 // What residue exists for a set of pod IPs, and its removal. The matching is pure and exact (10.240.0.3 never
-// matches 10.240.0.32); the effects list once, delete rule by rule, and fail loudly when residue stays.
+// matches 10.240.0.32); the effects list once per ebtables backend that may hold rules (backends.ts), delete rule
+// by rule with the program of the backend holding it, and fail loudly when residue stays.
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { deleteRule, listPrerouting } from '../effects/ebtables.js';
+import { probeBackends } from '../effects/ebtables-probe.js';
 import type { Run } from '../effects/exec.js';
 import { deleteNeighbour, listPermanentNeighbours, type Neighbour } from '../effects/neigh.js';
 import { listRoutes } from '../effects/routes.js';
@@ -9,25 +11,69 @@ import { parsePrerouting, type ResidueRule } from './parse.js';
 import { exactIp } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
 import { hostRouteDevices, isPodOwnNeighbour } from './own.js';
-import { timed } from '../spans.js';
+import { chooseBackends, type BackendChoice, type BackendName, type BackendSetting } from './backends.js';
+import { span, timed } from '../spans.js';
+
+/** One ebtables backend as a listing found it: read (with its per-pod rule count), or unavailable and why. */
+export interface BackendStatus {
+  name: BackendName;
+  /** The program run (absent when none was). */
+  program?: string;
+  available: boolean;
+  /** Unavailable: why (not installed, the kernel cannot serve it, no nat table, not selected). */
+  reason?: string;
+  /** Unavailable although the kernel may hold its tables: rules there could not be looked at. */
+  blind?: boolean;
+  /** Read: the per-pod-shaped rules it holds (after the caller's pre-filter). */
+  rules?: number;
+}
 
 export interface PreroutingListing {
-  /** false: ebtables is not installed, or this kernel/backend has no nat table or PREROUTING chain. */
+  /** false: no backend could be read (no ebtables, or no nat table / PREROUTING chain in any). */
   available: boolean;
+  /** Every backend's per-pod rules, each tagged with its backend and program. */
   rules: ResidueRule[];
+  /** Per backend: read or unavailable (never "no rules" for a backend that was not read). */
+  backends: BackendStatus[];
 }
 
 /**
- * The per-pod rules (arpreply/dnat4/dnat6 shapes) of the nat PREROUTING chain: one listing (effects/ebtables.ts),
- * parsed here. Node-wide and unrecognised rules are parsed but dropped. `available: false` when ebtables, the nat
- * table or the chain is missing. `mayName` skips rules that cannot concern the caller (see parsePrerouting).
+ * The backends to read on this node: file probes over the runtime's PATH (the one the programs run with). One
+ * answer is reused for a second (the IPAM slot's early listing and the cleanup of the same ADD probe once); the
+ * agent's passes, seconds apart, probe afresh (a module loaded meanwhile is seen). Holds one entry, never more.
  */
-export async function listPreroutingResidue(run: Run, mayName?: (rule: string) => boolean): Promise<PreroutingListing> {
-  const listed = await listPrerouting(run);
-  if (!listed.available) return { available: false, rules: [] };
-  const parsed = parsePrerouting(listed.text, mayName);
-  if (!parsed.chainSeen) return { available: false, rules: [] };
-  return { available: true, rules: parsed.rules.filter((x): x is ResidueRule => x.kind !== 'other') };
+export function nodeBackends(setting: BackendSetting = 'auto'): BackendChoice {
+  const key = JSON.stringify([process.env.PATH, setting]);
+  const now = Date.now();
+  if (last && last.key === key && now - last.at < 1000 && now >= last.at) return last.choice;
+  const probed = span('residue.backends'); // the file probes' cost, in the log line's timings
+  const choice = chooseBackends(probeBackends(process.env.PATH), setting);
+  probed();
+  last = { key, at: now, choice };
+  return choice;
+}
+let last: { key: string; at: number; choice: BackendChoice } | undefined;
+
+/**
+ * The per-pod rules (arpreply/dnat4/dnat6 shapes) of the nat PREROUTING chain of every chosen backend: one
+ * listing per backend (effects/ebtables.ts), concurrently, parsed here. Node-wide and unrecognised rules are
+ * parsed but dropped. A backend that is not installed, that the kernel cannot serve or that has no nat table is
+ * `available: false` in `backends`, never a failure; any other listing failure throws. `mayName` skips rules
+ * that cannot concern the caller (see parsePrerouting). `choice` defaults to nodeBackends().
+ */
+export async function listPreroutingResidue(run: Run, mayName?: (rule: string) => boolean, choice: BackendChoice = nodeBackends()): Promise<PreroutingListing> {
+  const read = await Promise.all(
+    choice.read.map(async (b): Promise<{ status: BackendStatus; rules: ResidueRule[] }> => {
+      const listed = await listPrerouting(run, b.program);
+      if (!listed.available) return { status: { ...b, available: false, reason: listed.reason }, rules: [] };
+      const parsed = parsePrerouting(listed.text, mayName);
+      if (!parsed.chainSeen) return { status: { ...b, available: false, reason: 'no nat PREROUTING chain' }, rules: [] };
+      const rules = parsed.rules.filter((x): x is ResidueRule => x.kind !== 'other').map((r) => ({ ...r, backend: b.name, program: b.program }));
+      return { status: { ...b, available: true, rules: rules.length }, rules };
+    }),
+  );
+  const skipped = choice.skipped.map((s): BackendStatus => ({ name: s.name, available: false, reason: s.reason, ...(s.blind ? { blind: true } : {}) }));
+  return { available: read.some((x) => x.status.available), rules: read.flatMap((x) => x.rules), backends: [...read.map((x) => x.status), ...skipped] };
 }
 
 export interface ResidueSnapshot {
@@ -103,19 +149,22 @@ export function parseLinkMacs(json: string): Set<string> {
 export interface ResidueOptions extends FindOptions {
   /** Look at ebtables nat PREROUTING (default true). */
   ebtables?: boolean;
+  /** Which ebtables backends (residue.ebtablesBackends; default auto). */
+  backends?: BackendSetting;
   /** Look at neighbour entries (default true). */
   neigh?: boolean;
 }
 
 export interface ResidueReport extends ResidueSnapshot {
-  /** false when ebtables or its nat table is absent: no rules could exist, none were looked for. */
+  /** false when no backend could be read (see ebtablesBackends for each one's reason). */
   ebtablesAvailable: boolean;
+  ebtablesBackends: BackendStatus[];
 }
 
 /** Read-only (CHECK, `residue scan`): the residue present now for `ips`. Listing failures throw CniError 102. */
 export async function listResidueFor(run: Run, ips: readonly string[], opts: ResidueOptions = {}): Promise<ResidueReport> {
   const snap = await snapshot(run, opts, ips);
-  return { ebtablesAvailable: snap.ebtablesAvailable, ...(await findResidueOnNode(run, ips, snap, opts)) };
+  return { ebtablesAvailable: snap.ebtablesAvailable, ebtablesBackends: snap.backends, ...(await findResidueOnNode(run, ips, snap, opts)) };
 }
 
 export interface CleanOptions extends ResidueOptions {
@@ -131,6 +180,7 @@ export interface CleanFailure {
 
 export interface CleanResult {
   ebtablesAvailable: boolean;
+  ebtablesBackends: BackendStatus[];
   removed: ResidueSnapshot;
   errors: CleanFailure[];
 }
@@ -156,10 +206,10 @@ export async function cleanResidue(run: Run, ips: readonly string[], opts: Clean
     (async () => {
       for (const rule of found.rules) {
         try {
-          if ((await deleteRule(run, rule)) === 'deleted') removed.rules.push(rule);
+          if ((await deleteRule(run, rule, rule.program)) === 'deleted') removed.rules.push(rule);
           else vanished.push(rule);
         } catch (e) {
-          ruleErrors.push({ target: rule.text, message: messageOf(e) });
+          ruleErrors.push({ target: ruleTarget(rule), message: messageOf(e) });
         }
       }
     })(),
@@ -179,12 +229,12 @@ export async function cleanResidue(run: Run, ips: readonly string[], opts: Clean
   // the same rule would otherwise make residue look cleaned. Re-list only in that (rare) case.
   if (vanished.length) {
     try {
-      const still = new Set((await listPreroutingResidue(run, mayNameAny(ips))).rules.map((r) => r.text));
+      const still = new Set((await listPreroutingResidue(run, mayNameAny(ips), snap.choice)).rules.map(ruleTarget));
       for (const r of vanished) {
-        if (still.has(r.text)) errors.push({ target: r.text, message: 'ebtables -D reported no such rule, but it is still listed' });
+        if (still.has(ruleTarget(r))) errors.push({ target: ruleTarget(r), message: `${r.program ?? 'ebtables'} -D reported no such rule, but it is still listed` });
       }
     } catch (e) {
-      errors.push({ target: vanished.map((r) => r.text).join(' | '), message: `re-listing to confirm removal: ${messageOf(e)}` });
+      errors.push({ target: vanished.map(ruleTarget).join(' | '), message: `re-listing to confirm removal: ${messageOf(e)}` });
     }
   }
 
@@ -193,7 +243,12 @@ export async function cleanResidue(run: Run, ips: readonly string[], opts: Clean
       details: errors.map((f) => `${f.target}: ${f.message}`).join('; '),
     });
   }
-  return { ebtablesAvailable: snap.ebtablesAvailable, removed, errors };
+  return { ebtablesAvailable: snap.ebtablesAvailable, ebtablesBackends: snap.backends, removed, errors };
+}
+
+/** A rule as reports and errors name it: its text, prefixed with the backend when it is not the node's plain one. */
+function ruleTarget(r: ResidueRule): string {
+  return r.backend && r.backend !== 'ebtables' ? `[${r.backend}] ${r.text}` : r.text;
 }
 
 /**
@@ -206,17 +261,24 @@ function mayNameAny(ips: readonly string[]): (rule: string) => boolean {
   return (rule) => rule.includes('--ip6-dst') || v4.some((ip) => rule.includes(ip));
 }
 
-async function snapshot(run: Run, opts: ResidueOptions, ips: readonly string[]): Promise<ResidueSnapshot & { ebtablesAvailable: boolean }> {
+interface Snapshot extends ResidueSnapshot {
+  ebtablesAvailable: boolean;
+  backends: BackendStatus[];
+  choice: BackendChoice;
+}
+
+async function snapshot(run: Run, opts: ResidueOptions, ips: readonly string[]): Promise<Snapshot> {
   try {
     // A span for the log line's timings.
     const families = { v4: ips.some((ip) => !ip.includes(':')), v6: ips.some((ip) => ip.includes(':')) };
+    const choice = opts.ebtables === false ? { read: [], skipped: [] } : nodeBackends(opts.backends);
     const [eb, neighbours] = await timed('residue.list', () =>
       Promise.all([
-        opts.ebtables === false ? { available: false, rules: [] } : listPreroutingResidue(run, mayNameAny(ips)),
+        opts.ebtables === false ? { available: false, rules: [], backends: [] } : listPreroutingResidue(run, mayNameAny(ips), choice),
         opts.neigh === false ? [] : listPermanentNeighbours(run, families),
       ]),
     );
-    return { ebtablesAvailable: eb.available, rules: eb.rules, neighbours };
+    return { ebtablesAvailable: eb.available, rules: eb.rules, neighbours, backends: eb.backends, choice };
   } catch (e) {
     throw new CniError(ErrorCode.ResidueCleanupFailed, 'listing residue', { details: messageOf(e), cause: e });
   }

@@ -4,6 +4,7 @@
 // shorter than the full address, or a group/broadcast MAC is "other" and is never offered for deletion.
 import { exactIPv4, exactIPv6 } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
+import type { BackendName } from './backends.js';
 
 /** The three per-pod shapes azure-vnet writes. */
 type ResidueKind = 'arpreply' | 'dnat4' | 'dnat6';
@@ -18,6 +19,9 @@ export interface ResidueRule {
   text: string;
   /** `text` split into argv; `ebtables -t nat -D PREROUTING ...args` deletes exactly this rule. */
   args: string[];
+  /** Set by the listing (clean.ts): the ebtables backend holding it and the program that deletes it. */
+  backend?: BackendName;
+  program?: string;
 }
 
 interface OtherRule {

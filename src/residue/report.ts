@@ -5,7 +5,8 @@ import type { Ledger } from '../effects/ledger.js';
 import type { Run } from '../effects/exec.js';
 import { listNeighbours, type Neighbour } from '../effects/neigh.js';
 import { exactIp } from '../net/ip.js';
-import { cleanResidue, findOrphans, findResidueOnNode, listPreroutingResidue, localMacs, type CleanFailure, type ResidueSnapshot } from './clean.js';
+import { cleanResidue, findOrphans, findResidueOnNode, listPreroutingResidue, localMacs, nodeBackends, type BackendStatus, type CleanFailure, type ResidueSnapshot } from './clean.js';
+import type { BackendName, BackendSetting } from './backends.js';
 import type { ResidueRule } from './parse.js';
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -25,6 +26,8 @@ export interface RuleView {
   ip: string;
   mac: string;
   text: string;
+  /** The ebtables backend holding it (nft, legacy, or the node's unclassified `ebtables`). */
+  backend?: BackendName;
 }
 
 export interface NeighbourView {
@@ -52,8 +55,10 @@ export interface ResidueReport {
   ledgerNote?: string;
   /** Ledger files that did not parse (their IPs are unknown). */
   corruptLedgerFiles: string[];
-  /** false: ebtables or its nat table is absent, so no rule can exist (neighbours were still looked at). */
+  /** false: no ebtables backend could be read (see ebtablesBackends), so no rule was seen (neighbours still were). */
   ebtablesAvailable: boolean;
+  /** Each backend: read (with its rule count) or unavailable and why; never "no rules" for one not read. */
+  ebtablesBackends: BackendStatus[];
   targets: TargetReport[];
   /** Per-pod-shaped rules for other addresses whose MAC is on no local interface. Never touched. */
   orphans: RuleView[];
@@ -64,7 +69,7 @@ export interface ResidueReport {
   ok: boolean;
 }
 
-const ruleView = (r: ResidueRule): RuleView => ({ kind: r.kind, ip: r.ip, mac: r.mac, text: r.text });
+const ruleView = (r: ResidueRule): RuleView => ({ kind: r.kind, ip: r.ip, mac: r.mac, text: r.text, ...(r.backend ? { backend: r.backend } : {}) });
 const neighView = (n: Neighbour): NeighbourView => ({ ip: n.ip, dev: n.dev, ...(n.mac ? { mac: n.mac } : {}), state: n.state });
 
 /**
@@ -128,10 +133,15 @@ export function summarise(r: Omit<ResidueReport, 'counts' | 'ok'>): ResidueRepor
 // ---------------------------------------------------------------------------------------------------------------
 // effects
 
-/** One read-only look: ebtables nat PREROUTING, neighbours and local MACs, concurrently. */
-async function snapshotResidue(run: Run): Promise<{ ebtablesAvailable: boolean; snapshot: ResidueSnapshot; macs: Set<string> }> {
-  const [eb, neighbours, macs] = await Promise.all([listPreroutingResidue(run), listNeighbours(run), localMacs(run)]);
-  return { ebtablesAvailable: eb.available, snapshot: { rules: eb.rules, neighbours }, macs };
+interface Backends {
+  ebtablesAvailable: boolean;
+  ebtablesBackends: BackendStatus[];
+}
+
+/** One read-only look: ebtables nat PREROUTING (every chosen backend), neighbours and local MACs, concurrently. */
+async function snapshotResidue(run: Run, backends: BackendSetting): Promise<Backends & { snapshot: ResidueSnapshot; macs: Set<string> }> {
+  const [eb, neighbours, macs] = await Promise.all([listPreroutingResidue(run, undefined, nodeBackends(backends)), listNeighbours(run), localMacs(run)]);
+  return { ebtablesAvailable: eb.available, ebtablesBackends: eb.backends, snapshot: { rules: eb.rules, neighbours }, macs };
 }
 
 /** Ledger addresses of a network, with the attachments holding them; corrupt files listed separately. */
@@ -141,28 +151,30 @@ export async function ledgerTargets(ledger: Pick<Ledger, 'list'>): Promise<{ ips
   return { ips, corrupt };
 }
 
-/** scan, or clean's dry run: what is there now for `targets`. */
-export async function scanTargets(run: Run, targets: readonly Target[]): Promise<{ ebtablesAvailable: boolean; targets: TargetReport[]; orphans: RuleView[] }> {
-  const { ebtablesAvailable, snapshot, macs } = await snapshotResidue(run);
+/** scan, or clean's dry run: what is there now for `targets`. `backends`: residue.ebtablesBackends (default auto). */
+export async function scanTargets(run: Run, targets: readonly Target[], backends: BackendSetting = 'auto'): Promise<Backends & { targets: TargetReport[]; orphans: RuleView[] }> {
+  const { ebtablesAvailable, ebtablesBackends, snapshot, macs } = await snapshotResidue(run, backends);
   const found = await findResidueOnNode(
     run,
     targets.map((t) => t.ip),
     snapshot,
   );
-  return { ebtablesAvailable, ...assemble(targets, found, findOrphans(snapshot.rules, macs)) };
+  return { ebtablesAvailable, ebtablesBackends, ...assemble(targets, found, findOrphans(snapshot.rules, macs)) };
 }
 
 /** clean --apply: remove, keep going past failures, then look again to report what is left. */
 export async function cleanTargets(
   run: Run,
   targets: readonly Target[],
-): Promise<{ ebtablesAvailable: boolean; targets: TargetReport[]; orphans: RuleView[]; errors: CleanFailure[] }> {
+  backends: BackendSetting = 'auto',
+): Promise<Backends & { targets: TargetReport[]; orphans: RuleView[]; errors: CleanFailure[] }> {
   const ips = targets.map((t) => t.ip);
-  const cleaned = ips.length ? await cleanResidue(run, ips, { keepGoing: true }) : { removed: { rules: [], neighbours: [] }, errors: [] };
-  const after = await scanTargets(run, targets);
+  const cleaned = ips.length ? await cleanResidue(run, ips, { keepGoing: true, backends }) : { removed: { rules: [], neighbours: [] }, errors: [] };
+  const after = await scanTargets(run, targets, backends);
   const removed = assemble(targets, cleaned.removed, []).targets;
   return {
     ebtablesAvailable: after.ebtablesAvailable,
+    ebtablesBackends: after.ebtablesBackends,
     targets: removed.map((t, i) => ({ ...t, left: { rules: after.targets[i]!.rules, neighbours: after.targets[i]!.neighbours } })),
     orphans: after.orphans,
     errors: cleaned.errors,

@@ -2,7 +2,7 @@
 // reserved ones, remove azure-vnet residue naming them, keep the IPv6 probe rewrite in place.
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateRangesVerdict, refuseReserved } from '../reserved/decision.js';
-import { cleanResidue, listResidueFor } from '../residue/clean.js';
+import { cleanResidue, listResidueFor, nodeBackends } from '../residue/clean.js';
 import { readDefaultUplink } from '../effects/uplink.js';
 import { decide } from '../probe-rewrite/decide.js';
 import { ensureProbeRewrite, isProbeHandledByBpf, listProbeTable, tableState } from '../probe-rewrite/node.js';
@@ -10,7 +10,7 @@ import { resolveOptions, type ProbeRewriteOptions } from '../probe-rewrite/rules
 import type { VerbContext } from './context.js';
 import { span } from '../spans.js';
 import { prefetching, type Run } from '../effects/exec.js';
-import { LIST_PREROUTING } from '../effects/ebtables.js';
+import { listPreroutingCall } from '../effects/ebtables.js';
 import { addressProblem, canonicalIp } from '../net/ip.js';
 import type { Result } from '../cni/result.js';
 
@@ -42,13 +42,17 @@ export interface AddressContext {
  * called with the returned Run as `ctx.run` takes the listing from it.
  */
 export function prefetchResidue(ctx: VerbContext): Run {
-  const { ebtables } = ctx.conf.settings.residue;
+  const { ebtables, ebtablesBackends } = ctx.conf.settings.residue;
   // Not the neighbours: which families to list is only known from the delegate's answer, and IPv4's are a file
-  // read (src/effects/neigh.ts listPermanentNeighbours).
-  return prefetching(ctx.run, ebtables ? [LIST_PREROUTING] : [], 'residue.prefetch');
+  // read (src/effects/neigh.ts listPermanentNeighbours). One listing per backend that may hold rules.
+  const calls = ebtables ? nodeBackends(ebtablesBackends).read.map((b) => listPreroutingCall(b.program)) : [];
+  return prefetching(ctx.run, calls, 'residue.prefetch');
 }
 
-const residueOpts = (ctx: Pick<VerbContext, 'conf'>) => ({ ebtables: ctx.conf.settings.residue.ebtables, neigh: ctx.conf.settings.residue.neigh });
+const residueOpts = (ctx: Pick<VerbContext, 'conf'>) => {
+  const { ebtables, neigh, ebtablesBackends } = ctx.conf.settings.residue;
+  return { ebtables, neigh, backends: ebtablesBackends };
+};
 
 /** ADD: runs the per-address steps; throws a CniError when the address must not be used. */
 export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: AddressContext): Promise<void> {
@@ -79,8 +83,12 @@ export async function cleanResidueFor(
   const cleaned = await cleanResidue(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
   const { rules, neighbours } = cleaned.removed;
   if (rules.length || neighbours.length) {
-    ctx.log.warn({ ips, rules: rules.map((r) => r.text), neighbours: neighbours.map((n) => `${n.ip} dev ${n.dev}`) }, 'removed stale residue');
+    // Which backend held each rule: the operator learns where azure-vnet wrote them.
+    const byBackend = rules.map((r) => ({ backend: r.backend, program: r.program, rule: r.text }));
+    ctx.log.warn({ ips, rules: rules.map((r) => r.text), ebtables: byBackend, neighbours: neighbours.map((n) => `${n.ip} dev ${n.dev}`) }, 'removed stale residue');
   }
+  const blind = cleaned.ebtablesBackends.filter((b) => b.blind);
+  if (blind.length) ctx.log.warn({ ips, backends: blind }, 'an ebtables backend that may hold rules could not be read');
   return { rules: rules.length, neighbours: neighbours.length };
 }
 

@@ -13,7 +13,7 @@ import { parseMetrics, seriesKey } from '../../src/metrics.js';
 import { FIXTURE_BIN, hostLocalAllocations, PLUGIN_DIR, ROOT, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
 import { inNs, rootOrSkip, TestNet, uid } from '../helpers/netns.js';
 import { CniRunner } from '../runner/runner.js';
-import { vnetBridge } from '../helpers/azure-vnet.js';
+import { legacyFirstPath, vnetBridge } from '../helpers/azure-vnet.js';
 
 /** The single executable the DaemonSet's image ships. */
 const AGENT = join(ROOT, 'dist/ipam-shim');
@@ -275,6 +275,32 @@ describe.skipIf(!enabled)('ipam-shim agent (the built executable in a node netns
     expect(await ping(bed, live.ip)).toBe(0);
     expect(await metric(bed, 'ipam_shim_agent_residue_removed_total', { network: bed.network, kind: 'ebtables' })).toBe(2);
     expect(await metric(bed, 'ipam_shim_agent_residue_removed_total', { network: bed.network, kind: 'neigh' })).toBe(1);
+    await stopWithin(a, 3_000);
+  });
+
+  it("the node's ebtables is ebtables-legacy, azure-vnet's rules are in ebtables-nft: one pass removes them, decoys stay, ping works", async () => {
+    // The agent run with a PATH whose `ebtables` is ebtables-legacy (this kernel has no legacy nat table): before,
+    // it read only that, saw "no ebtables" and left the residue (residueRemoved 0, the metric said zero).
+    const env = { PATH: await legacyFirstPath(net) };
+    const live = await pod(bed, 'pod-live');
+    const decoyIp = live.ip === '10.240.0.33' ? '10.240.0.34' : '10.240.0.33';
+    for (const rule of [...podRules(decoyIp, '0:d:3a:30:47:33'), ...podRules(live.ip, DEAD_MAC)]) await bed.r('ebtables-nft', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    const before = (await bed.r('ebtables-nft', ['-t', 'nat', '-L', 'PREROUTING'])).stdout;
+    expect(await ping(bed, live.ip)).not.toBe(0);
+
+    const a = startAgent(bed, ['--interval', '3600'], env);
+    await waitFor('the first pass', () => a.passes().length >= 1);
+    expect(a.passes()[0]).toMatchObject({ residueRemoved: 2, errors: 0 });
+    const after = (await bed.r('ebtables-nft', ['-t', 'nat', '-L', 'PREROUTING'])).stdout;
+    const podLine = (l: string) => new RegExp(`--(arp-)?ip-dst ${live.ip.replaceAll('.', '\\.')}(/32)? `).test(l);
+    expect(after.split('\n').filter(podLine)).toEqual([]);
+    const others = (t: string) => t.split('\n').filter((l) => !podLine(l) && !l.startsWith('Bridge chain'));
+    expect(others(after)).toEqual(others(before));
+    expect(others(after).filter((l) => l.includes(decoyIp))).toHaveLength(2);
+    expect(await ping(bed, live.ip)).toBe(0);
+    expect(await metric(bed, 'ipam_shim_agent_residue_removed_total', { network: bed.network, kind: 'ebtables' })).toBe(2);
+    const logged = a.lines().find((l) => l.msg === 'removed stale residue');
+    expect(logged?.ebtables?.map((x: any) => x.program)).toEqual(['ebtables-nft', 'ebtables-nft']);
     await stopWithin(a, 3_000);
   });
 

@@ -7,7 +7,7 @@
 // Without the shim the client's ping dies in the dnat rule; with the shim (either placement) it works, and
 // everything else is byte-for-byte what it was.
 import { execa } from 'execa';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { run as hostRun, runInNetns, type Run } from '../../src/effects/exec.js';
@@ -16,7 +16,7 @@ import { shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
 import { hasPodman, PodmanBed } from '../helpers/podman.js';
 import { CniRunner, PluginError } from '../runner/runner.js';
-import { natListing, vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
+import { legacyFirstPath, natListing, vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
 
 const POD = '10.240.0.32';
 const DEAD_MAC = '0:d:3a:30:47:42'; // the MAC of the azure-vnet pod that once had 10.240.0.32
@@ -63,9 +63,10 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
   /**
    * What azure-vnet leaves: node-wide rules (kept working: they use eth0's own MAC, as azure-vnet does), the
    * pod's two rules, decoys for neighbouring and IPv6 addresses, a PERMANENT stale neighbour on azure0.
-   * `bulk` unrelated per-pod rule pairs go in half before, half after the pod's rules (ebtables-restore).
+   * `bulk` unrelated per-pod rule pairs go in half before, half after the pod's rules (`restore`: the machine's
+   * ebtables-restore, or a backend's own).
    */
-  async function plantResidue(n: Node, bulk = 0): Promise<void> {
+  async function plantResidue(n: Node, bulk = 0, restore = 'ebtables-restore'): Promise<void> {
     const { r, eth0Mac } = n;
     const pre: string[][] = [
       ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', '10.240.0.5', '-j', 'arpreply', '--arpreply-mac', eth0Mac],
@@ -80,7 +81,7 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
     const unrelated = Array.from({ length: bulk }, (_, i) => podRules(`10.241.${Math.floor(i / 250)}.${(i % 250) + 1}`, `0:d:3a:1:${(i >> 8).toString(16)}:${(i & 255).toString(16)}`)).flat();
     const chain = [...pre, ...unrelated.slice(0, bulk), ...podRules(POD, DEAD_MAC), ...unrelated.slice(bulk), ...post];
     const save = ['*nat', ...chain.map((rule) => `-A PREROUTING ${rule.join(' ')}`), `-A POSTROUTING -s unicast -o eth0 -j snat --to-src ${eth0Mac} --snat-arp --snat-target ACCEPT`, 'COMMIT', ''];
-    await r('ebtables-restore', ['--noflush'], { input: save.join('\n') });
+    await r(restore, ['--noflush'], { input: save.join('\n') });
     await r('ip', ['neigh', 'add', POD, 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
     await r('ip', ['neigh', 'add', '10.240.0.33', 'lladdr', '0:d:3a:30:47:33', 'dev', 'azure0', 'nud', 'permanent']);
   }
@@ -98,12 +99,12 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
     return { cniVersion, name: 'azure', plugins };
   }
 
-  /** A runtime living in `node` (every plugin runs there through `ip netns exec`). */
-  async function runtime(n: Node, placement: Placement): Promise<{ runner: CniRunner; conflist: string }> {
+  /** A runtime living in `node` (every plugin runs there through `ip netns exec`), `env` on top of the test's. */
+  async function runtime(n: Node, placement: Placement, env?: Record<string, string>): Promise<{ runner: CniRunner; conflist: string }> {
     const list = confList(n, placement);
     const conflist = join(n.dir.dir, `${placement}.conflist`);
     await writeFile(conflist, JSON.stringify(list));
-    const runner = new CniRunner({ confList: list, pluginDirs: [n.shimBin, PLUGIN_DIR], cacheDir: join(n.dir.dir, 'cache'), netns: n.node });
+    const runner = new CniRunner({ confList: list, pluginDirs: [n.shimBin, PLUGIN_DIR], cacheDir: join(n.dir.dir, 'cache'), netns: n.node, ...(env ? { env } : {}) });
     return { runner, conflist };
   }
 
@@ -115,8 +116,8 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
   }
 
   /** The operator CLI of the built plugin, run on the node. */
-  async function cli(n: Node, args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string; json: any }> {
-    const r = await inNs(n.node, SHIM, [...args, '--json'], { reject: false });
+  async function cli(n: Node, args: string[], env?: Record<string, string>): Promise<{ exitCode: number; stdout: string; stderr: string; json: any }> {
+    const r = await inNs(n.node, SHIM, [...args, '--json'], { reject: false, ...(env ? { env } : {}) });
     let json: any;
     try {
       json = JSON.parse(r.stdout);
@@ -248,6 +249,90 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
       await runner.del('c1', netns, 'eth0');
       expect(await ledgerRecords(n.dir.stateDir, 'azure')).toEqual([]);
       expect(await hostLocalAllocations(n.dir.dataDir, 'azure')).toEqual([]);
+    });
+  });
+
+  // ebtables-legacy and ebtables-nft see different tables. azure-vnet wrote its rules with ebtables-nft; the node's
+  // `ebtables` alternative (the one the runtime's PATH gives the plugin) is ebtables-legacy, whose nat table this
+  // kernel cannot build ("The kernel doesn't support the ebtables 'nat' table"). Before, the shim read only that
+  // `ebtables`, took the kernel's answer for "no ebtables" and left the residue: the ping stayed dead.
+  describe("the node's ebtables is ebtables-legacy, azure-vnet's rules are in ebtables-nft", () => {
+    async function legacyNode(): Promise<{ n: Node; env: Record<string, string>; before: string; podLines: string[] }> {
+      const n = await azureNode();
+      const env = { PATH: await legacyFirstPath(net) };
+      const legacy = await inNs(n.node, 'ebtables', ['-t', 'nat', '-L'], { reject: false, env });
+      expect(legacy.stderr).toMatch(/doesn't support the ebtables 'nat' table/); // the PATH's ebtables is the legacy one
+      await plantResidue(n, 0, 'ebtables-nft-restore');
+      const before = await natListing(n.r, 'ebtables-nft');
+      const podLines = before.split('\n').filter(isPodLine);
+      expect(podLines).toHaveLength(2);
+      return { n, env, before, podLines };
+    }
+
+    it.each(['chained', 'ipam'] as const)('ADD (the shim %s) removes the pod’s rules from ebtables-nft, logging the backend; decoys stay; ping works; CHECK sees a re-added rule', async (placement) => {
+      const { n, env, before, podLines } = await legacyNode();
+      const { runner, conflist } = await runtime(n, placement, env);
+      const { netns } = await pod(runner);
+      expect(await ping(n)).toBe(0);
+      expect(await natListing(n.r, 'ebtables-nft')).toBe(withoutLines(before, podLines));
+      // doctor (the same PATH) says which backends it read, and why legacy was not.
+      const ok = (await cli(n, ['doctor', '--conflist', conflist], env)).json.findings.find((f: any) => f.check === 'residue');
+      expect(ok.verdict).toBe('ok');
+      expect(ok.summary).toMatch(/\[ebtables nft: read; legacy: unavailable: the kernel cannot hold its tables: .*\]$/);
+
+      const removed = (await readFile(n.dir.logFile, 'utf8'))
+        .split('\n')
+        .filter((l) => l.includes('removed stale residue'))
+        .map((l) => JSON.parse(l) as { ebtables: Array<{ backend: string; program: string; rule: string }> });
+      expect(removed).toHaveLength(1);
+      expect(removed[0]!.ebtables.map((x) => [x.backend, x.program])).toEqual([
+        ['nft', 'ebtables-nft'],
+        ['nft', 'ebtables-nft'],
+      ]);
+
+      await runner.check('c1', netns, 'eth0');
+      await n.r('ebtables-nft', ['-t', 'nat', '-A', 'PREROUTING', ...DNAT_POD]);
+      const err = await runner.check('c1', netns, 'eth0').then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect((err as PluginError).code).toBe(102);
+      expect((err as PluginError).details).toContain(`--ip-dst ${POD} -j dnat`);
+      const problem = (await cli(n, ['doctor', '--conflist', conflist], env)).json.findings.find((f: any) => f.check === 'residue' && f.verdict === 'problem');
+      expect(problem?.summary).toContain(`stale residue for ${POD} (c1/eth0): 1 ebtables rule(s)`);
+    });
+
+    it('residue scan says which backend holds the rules and that legacy is unavailable (not "no rules"); clean --apply removes only the named IP’s', async () => {
+      const { n, env, before, podLines } = await legacyNode();
+      const confDir = join(n.dir.dir, 'empty-net.d');
+      await mkdir(confDir, { recursive: true });
+      const args = ['--ip', POD, '--conf-dir', confDir];
+
+      const scan = await cli(n, ['residue', 'scan', ...args], env);
+      expect(scan.exitCode, scan.stderr).toBe(1);
+      expect(scan.json.ebtablesAvailable).toBe(true);
+      expect(scan.json.ebtablesBackends).toEqual([
+        { name: 'nft', program: 'ebtables-nft', available: true, rules: expect.any(Number) },
+        { name: 'legacy', available: false, reason: expect.stringMatching(/^the kernel cannot hold its tables: /) },
+      ]);
+      expect(scan.json.targets[0].rules.map((x: any) => [x.kind, x.backend])).toEqual([
+        ['arpreply', 'nft'],
+        ['dnat4', 'nft'],
+      ]);
+      const text = await inNs(n.node, SHIM, ['residue', 'scan', ...args], { reject: false, env });
+      expect(text.stdout).toMatch(/^ebtables legacy: unavailable: the kernel cannot hold its tables/m);
+      expect(text.stdout).toContain(`found         ebtables-nft -t nat PREROUTING -p ARP --arp-op Request --arp-ip-dst ${POD} -j arpreply`);
+
+      // Forced onto the legacy backend alone (--ebtables-backend), the kernel's own answer is reported: unavailable.
+      const forced = await cli(n, ['residue', 'scan', '--ebtables-backend', 'legacy', ...args], env);
+      expect(forced.json.ebtablesAvailable).toBe(false);
+      expect(forced.json.ebtablesBackends[0]).toEqual({ name: 'legacy', program: 'ebtables', available: false, reason: "The kernel doesn't support the ebtables 'nat' table." });
+
+      const applied = await cli(n, ['residue', 'clean', '--apply', ...args], env);
+      expect(applied.exitCode, applied.stdout).toBe(0);
+      expect(applied.json.counts).toMatchObject({ rules: 2, neighbours: 1, leftRules: 0, errors: 0 });
+      expect(await natListing(n.r, 'ebtables-nft')).toBe(withoutLines(before, podLines));
+      expect((await cli(n, ['residue', 'scan', ...args], env)).exitCode).toBe(0);
     });
   });
 

@@ -1,6 +1,10 @@
 // The residue reproduction of field-notes §1, shared by the residue suites (runner, CRI, agent, whole node):
 // a VNet client namespace on a veth whose node end is enslaved to azure-vnet's bridge, and the ebtables listing
 // arithmetic the suites assert with.
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Run } from '../../src/effects/exec.js';
 import { inNs, type TestNet } from './netns.js';
 
@@ -20,8 +24,24 @@ export async function vnetBridge(net: TestNet, node: string, podRoute = '10.240.
   return vnet;
 }
 
-/** The bridge nat table as `ebtables -t nat -L` prints it. */
-export const natListing = async (r: Run): Promise<string> => (await r('ebtables', ['-t', 'nat', '-L'])).stdout;
+/** The bridge nat table as `ebtables -t nat -L` prints it (`program`: a backend's own, e.g. ebtables-nft). */
+export const natListing = async (r: Run, program = 'ebtables'): Promise<string> => (await r(program, ['-t', 'nat', '-L'])).stdout;
+
+export const EBTABLES_LEGACY = '/usr/sbin/ebtables-legacy';
+
+/**
+ * A node whose `ebtables` alternative is ebtables-legacy, for the processes given the returned PATH only (the
+ * machine's update-alternatives is shared and stays as it is): a directory holding `ebtables` → ebtables-legacy,
+ * first on PATH, which is what `update-alternatives --set ebtables /usr/sbin/ebtables-legacy` makes /usr/sbin/ebtables.
+ * The directory goes with `net`'s cleanup.
+ */
+export async function legacyFirstPath(net: TestNet): Promise<string> {
+  if (!existsSync(EBTABLES_LEGACY)) throw new Error(`${EBTABLES_LEGACY} is missing (Debian package ebtables)`);
+  const dir = await mkdtemp(join(tmpdir(), 'ebtables-legacy-alt-'));
+  net.defer(() => rm(dir, { recursive: true, force: true }));
+  await symlink(EBTABLES_LEGACY, join(dir, 'ebtables'));
+  return `${dir}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`;
+}
 
 /** `before` minus the given rule lines, PREROUTING's entry count adjusted: what the listing must become. */
 export function withoutLines(before: string, lines: string[]): string {

@@ -85,7 +85,25 @@ describe.skipIf(!rootOrSkip())('residue effects (root, real ebtables and iproute
     // Idempotent: a second run finds and removes nothing.
     const again = await cleanResidue(r, [POD], { excludeDevs: ['lxcpod'] });
     expect(again.removed).toEqual({ rules: [], neighbours: [] });
-    expect(await listResidueFor(r, [POD], { excludeDevs: ['lxcpod'] })).toEqual({ ebtablesAvailable: true, rules: [], neighbours: [] });
+    expect(await listResidueFor(r, [POD], { excludeDevs: ['lxcpod'] })).toMatchObject({ ebtablesAvailable: true, rules: [], neighbours: [] });
+  });
+
+  it('lists each backend with its own program: ebtables-nft holds the rules, ebtables-legacy (no nat table in this kernel) is unavailable with the kernel\'s reason; deletes with the holder\'s program', async () => {
+    const { r } = await residueNode();
+    const ebBefore = await natListing(r, 'ebtables-nft');
+    const both = { read: [{ name: 'legacy' as const, program: 'ebtables-legacy' }, { name: 'nft' as const, program: 'ebtables-nft' }], skipped: [] };
+    const listed = await listPreroutingResidue(r, undefined, both);
+    expect(listed.available).toBe(true);
+    expect(listed.backends).toEqual([
+      { name: 'legacy', program: 'ebtables-legacy', available: false, reason: "The kernel doesn't support the ebtables 'nat' table." },
+      { name: 'nft', program: 'ebtables-nft', available: true, rules: listed.rules.length },
+    ]);
+    expect(new Set(listed.rules.map((x) => `${x.backend} ${x.program}`))).toEqual(new Set(['nft ebtables-nft']));
+    const dnat = listed.rules.find((x) => x.ip === POD && x.kind === 'dnat4')!;
+    expect(await deleteRule(r, dnat, dnat.program)).toBe('deleted');
+    // The legacy program cannot delete what it cannot see: "absent", never a false "deleted".
+    expect(await deleteRule(r, listed.rules.find((x) => x.ip === POD && x.kind === 'arpreply')!, 'ebtables-legacy')).toBe('absent');
+    expect(await natListing(r, 'ebtables-nft')).toBe(withoutLines(ebBefore, [dnat.text]));
   });
 
   it('cleans an IPv6 pod without touching its IPv4-looking or ::320 neighbours', async () => {

@@ -11,7 +11,7 @@ const DNAT32 = rule('-p IPv4 -i eth0 --ip-dst 10.240.0.32/32 -j dnat --to-dst 0:
 const DNAT3 = rule('-p IPv4 -i eth0 --ip-dst 10.240.0.3 -j dnat --to-dst a2:96:88:20:cb:c6 --dnat-target ACCEPT');
 const NEIGH32 = { ip: '10.240.0.32', dev: 'azure0', mac: '00:0d:3a:30:47:42', state: ['PERMANENT'] };
 
-const base = { mode: 'scan' as const, apply: false, network: 'azure', conflist: '/etc/cni/net.d/10-azure.conflist', corruptLedgerFiles: [], ebtablesAvailable: true, errors: [] };
+const base = { mode: 'scan' as const, apply: false, network: 'azure', conflist: '/etc/cni/net.d/10-azure.conflist', corruptLedgerFiles: [], ebtablesAvailable: true, ebtablesBackends: [], errors: [] };
 
 describe('mergeTargets', () => {
   it('normalises CNI notation and IPv6, de-duplicates, keeps both sources and every attachment', () => {
@@ -114,6 +114,20 @@ describe('renderResidue', () => {
     expect(text).toContain('ebtables: no bridge nat table');
     expect(text).toContain('no IPs to look at');
   });
+
+  it('names every ebtables backend: read with its count, or unavailable with the reason (never "no rules")', () => {
+    const backends = [
+      { name: 'nft' as const, program: 'ebtables-nft', available: true, rules: 2 },
+      { name: 'legacy' as const, program: 'ebtables', available: false, reason: "The kernel doesn't support the ebtables 'nat' table." },
+      { name: 'legacy' as const, available: false, reason: 'ebtables-legacy is not installed but the kernel has its tables (/sys/module/ebtable_nat present): rules there are not seen', blind: true },
+    ];
+    const nftRules = [{ ...ARP32, backend: 'nft' as const }, { ...DNAT32, backend: 'nft' as const }];
+    const text = renderResidue(summarise({ ...base, ebtablesBackends: backends, ...assemble(targets, { rules: nftRules, neighbours: [] }, []) }));
+    expect(text).toContain('ebtables nft (ebtables-nft): read, 2 per-pod rules');
+    expect(text).toContain("ebtables legacy (ebtables): unavailable: The kernel doesn't support the ebtables 'nat' table.");
+    expect(text).toContain('ebtables legacy: NOT READ: ebtables-legacy is not installed');
+    expect(text).toContain('found         ebtables-nft -t nat PREROUTING -p IPv4 -i eth0 --ip-dst 10.240.0.32/32');
+  });
 });
 
 describe('flags', () => {
@@ -124,6 +138,8 @@ describe('flags', () => {
     [['scan', '--apply'], /--apply belongs to "clean"/],
     [['clean', '--ip', '10.240.0.0/16'], /expected a single IPv4 or IPv6 address/],
     [['scan', '--bogus'], /bogus/],
+    [['scan', '--ebtables-backend', 'iptables'], /--ebtables-backend iptables/],
+    [['scan', '--ebtables-backend', 'nft,nft'], /must not repeat/],
   ])('%j is a usage error', async (argv, msg) => {
     await expect(run(argv as string[])).rejects.toSatisfy((e: unknown) => e instanceof UsageError && msg.test((e as Error).message));
   });
