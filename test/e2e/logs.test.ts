@@ -77,19 +77,25 @@ const parseLines = (text: string) =>
   });
 });
 
+/** The agent in a netns of its own, on an empty conf dir (no conflist yet), passes every 0.2 s; `so()` is its stdout so far. */
+async function startAgent() {
+  const ns = await net.netns('agent');
+  const confDir = join(s.dir, 'net.d');
+  await mkdir(confDir);
+  const proc = execa('ip', ['netns', 'exec', ns, SEA_SHIM, 'agent', '--conf-dir', confDir, '--cache-dir', join(s.dir, 'cache'), '--no-install', '--interval', '0.2', '--jitter', '0'], {
+    reject: false,
+  });
+  let out = '';
+  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  return { proc, confDir, so: () => out };
+}
+
 (root ? describe : describe.skip)('the agent log', () => {
   it('a conflist that stays missing is logged once when it starts and once at the end, not every pass', async () => {
-    const ns = await net.netns('agent');
-    const confDir = join(s.dir, 'net.d');
-    await mkdir(confDir);
-    const proc = execa('ip', ['netns', 'exec', ns, SEA_SHIM, 'agent', '--conf-dir', confDir, '--cache-dir', join(s.dir, 'cache'), '--no-install', '--interval', '0.2', '--jitter', '0'], {
-      reject: false,
-    });
-    let so = '';
-    proc.stdout!.on('data', (d: Buffer) => (so += d.toString()));
+    const { proc, so } = await startAgent();
     try {
       const deadline = Date.now() + 30_000;
-      while (Date.now() < deadline && so.split('\n').filter((l) => l.includes('"reconcile pass')).length < 6) await new Promise((r) => setTimeout(r, 200));
+      while (Date.now() < deadline && so().split('\n').filter((l) => l.includes('"reconcile pass')).length < 6) await new Promise((r) => setTimeout(r, 200));
     } finally {
       proc.kill('SIGTERM');
     }
@@ -110,17 +116,10 @@ const parseLines = (text: string) =>
   });
 
   it('a conflist that appears later: the problem is logged when it starts and once more when it ends', async () => {
-    const ns = await net.netns('agent');
-    const confDir = join(s.dir, 'net.d');
-    await mkdir(confDir);
-    const proc = execa('ip', ['netns', 'exec', ns, SEA_SHIM, 'agent', '--conf-dir', confDir, '--cache-dir', join(s.dir, 'cache'), '--no-install', '--interval', '0.2', '--jitter', '0'], {
-      reject: false,
-    });
-    let so = '';
-    proc.stdout!.on('data', (d: Buffer) => (so += d.toString()));
+    const { proc, confDir, so } = await startAgent();
     const until = async (what: (text: string) => boolean) => {
       const deadline = Date.now() + 30_000;
-      while (Date.now() < deadline && !what(so)) await new Promise((r) => setTimeout(r, 100));
+      while (Date.now() < deadline && !what(so())) await new Promise((r) => setTimeout(r, 100));
     };
     try {
       await until((t) => t.split('\n').filter((l) => l.includes('"reconcile pass')).length >= 3);
