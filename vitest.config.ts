@@ -13,7 +13,13 @@ export default defineConfig({
         // Real namespaces, real tools, real plugins: forks, generous timeouts.
         test: {
           name: 'integration',
-          include: ['test/integration/**/*.test.ts', 'test/e2e/**/*.test.ts', 'test/cri/**/*.test.ts', 'test/image/**/*.test.ts', 'test/node/**/*.test.ts'],
+          include: [
+            'test/integration/**/*.test.ts',
+            'test/e2e/**/*.test.ts',
+            'test/cri/**/*.test.ts',
+            'test/image/**/*.test.ts',
+            'test/node/**/*.test.ts',
+          ],
           ...integration,
         },
       },

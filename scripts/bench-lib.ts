@@ -84,7 +84,11 @@ export function timeRun(argv: readonly string[], opts: SpawnOptions = {}): Promi
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
     const [file, args] = r ? [r, [...argv]] : [argv[0]!, argv.slice(1)];
-    const child = spawn(file, args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe', ...(r ? (['pipe'] as const) : [])] });
+    const child = spawn(file, args, {
+      env: opts.env ?? process.env,
+      cwd: opts.cwd,
+      stdio: ['pipe', 'pipe', 'pipe', ...(r ? (['pipe'] as const) : [])],
+    });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     const stat: Buffer[] = [];
@@ -244,7 +248,10 @@ export function table(rows: ReadonlyArray<ReadonlyArray<string>>): string {
   for (const r of rows) for (const [i, c] of r.entries()) widths[i] = Math.max(widths[i] ?? 0, c.length);
   const numeric = (c: string) => /^[-–+]?\d[\d.,]*(×|%)?( \(.*\))?$/.test(c);
   const line = (r: ReadonlyArray<string>) =>
-    r.map((c, i) => (i > 0 && numeric(c) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
+    r
+      .map((c, i) => (i > 0 && numeric(c) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   const [head, ...body] = rows;
   return [line(head!), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
 }

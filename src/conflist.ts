@@ -19,14 +19,15 @@ export interface ShimConflist {
   conf: NetConf;
 }
 
-
 export function holdsShim(entry: unknown): boolean {
   return isObject(entry) && (entry.type === PLUGIN_TYPE || (isObject(entry.ipam) && entry.ipam.type === PLUGIN_TYPE));
 }
 
 /** The version a runtime would pick: the highest of cniVersion ∪ cniVersions that we speak. */
 export function listVersion(list: Record<string, unknown>): string {
-  const all = [list.cniVersion, ...(Array.isArray(list.cniVersions) ? list.cniVersions : [])].filter((v): v is string => typeof v === 'string' && isSupported(v));
+  const all = [list.cniVersion, ...(Array.isArray(list.cniVersions) ? list.cniVersions : [])].filter(
+    (v): v is string => typeof v === 'string' && isSupported(v),
+  );
   const best = all.sort(compareVersions).at(-1);
   if (!best) throw new CniError(ErrorCode.IncompatibleVersion, `conflist versions ${JSON.stringify(all)} are not supported`);
   return best;
@@ -61,7 +62,10 @@ export async function conflistFiles(dir: string): Promise<string[]> {
   } catch {
     names = [];
   }
-  return names.filter((n) => /\.(conflist|conf|json)$/.test(n)).sort().map((n) => join(dir, n));
+  return names
+    .filter((n) => /\.(conflist|conf|json)$/.test(n))
+    .sort()
+    .map((n) => join(dir, n));
 }
 
 /** A conflist that could not be read, or whose shim entry the plugin would refuse, and why. */
@@ -111,7 +115,9 @@ export async function loadShimConflist(o: { conflist?: string; confDir?: string;
     let failures: ConflistFailure[] = [];
     let found: ShimConflist | undefined;
     if (o.conflist) {
-      found = await readShimConflist(o.conflist).catch((e) => (e instanceof ConflistUnreadable && Date.now() < deadline ? undefined : Promise.reject(e)));
+      found = await readShimConflist(o.conflist).catch((e) =>
+        e instanceof ConflistUnreadable && Date.now() < deadline ? undefined : Promise.reject(e),
+      );
     } else {
       ({ found, failures } = await findShimConflist(dir, o.network));
     }
@@ -143,7 +149,8 @@ export async function shimEntryInUse(where: { conflist: string } | { confDir: st
     const problem = await confDirProblem(where.confDir);
     if (problem) return { inUse: false, reason: `${problem}: the runtime has no network config` };
     const first = (await conflistFiles(where.confDir))[0];
-    if (!first) return { inUse: false, reason: `no network config in ${where.confDir} yet: the runtime has none (cilium-agent writes it once it is up)` };
+    if (!first)
+      return { inUse: false, reason: `no network config in ${where.confDir} yet: the runtime has none (cilium-agent writes it once it is up)` };
     path = first;
   }
   try {

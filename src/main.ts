@@ -37,7 +37,9 @@ function start(): void {
     (e) => {
       // Unreachable by design (every path returns an outcome); still never crash silently.
       process.stderr.write(`ipam-shim: ${e instanceof Error ? e.stack : String(e)}\n`);
-      process.stdout.write(JSON.stringify({ cniVersion: '1.1.0', code: 999, msg: String(e instanceof Error ? e.message : e) }), () => process.exit(1));
+      process.stdout.write(JSON.stringify({ cniVersion: '1.1.0', code: 999, msg: String(e instanceof Error ? e.message : e) }), () =>
+        process.exit(1),
+      );
     },
   );
 }

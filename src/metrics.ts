@@ -23,15 +23,27 @@ interface Family {
 export const FAMILIES: Record<string, Family> = {
   ipam_shim_invocations_total: { type: 'counter', help: 'CNI invocations by network and verb.' },
   ipam_shim_errors_total: { type: 'counter', help: 'Failed CNI invocations by network, verb and CNI error code.' },
-  ipam_shim_residue_removed_total: { type: 'counter', help: 'azure-vnet residue removed for handed-out addresses, by kind (ebtables rule, neighbour entry).' },
+  ipam_shim_residue_removed_total: {
+    type: 'counter',
+    help: 'azure-vnet residue removed for handed-out addresses, by kind (ebtables rule, neighbour entry).',
+  },
   ipam_shim_reserved_refusals_total: { type: 'counter', help: 'ADDs refused because the address lies in a reserved CIDR (error 100).' },
   ipam_shim_gc_released_total: { type: 'counter', help: 'Attachments released by the GC verb.' },
-  ipam_shim_stale_records_taken_total: { type: 'counter', help: "ADDs whose address the ledger held for a provably dead pod: that record gave the address up (forgotten, or kept for its other addresses)." },
-  ipam_shim_del_records_kept_total: { type: 'counter', help: 'DELs that released the address but could not forget its record (the ledger could not be written): the record stays for GC.' },
+  ipam_shim_stale_records_taken_total: {
+    type: 'counter',
+    help: 'ADDs whose address the ledger held for a provably dead pod: that record gave the address up (forgotten, or kept for its other addresses).',
+  },
+  ipam_shim_del_records_kept_total: {
+    type: 'counter',
+    help: 'DELs that released the address but could not forget its record (the ledger could not be written): the record stays for GC.',
+  },
   ipam_shim_agent_ips: { type: 'gauge', help: 'Addresses held for cilium-agent (agentContainerIDs) in the ledger.' },
   ipam_shim_ledger_attachments: { type: 'gauge', help: 'Attachments recorded in the ledger.' },
   ipam_shim_last_invocation_timestamp_seconds: { type: 'gauge', help: 'Unix time of the last invocation, by network and verb.' },
-  ipam_shim_cni_call_duration_seconds: { type: 'histogram', help: "CNI calls' wall time by network and verb, process start to the outcome (what the runtime waits for, less the metrics update)." },
+  ipam_shim_cni_call_duration_seconds: {
+    type: 'histogram',
+    help: "CNI calls' wall time by network and verb, process start to the outcome (what the runtime waits for, less the metrics update).",
+  },
 };
 
 /** Upper bounds (seconds) of the duration histogram: an ADD takes ~0.1 s; the delegate's timeout is 30 s by default. */
@@ -155,7 +167,8 @@ export function applyUpdate(series: Map<string, Series>, u: Update): Map<string,
     ['ipam_shim_del_records_kept_total', net],
     ['ipam_shim_residue_removed_total', { ...net, kind: 'ebtables' }],
     ['ipam_shim_residue_removed_total', { ...net, kind: 'neigh' }],
-  ] as const) add(name, labels, 0);
+  ] as const)
+    add(name, labels, 0);
   if (u.ledger) {
     set('ipam_shim_ledger_attachments', net, u.ledger.attachments);
     set('ipam_shim_agent_ips', net, u.ledger.agentIps);
@@ -176,7 +189,11 @@ export function applyUpdate(series: Map<string, Series>, u: Update): Map<string,
 // effects
 
 /** Ledger gauges (the ledger counts its records; agent ones by agentContainerIDs). */
-export function ledgerGauges(stateDir: string, network: string, agentPatterns: readonly string[]): Promise<{ attachments: number; agentIps: number }> {
+export function ledgerGauges(
+  stateDir: string,
+  network: string,
+  agentPatterns: readonly string[],
+): Promise<{ attachments: number; agentIps: number }> {
   return new Ledger(stateDir, network).census((containerID) => ownerOf(containerID, agentPatterns) === 'agent');
 }
 
@@ -194,7 +211,10 @@ export async function updateMetricsFile(file: string, u: Update, gauges?: () => 
       const ledger = gauges ? await gauges() : u.ledger;
       // Not durable (fs-atomic.ts): written on every CNI call; lost to a power loss, the counters restart (a reset
       // Prometheus expects) and the gauges are recounted from the ledger on the next call.
-      await writeFileAtomic(file, renderMetrics(applyUpdate(parseMetrics(text), { ...u, ...(ledger ? { ledger } : {}) })), { durable: false, mode: 0o644 });
+      await writeFileAtomic(file, renderMetrics(applyUpdate(parseMetrics(text), { ...u, ...(ledger ? { ledger } : {}) })), {
+        durable: false,
+        mode: 0o644,
+      });
     },
     METRICS_LOCK_TIMEOUT_MS,
   );

@@ -88,7 +88,14 @@ export async function runPlugin(
       file: conf.settings.logFile,
       level: conf.settings.logLevel,
       bound: logBound(conf.settings),
-      base: { command: env.command, network: conf.name, containerID: env.containerID || undefined, ifname: env.ifname || undefined, netns: env.netns || undefined, pod: env.pod },
+      base: {
+        command: env.command,
+        network: conf.name,
+        containerID: env.containerID || undefined,
+        ifname: env.ifname || undefined,
+        netns: env.netns || undefined,
+        pod: env.pod,
+      },
     });
     marks.logger = marks.verb = sinceStart();
   });

@@ -23,7 +23,13 @@ const conf = (dir: string) => ({
   cniVersion: '1.0.0',
   name: 'warm',
   type: 'ptp',
-  ipam: { type: 'ipam-shim', stateDir: join(dir, 'state'), logFile: join(dir, 'shim.log'), reservedCIDRs: ['192.0.2.0/24', '2001:db8::/32'], delegate: { type: DELEGATE, ranges: [[{ subnet: '10.0.0.0/24' }]] } },
+  ipam: {
+    type: 'ipam-shim',
+    stateDir: join(dir, 'state'),
+    logFile: join(dir, 'shim.log'),
+    reservedCIDRs: ['192.0.2.0/24', '2001:db8::/32'],
+    delegate: { type: DELEGATE, ranges: [[{ subnet: '10.0.0.0/24' }]] },
+  },
 });
 const RESULT = {
   cniVersion: '1.0.0',
@@ -44,7 +50,8 @@ const EBTABLES = [
   '-p IPv6 -i eth0 --ip6-dst fd00::2 -j dnat --to-dst 12:34:56:78:9a:bc --dnat-target ACCEPT',
 ].join('\n');
 // `nft -j list table ip6 azureSLBProbe` as nft 1.0.6 prints the rewrite this shim installs.
-const NFT = "{\"nftables\": [{\"metainfo\": {\"version\": \"1.0.6\", \"release_name\": \"Lester Gooch #5\", \"json_schema_version\": 1}}, {\"table\": {\"family\": \"ip6\", \"name\": \"azureSLBProbe\", \"handle\": 2}}, {\"chain\": {\"family\": \"ip6\", \"table\": \"azureSLBProbe\", \"name\": \"prerouting\", \"handle\": 1, \"type\": \"filter\", \"hook\": \"prerouting\", \"prio\": -300, \"policy\": \"accept\"}}, {\"chain\": {\"family\": \"ip6\", \"table\": \"azureSLBProbe\", \"name\": \"postrouting\", \"handle\": 2, \"type\": \"filter\", \"hook\": \"postrouting\", \"prio\": -300, \"policy\": \"accept\"}}, {\"rule\": {\"family\": \"ip6\", \"table\": \"azureSLBProbe\", \"chain\": \"prerouting\", \"handle\": 4, \"expr\": [{\"match\": {\"op\": \"==\", \"left\": {\"meta\": {\"key\": \"iifname\"}}, \"right\": \"eth0\"}}, {\"match\": {\"op\": \"==\", \"left\": {\"payload\": {\"protocol\": \"icmpv6\", \"field\": \"type\"}}, \"right\": {\"set\": [\"nd-router-advert\", \"nd-neighbor-solicit\", \"nd-neighbor-advert\"]}}}, {\"counter\": {\"packets\": 0, \"bytes\": 0}}, {\"accept\": null}]}}, {\"rule\": {\"family\": \"ip6\", \"table\": \"azureSLBProbe\", \"chain\": \"prerouting\", \"handle\": 5, \"expr\": [{\"match\": {\"op\": \"==\", \"left\": {\"meta\": {\"key\": \"iifname\"}}, \"right\": \"eth0\"}}, {\"match\": {\"op\": \"==\", \"left\": {\"payload\": {\"protocol\": \"ip6\", \"field\": \"saddr\"}}, \"right\": \"fe80::1234:5678:9abc\"}}, {\"mangle\": {\"key\": {\"payload\": {\"protocol\": \"ip6\", \"field\": \"saddr\"}}, \"value\": \"2603:1062:0:1:fe80:1234:5678:9abc\"}}, {\"counter\": {\"packets\": 0, \"bytes\": 0}}]}}, {\"rule\": {\"family\": \"ip6\", \"table\": \"azureSLBProbe\", \"chain\": \"postrouting\", \"handle\": 6, \"expr\": [{\"match\": {\"op\": \"==\", \"left\": {\"meta\": {\"key\": \"oifname\"}}, \"right\": \"eth0\"}}, {\"match\": {\"op\": \"==\", \"left\": {\"payload\": {\"protocol\": \"ip6\", \"field\": \"daddr\"}}, \"right\": \"2603:1062:0:1:fe80:1234:5678:9abc\"}}, {\"mangle\": {\"key\": {\"payload\": {\"protocol\": \"ip6\", \"field\": \"daddr\"}}, \"value\": \"fe80::1234:5678:9abc\"}}, {\"counter\": {\"packets\": 0, \"bytes\": 0}}]}}]}";
+const NFT =
+  '{"nftables": [{"metainfo": {"version": "1.0.6", "release_name": "Lester Gooch #5", "json_schema_version": 1}}, {"table": {"family": "ip6", "name": "azureSLBProbe", "handle": 2}}, {"chain": {"family": "ip6", "table": "azureSLBProbe", "name": "prerouting", "handle": 1, "type": "filter", "hook": "prerouting", "prio": -300, "policy": "accept"}}, {"chain": {"family": "ip6", "table": "azureSLBProbe", "name": "postrouting", "handle": 2, "type": "filter", "hook": "postrouting", "prio": -300, "policy": "accept"}}, {"rule": {"family": "ip6", "table": "azureSLBProbe", "chain": "prerouting", "handle": 4, "expr": [{"match": {"op": "==", "left": {"meta": {"key": "iifname"}}, "right": "eth0"}}, {"match": {"op": "==", "left": {"payload": {"protocol": "icmpv6", "field": "type"}}, "right": {"set": ["nd-router-advert", "nd-neighbor-solicit", "nd-neighbor-advert"]}}}, {"counter": {"packets": 0, "bytes": 0}}, {"accept": null}]}}, {"rule": {"family": "ip6", "table": "azureSLBProbe", "chain": "prerouting", "handle": 5, "expr": [{"match": {"op": "==", "left": {"meta": {"key": "iifname"}}, "right": "eth0"}}, {"match": {"op": "==", "left": {"payload": {"protocol": "ip6", "field": "saddr"}}, "right": "fe80::1234:5678:9abc"}}, {"mangle": {"key": {"payload": {"protocol": "ip6", "field": "saddr"}}, "value": "2603:1062:0:1:fe80:1234:5678:9abc"}}, {"counter": {"packets": 0, "bytes": 0}}]}}, {"rule": {"family": "ip6", "table": "azureSLBProbe", "chain": "postrouting", "handle": 6, "expr": [{"match": {"op": "==", "left": {"meta": {"key": "oifname"}}, "right": "eth0"}}, {"match": {"op": "==", "left": {"payload": {"protocol": "ip6", "field": "daddr"}}, "right": "2603:1062:0:1:fe80:1234:5678:9abc"}}, {"mangle": {"key": {"payload": {"protocol": "ip6", "field": "daddr"}}, "value": "fe80::1234:5678:9abc"}}, {"counter": {"packets": 0, "bytes": 0}}]}}]}';
 const ROUTE6 = '[{"dst":"default","gateway":"fe80::1","dev":"eth0","protocol":"ra","metric":1024,"flags":[],"pref":"medium"}]';
 const NEIGH = '[{"dst":"10.0.0.2","dev":"eth0","lladdr":"12:34:56:78:9a:bc","state":["PERMANENT"]},{"dst":"fd00::2","dev":"eth0","state":["STALE"]}]';
 
@@ -55,7 +62,11 @@ const NEIGH = '[{"dst":"10.0.0.2","dev":"eth0","lladdr":"12:34:56:78:9a:bc","sta
 export const warmRun = scriptedRun((file, args, opts) => {
   if (file.endsWith(`/${DELEGATE}`)) {
     const command = opts.env?.CNI_COMMAND;
-    return command === 'VERSION' ? JSON.stringify({ cniVersion: '1.1.0', supportedVersions: ['0.3.1', '0.4.0', '1.0.0', '1.1.0'] }) : command === 'ADD' ? JSON.stringify(RESULT) : '';
+    return command === 'VERSION'
+      ? JSON.stringify({ cniVersion: '1.1.0', supportedVersions: ['0.3.1', '0.4.0', '1.0.0', '1.1.0'] })
+      : command === 'ADD'
+        ? JSON.stringify(RESULT)
+        : '';
   }
   const cmd = `${file} ${args.join(' ')}`;
   if (cmd === 'ebtables -t nat -L PREROUTING') return EBTABLES;

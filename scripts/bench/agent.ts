@@ -34,7 +34,10 @@ const { values: flags } = parseArgs({
   },
   strict: true,
 });
-const SIZES = flags.sizes.split(',').map(Number).filter((n) => n > 0);
+const SIZES = flags.sizes
+  .split(',')
+  .map(Number)
+  .filter((n) => n > 0);
 const IDLE_S = Number(flags['idle-seconds']);
 const IDLE_INTERVAL = Number(flags['idle-interval']);
 const PASSES = Number(flags.passes);
@@ -48,7 +51,8 @@ const TICK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 1
 const NS = `ipamshim-agentbench-${process.pid}`;
 const WORK = mkdtempSync(join(tmpdir(), 'ipam-shim-bench-agent-'));
 const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'inherit'] });
-const inNs = (file: string, args: string[], input?: string) => execFileSync('ip', ['netns', 'exec', NS, file, ...args], { input, stdio: ['pipe', 'ignore', 'inherit'] });
+const inNs = (file: string, args: string[], input?: string) =>
+  execFileSync('ip', ['netns', 'exec', NS, file, ...args], { input, stdio: ['pipe', 'ignore', 'inherit'] });
 
 /** CPU seconds of a process and its reaped children, and its RSS figures. */
 function usage(pid: number): { cpuS: number; rssKiB: number; hwmKiB: number; anonKiB: number; fileKiB: number } {
@@ -82,13 +86,36 @@ function makeWorld(N: number): { confDir: string; cacheDir: string; net: string 
     const cid = `pod-${i}`;
     const addr = ipOf((10 << 8) | 128, i + 1);
     const leaked = i % 50 === 25;
-    const rec = { v: 1, containerID: cid, ifname: 'eth0', network: net, owner: 'pod', state: 'attached', placement: 'chained', ips: [addr], netns: join(dir, 'gone', cid), createdAt: old, updatedAt: old };
+    const rec = {
+      v: 1,
+      containerID: cid,
+      ifname: 'eth0',
+      network: net,
+      owner: 'pod',
+      state: 'attached',
+      placement: 'chained',
+      ips: [addr],
+      netns: join(dir, 'gone', cid),
+      createdAt: old,
+      updatedAt: old,
+    };
     writeFileSync(join(records, `${cid}:eth0.json`), `${JSON.stringify(rec)}\n`, { mode: 0o600 });
     writeFileSync(join(ips, addr), `${cid}:eth0`, { mode: 0o600 });
-    if (!leaked) writeFileSync(join(results, `${net}-${cid}-eth0`), JSON.stringify({ kind: 'cniCacheV1', containerId: cid, ifName: 'eth0', networkName: net, config: '', result: {} }));
+    if (!leaked)
+      writeFileSync(
+        join(results, `${net}-${cid}-eth0`),
+        JSON.stringify({ kind: 'cniCacheV1', containerId: cid, ifName: 'eth0', networkName: net, config: '', result: {} }),
+      );
   }
   const hostLocal = { type: 'host-local', dataDir: join(dir, 'host-local'), ranges: [[{ subnet: '10.128.0.0/9' }]] };
-  const list = { cniVersion: '1.0.0', name: net, plugins: [{ type: 'ptp', ipam: hostLocal }, { type: 'ipam-shim', stateDir, logFile: join(dir, 'shim.log'), delegate: hostLocal }] };
+  const list = {
+    cniVersion: '1.0.0',
+    name: net,
+    plugins: [
+      { type: 'ptp', ipam: hostLocal },
+      { type: 'ipam-shim', stateDir, logFile: join(dir, 'shim.log'), delegate: hostLocal },
+    ],
+  };
   writeFileSync(join(confDir, '10-bench.conflist'), JSON.stringify(list));
   return { confDir, cacheDir: join(dir, 'cache'), net };
 }
@@ -100,7 +127,11 @@ function plantRules(N: number): void {
   for (let i = 0; i < N; i++) {
     const addr = ipOf((10 << 8) | 241, i + 1);
     const mac = `0:d:3a:1:${((i >> 8) & 255).toString(16)}:${(i & 255).toString(16)}`;
-    lines.push(i % 2 ? `-A PREROUTING -p IPv4 -i eth0 --ip-dst ${addr} -j dnat --to-dst ${mac} --dnat-target ACCEPT` : `-A PREROUTING -p ARP --arp-op Request --arp-ip-dst ${addr} -j arpreply --arpreply-mac ${mac} --arpreply-target DROP`);
+    lines.push(
+      i % 2
+        ? `-A PREROUTING -p IPv4 -i eth0 --ip-dst ${addr} -j dnat --to-dst ${mac} --dnat-target ACCEPT`
+        : `-A PREROUTING -p ARP --arp-op Request --arp-ip-dst ${addr} -j arpreply --arpreply-mac ${mac} --arpreply-target DROP`,
+    );
   }
   lines.push('COMMIT', '');
   inNs('ebtables-restore', ['--noflush'], lines.join('\n'));
@@ -115,10 +146,35 @@ interface Running {
 }
 
 function startAgent(world: { confDir: string; cacheDir: string; net: string }, interval: number, port: number): Running {
-  const child = spawn('ip', ['netns', 'exec', NS, ...AGENT_ARGV, 'agent', '--no-install', '--network', world.net, '--conf-dir', world.confDir, '--cache-dir', world.cacheDir, '--cni-path', '/usr/lib/cni', '--interval', String(interval), '--listen', `127.0.0.1:${port}`, '--grace-seconds', '0'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...AGENT_ENV },
-  });
+  const child = spawn(
+    'ip',
+    [
+      'netns',
+      'exec',
+      NS,
+      ...AGENT_ARGV,
+      'agent',
+      '--no-install',
+      '--network',
+      world.net,
+      '--conf-dir',
+      world.confDir,
+      '--cache-dir',
+      world.cacheDir,
+      '--cni-path',
+      '/usr/lib/cni',
+      '--interval',
+      String(interval),
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--grace-seconds',
+      '0',
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...AGENT_ENV },
+    },
+  );
   const r: Running = { child, passes: [], peakAnonKiB: 0, waitPasses: async () => undefined };
   let buf = '';
   child.stdout!.on('data', (d: Buffer) => {
@@ -162,10 +218,24 @@ const mib = (kib: number) => (kib / 1024).toFixed(1);
 try {
   ip('netns', 'add', NS);
   ip('-n', NS, 'link', 'set', 'lo', 'up');
-  console.log(`# bench-agent: ${AGENT_ARGV.join(' ')}${Object.keys(AGENT_ENV).length ? ` with ${JSON.stringify(AGENT_ENV)}` : ''}, node ${process.version}, ${cpus().length} CPUs, netns ${NS}`);
+  console.log(
+    `# bench-agent: ${AGENT_ARGV.join(' ')}${Object.keys(AGENT_ENV).length ? ` with ${JSON.stringify(AGENT_ENV)}` : ''}, node ${process.version}, ${cpus().length} CPUs, netns ${NS}`,
+  );
 
-  heading(`one reconcile pass: N ledger records, N cached attachments, N unrelated ebtables rules (${PASSES} passes after a first one; GC report mode)`);
-  const rows = [['N', 'first pass wall ms', 'pass wall ms median (min–max)', 'pass CPU ms median (min–max)', 'peak RSS MiB (VmHWM)', 'of it private ≈ peak RssAnon', 'RSS after MiB (file-backed)']];
+  heading(
+    `one reconcile pass: N ledger records, N cached attachments, N unrelated ebtables rules (${PASSES} passes after a first one; GC report mode)`,
+  );
+  const rows = [
+    [
+      'N',
+      'first pass wall ms',
+      'pass wall ms median (min–max)',
+      'pass CPU ms median (min–max)',
+      'peak RSS MiB (VmHWM)',
+      'of it private ≈ peak RssAnon',
+      'RSS after MiB (file-backed)',
+    ],
+  ];
   const perN: Array<{ N: number; wall: number; cpu: number; hwm: number }> = [];
   for (const N of SIZES) {
     const world = makeWorld(N);
@@ -189,13 +259,23 @@ try {
     const w = stats(wall);
     const c = stats(cpu);
     perN.push({ N, wall: w.median, cpu: c.median, hwm: u.hwmKiB });
-    rows.push([String(N), String(first.durationMs), `${fmtMs(w.median)} (${fmtMs(w.min)}–${fmtMs(w.max)})`, `${fmtMs(c.median)} (${fmtMs(c.min)}–${fmtMs(c.max)})`, mib(u.hwmKiB), mib(a.peakAnonKiB), `${mib(u.rssKiB)} (${mib(u.fileKiB)})`]);
+    rows.push([
+      String(N),
+      String(first.durationMs),
+      `${fmtMs(w.median)} (${fmtMs(w.min)}–${fmtMs(w.max)})`,
+      `${fmtMs(c.median)} (${fmtMs(c.min)}–${fmtMs(c.max)})`,
+      mib(u.hwmKiB),
+      mib(a.peakAnonKiB),
+      `${mib(u.rssKiB)} (${mib(u.fileKiB)})`,
+    ]);
     console.log(`N=${N}: leaked found ${first.leaked}, steps ${JSON.stringify(first.steps)}`);
   }
   console.log(table(rows));
   if (perN.length >= 2) {
     const [lo, hi] = [perN[0]!, perN.at(-1)!];
-    console.log(`growth ${lo.N} → ${hi.N} (×${(hi.N / lo.N).toFixed(0)}): wall ×${(hi.wall / lo.wall).toFixed(1)}, CPU ×${(hi.cpu / lo.cpu).toFixed(1)} (linear would be ×${(hi.N / lo.N).toFixed(0)})`);
+    console.log(
+      `growth ${lo.N} → ${hi.N} (×${(hi.N / lo.N).toFixed(0)}): wall ×${(hi.wall / lo.wall).toFixed(1)}, CPU ×${(hi.cpu / lo.cpu).toFixed(1)} (linear would be ×${(hi.N / lo.N).toFixed(0)})`,
+    );
   }
 
   const IDLE_N = Number(flags['idle-size']);
@@ -219,10 +299,20 @@ try {
   console.log(
     table([
       ['window s', 'passes in it', 'CPU s', 'CPU % of one core', 'RSS MiB min–max', 'peak RSS MiB (VmHWM)', 'RssAnon / RssFile MiB at the end'],
-      [seconds.toFixed(0), String(passes), (u1.cpuS - u0.cpuS).toFixed(2), ((100 * (u1.cpuS - u0.cpuS)) / seconds).toFixed(3), `${mib(Math.min(...rss))}–${mib(Math.max(...rss))}`, mib(u1.hwmKiB), `${mib(u1.anonKiB)} / ${mib(u1.fileKiB)}`],
+      [
+        seconds.toFixed(0),
+        String(passes),
+        (u1.cpuS - u0.cpuS).toFixed(2),
+        ((100 * (u1.cpuS - u0.cpuS)) / seconds).toFixed(3),
+        `${mib(Math.min(...rss))}–${mib(Math.max(...rss))}`,
+        mib(u1.hwmKiB),
+        `${mib(u1.anonKiB)} / ${mib(u1.fileKiB)}`,
+      ],
     ]),
   );
-  console.log(`(CPU is counted in clock ticks of 1/${TICK} s: over ${seconds.toFixed(0)} s the resolution is ${((100 / TICK) / seconds).toFixed(3)} % of a core)`);
+  console.log(
+    `(CPU is counted in clock ticks of 1/${TICK} s: over ${seconds.toFixed(0)} s the resolution is ${(100 / TICK / seconds).toFixed(3)} % of a core)`,
+  );
 } finally {
   try {
     ip('netns', 'del', NS);

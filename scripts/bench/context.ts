@@ -46,7 +46,8 @@ export const { values: flags } = parseArgs({
 
 const asked = flags.only ? flags.only.split(',').map((s) => s.trim()) : [...SECTIONS];
 for (const s of asked) {
-  if (!(SECTIONS as readonly string[]).includes(s) && !OPT_IN.includes(s)) throw new Error(`--only: unknown section "${s}" (${[...SECTIONS, ...OPT_IN].join(', ')})`);
+  if (!(SECTIONS as readonly string[]).includes(s) && !OPT_IN.includes(s))
+    throw new Error(`--only: unknown section "${s}" (${[...SECTIONS, ...OPT_IN].join(', ')})`);
 }
 export const only = new Set<Section>(asked.filter((s): s is Section => (SECTIONS as readonly string[]).includes(s)));
 export const RUNS = Number(flags.runs);

@@ -33,10 +33,21 @@ const net = new TestNet();
 let bed: CriBed | undefined;
 try {
   const node = await net.netns('benchcri');
-  const conf = (v: Variant) => shimConfList(bed!, { placement: v === 'without the shim' ? 'chained' : v, cniVersion: '0.3.1', ranges: RANGES, withoutShim: v === 'without the shim' });
-  bed = await CriBed.create({ node, confList: (dirs) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges: RANGES, withoutShim: true }) });
+  const conf = (v: Variant) =>
+    shimConfList(bed!, {
+      placement: v === 'without the shim' ? 'chained' : v,
+      cniVersion: '0.3.1',
+      ranges: RANGES,
+      withoutShim: v === 'without the shim',
+    });
+  bed = await CriBed.create({
+    node,
+    confList: (dirs) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges: RANGES, withoutShim: true }),
+  });
   const version = await bed.cri.version();
-  console.log(`# bench-cri: ${RUNS} runs, ${version.runtime_name} ${version.runtime_version} (CRI ${version.runtime_api_version}), shim ${CRI_SHIM}, node ${process.version}, ${cpus().length} CPUs`);
+  console.log(
+    `# bench-cri: ${RUNS} runs, ${version.runtime_name} ${version.runtime_version} (CRI ${version.runtime_api_version}), shim ${CRI_SHIM}, node ${process.version}, ${cpus().length} CPUs`,
+  );
 
   const stops = new Map<Variant, Samples>(VARIANTS.map((v) => [v, emptySamples()]));
   let current: Variant | undefined;
@@ -69,8 +80,15 @@ try {
   for (const v of VARIANTS) {
     const run = stats(runs.get(v)!.ms);
     const stop = stats(stops.get(v)!.ms);
-    const label = v === 'without the shim' ? 'ptp + host-local (no shim)' : v === 'chained' ? 'ptp + host-local, shim chained' : 'ptp, ipam = shim(host-local)';
-    rows.push([label, fmtStats(run), v === 'without the shim' ? '–' : `+${fmtMs(run.median - base)}`, fmtStats(stop), v === 'without the shim' ? '–' : `+${fmtMs(stop.median - baseStop)}`]);
+    const label =
+      v === 'without the shim' ? 'ptp + host-local (no shim)' : v === 'chained' ? 'ptp + host-local, shim chained' : 'ptp, ipam = shim(host-local)';
+    rows.push([
+      label,
+      fmtStats(run),
+      v === 'without the shim' ? '–' : `+${fmtMs(run.median - base)}`,
+      fmtStats(stop),
+      v === 'without the shim' ? '–' : `+${fmtMs(stop.median - baseStop)}`,
+    ]);
   }
   console.log(table(rows));
   console.log('\nmedian (min–max) over the runs; StopPodSandbox runs DEL through the whole chain.');

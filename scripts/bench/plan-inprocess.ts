@@ -135,13 +135,25 @@ async function main(): Promise<void> {
 
   heading(`ipam-shim plan on large pools (${runs} runs per figure; CLI = ${built.replace(`${ROOT}/`, '')})`);
   const rows: string[][] = [
-    ['pool, node mask', 'reserved', 'node CIDRs', 'colliding', 'first', 'planPool ms median (min–max)', 'peak RSS MiB (plan +)', 'CLI ms median (min–max)', 'CLI peak RSS MiB'],
+    [
+      'pool, node mask',
+      'reserved',
+      'node CIDRs',
+      'colliding',
+      'first',
+      'planPool ms median (min–max)',
+      'peak RSS MiB (plan +)',
+      'CLI ms median (min–max)',
+      'CLI peak RSS MiB',
+    ],
   ];
   for (const family of [4, 6] as const) {
     for (const n of sizes) {
       const input = makeInput(family, n);
       // in-process, fresh child per row
-      const c = await timeRun([TSX, join(ROOT, 'scripts/bench/plan-inprocess.ts'), '--child', `${family}:${n}`, '--runs', String(runs)], { timeoutMs: 600_000 });
+      const c = await timeRun([TSX, join(ROOT, 'scripts/bench/plan-inprocess.ts'), '--child', `${family}:${n}`, '--runs', String(runs)], {
+        timeoutMs: 600_000,
+      });
       if (c.code !== 0) throw new Error(`child ${family}:${n} failed: ${c.stderr.slice(0, 2000)}`);
       const r = JSON.parse(c.stdout) as { samples: number[]; rssBefore: number; rssPeak: number; colliding: string; first: string };
       // CLI end to end; argv split into --reserved chunks (one argument may not exceed 128 KiB)
@@ -154,7 +166,8 @@ async function main(): Promise<void> {
         if (t.code !== 0 && t.code !== 1) throw new Error(`plan CLI exited ${t.code}: ${t.stderr.slice(0, 2000)}`);
         if (i === 0) {
           const out = JSON.parse(t.stdout) as { families: Array<{ collidingBlocks: string }> };
-          if (String(out.families[0]!.collidingBlocks) !== r.colliding) throw new Error(`CLI and planPool disagree: ${out.families[0]!.collidingBlocks} vs ${r.colliding}`);
+          if (String(out.families[0]!.collidingBlocks) !== r.colliding)
+            throw new Error(`CLI and planPool disagree: ${out.families[0]!.collidingBlocks} vs ${r.colliding}`);
           continue; // warm-up (page cache)
         }
         cliMs.push(t.ms);

@@ -44,7 +44,14 @@ function conf(variant: Variant): string {
 let seq = 0;
 /** One timed ADD (and an untimed DEL) of the plugin as its caller would run it on that node. */
 async function addOnce(variant: Variant): Promise<number> {
-  const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: `bench-${seq++}`, CNI_NETNS: `/run/netns/${ns}`, CNI_IFNAME: 'eth0', CNI_ARGS: '', CNI_PATH: PLUGIN_DIR };
+  const env = {
+    CNI_COMMAND: 'ADD',
+    CNI_CONTAINERID: `bench-${seq++}`,
+    CNI_NETNS: `/run/netns/${ns}`,
+    CNI_IFNAME: 'eth0',
+    CNI_ARGS: '',
+    CNI_PATH: PLUGIN_DIR,
+  };
   const input = conf(variant);
   const t0 = performance.now();
   const r = await execa('ip', ['netns', 'exec', ns, SHIM], { input, env, reject: false });
@@ -88,21 +95,31 @@ try {
       samples[v].push(await addOnce(v));
     }
   }
-  const parts = { 'ip netns exec true': [] as number[], 'ip -j -6 route show default': [] as number[], 'nft -j list table ip6 azureSLBProbe': [] as number[] };
+  const parts = {
+    'ip netns exec true': [] as number[],
+    'ip -j -6 route show default': [] as number[],
+    'nft -j list table ip6 azureSLBProbe': [] as number[],
+  };
   for (let i = 0; i < RUNS; i++) {
     parts['ip netns exec true'].push(await timeIt('true', []));
     parts['ip -j -6 route show default'].push(await timeIt('ip', ['-j', '-6', 'route', 'show', 'default']));
     parts['nft -j list table ip6 azureSLBProbe'].push(await timeIt('nft', ['-j', 'list', 'table', 'ip6', PROBE_TABLE]));
   }
 
-  const ruleset = JSON.parse((await inNs('nft', ['-j', 'list', 'ruleset'])).stdout) as { nftables: Array<{ table?: { family: string; name: string }; rule?: unknown }> };
+  const ruleset = JSON.parse((await inNs('nft', ['-j', 'list', 'ruleset'])).stdout) as {
+    nftables: Array<{ table?: { family: string; name: string }; rule?: unknown }>;
+  };
   const tables = ruleset.nftables.flatMap((o) => (o.table ? [`${o.table.family} ${o.table.name}`] : []));
   const rules = ruleset.nftables.filter((o) => o.rule).length;
 
   const off = stats(samples.off);
-  process.stdout.write(`\nADD through the built plugin (${SHIM.endsWith('.js') ? 'node dist/ipam-shim.js' : SHIM}), IPAM slot over host-local, IPv6 range,\n`);
+  process.stdout.write(
+    `\nADD through the built plugin (${SHIM.endsWith('.js') ? 'node dist/ipam-shim.js' : SHIM}), IPAM slot over host-local, IPv6 range,\n`,
+  );
   process.stdout.write(`table ip6 ${PROBE_TABLE} already present; ${RUNS} runs per variant, alternating (after ${WARMUP} warm-up rounds)\n\n`);
-  process.stdout.write(`${'ms'.padEnd(34)} ${'median'.padStart(7)} ${'min'.padStart(7)} ${'max'.padStart(7)}   Δ medians vs off   median of same-round Δ\n`);
+  process.stdout.write(
+    `${'ms'.padEnd(34)} ${'median'.padStart(7)} ${'min'.padStart(7)} ${'max'.padStart(7)}   Δ medians vs off   median of same-round Δ\n`,
+  );
   const sign = (n: number) => `${n >= 0 ? '+' : ''}${n.toFixed(1)}`;
   for (const v of VARIANTS) {
     const s = stats(samples[v]);

@@ -76,7 +76,11 @@ function conf(c: Case): string {
       stateDir: join(dir, 'state'),
       logFile: join(dir, 'shim.log'),
       ...(c.cleanup ? {} : { residue: { ebtables: false, neigh: false } }),
-      delegate: { type: 'host-local', dataDir: join(dir, 'host-local'), ranges: [[{ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.3.254' }]] },
+      delegate: {
+        type: 'host-local',
+        dataDir: join(dir, 'host-local'),
+        ranges: [[{ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.3.254' }]],
+      },
     },
   });
 }
@@ -137,15 +141,25 @@ async function main(): Promise<void> {
   const off0 = median(cases[0]!.times);
   const off5k = median(cases[2]!.times);
   const header = `| ADD (IPAM slot over host-local, ${process.env.IPAM_SHIM_BIN ? 'SEA' : 'node dist/ipam-shim.js'}) | runs | median ms | min ms | max ms | median − cleanup off |`;
-  process.stdout.write(`${header}\n|${header.split('|').slice(1, -1).map(() => '---').join('|')}|\n`);
+  process.stdout.write(
+    `${header}\n|${header
+      .split('|')
+      .slice(1, -1)
+      .map(() => '---')
+      .join('|')}|\n`,
+  );
   for (const c of cases) {
     const base = c.ns === ns0 ? off0 : off5k;
     const delta = c.cleanup ? `${(median(c.times) - base >= 0 ? '+' : '') + (median(c.times) - base).toFixed(1)}` : '–';
-    process.stdout.write(`| ${c.label} | ${c.times.length} | ${f(median(c.times))} | ${f(Math.min(...c.times))} | ${f(Math.max(...c.times))} | ${delta.padStart(7)} |\n`);
+    process.stdout.write(
+      `| ${c.label} | ${c.times.length} | ${f(median(c.times))} | ${f(Math.min(...c.times))} | ${f(Math.max(...c.times))} | ${delta.padStart(7)} |\n`,
+    );
   }
   const t0 = process.hrtime.bigint();
   await execa('nsenter', [`--net=/run/netns/${ns5k}`, 'ebtables', '-t', 'nat', '-L', 'PREROUTING']);
-  process.stdout.write(`\nfor scale: one \`ebtables -t nat -L PREROUTING\` of ${BULK + 2} rules takes ${(Number(process.hrtime.bigint() - t0) / 1e6).toFixed(1)} ms here\n`);
+  process.stdout.write(
+    `\nfor scale: one \`ebtables -t nat -L PREROUTING\` of ${BULK + 2} rules takes ${(Number(process.hrtime.bigint() - t0) / 1e6).toFixed(1)} ms here\n`,
+  );
 }
 
 async function cleanup(): Promise<void> {

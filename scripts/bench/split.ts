@@ -21,7 +21,7 @@ const ADD_PHASES: Array<[string, string]> = [
   ['probe6', 'IPv6 probe rewrite check (ip route, nft list)'],
   ['ledger.write', 'ledger: attached record'],
   ['verb', 'the whole verb'],
-  ['total', 'process start → log line (the line\'s `ms`)'],
+  ['total', "process start → log line (the line's `ms`)"],
 ];
 
 /** The DEL's phases (IPAM slot): the lock, then the delegate's release, then the record goes. */
@@ -38,7 +38,17 @@ export async function sectionSplit(): Promise<void> {
   heading(`ADD and DEL cost split, IPAM slot dual-stack, from the shim's timing log lines (${RUNS} runs)`);
   const pairs = VARIANTS.map((v) => slotPair(`${v.name} SEA`, shimArgv(v), slotConf(v, 'split', 'dual'), `split-${v.name}`));
   const walls = await alternatePairs(pairs, RUNS);
-  const lines = new Map(VARIANTS.map((v) => [v.name, existsSync(v.logFile) ? readFileSync(v.logFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Json) : []]));
+  const lines = new Map(
+    VARIANTS.map((v) => [
+      v.name,
+      existsSync(v.logFile)
+        ? readFileSync(v.logFile, 'utf8')
+            .trim()
+            .split('\n')
+            .map((l) => JSON.parse(l) as Json)
+        : [],
+    ]),
+  );
   const add = splitTable('ADD', ADD_PHASES, lines, walls.add);
   console.log('\nSpans overlap where the shim runs things concurrently (residue.prefetch runs alongside delegate.version … delegate.add).\n');
   const del = splitTable('DEL', DEL_PHASES, lines, walls.del);
@@ -73,7 +83,7 @@ function splitTable(command: 'ADD' | 'DEL', phases: Array<[string, string]>, lin
   keys.push('exit', 'wall', 'cpu');
   const what = new Map([
     ...phases,
-    ['exit', 'outside the line: start-up before Node\'s time origin, stdout, exit, reaping (wall − total)'],
+    ['exit', "outside the line: start-up before Node's time origin, stdout, exit, reaping (wall − total)"],
     ['wall', `the ${command} process as the caller sees it`],
     ['cpu', `CPU of the ${command} process and all it ran (${command === 'ADD' ? 'host-local, ebtables, ip, nft' : 'host-local'})`],
   ]);

@@ -35,7 +35,14 @@ const slot = (v: Variant): Json => ({
   ipam: { type: 'ipam-shim', stateDir: v.stateDir, logFile: v.logFile, delegate: delegate(v.dataDir) },
 });
 /** Chained: the shim's own entry of the list (its own log file, so the timings below are per placement). */
-const chained = (v: Variant): Json => ({ cniVersion: '1.1.0', name: 'status', type: 'ipam-shim', stateDir: v.stateDir, logFile: chainedLog(v), delegate: delegate(v.dataDir) });
+const chained = (v: Variant): Json => ({
+  cniVersion: '1.1.0',
+  name: 'status',
+  type: 'ipam-shim',
+  stateDir: v.stateDir,
+  logFile: chainedLog(v),
+  delegate: delegate(v.dataDir),
+});
 const chainedLog = (v: Variant) => `${v.logFile}.chained`;
 
 export async function sectionStatus(): Promise<void> {
@@ -67,10 +74,19 @@ export async function sectionStatus(): Promise<void> {
   for (const c of cases) {
     const x = samples.get(c.name)!;
     const perMin = (60 / POLL_S) * med(x.cpu);
-    rows.push([c.name, cell(x.ms), cell(x.cpu), ratio(med(x.cpu), med(floor.cpu)), fmtMs(med(x.cpu) - med(hl.cpu)), `${fmtMs(perMin)} ms (${((perMin / 60_000) * 100).toFixed(3)} % of a core)`]);
+    rows.push([
+      c.name,
+      cell(x.ms),
+      cell(x.cpu),
+      ratio(med(x.cpu), med(floor.cpu)),
+      fmtMs(med(x.cpu) - med(hl.cpu)),
+      `${fmtMs(perMin)} ms (${((perMin / 60_000) * 100).toFixed(3)} % of a core)`,
+    ]);
   }
   console.log(table(rows));
-  console.log(`\nFloor: ${node24}${existsSync(SEA_NODE) ? ' (the runtime the single executable embeds)' : ''}. CPU includes the delegate's STATUS (host-local, reaped).`);
+  console.log(
+    `\nFloor: ${node24}${existsSync(SEA_NODE) ? ' (the runtime the single executable embeds)' : ''}. CPU includes the delegate's STATUS (host-local, reaped).`,
+  );
   // Where a STATUS's time goes: the shim's own `timings` (its last RUNS "CNI call done" lines per case).
   for (const [v, placement, file] of VARIANTS.flatMap((v) => [[v, 'IPAM slot', v.logFile] as const, [v, 'chained', chainedLog(v)] as const])) {
     const lines = existsSync(file)
@@ -82,7 +98,10 @@ export async function sectionStatus(): Promise<void> {
           .slice(-RUNS)
       : [];
     const keys = [...new Set(lines.flatMap((l) => Object.keys(l.timings)))];
-    if (keys.length) console.log(`${v.name} STATUS, ${placement}, timings (medians, ms): ${keys.map((k) => `${k} ${fmtMs(stats(lines.map((l) => l.timings[k] ?? 0)).median)}`).join(', ')}`);
+    if (keys.length)
+      console.log(
+        `${v.name} STATUS, ${placement}, timings (medians, ms): ${keys.map((k) => `${k} ${fmtMs(stats(lines.map((l) => l.timings[k] ?? 0)).median)}`).join(', ')}`,
+      );
   }
   results.status = Object.fromEntries([...samples].map(([k, x]) => [k, { wall: stats(x.ms), cpu: stats(x.cpu) }]));
 }

@@ -12,9 +12,17 @@ export const section: DemoSection = {
       d.title("Failure 2: cilium-agent's own IPs under delegated IPAM, and CNI GC");
       const node = await s.net.netns('node');
       const ipam = { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.58.0.0/24' }]] };
-      const conflist = await s.conflist('cilium', { cniVersion: '1.1.0', name: 'cilium', plugins: [{ type: 'ptp-1.1', ipMasq: false, ipam }, { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, delegate: ipam }] });
+      const conflist = await s.conflist('cilium', {
+        cniVersion: '1.1.0',
+        name: 'cilium',
+        plugins: [
+          { type: 'ptp-1.1', ipMasq: false, ipam },
+          { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, delegate: ipam },
+        ],
+      });
       const store = async () => (await readdir(join(s.dataDir, 'cilium')).catch(() => [])).filter((f) => /^\d/.test(f)).sort();
-      const agent = (...a: string[]) => d.show('ip', ['netns', 'exec', node, SHIM, 'agent-ip', ...a, '--conflist', conflist, '--cni-path', s.cniPath]);
+      const agent = (...a: string[]) =>
+        d.show('ip', ['netns', 'exec', node, SHIM, 'agent-ip', ...a, '--conflist', conflist, '--cni-path', s.cniPath]);
 
       d.say('The agent asks for its health IP at start, and again after a restart: same address, one allocation.');
       const first = await agent('allocate', '--owner', 'health');

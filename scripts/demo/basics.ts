@@ -14,7 +14,10 @@ export const section: DemoSection = {
     try {
       d.title('The plugin: VERSION, and both placements through ADD/CHECK/STATUS/DEL, driven by the real libcni (cnitool harness)');
       const v = await d.show(SHIM, [], { input: '{"cniVersion":"1.1.0"}', env: { CNI_COMMAND: 'VERSION' } });
-      d.verdict(v.exitCode === 0 && JSON.parse(v.stdout).supportedVersions.includes('0.3.1'), 'the single executable answers VERSION for 0.3.0 … 1.1.0');
+      d.verdict(
+        v.exitCode === 0 && JSON.parse(v.stdout).supportedVersions.includes('0.3.1'),
+        'the single executable answers VERSION for 0.3.0 … 1.1.0',
+      );
 
       if (!existsSync(CNITOOL)) {
         d.verdict(false, `the cnitool harness (${CNITOOL}) is missing: run scripts/install-deps.sh`);
@@ -24,11 +27,26 @@ export const section: DemoSection = {
       const ipam = { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.55.0.0/24' }]] };
       const shim = { stateDir: s.stateDir, logFile: s.logFile };
       // Debian's ptp speaks ≤ 1.0.0; the ptp-1.1 fixture runs it at 1.0.0 so the list can be 1.1.0 (GC, STATUS).
-      await s.conflist('chained', { cniVersion: '1.1.0', name: 'chained', plugins: [{ type: 'ptp-1.1', ipMasq: false, ipam }, { type: 'ipam-shim', ...shim, delegate: ipam }] });
-      await s.conflist('slot', { cniVersion: '1.0.0', name: 'slot', plugins: [{ type: 'ptp', ipMasq: false, ipam: { type: 'ipam-shim', ...shim, delegate: { ...ipam, ranges: [[{ subnet: '10.56.0.0/24' }]] } } }] });
+      await s.conflist('chained', {
+        cniVersion: '1.1.0',
+        name: 'chained',
+        plugins: [
+          { type: 'ptp-1.1', ipMasq: false, ipam },
+          { type: 'ipam-shim', ...shim, delegate: ipam },
+        ],
+      });
+      await s.conflist('slot', {
+        cniVersion: '1.0.0',
+        name: 'slot',
+        plugins: [
+          { type: 'ptp', ipMasq: false, ipam: { type: 'ipam-shim', ...shim, delegate: { ...ipam, ranges: [[{ subnet: '10.56.0.0/24' }]] } } },
+        ],
+      });
 
       for (const network of ['chained', 'slot']) {
-        d.say(`\nnetwork "${network}": ${network === 'chained' ? 'ptp allocates through host-local, the shim is chained after it' : 'the shim sits in ptp\'s IPAM slot and wraps host-local'}`);
+        d.say(
+          `\nnetwork "${network}": ${network === 'chained' ? 'ptp allocates through host-local, the shim is chained after it' : "the shim sits in ptp's IPAM slot and wraps host-local"}`,
+        );
         const att = { containerID: `demo-${network}`, netns: `/run/netns/${await s.net.netns('pod')}` };
         const add = await d.show(...s.cnitool(node, 'add', network, att));
         d.verdict(add.exitCode === 0, `ADD through ${network} gave the pod an address`);
@@ -49,7 +67,17 @@ export const section: DemoSection = {
       const bed = await PodmanBed.create({
         netns: node,
         pluginDirs: [s.cniPath.split(':')[0]!, PLUGIN_DIR],
-        confList: (dirs) => ({ cniVersion: '1.0.0', name: dirs.network, plugins: [{ type: 'ptp', ipMasq: false, ipam: { type: 'ipam-shim', ...shim, delegate: { type: 'host-local', dataDir: dirs.dataDir, ranges: [[{ subnet: '10.57.0.0/24' }]] } } }] }),
+        confList: (dirs) => ({
+          cniVersion: '1.0.0',
+          name: dirs.network,
+          plugins: [
+            {
+              type: 'ptp',
+              ipMasq: false,
+              ipam: { type: 'ipam-shim', ...shim, delegate: { type: 'host-local', dataDir: dirs.dataDir, ranges: [[{ subnet: '10.57.0.0/24' }]] } },
+            },
+          ],
+        }),
       });
       try {
         await bed.startContainer('demo');

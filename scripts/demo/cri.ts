@@ -36,8 +36,11 @@ export const section: DemoSection = {
       const on2 = containerdBuild(binDir).major >= 2 && existsSync(path.join(p19, 'host-local'));
       const node = await net.netns('crinode');
       const ranges = [[{ subnet: '10.103.0.0/24' }]];
-      const list = (dirs: Parameters<typeof shimConfList>[0]) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges, shim: { reservedCIDRs: ['10.103.0.3/32'] } });
-      d.say(`containerd ${containerdBuild(binDir).version} starts in the node netns with its own root, state, socket and CNI dirs; the sandbox image is built offline from busybox-static.`);
+      const list = (dirs: Parameters<typeof shimConfList>[0]) =>
+        shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges, shim: { reservedCIDRs: ['10.103.0.3/32'] } });
+      d.say(
+        `containerd ${containerdBuild(binDir).version} starts in the node netns with its own root, state, socket and CNI dirs; the sandbox image is built offline from busybox-static.`,
+      );
       bed = await CriBed.create({ node, confList: list, containerdBinDir: binDir, ...(on2 ? { pluginDir: p19 } : {}) });
       const cri = bed.cri;
       const v = await cri.version();
@@ -62,7 +65,10 @@ export const section: DemoSection = {
       );
       const msg = refused instanceof CriError ? refused.details : String(refused);
       d.say(`  RunPodSandbox failed: ${msg}`);
-      d.verdict(refused instanceof CriError && msg.includes('address 10.103.0.3 is inside reserved CIDR 10.103.0.3/32'), "kubelet sees the shim's code-100 message in the CRI error (and retries: the next address is good)");
+      d.verdict(
+        refused instanceof CriError && msg.includes('address 10.103.0.3 is inside reserved CIDR 10.103.0.3/32'),
+        "kubelet sees the shim's code-100 message in the CRI error (and retries: the next address is good)",
+      );
       const retry = await bed.runPod('web-2');
       d.verdict(retry.ips[0] === '10.103.0.4', `the retried pod gets ${retry.ips[0]}`);
 
@@ -70,28 +76,41 @@ export const section: DemoSection = {
       for (const p of [pod, retry]) await bed.removePod(p.id);
       const left = await readdir(path.join(bed.stateDir, bed.network, 'records')).catch(() => [] as string[]);
       const store = (await readdir(path.join(bed.dataDir, bed.network)).catch(() => [] as string[])).filter((f) => /^\d/.test(f));
-      d.verdict(left.filter((f) => f.endsWith('.json')).length === 0 && store.length === 0, 'no ledger record, no host-local allocation, every DEL succeeded');
+      d.verdict(
+        left.filter((f) => f.endsWith('.json')).length === 0 && store.length === 0,
+        'no ledger record, no host-local allocation, every DEL succeeded',
+      );
 
       if (!on2) {
-        d.say(`\n(The STATUS part needs containerd 2.x and reference plugins 1.9, which scripts/install-deps.sh provides; containerd ${containerdBuild(binDir).version} never sends STATUS.)`);
+        d.say(
+          `\n(The STATUS part needs containerd 2.x and reference plugins 1.9, which scripts/install-deps.sh provides; containerd ${containerdBuild(binDir).version} never sends STATUS.)`,
+        );
         return;
       }
       d.say('\nThe same list at cniVersion 1.1.0: containerd 2.x now runs STATUS on every plugin at each CRI Status call (kubelet polls every 5 s),');
-      d.say('so the shim\'s STATUS is the node\'s NetworkReady (false = the node is NotReady and gets no new pods).');
+      d.say("so the shim's STATUS is the node's NetworkReady (false = the node is NotReady and gets no new pods).");
       await bed.setConfList({ ...list(bed), cniVersion: '1.1.0' });
       const show = async (what: string, want: boolean) => {
         const started = performance.now();
         const c = await cri.networkReady();
-        d.say(`  CRI Status after ${what}: NetworkReady=${c.status}${c.message ? `  (${c.reason}: ${c.message})` : ''}  [${(performance.now() - started).toFixed(0)} ms]`);
+        d.say(
+          `  CRI Status after ${what}: NetworkReady=${c.status}${c.message ? `  (${c.reason}: ${c.message})` : ''}  [${(performance.now() - started).toFixed(0)} ms]`,
+        );
         return c.status === want ? c : undefined;
       };
-      d.verdict((await show('loading the 1.1.0 list', true)) !== undefined, 'Ready: the shim finds its state dir writable and its delegate there; ptp asks host-local 1.9, the IPAM it relies on, itself');
+      d.verdict(
+        (await show('loading the 1.1.0 list', true)) !== undefined,
+        'Ready: the shim finds its state dir writable and its delegate there; ptp asks host-local 1.9, the IPAM it relies on, itself',
+      );
       const stateDir = bed.stateDir;
       try {
         await d.show('mount', ['--bind', stateDir, stateDir]);
         await d.show('mount', ['-o', 'remount,bind,ro', stateDir]);
         const down = await show('making the state dir read-only', false);
-        d.verdict(down?.message.includes(`state dir ${stateDir} is not writable`) === true, "NotReady, and the condition carries the shim's message: what is wrong and where");
+        d.verdict(
+          down?.message.includes(`state dir ${stateDir} is not writable`) === true,
+          "NotReady, and the condition carries the shim's message: what is wrong and where",
+        );
         await d.show('mount', ['-o', 'remount,bind,rw', stateDir]);
         d.verdict((await show('making it writable again', true)) !== undefined, 'Ready again on the next poll');
       } finally {

@@ -57,7 +57,22 @@ export async function stage(): Promise<Stage> {
     runner: (node, ...args) => ['ip', ['netns', 'exec', node, TSX, CNIRUN, ...args, '--cache-dir', s.cacheDir]],
     cnitool: (node, verb, name, att) => [
       'ip',
-      ['netns', 'exec', node, CNITOOL, '-conflist', confDir, '-name', name, '-cni-path', s.cniPath, '-cache-dir', s.cacheDir, ...(att ? ['-container-id', att.containerID, '-netns', att.netns] : []), verb],
+      [
+        'netns',
+        'exec',
+        node,
+        CNITOOL,
+        '-conflist',
+        confDir,
+        '-name',
+        name,
+        '-cni-path',
+        s.cniPath,
+        '-cache-dir',
+        s.cacheDir,
+        ...(att ? ['-container-id', att.containerID, '-netns', att.netns] : []),
+        verb,
+      ],
     ],
     env: () => ({ NETCONFPATH: confDir, CNI_PATH: s.cniPath, PATH: process.env.PATH ?? '' }),
     async cleanup() {

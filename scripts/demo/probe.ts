@@ -43,12 +43,19 @@ export const section: DemoSection = {
       await onNode('sysctl', ['-qw', 'net.ipv6.conf.all.forwarding=1']);
       await onNode('ip', ['-6', 'route', 'add', 'default', 'via', PROBE_SOURCE, 'dev', 'eth0']);
 
-      const hostLocal = (subnet: string, name: string) => ({ type: 'host-local', dataDir: `${s.dataDir}-${name}`, ranges: [[{ subnet }]], routes: [{ dst: '::/0' }] });
+      const hostLocal = (subnet: string, name: string) => ({
+        type: 'host-local',
+        dataDir: `${s.dataDir}-${name}`,
+        ranges: [[{ subnet }]],
+        routes: [{ dst: '::/0' }],
+      });
       await s.conflist('plain6', { cniVersion: '1.0.0', name: 'plain6', plugins: [{ type: 'ptp', ipam: hostLocal('fd00:10:241::/64', 'plain6') }] });
       const conflist = await s.conflist('probe6', {
         cniVersion: '1.0.0',
         name: 'probe6',
-        plugins: [{ type: 'ptp', ipam: { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, delegate: hostLocal('fd00:10:240::/64', 'probe6') } }],
+        plugins: [
+          { type: 'ptp', ipam: { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, delegate: hostLocal('fd00:10:240::/64', 'probe6') } },
+        ],
       });
 
       d.say('\nThe bug: an IPv6 pod attached by ptp + host-local alone (no shim), then the probe.');
@@ -60,24 +67,36 @@ export const section: DemoSection = {
       d.say('No nftables table on the node rewrites anything:');
       await onNode('nft', ['list', 'tables']);
       const bad = await probe(ipA);
-      d.verdict(bad.exitCode !== 0 && /Beyond scope of source address/.test(bad.stdout), 'the probe fails: the node answers "Beyond scope of source address" and the pod never sees it');
+      d.verdict(
+        bad.exitCode !== 0 && /Beyond scope of source address/.test(bad.stdout),
+        'the probe fails: the node answers "Beyond scope of source address" and the pod never sees it',
+      );
 
-      d.say('\nThe cure: the next pod goes through the shim in ptp\'s IPAM slot (wrapping host-local, ipv6ProbeRewrite auto).');
+      d.say("\nThe cure: the next pod goes through the shim in ptp's IPAM slot (wrapping host-local, ipv6ProbeRewrite auto).");
       const podB = await s.net.netns('pod');
       const envB = { ...s.env(), CNI_CONTAINERID: 'pod-b' };
       const addB = await d.show(...s.runner(node, 'add', 'probe6', podB), { env: envB, maxLines: 0 });
       const ipB = /"address": "([0-9a-f:]+)\/64"/.exec(addB.stdout)?.[1] ?? 'fd00:10:240::2';
       d.verdict(addB.exitCode === 0, `pod b got ${ipB}; handing out an IPv6 address, the shim found no rewrite and no BPF handler on eth0`);
       const table = await onNode('nft', ['list', 'table', 'ip6', 'azureSLBProbe'], { maxLines: 14 });
-      d.verdict(table.exitCode === 0 && table.stdout.includes('ip6 saddr set 2603:1062:0:1:fe80:1234:5678:9abc'), 'table ip6 azureSLBProbe is in place (AgentBaker\'s rules, one atomic nft transaction)');
+      d.verdict(
+        table.exitCode === 0 && table.stdout.includes('ip6 saddr set 2603:1062:0:1:fe80:1234:5678:9abc'),
+        "table ip6 azureSLBProbe is in place (AgentBaker's rules, one atomic nft transaction)",
+      );
       const good = await probe(ipB);
-      d.verdict(good.exitCode === 0, `the probe to pod b is answered: in, the source became 2603:1062:0:1:fe80:1234:5678:9abc; out, the reply's destination became ${PROBE_SOURCE} again`);
+      d.verdict(
+        good.exitCode === 0,
+        `the probe to pod b is answered: in, the source became 2603:1062:0:1:fe80:1234:5678:9abc; out, the reply's destination became ${PROBE_SOURCE} again`,
+      );
       const goodA = await probe(ipA);
       d.verdict(goodA.exitCode === 0, 'the rewrite is node-wide: pod a answers now too');
 
       d.say('\nWhat an operator sees:');
       const status = await onNode(SHIM, ['probe-rewrite', 'status', '--conflist', conflist], { maxLines: 10 });
-      d.verdict(status.exitCode === 0 && /counters:\s+prerouting [1-9]/.test(status.stdout), '`ipam-shim probe-rewrite status` says present, matching, with the probes counted');
+      d.verdict(
+        status.exitCode === 0 && /counters:\s+prerouting [1-9]/.test(status.stdout),
+        '`ipam-shim probe-rewrite status` says present, matching, with the probes counted',
+      );
 
       await d.show(...s.runner(node, 'del', 'probe6', podB), { env: envB });
       await d.show(...s.runner(node, 'del', 'plain6', podA), { env: envA });

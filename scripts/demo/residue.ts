@@ -38,23 +38,63 @@ export const section: DemoSection = {
       d.say(`pod that had ${POD} (MAC ${DEAD}, long gone), a neighbour's rules (10.240.0.33) and a PERMANENT neighbour entry.`);
       await eb('-A', 'POSTROUTING', '-s', 'unicast', '-o', 'eth0', '-j', 'snat', '--to-src', eth0Mac, '--snat-arp', '--snat-target', 'ACCEPT');
       await eb('-A', 'PREROUTING', '-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', '10.240.0.5', '-j', 'arpreply', '--arpreply-mac', eth0Mac);
-      await eb('-A', 'PREROUTING', '-p', 'ARP', '-i', 'eth0', '--arp-op', 'Reply', '-j', 'dnat', '--to-dst', 'ff:ff:ff:ff:ff:ff', '--dnat-target', 'ACCEPT');
+      await eb(
+        '-A',
+        'PREROUTING',
+        '-p',
+        'ARP',
+        '-i',
+        'eth0',
+        '--arp-op',
+        'Reply',
+        '-j',
+        'dnat',
+        '--to-dst',
+        'ff:ff:ff:ff:ff:ff',
+        '--dnat-target',
+        'ACCEPT',
+      );
       for (const [ip, mac] of [
         [POD, DEAD],
         ['10.240.0.33', '0:d:3a:30:47:33'],
       ] as const) {
-        await eb('-A', 'PREROUTING', '-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP');
+        await eb(
+          '-A',
+          'PREROUTING',
+          '-p',
+          'ARP',
+          '--arp-op',
+          'Request',
+          '--arp-ip-dst',
+          ip,
+          '-j',
+          'arpreply',
+          '--arpreply-mac',
+          mac,
+          '--arpreply-target',
+          'DROP',
+        );
         await eb('-A', 'PREROUTING', '-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT');
       }
       await onNode('ip', ['neigh', 'add', POD, 'lladdr', DEAD, 'dev', 'azure0', 'nud', 'permanent']);
       const planted = await eb('-L');
 
-      const hostLocal = (dir: string) => ({ type: 'host-local', dataDir: `${s.dataDir}-${dir}`, ranges: [[{ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' }]] });
+      const hostLocal = (dir: string) => ({
+        type: 'host-local',
+        dataDir: `${s.dataDir}-${dir}`,
+        ranges: [[{ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' }]],
+      });
       await s.conflist('plain', { cniVersion: '1.0.0', name: 'plain', plugins: [{ type: 'ptp', ipMasq: false, ipam: hostLocal('plain') }] });
       const conflist = await s.conflist('azure', {
         cniVersion: '1.0.0',
         name: 'azure',
-        plugins: [{ type: 'ptp', ipMasq: false, ipam: { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, ipv6ProbeRewrite: 'off', delegate: hostLocal('azure') } }],
+        plugins: [
+          {
+            type: 'ptp',
+            ipMasq: false,
+            ipam: { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, ipv6ProbeRewrite: 'off', delegate: hostLocal('azure') },
+          },
+        ],
       });
 
       d.say('\nThe bug: a new pod gets 10.240.0.32 through ptp + host-local alone (no shim).');
@@ -71,14 +111,15 @@ export const section: DemoSection = {
       await mkdir(`${s.dir}/none`, { recursive: true });
       await onNode(SHIM, ['residue', 'scan', '--ip', POD, '--conf-dir', `${s.dir}/none`], { maxLines: 30 });
       const scan = await onNode(SHIM, ['residue', 'scan', '--ip', POD, '--conf-dir', `${s.dir}/none`, '--json'], { maxLines: 0 });
-      const found = scan.exitCode === 1 ? (JSON.parse(scan.stdout) as { counts: { rules: number; neighbours: number; orphans: number } }).counts : undefined;
+      const found =
+        scan.exitCode === 1 ? (JSON.parse(scan.stdout) as { counts: { rules: number; neighbours: number; orphans: number } }).counts : undefined;
       d.verdict(
         found?.rules === 2 && found.neighbours === 1 && found.orphans > 0,
         `\`ipam-shim residue scan --ip\` names both rules and the neighbour entry (${JSON.stringify(found)}); the other rules are reported as orphans only`,
       );
       await d.show(...s.runner(node, 'del', 'plain', podA), { env: envA });
 
-      d.say('\nThe cure: the same pod through the shim in ptp\'s IPAM slot (wrapping host-local).');
+      d.say("\nThe cure: the same pod through the shim in ptp's IPAM slot (wrapping host-local).");
       const podB = await s.net.netns('pod');
       const envB = { ...s.env(), CNI_CONTAINERID: 'pod-b' };
       const addB = await d.show(...s.runner(node, 'add', 'azure', podB), { env: envB, maxLines: 0 });
@@ -92,7 +133,10 @@ export const section: DemoSection = {
         .filter((l) => !podLine(l))
         .join('\n')
         .replace(/(PREROUTING, entries: )(\d+)/, (_m, p: string, n: string) => `${p}${Number(n) - 2}`);
-      d.verdict(after.stdout === expected, "exactly the two rules for 10.240.0.32 are gone; 10.240.0.33's and the node-wide rules are byte-for-byte as they were");
+      d.verdict(
+        after.stdout === expected,
+        "exactly the two rules for 10.240.0.32 are gone; 10.240.0.33's and the node-wide rules are byte-for-byte as they were",
+      );
       const neigh = await onNode('ip', ['neigh', 'show', 'nud', 'permanent']);
       d.verdict(!neigh.stdout.includes(`${POD} dev azure0`), 'the PERMANENT neighbour entry for 10.240.0.32 on azure0 is gone');
 

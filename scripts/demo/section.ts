@@ -7,7 +7,11 @@ export interface Demo {
   /** A sentence of narration. */
   say(text: string): void;
   /** Runs a command, prints it and (trimmed) its output; never throws. */
-  show(file: string, args: string[], opts?: { input?: string; env?: Record<string, string>; maxLines?: number }): Promise<{ exitCode: number; stdout: string; stderr: string }>;
+  show(
+    file: string,
+    args: string[],
+    opts?: { input?: string; env?: Record<string, string>; maxLines?: number },
+  ): Promise<{ exitCode: number; stdout: string; stderr: string }>;
   /** Records a verdict line ("✔ …" / "✘ …"); a ✘ makes the demo exit non-zero at the end. */
   verdict(ok: boolean, text: string): void;
 }
@@ -29,7 +33,9 @@ export function createDemo(): Demo & { failures: number } {
     async show(file: string, args: string[], opts: { input?: string; env?: Record<string, string>; maxLines?: number } = {}) {
       process.stdout.write(`\x1b[2m$ ${[file, ...args].join(' ')}\x1b[0m\n`);
       const r = await execa(file, args, { input: opts.input ?? '', env: opts.env, reject: false, all: true });
-      const lines = String(r.all ?? '').trimEnd().split('\n');
+      const lines = String(r.all ?? '')
+        .trimEnd()
+        .split('\n');
       const max = opts.maxLines ?? 20;
       const shown = lines.length > max ? [...lines.slice(0, max), `… (${lines.length - max} more lines)`] : lines;
       if (shown.join('') !== '') process.stdout.write(`${shown.map((l) => `  ${l}`).join('\n')}\n`);

@@ -63,7 +63,15 @@ export function debianSources(aptDir = '/etc/apt'): string {
   const stanzas = sources
     .map((s) => ({ ...s, suites: s.suites.filter((x) => wanted.has(x)) }))
     .filter((s) => s.suites.length > 0 && s.components.includes('main'))
-    .map((s) => [`Types: deb`, `URIs: ${s.uris.join(' ')}`, `Suites: ${s.suites.join(' ')}`, `Components: main`, ...(s.signedBy ? [`Signed-By: ${s.signedBy}`] : [])].join('\n'));
+    .map((s) =>
+      [
+        `Types: deb`,
+        `URIs: ${s.uris.join(' ')}`,
+        `Suites: ${s.suites.join(' ')}`,
+        `Components: main`,
+        ...(s.signedBy ? [`Signed-By: ${s.signedBy}`] : []),
+      ].join('\n'),
+    );
   if (!stanzas.some((s) => new RegExp(`^Suites:.*\\b${SUITE}\\b(?!-)`, 'm').test(s))) {
     throw new Error(`no Debian ${SUITE} main source in ${aptDir}/sources.list*: the base image is built from the machine's Debian mirror`);
   }
@@ -84,7 +92,12 @@ function parseDeb822(text: string): Source[] {
     const words = (k: string) => (fields.get(k) ?? '').split(/\s+/).filter(Boolean);
     if (!words('types').includes('deb') || fields.get('enabled')?.toLowerCase() === 'no') continue;
     const signedBy = fields.get('signed-by');
-    out.push({ uris: words('uris'), suites: words('suites'), components: words('components'), ...(signedBy && !signedBy.includes('-----BEGIN') ? { signedBy } : {}) });
+    out.push({
+      uris: words('uris'),
+      suites: words('suites'),
+      components: words('components'),
+      ...(signedBy && !signedBy.includes('-----BEGIN') ? { signedBy } : {}),
+    });
   }
   return out;
 }

@@ -49,16 +49,31 @@ export interface BuildReport {
 /** Runs a program with an argv array; rejects with its stderr on failure. */
 export function runTool(file: string, args: string[], env?: NodeJS.ProcessEnv, timeoutMs = 600_000): Promise<{ stdout: string; stderr: string }> {
   return new Promise((ok, fail) => {
-    execFile(file, args, { env: env ? { ...process.env, ...env } : process.env, maxBuffer: 64 << 20, timeout: timeoutMs, killSignal: 'SIGKILL' }, (err, stdout, stderr) => {
-      if (err) fail(new Error(`${file} ${args.join(' ')}: ${String(stderr).trim() || err.message}`));
-      else ok({ stdout: String(stdout), stderr: String(stderr) });
-    });
+    execFile(
+      file,
+      args,
+      { env: env ? { ...process.env, ...env } : process.env, maxBuffer: 64 << 20, timeout: timeoutMs, killSignal: 'SIGKILL' },
+      (err, stdout, stderr) => {
+        if (err) fail(new Error(`${file} ${args.join(' ')}: ${String(stderr).trim() || err.message}`));
+        else ok({ stdout: String(stdout), stderr: String(stderr) });
+      },
+    );
   });
 }
 
 /** The containers.conf podman needs on this kind of machine (root in a sandbox, cgroup v1, no systemd). */
 export function containersConf(tmpDir: string): string {
-  return ['[containers]', 'default_ulimits = []', '', '[engine]', 'runtime = "runc"', 'cgroup_manager = "cgroupfs"', 'events_logger = "file"', `tmp_dir = ${JSON.stringify(tmpDir)}`, ''].join('\n');
+  return [
+    '[containers]',
+    'default_ulimits = []',
+    '',
+    '[engine]',
+    'runtime = "runc"',
+    'cgroup_manager = "cgroupfs"',
+    'events_logger = "file"',
+    `tmp_dir = ${JSON.stringify(tmpDir)}`,
+    '',
+  ].join('\n');
 }
 
 /** The base tarball, from the cache or made now by mmdebstrap (written aside, then renamed: never half a file). */
@@ -147,9 +162,16 @@ async function main(): Promise<void> {
   ];
   const { podman, close } = podmanWith(globalArgs);
   try {
-    const r = await buildImage({ podman, ...(values.tag ? { tag: values.tag } : {}), freshBase: values['fresh-base'] ?? false, log: (l) => console.error(l) });
+    const r = await buildImage({
+      podman,
+      ...(values.tag ? { tag: values.tag } : {}),
+      freshBase: values['fresh-base'] ?? false,
+      log: (l) => console.error(l),
+    });
     console.log(`${r.tag}: ${MiB(r.sizes.image)} (base ${r.baseTag}: ${MiB(r.sizes.baseImage)}, tarball ${MiB(r.sizes.baseTar)} in ${r.baseTar})`);
-    console.log(`base ${r.baseBuilt ? 'built' : 'cached'} ${(r.ms.base / 1000).toFixed(1)} s, import ${(r.ms.import / 1000).toFixed(1)} s, build ${(r.ms.build / 1000).toFixed(1)} s`);
+    console.log(
+      `base ${r.baseBuilt ? 'built' : 'cached'} ${(r.ms.base / 1000).toFixed(1)} s, import ${(r.ms.import / 1000).toFixed(1)} s, build ${(r.ms.build / 1000).toFixed(1)} s`,
+    );
   } finally {
     close();
   }

@@ -43,13 +43,15 @@ export interface AgentAllocation {
 const OWNER = /^[a-z0-9]([a-z0-9.-]{0,40}[a-z0-9])?$/;
 
 export function validateOwner(owner: string): void {
-  if (!OWNER.test(owner)) throw new CniError(ErrorCode.InvalidEnvironment, `invalid owner ${JSON.stringify(owner)}`, { details: `must match ${OWNER.source}` });
+  if (!OWNER.test(owner))
+    throw new CniError(ErrorCode.InvalidEnvironment, `invalid owner ${JSON.stringify(owner)}`, { details: `must match ${OWNER.source}` });
 }
 
 async function ensureNetns(run: Run, name: string): Promise<string> {
   const path = `/run/netns/${name}`;
   const r = await run('ip', ['netns', 'add', name], { check: false });
-  if (r.exitCode !== 0 && !/exists/i.test(r.stderr)) throw new CniError(ErrorCode.IoFailure, `cannot create netns ${name}`, { details: r.stderr.trim() });
+  if (r.exitCode !== 0 && !/exists/i.test(r.stderr))
+    throw new CniError(ErrorCode.IoFailure, `cannot create netns ${name}`, { details: r.stderr.trim() });
   return path;
 }
 
@@ -61,7 +63,9 @@ function pickFamily(ips: string[], family: Family | undefined): string[] {
   const need = family === 'dual' ? ['4', '6'] : [family];
   for (const f of need) {
     if (!ips.some((ip) => (f === '6') === ip.includes(':'))) {
-      throw new CniError(ErrorCode.InvalidNetworkConfig, `the delegate handed out no IPv${f} address`, { details: `got ${ips.join(', ') || 'nothing'}` });
+      throw new CniError(ErrorCode.InvalidNetworkConfig, `the delegate handed out no IPv${f} address`, {
+        details: `got ${ips.join(', ') || 'nothing'}`,
+      });
     }
   }
   return picked;
@@ -90,8 +94,17 @@ export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Fami
     await d.delegate.del(delegateConf(d.conf, version), env).catch((e) => d.log.info({ err: e }, 'agent DEL before ADD failed (ignored)'));
     const now = new Date().toISOString();
     const base: LedgerRecord = {
-      v: 1, ...att, network: d.conf.name, owner: 'agent', state: 'intent', placement: 'cli', ips: [], netns,
-      createdAt: existing?.createdAt ?? now, updatedAt: now, ...(note ? { note } : {}),
+      v: 1,
+      ...att,
+      network: d.conf.name,
+      owner: 'agent',
+      state: 'intent',
+      placement: 'cli',
+      ips: [],
+      netns,
+      createdAt: existing?.createdAt ?? now,
+      updatedAt: now,
+      ...(note ? { note } : {}),
     };
     await d.ledger.remove(att);
     await d.ledger.put(base);

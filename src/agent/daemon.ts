@@ -36,7 +36,6 @@ export interface AgentSummary {
   install: WatchSummary | undefined;
 }
 
-
 /** The wait before the next pass. */
 export function nextDelay(intervalMs: number, jitter: number, random = Math.random): number {
   return Math.max(0, Math.round(intervalMs * (1 + jitter * (2 * random() - 1))));
@@ -50,7 +49,13 @@ function logEntryChange(log: Logger, before: EntryInUse | undefined, now: EntryI
   const same = before && before.inUse === now.inUse && before.path === now.path && (before.inUse || now.inUse || before.reason === now.reason);
   if (same) return now;
   if (now.inUse) log.info({ conflist: now.path }, "the shim's entry is in the network config the runtime uses");
-  else log.warn({ conflist: now.path, why: now.reason, installing }, installing ? "the shim's entry is not in use yet (install --watch puts it in once cilium-cni's conflist is there)" : "the shim's entry is not in the network config the runtime uses (installing is disabled: only verified)");
+  else
+    log.warn(
+      { conflist: now.path, why: now.reason, installing },
+      installing
+        ? "the shim's entry is not in use yet (install --watch puts it in once cilium-cni's conflist is there)"
+        : "the shim's entry is not in the network config the runtime uses (installing is disabled: only verified)",
+    );
   return now;
 }
 
@@ -96,7 +101,11 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
       summary.passes++;
       const last = summary.last;
       const completed = last.steps.network === 'ok' && !last.stopped;
-      health.lastPass = { completed, at: Date.now(), ...(completed ? {} : { why: last.networkError ? `the shim's network could not be opened: ${last.networkError}` : 'stopped' }) };
+      health.lastPass = {
+        completed,
+        at: Date.now(),
+        ...(completed ? {} : { why: last.networkError ? `the shim's network could not be opened: ${last.networkError}` : 'stopped' }),
+      };
       health.lastBeat = Date.now();
       seen = logEntryChange(o.log, seen, await entry(), o.install !== undefined);
       if (signal.aborted || hup) continue;

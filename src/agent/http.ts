@@ -79,33 +79,36 @@ async function readiness(health: HealthState): Promise<Readiness> {
 
 export async function startHttp(listen: { host: string; port: number }, metrics: AgentMetrics, health: HealthState): Promise<Server> {
   // The request timeouts are checked every second (Node's default: every 30 s).
-  const server = createServer({ connectionsCheckingInterval: 1_000, headersTimeout: CLIENT_TIMEOUT_MS, requestTimeout: CLIENT_TIMEOUT_MS }, (req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    const send = (code: number, body: string, type = 'text/plain; charset=utf-8') => {
-      res.writeHead(code, { 'content-type': type, 'content-length': Buffer.byteLength(body) });
-      res.end(req.method === 'HEAD' ? undefined : body);
-    };
-    if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'method not allowed\n');
-    if (path === '/healthz') {
-      const idle = Date.now() - health.lastBeat;
-      return idle < health.stallMs ? send(200, 'ok\n') : send(503, `reconcile loop silent for ${Math.round(idle / 1000)} s\n`);
-    }
-    if (path === '/readyz') {
-      readiness(health).then(
-        (r) => send(r.ready ? 200 : 503, `${JSON.stringify(r)}\n`, 'application/json'),
-        (e: unknown) => send(503, `${JSON.stringify({ ready: false, reason: 'error', why: (e as Error).message })}\n`, 'application/json'),
-      );
-      return;
-    }
-    if (path === '/metrics') {
-      metrics.render().then(
-        (m) => send(200, m.body, m.contentType),
-        (e: unknown) => send(500, `metrics: ${(e as Error).message}\n`),
-      );
-      return;
-    }
-    send(404, 'not found: /metrics /healthz /readyz\n');
-  });
+  const server = createServer(
+    { connectionsCheckingInterval: 1_000, headersTimeout: CLIENT_TIMEOUT_MS, requestTimeout: CLIENT_TIMEOUT_MS },
+    (req, res) => {
+      const path = (req.url ?? '/').split('?')[0];
+      const send = (code: number, body: string, type = 'text/plain; charset=utf-8') => {
+        res.writeHead(code, { 'content-type': type, 'content-length': Buffer.byteLength(body) });
+        res.end(req.method === 'HEAD' ? undefined : body);
+      };
+      if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'method not allowed\n');
+      if (path === '/healthz') {
+        const idle = Date.now() - health.lastBeat;
+        return idle < health.stallMs ? send(200, 'ok\n') : send(503, `reconcile loop silent for ${Math.round(idle / 1000)} s\n`);
+      }
+      if (path === '/readyz') {
+        readiness(health).then(
+          (r) => send(r.ready ? 200 : 503, `${JSON.stringify(r)}\n`, 'application/json'),
+          (e: unknown) => send(503, `${JSON.stringify({ ready: false, reason: 'error', why: (e as Error).message })}\n`, 'application/json'),
+        );
+        return;
+      }
+      if (path === '/metrics') {
+        metrics.render().then(
+          (m) => send(200, m.body, m.contentType),
+          (e: unknown) => send(500, `metrics: ${(e as Error).message}\n`),
+        );
+        return;
+      }
+      send(404, 'not found: /metrics /healthz /readyz\n');
+    },
+  );
   server.keepAliveTimeout = 5_000;
   server.maxConnections = MAX_CONNECTIONS;
   // A connection that sends nothing at all is not a request the header timeout sees: closed when idle as long.

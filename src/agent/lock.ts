@@ -15,7 +15,8 @@ export async function exclusiveAttachment<T>(ledger: Ledger, a: Attachment, fn: 
   try {
     return await ledger.lockedAttachment(a, waitMs, fn);
   } catch (e) {
-    if (e instanceof AttachmentLockError && e.code === ErrorCode.TryAgainLater) throw new AttachmentBusy(`${a.containerID}/${a.ifname} is busy`, { cause: e });
+    if (e instanceof AttachmentLockError && e.code === ErrorCode.TryAgainLater)
+      throw new AttachmentBusy(`${a.containerID}/${a.ifname} is busy`, { cause: e });
     throw e;
   }
 }

@@ -83,7 +83,7 @@ export class AgentMetrics {
   });
   readonly residue = new Counter({
     name: 'ipam_shim_agent_residue_removed_total',
-    help: "azure-vnet residue removed for ledger addresses and the addresses of pods the shim never saw, by kind.",
+    help: 'azure-vnet residue removed for ledger addresses and the addresses of pods the shim never saw, by kind.',
     labelNames: ['network', 'kind'],
     registers: [this.registry],
   });

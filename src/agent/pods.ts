@@ -28,7 +28,8 @@ export interface PodsView {
 const key = (a: { containerID: string; ifname: string }) => `${a.containerID}:${a.ifname}`;
 
 /** A pod's name for logs and doctor: namespace/name from CNI_ARGS, else its attachment. */
-export const podName = (p: CachedPod): string => (p.namespace && p.name ? `${p.namespace}/${p.name}` : `${p.containerID}/${p.ifname} (no K8S_POD_NAME in its CNI_ARGS)`);
+export const podName = (p: CachedPod): string =>
+  p.namespace && p.name ? `${p.namespace}/${p.name}` : `${p.containerID}/${p.ifname} (no K8S_POD_NAME in its CNI_ARGS)`;
 
 export function viewPods(cached: readonly CachedPod[], records: readonly LedgerRecord[], reserved: readonly Cidr[]): PodsView {
   const known = new Set(records.map(key));

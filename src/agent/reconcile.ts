@@ -75,7 +75,19 @@ const stopped = (o: ReconcileOptions) => o.signal.aborted;
 
 export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   const t0 = sinceStart();
-  const report: PassReport = { network: undefined, steps: {}, busy: 0, leaked: 0, released: 0, forgotten: 0, residueRemoved: 0, probeRestored: false, errors: 0, durationMs: 0, stopped: false };
+  const report: PassReport = {
+    network: undefined,
+    steps: {},
+    busy: 0,
+    leaked: 0,
+    released: 0,
+    forgotten: 0,
+    residueRemoved: 0,
+    probeRestored: false,
+    errors: 0,
+    durationMs: 0,
+    stopped: false,
+  };
   const problems = o.problems ?? new PersistingProblems();
   const step = async (name: Step, fn: () => Promise<StepOutcome>): Promise<void> => {
     if (stopped(o)) {
@@ -132,13 +144,36 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   o.metrics.lastDuration.set(report.durationMs / 1000);
   o.metrics.lastPass.set(Date.now() / 1000);
   const { steps, leaked, released, forgotten, residueRemoved, probeRestored, errors, network, busy, runtimePods, unseenPods, reservedPods } = report;
-  o.log.info({ network, steps, leaked, released, forgotten, runtimePods, unseenPods, reservedPods, residueRemoved, probeRestored, busy, errors, stopped: report.stopped, rssMiB: Math.round(process.memoryUsage.rss() / 1048576), durationMs: Math.round(report.durationMs) }, `reconcile pass ${outcome}`);
+  o.log.info(
+    {
+      network,
+      steps,
+      leaked,
+      released,
+      forgotten,
+      runtimePods,
+      unseenPods,
+      reservedPods,
+      residueRemoved,
+      probeRestored,
+      busy,
+      errors,
+      stopped: report.stopped,
+      rssMiB: Math.round(process.memoryUsage.rss() / 1048576),
+      durationMs: Math.round(report.durationMs),
+    },
+    `reconcile pass ${outcome}`,
+  );
   return report;
 }
 
 async function gcStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport, cache: () => Promise<CacheView>): Promise<StepOutcome> {
   const apply = o.gc.mode === 'apply';
-  const { valid, refused, report: gc } = await gcFromCache(net, {
+  const {
+    valid,
+    refused,
+    report: gc,
+  } = await gcFromCache(net, {
     cacheDir: o.gc.cacheDir,
     cache: await cache(),
     apply,
@@ -159,7 +194,11 @@ async function gcStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport,
   report.released = gc.released.length;
   report.forgotten = gc.forgotten.length;
   o.metrics.forgotten.inc({ network: name }, gc.forgotten.length);
-  if (gc.forgotten.length) net.log.warn({ step: 'gc', forgotten: gc.forgotten }, 'gc: forgot the chained records of provably dead pods (no address released: chained, the main plugin holds it)');
+  if (gc.forgotten.length)
+    net.log.warn(
+      { step: 'gc', forgotten: gc.forgotten },
+      'gc: forgot the chained records of provably dead pods (no address released: chained, the main plugin holds it)',
+    );
   o.metrics.leaked.reset();
   o.metrics.leaked.set({ network: name, mode: o.gc.mode }, gc.plan.release.length);
   o.metrics.released.inc({ network: name }, gc.released.length);
@@ -170,7 +209,10 @@ async function gcStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport,
   report.errors += gc.errors.length;
   const leaked = gc.plan.release.map((r) => ({ containerID: r.record.containerID, ifname: r.record.ifname, ips: r.record.ips, why: r.reason }));
   if (leaked.length) {
-    net.log.warn({ step: 'gc', mode: o.gc.mode, leaked, released: gc.released }, apply ? 'gc: released leaked attachments' : 'gc: leaked attachments found (report mode: set gc mode apply to release them)');
+    net.log.warn(
+      { step: 'gc', mode: o.gc.mode, leaked, released: gc.released },
+      apply ? 'gc: released leaked attachments' : 'gc: leaked attachments found (report mode: set gc mode apply to release them)',
+    );
   } else net.log.debug({ step: 'gc', cached: valid.length, kept: gc.plan.kept.length }, 'gc: nothing leaked');
   return gc.errors.length ? 'error' : refused && apply ? 'skipped' : 'ok';
 }
@@ -203,7 +245,10 @@ async function podsStep(
   if (view.blind && view.blind.kind !== 'empty') {
     blind();
     if (view.blind.kind === 'unreadable') throw new Error(view.blind.why);
-    net.log.warn({ step: 'pods', why: view.blind.why }, "pods: the runtime's result cache is out of sight: pods the shim never saw are not looked at (check --cache-dir)");
+    net.log.warn(
+      { step: 'pods', why: view.blind.why },
+      "pods: the runtime's result cache is out of sight: pods the shim never saw are not looked at (check --cache-dir)",
+    );
     return { outcome: 'skipped', targets: [] };
   }
   const v = viewPods(view.pods, await ledger(), reservedCidrs(net.conf));
@@ -230,14 +275,21 @@ async function podsStep(
   if (o.memory) o.memory.unseen = now;
   if (fresh.length) {
     net.log.warn(
-      { step: 'pods', count: v.unseen.length, new: fresh.slice(0, 20).map((p) => ({ pod: podName(p), containerID: p.containerID, ifname: p.ifname, ips: p.ips })) },
-      'pods: the runtime holds pods the shim never saw (started while it was not in the chain): their residue is removed like the ledger\'s',
+      {
+        step: 'pods',
+        count: v.unseen.length,
+        new: fresh.slice(0, 20).map((p) => ({ pod: podName(p), containerID: p.containerID, ifname: p.ifname, ips: p.ips })),
+      },
+      "pods: the runtime holds pods the shim never saw (started while it was not in the chain): their residue is removed like the ledger's",
     );
   }
   for (const p of v.unreadable) {
     report.errors++;
     m.errors.inc({ step: 'pods' });
-    net.log.error({ step: 'pods', pod: podName(p), containerID: p.containerID, ifname: p.ifname, why: p.unreadable }, "pods: a cache entry's addresses cannot be read: its residue and reserved addresses are not looked at");
+    net.log.error(
+      { step: 'pods', pod: podName(p), containerID: p.containerID, ifname: p.ifname, why: p.unreadable },
+      "pods: a cache entry's addresses cannot be read: its residue and reserved addresses are not looked at",
+    );
   }
   return { outcome: v.unreadable.length ? 'error' : 'ok', targets: v.residueTargets };
 }
@@ -249,7 +301,13 @@ function holders(records: LedgerRecord[]): Map<string, LedgerRecord> {
   return out;
 }
 
-async function residueStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport, ledger: () => Promise<LedgerRecord[]>, unseen: CachedPod[]): Promise<StepOutcome> {
+async function residueStep(
+  o: ReconcileOptions,
+  net: OpenNetwork,
+  report: PassReport,
+  ledger: () => Promise<LedgerRecord[]>,
+  unseen: CachedPod[],
+): Promise<StepOutcome> {
   const { residue } = net.conf.settings;
   if (!residue.ebtables && !residue.neigh) return 'skipped';
   const records = await ledger();
@@ -261,7 +319,9 @@ async function residueStep(o: ReconcileOptions, net: OpenNetwork, report: PassRe
   // recorded it meanwhile).
   // Every ebtables backend that can hold tables (the image's `ebtables` is nft; azure-vnet may have used legacy).
   const [eb, neighbours] = await Promise.all([
-    residue.ebtables ? listPreroutingResidue(net.run, undefined, nodeBackends(residue.ebtablesBackends)) : { available: false, rules: [], backends: [] },
+    residue.ebtables
+      ? listPreroutingResidue(net.run, undefined, nodeBackends(residue.ebtablesBackends))
+      : { available: false, rules: [], backends: [] },
     residue.neigh ? listNeighbours(net.run) : [],
   ]);
   const blind = eb.backends.filter((b) => b.blind);
@@ -288,7 +348,8 @@ async function residueStep(o: ReconcileOptions, net: OpenNetwork, report: PassRe
         const current = await net.ledger.get(attachment);
         const ips = current?.ips.length ? current.ips : pod?.ips;
         if (!ips?.length) return { rules: 0, neighbours: 0 }; // DEL'd meanwhile: not ours any more
-        if (pod && !current) net.log.info({ step: 'residue', pod: podName(pod), ...attachment, ips }, 'residue: cleaning for a pod the shim never saw');
+        if (pod && !current)
+          net.log.info({ step: 'residue', pod: podName(pod), ...attachment, ips }, 'residue: cleaning for a pod the shim never saw');
         return cleanResidueFor({ conf: net.conf, run: net.run, log: net.log }, ips, { ownDevs: [] });
       });
       o.metrics.residue.inc({ network: net.conf.name, kind: 'ebtables' }, removed.rules);

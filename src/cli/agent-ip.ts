@@ -23,7 +23,8 @@ export const agentIpCommand: Command = {
     wait: { value: 'SECONDS', text: 'allocate: wait this long for the conflist to appear (default 30), e.g. 120' },
   },
   examples: ['ipam-shim agent-ip allocate --owner health --json', 'ipam-shim agent-ip list', 'ipam-shim agent-ip release --owner health'],
-  exitStatus: '0 done; 1 never (nothing here is a finding); 2 usage (an invalid --owner included); 3 could not run: the delegate or the ledger failed',
+  exitStatus:
+    '0 done; 1 never (nothing here is a finding); 2 usage (an invalid --owner included); 3 could not run: the delegate or the ledger failed',
   async run(argv, ctx) {
     const parsed = parseArgv({
       args: argv,
@@ -33,7 +34,8 @@ export const agentIpCommand: Command = {
     });
     const { values, positionals } = parsed;
     const [action, ...extra] = positionals;
-    if (!action || !['allocate', 'release', 'list'].includes(action) || extra.length) throw new UsageError('expected one of: allocate, release, list');
+    if (!action || !['allocate', 'release', 'list'].includes(action) || extra.length)
+      throw new UsageError('expected one of: allocate, release, list');
     if (action !== 'list' && !values.owner) throw new UsageError('--owner is required');
     if (values.owner !== undefined) {
       // The same rule allocate/release apply, checked before anything is opened: a bad name is a usage error.
@@ -51,19 +53,33 @@ export const agentIpCommand: Command = {
     const net = await openNetwork(values, ctx.run, ctx.env, action === 'allocate' ? waitSeconds * 1000 : 0);
     if (action === 'list') {
       const records = await listAgentIps(net.ledger);
-      const rows = records.map((r) => ({ owner: agentOwnerOf(r.containerID), containerID: r.containerID, ips: r.ips, state: r.state, updatedAt: r.updatedAt, note: r.note }));
+      const rows = records.map((r) => ({
+        owner: agentOwnerOf(r.containerID),
+        containerID: r.containerID,
+        ips: r.ips,
+        state: r.state,
+        updatedAt: r.updatedAt,
+        note: r.note,
+      }));
       const text = rows.length
         ? ['OWNER\tIPS\tSTATE\tUPDATED', ...rows.map((r) => `${r.owner}\t${r.ips.join(',') || '-'}\t${r.state}\t${r.updatedAt}`)].join('\n')
         : `no agent IPs in network ${net.conf.name}`;
       return { data: { network: net.conf.name, agentIPs: rows }, text, exitCode: 0 };
     }
     if (!net.delegate) {
-      throw new CniError(ErrorCode.InvalidNetworkConfig, `the shim's entry in ${net.shim.path} has no "delegate": agent IPs need the IPAM plugin to allocate from`);
+      throw new CniError(
+        ErrorCode.InvalidNetworkConfig,
+        `the shim's entry in ${net.shim.path} has no "delegate": agent IPs need the IPAM plugin to allocate from`,
+      );
     }
     const deps = { conf: net.conf, ledger: net.ledger, delegate: net.delegate, run: net.run, log: net.log };
     if (action === 'release') {
       const out = await releaseAgentIp(deps, values.owner!);
-      return { data: out, text: out.released.length ? `released ${out.released.join(', ')}` : `nothing recorded for owner ${out.owner}; delegate DEL sent anyway`, exitCode: 0 };
+      return {
+        data: out,
+        text: out.released.length ? `released ${out.released.join(', ')}` : `nothing recorded for owner ${out.owner}; delegate DEL sent anyway`,
+        exitCode: 0,
+      };
     }
     const out = await allocateAgentIp(deps, values.owner!, family);
     const text = `${out.ips.join(' ')}\n${out.action}${out.note ? `: ${out.note}` : ''} (container ID ${out.containerID}, network ${out.network})`;

@@ -91,12 +91,26 @@ export function parseAgentArgs(argv: string[]): { settings: AgentSettings; insta
     } catch (e) {
       throw new UsageError((e as Error).message);
     }
-    install = { source, binDir: v['cni-bin-dir'] ?? DEFAULT_CNI_PATH, confDir: v['conf-dir'] ?? DEFAULT_CONF_DIR, shimKeys, intervalMs: DEFAULT_WATCH_INTERVAL_S * 1000 };
+    install = {
+      source,
+      binDir: v['cni-bin-dir'] ?? DEFAULT_CNI_PATH,
+      confDir: v['conf-dir'] ?? DEFAULT_CONF_DIR,
+      shimKeys,
+      intervalMs: DEFAULT_WATCH_INTERVAL_S * 1000,
+    };
   }
   const network: NetworkSelection = { conflist: v.conflist, confDir: v['conf-dir'], network: v.network, cniPath: v['cni-path'] };
   const entryAt = !install && v.conflist ? { conflist: v.conflist } : { confDir: v['conf-dir'] ?? DEFAULT_CONF_DIR };
   return {
-    settings: { network, entryAt, gc: { mode, cacheDir: v['cache-dir'], graceMs: graceS * 1000, allowEmptyCache: v['allow-empty-cache'] }, intervalMs: intervalS * 1000, jitter, listen, logLevel: v['log-level'] },
+    settings: {
+      network,
+      entryAt,
+      gc: { mode, cacheDir: v['cache-dir'], graceMs: graceS * 1000, allowEmptyCache: v['allow-empty-cache'] },
+      intervalMs: intervalS * 1000,
+      jitter,
+      listen,
+      logLevel: v['log-level'],
+    },
     install,
   };
 }
@@ -130,8 +144,13 @@ export const agentCommand: Command = {
     'shim-config': { value: 'JSON', text: 'the chained entry\'s settings (as install --shim-config), e.g. \'{"reservedCIDRs":["10.224.0.0/24"]}\'' },
     'no-install': { text: 'do not install or watch the executable and the entry (reconcile only)' },
   },
-  examples: ['ipam-shim agent', 'ipam-shim agent --gc apply --interval 60 --listen 0.0.0.0:9740', 'ipam-shim agent --no-install --conf-dir /host/etc/cni/net.d --log-level debug'],
-  exitStatus: '0 stopped by SIGTERM/SIGINT (every problem meanwhile is logged and counted, never an exit); 1 never; 2 usage; 3 could not run: it could not start (e.g. the --listen address is taken)',
+  examples: [
+    'ipam-shim agent',
+    'ipam-shim agent --gc apply --interval 60 --listen 0.0.0.0:9740',
+    'ipam-shim agent --no-install --conf-dir /host/etc/cni/net.d --log-level debug',
+  ],
+  exitStatus:
+    '0 stopped by SIGTERM/SIGINT (every problem meanwhile is logged and counted, never an exit); 1 never; 2 usage; 3 could not run: it could not start (e.g. the --listen address is taken)',
   async run(argv, ctx): Promise<CommandOutput> {
     const { settings, install } = parseAgentArgs(argv);
     const { runAgent } = await import('../agent/daemon.js');

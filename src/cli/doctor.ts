@@ -17,10 +17,17 @@ const DOCTOR_FLAGS = { ...NETWORK_FLAGS, 'cache-dir': { type: 'string', default:
 
 export const doctorCommand: Command = {
   name: 'doctor',
-  summary: 'check this node: conflist (and whether the runtime uses it), main plugin, delegate, ledger, residue, pods the shim never saw, agent IPs, reserved-subnet routes, IPv6 probes',
+  summary:
+    'check this node: conflist (and whether the runtime uses it), main plugin, delegate, ledger, residue, pods the shim never saw, agent IPs, reserved-subnet routes, IPv6 probes',
   usage: USAGE,
   options: DOCTOR_FLAGS,
-  flagHelp: { ...NETWORK_FLAG_HELP, 'cache-dir': { value: 'DIR', text: `the runtime's CNI cache, for pods the shim never saw (default ${DEFAULT_CACHE_DIR}), e.g. /host/var/lib/cni` } },
+  flagHelp: {
+    ...NETWORK_FLAG_HELP,
+    'cache-dir': {
+      value: 'DIR',
+      text: `the runtime's CNI cache, for pods the shim never saw (default ${DEFAULT_CACHE_DIR}), e.g. /host/var/lib/cni`,
+    },
+  },
   examples: ['ipam-shim doctor', 'ipam-shim doctor --conf-dir /host/etc/cni/net.d --cni-path /host/opt/cni/bin --json'],
   exitStatus: '0 every check is ok or skipped; 1 at least one WARN or PROBLEM (no shim conflist included); 2 usage; 3 could not run',
   async run(argv, ctx) {
@@ -42,13 +49,19 @@ export const doctorCommand: Command = {
         else if (check.withoutNetwork) findings.push(...(await check.withoutNetwork(node!)));
         else findings.push({ check: check.name, verdict: 'skipped', summary: "needs the shim's conflist (see the conflist check)" });
       } catch (e) {
-        findings.push(net ? failedCheck(check.name, e, net) : { check: check.name, verdict: 'problem', summary: `check failed: ${(e as Error).message}` });
+        findings.push(
+          net ? failedCheck(check.name, e, net) : { check: check.name, verdict: 'problem', summary: `check failed: ${(e as Error).message}` },
+        );
       }
     }
     const bad = findings.filter((f) => f.verdict === 'problem' || f.verdict === 'warn');
     const network = net?.conf.name ?? null;
     const conflist = net?.shim.path ?? null;
-    return { data: { network, conflist, findings, ok: bad.length === 0 }, text: render(network, conflist ?? node!.confDir, findings), exitCode: bad.length ? Exit.FOUND : Exit.OK };
+    return {
+      data: { network, conflist, findings, ok: bad.length === 0 },
+      text: render(network, conflist ?? node!.confDir, findings),
+      exitCode: bad.length ? Exit.FOUND : Exit.OK,
+    };
   },
 };
 

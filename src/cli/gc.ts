@@ -11,7 +11,8 @@ const USAGE = `ipam-shim gc --network NAME [--cache-dir /var/lib/cni] [--grace-s
   attachments, nothing is released (the cache may be out of sight, e.g. another mount namespace):
   --allow-empty-cache overrides that after checking by hand.`;
 
-const same = (a: { containerID: string; ifname: string }, b: { containerID: string; ifname: string }) => a.containerID === b.containerID && a.ifname === b.ifname;
+const same = (a: { containerID: string; ifname: string }, b: { containerID: string; ifname: string }) =>
+  a.containerID === b.containerID && a.ifname === b.ifname;
 
 /** What --apply did with one planned release. */
 function releaseAction(report: GcReport, r: { containerID: string; ifname: string }): string {
@@ -42,7 +43,8 @@ export const gcCommand: Command = {
     'grace-seconds': { value: 'N', text: 'keep attachments younger than this (default 60), e.g. 300' },
   },
   examples: ['ipam-shim gc --network cilium', 'ipam-shim gc --network cilium --apply --json'],
-  exitStatus: '0 nothing to release (dry run) or everything released; 1 the dry run found something to release, a release failed, or the cache was out of sight (refused); 2 usage; 3 could not run (no conflist, an unreadable ledger)',
+  exitStatus:
+    '0 nothing to release (dry run) or everything released; 1 the dry run found something to release, a release failed, or the cache was out of sight (refused); 2 usage; 3 could not run (no conflist, an unreadable ledger)',
   async run(argv, ctx) {
     const { values } = parseArgv({
       args: argv,
@@ -60,8 +62,20 @@ export const gcCommand: Command = {
       allowEmptyCache: values['allow-empty-cache']!,
     });
     const rows = [
-      ...report.plan.release.map((r) => ({ action: apply ? releaseAction(report, r.record) : 'would release', containerID: r.record.containerID, ifname: r.record.ifname, ips: r.record.ips, why: r.reason })),
-      ...report.plan.kept.map((k) => ({ action: 'keep', containerID: k.record.containerID, ifname: k.record.ifname, ips: k.record.ips, why: k.reason })),
+      ...report.plan.release.map((r) => ({
+        action: apply ? releaseAction(report, r.record) : 'would release',
+        containerID: r.record.containerID,
+        ifname: r.record.ifname,
+        ips: r.record.ips,
+        why: r.reason,
+      })),
+      ...report.plan.kept.map((k) => ({
+        action: 'keep',
+        containerID: k.record.containerID,
+        ifname: k.record.ifname,
+        ips: k.record.ips,
+        why: k.reason,
+      })),
     ];
     const text = [
       `network ${net.conf.name}: ${valid.length} cached attachment(s), ${report.plan.kept.length} kept, ${report.plan.release.length} ${apply ? 'to release' : refused ? 'would be released, but nothing is (refused)' : 'would be released (dry run; --apply to release)'}`,
@@ -70,7 +84,18 @@ export const gcCommand: Command = {
       ...report.errors.map((e) => `error ${e.code}: ${e.attachment ? `${e.attachment.containerID}/${e.attachment.ifname}: ` : ''}${e.error}`),
     ].join('\n');
     return {
-      data: { network: net.conf.name, apply, ...(refused ? { refused } : {}), valid, kept: report.plan.kept.map((k) => ({ ...k.record, reason: k.reason })), release: report.plan.release.map((r) => ({ ...r.record, reason: r.reason })), released: report.released, skipped: report.skipped, forwarded: report.forwarded, errors: report.errors },
+      data: {
+        network: net.conf.name,
+        apply,
+        ...(refused ? { refused } : {}),
+        valid,
+        kept: report.plan.kept.map((k) => ({ ...k.record, reason: k.reason })),
+        release: report.plan.release.map((r) => ({ ...r.record, reason: r.reason })),
+        released: report.released,
+        skipped: report.skipped,
+        forwarded: report.forwarded,
+        errors: report.errors,
+      },
       text,
       // Dry run: non-zero when something leaked, so scripts can alert on it. --apply: non-zero on any error.
       exitCode: refused || report.errors.length || (!apply && report.plan.release.length) ? 1 : 0,

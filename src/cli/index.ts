@@ -99,11 +99,17 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv): Promise<Cl
     const stdout = json ? `${JSON.stringify(out.data, null, 2)}\n` : out.text.endsWith('\n') || out.text === '' ? out.text : `${out.text}\n`;
     return { stdout, stderr: '', exitCode: out.exitCode };
   } catch (e) {
-    if (e instanceof UsageError) return { stdout: '', stderr: `ipam-shim ${name}: ${e.message}\n\n${command.usage}\nRun "ipam-shim help ${name}" for its flags and examples.\n`, exitCode: Exit.USAGE };
+    if (e instanceof UsageError)
+      return {
+        stdout: '',
+        stderr: `ipam-shim ${name}: ${e.message}\n\n${command.usage}\nRun "ipam-shim help ${name}" for its flags and examples.\n`,
+        exitCode: Exit.USAGE,
+      };
     const message = e instanceof Error ? e.message : String(e);
     const code = (e as { code?: unknown }).code;
     const exitCode = e instanceof ProblemFound ? Exit.FOUND : Exit.COULD_NOT_RUN;
-    if (json) return { stdout: `${JSON.stringify({ error: message, code: typeof code === 'number' ? code : undefined }, null, 2)}\n`, stderr: '', exitCode };
+    if (json)
+      return { stdout: `${JSON.stringify({ error: message, code: typeof code === 'number' ? code : undefined }, null, 2)}\n`, stderr: '', exitCode };
     return { stdout: '', stderr: `ipam-shim ${name}: ${message}\n`, exitCode };
   }
 }

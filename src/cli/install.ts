@@ -75,28 +75,38 @@ export const installCommand: Command = {
   flagHelp: {
     ...DIR_HELP,
     source: { value: 'PATH', text: 'the executable to copy (default: this one), e.g. /ipam-shim' },
-    'shim-config': { value: 'JSON', text: 'the chained entry\'s settings, checked as the plugin checks them (default: keep the entry\'s), e.g. \'{"reservedCIDRs":["10.224.0.0/24"]}\'' },
+    'shim-config': {
+      value: 'JSON',
+      text: 'the chained entry\'s settings, checked as the plugin checks them (default: keep the entry\'s), e.g. \'{"reservedCIDRs":["10.224.0.0/24"]}\'',
+    },
     watch: { text: 'keep running and put the binary and the entry back whenever they go (what the DaemonSet does)' },
     interval: { value: 'SECONDS', text: `--watch: how often to check (default ${DEFAULT_WATCH_INTERVAL_S}), e.g. 10` },
     print: { text: "write the conflist with the shim's entry to stdout and change no file (for Cilium's cni.customConf/cni.configMap)" },
   },
-  examples: ['ipam-shim install', 'ipam-shim install --conf-dir /host/etc/cni/net.d --cni-bin-dir /host/opt/cni/bin --watch', 'ipam-shim install --shim-config \'{"reservedCIDRs":["10.224.0.0/24"]}\' --json', 'ipam-shim install --print --conf-dir /etc/cni/net.d'],
-  exitStatus: '0 installed or already in place (or the shim is in an IPAM slot; with --print: the list was printed); 1 no conflist holds cilium-cni, or one does not parse; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; 3 could not run (a write failed); with --watch: 0 when stopped by a signal',
+  examples: [
+    'ipam-shim install',
+    'ipam-shim install --conf-dir /host/etc/cni/net.d --cni-bin-dir /host/opt/cni/bin --watch',
+    'ipam-shim install --shim-config \'{"reservedCIDRs":["10.224.0.0/24"]}\' --json',
+    'ipam-shim install --print --conf-dir /etc/cni/net.d',
+  ],
+  exitStatus:
+    '0 installed or already in place (or the shim is in an IPAM slot; with --print: the list was printed); 1 no conflist holds cilium-cni, or one does not parse; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; 3 could not run (a write failed); with --watch: 0 when stopped by a signal',
   async run(argv): Promise<CommandOutput> {
     const { values: v } = parseArgv({
       args: argv,
       strict: true,
       options: INSTALL_OPTIONS,
     });
-    const binDir = (v['cni-bin-dir']) ?? DEFAULT_CNI_PATH;
-    const confDir = (v['conf-dir']) ?? DEFAULT_CONF_DIR;
+    const binDir = v['cni-bin-dir'] ?? DEFAULT_CNI_PATH;
+    const confDir = v['conf-dir'] ?? DEFAULT_CONF_DIR;
     const shimKeys = parseShimConfig(v['shim-config']);
     const intervalText = v.interval;
     if (intervalText !== undefined && (!v.watch || !/^\d+(\.\d+)?$/.test(intervalText) || Number(intervalText) < 0.1)) {
       throw new UsageError('--interval takes seconds (≥ 0.1) and only goes with --watch');
     }
     if (v.print) {
-      if (v.watch || v.source !== undefined || v['cni-bin-dir'] !== undefined) throw new UsageError('--print changes nothing: it goes with --conf-dir and --shim-config only');
+      if (v.watch || v.source !== undefined || v['cni-bin-dir'] !== undefined)
+        throw new UsageError('--print changes nothing: it goes with --conf-dir and --shim-config only');
       const r = await renderConflist(confDir, shimKeys);
       if (r.text === undefined) {
         const why = [conflistLine(r, confDir), ...(r.unreadable ?? []).map((u) => `cannot parse ${u.path}: ${u.error}`)];
@@ -165,11 +175,13 @@ export const uninstallCommand: Command = {
   async run(argv): Promise<CommandOutput> {
     const { values: v } = parseArgv({ args: argv, strict: true, options: UNINSTALL_OPTIONS });
     const out = await uninstall({
-      binDir: (v['cni-bin-dir']) ?? DEFAULT_CNI_PATH,
-      confDir: (v['conf-dir']) ?? DEFAULT_CONF_DIR,
+      binDir: v['cni-bin-dir'] ?? DEFAULT_CNI_PATH,
+      confDir: v['conf-dir'] ?? DEFAULT_CONF_DIR,
       keepBinary: Boolean(v['keep-binary']),
     });
-    const lines = out.conflists.length ? out.conflists.map((c) => `conflist: ${c.path}: removed ${c.removed} shim entr${c.removed === 1 ? 'y' : 'ies'}`) : ['conflist: no chained shim entry found'];
+    const lines = out.conflists.length
+      ? out.conflists.map((c) => `conflist: ${c.path}: removed ${c.removed} shim entr${c.removed === 1 ? 'y' : 'ies'}`)
+      : ['conflist: no chained shim entry found'];
     lines.push(`binary: ${out.binary.path} ${out.binary.action}`);
     if (out.stillReferenced.length) lines.push(`still referenced by ${out.stillReferenced.join(', ')}: binary kept`);
     return { data: out, text: lines.join('\n'), exitCode: 0 };

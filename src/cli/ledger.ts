@@ -24,8 +24,9 @@ export const ledgerCommand: Command = {
   usage: USAGE,
   options: NETWORK_FLAGS,
   flagHelp: NETWORK_FLAG_HELP,
-  examples: ['ipam-shim ledger', "ipam-shim ledger --json | jq -r '.attachments[] | select(.pod.name == \"web-0\") | .ips[]'"],
-  exitStatus: '0 listed; 1 some records cannot be read (listed as unreadable: GC releases nothing meanwhile); 2 usage; 3 could not run (no shim conflist, the ledger directory unsafe)',
+  examples: ['ipam-shim ledger', 'ipam-shim ledger --json | jq -r \'.attachments[] | select(.pod.name == "web-0") | .ips[]\''],
+  exitStatus:
+    '0 listed; 1 some records cannot be read (listed as unreadable: GC releases nothing meanwhile); 2 usage; 3 could not run (no shim conflist, the ledger directory unsafe)',
   async run(argv, ctx) {
     const { values } = parseArgv({ args: argv, options: NETWORK_FLAGS, strict: true });
     const net = await openNetwork(values, ctx.run, ctx.env);
@@ -44,11 +45,28 @@ export const ledgerCommand: Command = {
       ageSeconds: Math.max(0, Math.round((now - Date.parse(r.createdAt)) / 1000)),
     }));
     const head = `network ${net.conf.name} (${net.shim.path}): ${records.length} attachment(s) in ${net.ledger.dir}`;
-    const rows = attachments.map((a, i) => [shortId(a.containerID), a.ifname, podName(records[i]!), a.ips.join(',') || '-', a.owner, a.placement, a.state, age(a.ageSeconds)]);
+    const rows = attachments.map((a, i) => [
+      shortId(a.containerID),
+      a.ifname,
+      podName(records[i]!),
+      a.ips.join(',') || '-',
+      a.owner,
+      a.placement,
+      a.state,
+      age(a.ageSeconds),
+    ]);
     const header = ['CONTAINER', 'IFNAME', 'POD', 'ADDRESSES', 'OWNER', 'PLACEMENT', 'STATE', 'AGE'];
     const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c]!.length)));
     const table = [header, ...rows].map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join('  '));
-    const text = [head, ...(rows.length ? ['', ...table] : []), ...corrupt.map((p) => `UNREADABLE ${p} (GC releases nothing while it is there; doctor's state-dir check says why)`)].join('\n');
-    return { data: { network: net.conf.name, conflist: net.shim.path, dir: net.ledger.dir, attachments, unreadable: corrupt }, text, exitCode: corrupt.length ? Exit.FOUND : Exit.OK };
+    const text = [
+      head,
+      ...(rows.length ? ['', ...table] : []),
+      ...corrupt.map((p) => `UNREADABLE ${p} (GC releases nothing while it is there; doctor's state-dir check says why)`),
+    ].join('\n');
+    return {
+      data: { network: net.conf.name, conflist: net.shim.path, dir: net.ledger.dir, attachments, unreadable: corrupt },
+      text,
+      exitCode: corrupt.length ? Exit.FOUND : Exit.OK,
+    };
   },
 };

@@ -13,7 +13,10 @@ export const NETWORK_FLAGS = {
 
 /** `--help` lines of NETWORK_FLAGS. */
 export const NETWORK_FLAG_HELP = {
-  conflist: { value: 'PATH', text: 'the conflist holding the shim (default: the one in --conf-dir that does), e.g. /etc/cni/net.d/05-cilium.conflist' },
+  conflist: {
+    value: 'PATH',
+    text: 'the conflist holding the shim (default: the one in --conf-dir that does), e.g. /etc/cni/net.d/05-cilium.conflist',
+  },
   'conf-dir': { value: 'DIR', text: 'where to look for it (default /etc/cni/net.d), e.g. /host/etc/cni/net.d' },
   network: { value: 'NAME', text: 'the network, when several conflists hold the shim, e.g. cilium' },
   'cni-path': { value: 'DIRS', text: 'where plugins are looked up (default $CNI_PATH, else /opt/cni/bin), e.g. /opt/cni/bin:/usr/lib/cni' },
@@ -27,5 +30,7 @@ export interface NetworkFlags {
 }
 
 export function openNetwork(flags: NetworkFlags, run: Run, env: NodeJS.ProcessEnv, waitMs = 0): Promise<OpenNetwork> {
-  return openConflistNetwork({ conflist: flags.conflist, confDir: flags['conf-dir'], network: flags.network, cniPath: flags['cni-path'] }, run, env, { waitMs });
+  return openConflistNetwork({ conflist: flags.conflist, confDir: flags['conf-dir'], network: flags.network, cniPath: flags['cni-path'] }, run, env, {
+    waitMs,
+  });
 }

@@ -31,10 +31,19 @@ export const planCommand: Command = {
   usage: USAGE,
   options: OPTIONS,
   flagHelp: {
-    values: { value: 'FILE', text: "Cilium's Helm values (ipam.mode, ipam.operator.clusterPoolIPv4PodCIDRList, …MaskSize, the IPv6 ones when ipv6.enabled, autoCreateCiliumPodIPPools), e.g. values.yaml" },
-    ciliumnodes: { value: 'FILE', text: 'kubectl get ciliumnodes -o yaml: the node CIDRs nodes hold (spec.ipam.podCIDRs, multi-pool\'s spec.ipam.pools.allocated); replaces --allocated, e.g. nodes.yaml or -' },
+    values: {
+      value: 'FILE',
+      text: "Cilium's Helm values (ipam.mode, ipam.operator.clusterPoolIPv4PodCIDRList, …MaskSize, the IPv6 ones when ipv6.enabled, autoCreateCiliumPodIPPools), e.g. values.yaml",
+    },
+    ciliumnodes: {
+      value: 'FILE',
+      text: "kubectl get ciliumnodes -o yaml: the node CIDRs nodes hold (spec.ipam.podCIDRs, multi-pool's spec.ipam.pools.allocated); replaces --allocated, e.g. nodes.yaml or -",
+    },
     ippools: { value: 'FILE', text: 'kubectl get ciliumpodippools -o yaml: multi-pool, each pool planned on its own, e.g. pools.yaml' },
-    'azure-subnets': { value: 'FILE', text: 'az network vnet subnet list -o json: every subnet\'s prefixes are reserved (repeatable), e.g. subnets.json' },
+    'azure-subnets': {
+      value: 'FILE',
+      text: "az network vnet subnet list -o json: every subnet's prefixes are reserved (repeatable), e.g. subnets.json",
+    },
     pool: { value: 'CIDR[,CIDR…]', text: "cluster-pool's list, over the values file (default 10.0.0.0/8), e.g. 10.0.0.0/8" },
     'node-mask': { value: 'N', text: 'the node CIDR mask, over the values file (default 24; an IPv6-only --pool: 120), e.g. 24' },
     'node-mask-v6': { value: 'N', text: 'the IPv6 node CIDR mask (default 120), e.g. 112' },
@@ -46,7 +55,8 @@ export const planCommand: Command = {
     'kubectl get ciliumnodes -o yaml | ipam-shim plan --ciliumnodes - --azure-subnets subnets.json',
     'ipam-shim plan --pool 10.0.0.0/8 --node-mask 24 --reserved 10.4.76.0/24 --allocated 1000',
   ],
-  exitStatus: '0 no node CIDR collides; 1 at least one collides; 2 usage (an unreadable or malformed input file included); 3 could not run (an internal error)',
+  exitStatus:
+    '0 no node CIDR collides; 1 at least one collides; 2 usage (an unreadable or malformed input file included); 3 could not run (an internal error)',
   async run(argv: string[]): Promise<CommandOutput> {
     const flags = parseFlags(argv);
     const req = await requestOf(flags).catch((e: unknown) => {
@@ -55,7 +65,12 @@ export const planCommand: Command = {
     const planned = req.pools.map((p) => ({ spec: p, plan: asUsage(() => planPool(planInputOf(p, flags, req))) }));
     const collision = planned.some((p) => p.plan.collision);
     const names = reservedNames(req.reserved);
-    const inputs = { mode: req.mode, files: req.files, defaulted: req.defaulted, ...(req.held ? { nodes: req.held.nodes, pendingNodes: req.held.pending } : {}) };
+    const inputs = {
+      mode: req.mode,
+      files: req.files,
+      defaulted: req.defaulted,
+      ...(req.held ? { nodes: req.held.nodes, pendingNodes: req.held.pending } : {}),
+    };
     const data =
       req.mode === CLUSTER_POOL
         ? { ...(planToJson(planned[0]!.plan) as object), inputs }
@@ -86,11 +101,19 @@ function parseFlags(argv: string[]): PlanSources {
     azureSubnets: values['azure-subnets'] ?? [],
   };
   const files = [...out.values, ...out.ciliumnodes, ...out.ippools, ...out.azureSubnets];
-  if (!out.pools.length && !out.reserved.length && !files.length && values['node-mask'] === undefined && values['node-mask-v6'] === undefined && values.allocated === undefined) {
+  if (
+    !out.pools.length &&
+    !out.reserved.length &&
+    !files.length &&
+    values['node-mask'] === undefined &&
+    values['node-mask-v6'] === undefined &&
+    values.allocated === undefined
+  ) {
     throw new UsageError('nothing to plan: give --values, --ippools or --pool (and what is reserved: --azure-subnets, --reserved)');
   }
   if (files.filter((f) => f === '-').length > 1) throw new UsageError('only one input can be read from stdin (-)');
-  if (values.allocated !== undefined && out.ciliumnodes.length) throw new UsageError('--allocated and --ciliumnodes: the CiliumNodes say what is allocated; give one');
+  if (values.allocated !== undefined && out.ciliumnodes.length)
+    throw new UsageError('--allocated and --ciliumnodes: the CiliumNodes say what is allocated; give one');
   if (out.pools.length && out.ippools.length) throw new UsageError('--pool is the cluster-pool list; --ippools plans multi-pool pools: give one');
   if (values.allocated !== undefined) out.allocated = bigFlag('--allocated', values.allocated);
   if (values['node-mask'] !== undefined) out.nodeMask = intFlag('--node-mask', values['node-mask']);
@@ -116,7 +139,8 @@ function reservedNames(reserved: ReservedEntry[]): Map<string, string> {
 function renderInputs(req: PlanRequest): string {
   const lines = req.files.map((f) => `${f.flag} ${f.source}: ${f.summary}`);
   if (req.defaulted.length) lines.push(`Cilium's defaults for: ${req.defaulted.join(', ')}`);
-  if (req.held?.pending.length) lines.push(`CiliumNodes holding no node CIDR yet: ${req.held.pending.slice(0, 10).join(', ')}${req.held.pending.length > 10 ? ' …' : ''}`);
+  if (req.held?.pending.length)
+    lines.push(`CiliumNodes holding no node CIDR yet: ${req.held.pending.slice(0, 10).join(', ')}${req.held.pending.length > 10 ? ' …' : ''}`);
   return lines.length ? `${lines.join('\n')}\n\n` : '';
 }
 
@@ -127,7 +151,10 @@ const indent = (text: string) =>
     .join('\n');
 
 function splitList(values: string[] | undefined): string[] {
-  return (values ?? []).flatMap((v) => v.split(',')).map((s) => s.trim()).filter(Boolean);
+  return (values ?? [])
+    .flatMap((v) => v.split(','))
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 function intFlag(name: string, v: string): number {
@@ -169,7 +196,9 @@ function renderFamily(f: FamilyPlan, names: Map<string, string>): string {
   if (t || a.allocated > 0n) {
     if (a.exhausted) lines.push(`  ${from}: pool exhausted`);
     else if (a.firstCollision) {
-      lines.push(`  ${from}: next collision at ${at(a.firstCollision)}; ${a.nodesBefore} more nodes fit before it; ${a.safeRemaining} safe node CIDRs left`);
+      lines.push(
+        `  ${from}: next collision at ${at(a.firstCollision)}; ${a.nodesBefore} more nodes fit before it; ${a.safeRemaining} safe node CIDRs left`,
+      );
     } else lines.push(`  ${from}: no further collision; ${a.safeRemaining} safe node CIDRs left`);
   }
   if (t) {

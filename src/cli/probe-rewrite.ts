@@ -44,11 +44,18 @@ export const probeRewriteCommand: Command = {
   flagHelp: {
     ...NETWORK_FLAG_HELP,
     uplink: { value: 'DEV', text: 'the interface probes arrive on (default: the shim\'s "uplink", else the default IPv6 route\'s), e.g. eth0' },
-    'probe-source': { value: 'IP', text: 'the probes\' link-local source (default: the shim\'s "probeSource", else Azure\'s), e.g. fe80::1234:5678:9abc' },
-    'probe-global': { value: 'IP', text: 'the global address it is rewritten to (default: the shim\'s "probeGlobal", else Azure\'s), e.g. 2603:1062:0:1:fe80:1234:5678:9abc' },
+    'probe-source': {
+      value: 'IP',
+      text: "the probes' link-local source (default: the shim's \"probeSource\", else Azure's), e.g. fe80::1234:5678:9abc",
+    },
+    'probe-global': {
+      value: 'IP',
+      text: 'the global address it is rewritten to (default: the shim\'s "probeGlobal", else Azure\'s), e.g. 2603:1062:0:1:fe80:1234:5678:9abc',
+    },
   },
   examples: ['ipam-shim probe-rewrite status', 'ipam-shim probe-rewrite ensure --uplink eth0', 'ipam-shim probe-rewrite remove --json'],
-  exitStatus: 'status: 0 fine, 1 needed and missing or drifted; ensure: 0 in place and matching, 1 not; remove: 0; all: 2 usage (an --uplink that is no interface here included), 3 could not run (nft missing, no uplink)',
+  exitStatus:
+    'status: 0 fine, 1 needed and missing or drifted; ensure: 0 in place and matching, 1 not; remove: 0; all: 2 usage (an --uplink that is no interface here included), 3 could not run (nft missing, no uplink)',
   async run(argv, ctx): Promise<CommandOutput> {
     const flags = parseFlags(argv);
     const net = await settingsSource(flags, ctx.run, ctx.env);
@@ -93,12 +100,20 @@ export const probeRewriteCommand: Command = {
     net?.log.info({ uplink, before: before.verdict }, 'probe-rewrite ensure (CLI)');
     const a = await assessProbeRewrite(ctx.run, { ...input, uplink });
     const notes = [
-      before.verdict === 'ok' ? `table ip6 ${PROBE_TABLE} was already as expected; reinstalled (counters reset)` : `installed table ip6 ${PROBE_TABLE} on ${uplink}`,
-      ...(a.verdict === 'handled-by-bpf' ? ['note: a BPF program on the uplink handles probes already; ipv6-hp-bpf deletes this table when it (re)starts'] : []),
+      before.verdict === 'ok'
+        ? `table ip6 ${PROBE_TABLE} was already as expected; reinstalled (counters reset)`
+        : `installed table ip6 ${PROBE_TABLE} on ${uplink}`,
+      ...(a.verdict === 'handled-by-bpf'
+        ? ['note: a BPF program on the uplink handles probes already; ipv6-hp-bpf deletes this table when it (re)starts']
+        : []),
       ...(a.mode === 'off' ? [`note: ipv6ProbeRewrite is off in ${a.settingsFrom}: the shim itself will not keep it in place`] : []),
     ];
     const matches = a.status.available && a.status.tablePresent && a.status.matchesExpected;
-    return { data: { ...toJson('ensure', a), ensured: true }, text: `${notes.join('\n')}\n${render('ensure', a, net?.shim.path)}`, exitCode: matches ? 0 : 1 };
+    return {
+      data: { ...toJson('ensure', a), ensured: true },
+      text: `${notes.join('\n')}\n${render('ensure', a, net?.shim.path)}`,
+      exitCode: matches ? 0 : 1,
+    };
   },
 };
 
@@ -183,7 +198,8 @@ function render(action: Action, a: ProbeAssessment, conflist: string | undefined
     `  state:     ${state}`,
     `  rewrite:   ${a.probeSource} → ${a.probeGlobal} (in), back (out)`,
   ];
-  if (s.available && s.tablePresent) lines.push(`  counters:  prerouting ${fmtCounter(s.counters.prerouting)}, postrouting ${fmtCounter(s.counters.postrouting)}`);
+  if (s.available && s.tablePresent)
+    lines.push(`  counters:  prerouting ${fmtCounter(s.counters.prerouting)}, postrouting ${fmtCounter(s.counters.postrouting)}`);
   const source = a.settingsFrom ? `from ${a.settingsFrom}` : 'built-in defaults (no shim conflist found)';
   const addrs = a.ipv6Addresses === null ? '' : `, ${a.ipv6Addresses} IPv6 address(es) in the ledger`;
   lines.push(`  settings:  ipv6ProbeRewrite=${a.mode}, ${source}${addrs}`);

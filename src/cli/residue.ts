@@ -3,7 +3,16 @@
 // scan is read-only; clean is a dry run unless --apply and only ever removes residue for those addresses.
 // Per-pod-shaped rules whose MAC is on no local interface ("orphans") are reported, never touched.
 // The report itself is built in src/residue/report.ts; this file parses the flags and renders it.
-import { cleanTargets, ledgerTargets, mergeTargets, scanTargets, summarise, type NeighbourView, type ResidueReport, type RuleView } from '../residue/report.js';
+import {
+  cleanTargets,
+  ledgerTargets,
+  mergeTargets,
+  scanTargets,
+  summarise,
+  type NeighbourView,
+  type ResidueReport,
+  type RuleView,
+} from '../residue/report.js';
 import type { BackendSetting } from '../residue/backends.js';
 import { EbtablesBackends } from '../cni/config.js';
 import { formatIssues } from '../cni/errors.js';
@@ -32,14 +41,20 @@ interface Flags extends NetworkFlags {
   'ebtables-backend'?: string | undefined;
 }
 
-const OPTIONS = { ...NETWORK_FLAGS, ip: { type: 'string', multiple: true }, apply: { type: 'boolean' }, 'ebtables-backend': { type: 'string' } } as const;
+const OPTIONS = {
+  ...NETWORK_FLAGS,
+  ip: { type: 'string', multiple: true },
+  apply: { type: 'boolean' },
+  'ebtables-backend': { type: 'string' },
+} as const;
 
 /** --ebtables-backend: `auto` or a comma list, validated as the config key is. */
 function parseBackendFlag(v: string | undefined): BackendSetting | undefined {
   if (v === undefined) return undefined;
   const value = v.trim() === 'auto' ? 'auto' : v.split(',').map((s) => s.trim());
   const parsed = EbtablesBackends.safeParse(value);
-  if (!parsed.success) throw new UsageError(`--ebtables-backend ${v}: ${formatIssues(parsed.error.issues)} (expected auto, or a comma list of nft, legacy, ebtables)`);
+  if (!parsed.success)
+    throw new UsageError(`--ebtables-backend ${v}: ${formatIssues(parsed.error.issues)} (expected auto, or a comma list of nft, legacy, ebtables)`);
   return parsed.data;
 }
 
@@ -55,7 +70,10 @@ function parseFlags(argv: string[]): { mode: 'scan' | 'clean'; flags: Flags; nam
   if (extra.length) throw new UsageError(`unexpected argument "${extra[0]}"`);
   const flags = parsed.values as Flags;
   if (mode === 'scan' && flags.apply) throw new UsageError('--apply belongs to "clean"');
-  const named = (flags.ip ?? []).flatMap((v) => v.split(',')).map((s) => s.trim()).filter(Boolean);
+  const named = (flags.ip ?? [])
+    .flatMap((v) => v.split(','))
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const ip of named) {
     if (exactIp(ip)) continue;
     const problem = addressProblem(ip);
@@ -80,7 +98,8 @@ export const residueCommand: Command = {
     },
   },
   examples: ['ipam-shim residue scan', 'ipam-shim residue scan --ip 10.224.1.7 --json', 'ipam-shim residue clean --apply'],
-  exitStatus: '0 no residue (left) for those IPs; 1 residue found / would be removed / left or failed; 2 usage; 3 could not run (a --conf-dir that does not exist, ebtables or ip missing)',
+  exitStatus:
+    '0 no residue (left) for those IPs; 1 residue found / would be removed / left or failed; 2 usage; 3 could not run (a --conf-dir that does not exist, ebtables or ip missing)',
   async run(argv, ctx): Promise<CommandOutput> {
     const { mode, flags, named, backends: flagBackends } = parseFlags(argv);
     const apply = mode === 'clean' && !!flags.apply;
@@ -116,7 +135,10 @@ export const residueCommand: Command = {
     if (apply) {
       const r = await cleanTargets(ctx.run, targets, backends);
       report = summarise({ ...base, ...r });
-      net?.log.warn({ removed: report.targets.filter((t) => t.rules.length + t.neighbours.length).map((t) => t.ip), errors: r.errors }, 'residue clean --apply');
+      net?.log.warn(
+        { removed: report.targets.filter((t) => t.rules.length + t.neighbours.length).map((t) => t.ip), errors: r.errors },
+        'residue clean --apply',
+      );
     } else {
       report = summarise({ ...base, ...(await scanTargets(ctx.run, targets, backends)), errors: [] });
     }
@@ -129,7 +151,8 @@ export const residueCommand: Command = {
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 // The program that lists/deletes the rule, so the line reads as the command that shows it.
-const ruleCmd = (x: RuleView) => `${x.backend === 'nft' ? 'ebtables-nft' : x.backend === 'legacy' ? 'ebtables-legacy' : 'ebtables'} -t nat PREROUTING ${x.text}`;
+const ruleCmd = (x: RuleView) =>
+  `${x.backend === 'nft' ? 'ebtables-nft' : x.backend === 'legacy' ? 'ebtables-legacy' : 'ebtables'} -t nat PREROUTING ${x.text}`;
 const neighText = (n: NeighbourView) => `${n.ip} dev ${n.dev}${n.mac ? ` lladdr ${n.mac}` : ''} ${n.state.join(',')}`.trimEnd();
 
 /** The human rendering of a report. */
@@ -140,9 +163,14 @@ export function renderResidue(r: ResidueReport): string {
   for (const f of r.corruptLedgerFiles) lines.push(`warning: unreadable ledger record ${f}: its IPs were not looked at`);
   for (const b of r.ebtablesBackends) {
     const what = `ebtables ${b.name}${b.program ? ` (${b.program})` : ''}`;
-    lines.push(b.available ? `${what}: read, ${plural(b.rules ?? 0, 'per-pod rule')}` : `${what}: ${b.blind ? 'NOT READ' : 'unavailable'}: ${b.reason ?? 'unknown'}`);
+    lines.push(
+      b.available
+        ? `${what}: read, ${plural(b.rules ?? 0, 'per-pod rule')}`
+        : `${what}: ${b.blind ? 'NOT READ' : 'unavailable'}: ${b.reason ?? 'unknown'}`,
+    );
   }
-  if (!r.ebtablesAvailable) lines.push('ebtables: no bridge nat table (or no ebtables) in any backend: no rules seen; neighbour entries were looked at');
+  if (!r.ebtablesAvailable)
+    lines.push('ebtables: no bridge nat table (or no ebtables) in any backend: no rules seen; neighbour entries were looked at');
   if (r.mode === 'clean' && !r.apply) lines.push('dry run: nothing is changed; add --apply to remove what is listed');
   lines.push('');
 
@@ -150,7 +178,9 @@ export function renderResidue(r: ResidueReport): string {
   if (!r.targets.length) lines.push('no IPs to look at (the ledger is empty and no --ip was given)');
   const width = Math.max(...r.targets.map((t) => t.ip.length), 2);
   for (const t of r.targets) {
-    const origin = [t.sources.includes('ledger') ? `ledger ${t.attachments.join(', ')}` : '', t.sources.includes('named') ? '--ip' : ''].filter(Boolean).join('; ');
+    const origin = [t.sources.includes('ledger') ? `ledger ${t.attachments.join(', ')}` : '', t.sources.includes('named') ? '--ip' : '']
+      .filter(Boolean)
+      .join('; ');
     const had = t.rules.length + t.neighbours.length;
     const left = t.left ? t.left.rules.length + t.left.neighbours.length : 0;
     const state = had === 0 && left === 0 ? 'clean' : left ? `${had ? `${verb} ${had}, ` : ''}${left} LEFT` : `${verb} ${had}`;
@@ -163,7 +193,10 @@ export function renderResidue(r: ResidueReport): string {
   for (const e of r.errors) lines.push(`FAILED  ${e.target}: ${e.message}`);
 
   if (r.orphans.length) {
-    lines.push('', `orphans: ${plural(r.orphans.length, 'per-pod rule')} whose MAC is on no local interface (reported, never touched; remove with --ip IP --apply once no pod uses the IP):`);
+    lines.push(
+      '',
+      `orphans: ${plural(r.orphans.length, 'per-pod rule')} whose MAC is on no local interface (reported, never touched; remove with --ip IP --apply once no pod uses the IP):`,
+    );
     const ow = Math.max(...r.orphans.map((o) => o.ip.length));
     for (const o of r.orphans) lines.push(`  ${o.ip.padEnd(ow)}  ${o.backend && o.backend !== 'ebtables' ? `[${o.backend}] ` : ''}${o.text}`);
   }
@@ -178,7 +211,9 @@ export function renderResidue(r: ResidueReport): string {
         (c.errors ? `; ${plural(c.errors, 'failure')}` : ''),
     );
   } else if (total) {
-    lines.push(`${verb} ${plural(c.rules, 'rule')} and ${plural(c.neighbours, 'neighbour entry', 'neighbour entries')} for ${plural(c.ipsWithResidue, 'IP')} of ${r.targets.length}`);
+    lines.push(
+      `${verb} ${plural(c.rules, 'rule')} and ${plural(c.neighbours, 'neighbour entry', 'neighbour entries')} for ${plural(c.ipsWithResidue, 'IP')} of ${r.targets.length}`,
+    );
     if (!(r.mode === 'clean' && r.apply)) lines.push('fix: run "ipam-shim residue clean" with the same flags plus --apply');
   } else lines.push(`no residue for ${plural(r.targets.length, 'IP')}`);
   return lines.join('\n') + '\n';

@@ -27,11 +27,11 @@ export function versionJson(): Record<string, unknown> {
 
 export const versionCommand: Command = {
   name: 'version',
-  summary: 'print the shim\'s version, the commit it was built from (--json) and the Node.js that runs it',
+  summary: "print the shim's version, the commit it was built from (--json) and the Node.js that runs it",
   usage: 'ipam-shim version [--json]      (also: ipam-shim --version [--json])',
   options: {},
   flagHelp: {},
-  examples: ['ipam-shim version', "ipam-shim version --json | jq -r .commit"],
+  examples: ['ipam-shim version', 'ipam-shim version --json | jq -r .commit'],
   exitStatus: '0 printed; 1 never; 2 usage; 3 never',
   async run(argv) {
     parseArgv({ args: argv, options: {}, strict: true });

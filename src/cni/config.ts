@@ -66,8 +66,21 @@ type Placement = 'chained' | 'ipam';
 
 /** Keys the runtime or spec may put into a plugin's config next to ours (chained placement). */
 const STANDARD_KEYS = new Set([
-  'cniVersion', 'cniVersions', 'name', 'type', 'args', 'ipMasq', 'ipam', 'dns', 'capabilities', 'runtimeConfig',
-  'prevResult', 'cni.dev/valid-attachments', 'cni.dev/attachments', 'disableCheck', 'disableGC',
+  'cniVersion',
+  'cniVersions',
+  'name',
+  'type',
+  'args',
+  'ipMasq',
+  'ipam',
+  'dns',
+  'capabilities',
+  'runtimeConfig',
+  'prevResult',
+  'cni.dev/valid-attachments',
+  'cni.dev/attachments',
+  'disableCheck',
+  'disableGC',
 ]);
 
 export interface Attachment {
@@ -120,7 +133,10 @@ function requireName(raw: Record<string, unknown>): string {
       details: `at most ${MAX_NAME_BYTES} bytes: it names the ledger directory <stateDir>/<name>`,
     });
   }
-  if (validContainerID(name)) throw new CniError(ErrorCode.InvalidNetworkConfig, `invalid network name ${JSON.stringify(name)}`, { details: 'must match [a-zA-Z0-9][a-zA-Z0-9_.-]*' });
+  if (validContainerID(name))
+    throw new CniError(ErrorCode.InvalidNetworkConfig, `invalid network name ${JSON.stringify(name)}`, {
+      details: 'must match [a-zA-Z0-9][a-zA-Z0-9_.-]*',
+    });
   return name;
 }
 
@@ -204,7 +220,16 @@ export function parseNetConfForDel(raw: Record<string, unknown>): NetConf {
         settings[key] = schema.safeParse(undefined).data;
       }
     }
-    return { raw, cniVersion, name, placement, settings: settings as ShimSettings, prevResult: undefined, validAttachments: undefined, mistake: { error: e, unreadable } };
+    return {
+      raw,
+      cniVersion,
+      name,
+      placement,
+      settings: settings as ShimSettings,
+      prevResult: undefined,
+      validAttachments: undefined,
+      mistake: { error: e, unreadable },
+    };
   }
 }
 

@@ -77,7 +77,12 @@ interface ZodLikeIssue {
   message: string;
 }
 function isZodError(e: unknown): e is { issues: ZodLikeIssue[] } {
-  return typeof e === 'object' && e !== null && /^\$?ZodError$/.test(String((e as { name?: unknown }).name)) && Array.isArray((e as { issues?: unknown }).issues);
+  return (
+    typeof e === 'object' &&
+    e !== null &&
+    /^\$?ZodError$/.test(String((e as { name?: unknown }).name)) &&
+    Array.isArray((e as { issues?: unknown }).issues)
+  );
 }
 
 /** Formats zod issues as "path: message" lines, the way operators read them. */

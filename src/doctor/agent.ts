@@ -24,10 +24,20 @@ export const agentCheck: DoctorCheck = {
         continue;
       }
       try {
-        await net.delegate.check(delegateConf(net.conf, version, { prevResult: agentPrevResult(r.ips, version) }), { CNI_CONTAINERID: r.containerID, CNI_IFNAME: r.ifname, CNI_NETNS: r.netns, CNI_ARGS: '' });
+        await net.delegate.check(delegateConf(net.conf, version, { prevResult: agentPrevResult(r.ips, version) }), {
+          CNI_CONTAINERID: r.containerID,
+          CNI_IFNAME: r.ifname,
+          CNI_NETNS: r.netns,
+          CNI_ARGS: '',
+        });
         findings.push({ check: this.name, verdict: 'ok', summary: `${r.containerID}: ${r.ips.join(', ')} held by ${net.delegate.type}` });
       } catch (e) {
-        findings.push({ check: this.name, verdict: 'problem', summary: `${r.containerID}: ${net.delegate.type} no longer holds ${r.ips.join(', ')}: ${(e as Error).message}`, fix });
+        findings.push({
+          check: this.name,
+          verdict: 'problem',
+          summary: `${r.containerID}: ${net.delegate.type} no longer holds ${r.ips.join(', ')}: ${(e as Error).message}`,
+          fix,
+        });
       }
     }
     return findings;

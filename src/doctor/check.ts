@@ -46,8 +46,14 @@ export function failedCheck(check: string, e: unknown, net: Pick<OpenNetwork, 'l
     return { check, verdict: 'skipped', summary: `needs the ledger, which cannot be read (see the state-dir check): ${e.msg}` };
   }
   net.log.error({ err: e, check }, 'doctor check failed');
-  return { check, verdict: 'problem', summary: `check failed: ${(e as Error).message}`, fix: `the error and its stack are in ${net.conf.settings.logFile}; run doctor again` };
+  return {
+    check,
+    verdict: 'problem',
+    summary: `check failed: ${(e as Error).message}`,
+    fix: `the error and its stack are in ${net.conf.settings.logFile}; run doctor again`,
+  };
 }
 
 /** The first few items of a list for a finding's summary, and how many more there are. */
-export const list = (items: string[], max = 5): string => items.slice(0, max).join(', ') + (items.length > max ? ` (+${items.length - max} more)` : '');
+export const list = (items: string[], max = 5): string =>
+  items.slice(0, max).join(', ') + (items.length > max ? ` (+${items.length - max} more)` : '');

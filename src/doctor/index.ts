@@ -7,11 +7,4 @@ import { reservedCheck } from './routes.js';
 import { residueCheck } from './residue.js';
 import { podsCheck } from './pods.js';
 
-export const CHECKS: DoctorCheck[] = [
-  ...NODE_CHECKS,
-  probeCheck,
-  reservedCheck,
-  residueCheck,
-  podsCheck,
-  agentCheck,
-];
+export const CHECKS: DoctorCheck[] = [...NODE_CHECKS, probeCheck, reservedCheck, residueCheck, podsCheck, agentCheck];

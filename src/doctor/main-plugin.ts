@@ -29,7 +29,15 @@ function onPath(type: string, cniPath: readonly string[]): string | undefined {
 /** One finding per plugin of the list other than the shim: where it was found, or that it is missing. */
 function pluginFindings(path: string, plugins: unknown[], cniPath: readonly string[]): Finding[] {
   const types = plugins.map((p) => typeOf(p)).filter((t): t is string => t !== undefined && t !== PLUGIN_TYPE);
-  if (!types.length) return [{ check: NAME, verdict: 'warn', summary: `${path} lists no plugin besides ipam-shim: nothing sets up the pod's interface`, fix: 'chain the shim after cilium-cni (ipam-shim install)' }];
+  if (!types.length)
+    return [
+      {
+        check: NAME,
+        verdict: 'warn',
+        summary: `${path} lists no plugin besides ipam-shim: nothing sets up the pod's interface`,
+        fix: 'chain the shim after cilium-cni (ipam-shim install)',
+      },
+    ];
   return types.map((type): Finding => {
     const found = onPath(type, cniPath);
     if (found) return { check: NAME, verdict: 'ok', summary: `${type} (${path}) is on the CNI path: ${found}` };
@@ -37,7 +45,10 @@ function pluginFindings(path: string, plugins: unknown[], cniPath: readonly stri
       check: NAME,
       verdict: 'problem',
       summary: `${type}, listed in ${path}, is not on the CNI path (${cniPath.join(':') || 'empty'}): every pod ADD of that network fails`,
-      fix: type === ANCHOR ? "install Cilium (cilium-agent copies cilium-cni into the runtime's bin dir), or pass the runtime's bin dir as --cni-path" : `install ${type} into the runtime's bin dir, or pass that dir as --cni-path`,
+      fix:
+        type === ANCHOR
+          ? "install Cilium (cilium-agent copies cilium-cni into the runtime's bin dir), or pass the runtime's bin dir as --cni-path"
+          : `install ${type} into the runtime's bin dir, or pass that dir as --cni-path`,
     };
   });
 }
@@ -60,7 +71,14 @@ export const mainPluginCheck: DoctorCheck = {
     }
     const chosen = lists.find((l) => l.plugins.some((p) => typeOf(p) === ANCHOR)) ?? lists[0];
     if (!chosen) {
-      return [{ check: NAME, verdict: 'warn', summary: `no network config in ${node.confDir}: no main plugin to look for`, fix: 'Cilium writes its conflist when cilium-agent starts: check that it runs, or pass --conf-dir' }];
+      return [
+        {
+          check: NAME,
+          verdict: 'warn',
+          summary: `no network config in ${node.confDir}: no main plugin to look for`,
+          fix: 'Cilium writes its conflist when cilium-agent starts: check that it runs, or pass --conf-dir',
+        },
+      ];
     }
     return pluginFindings(chosen.path, chosen.plugins, node.cniPath);
   },

@@ -19,7 +19,8 @@ export const podsCheck: DoctorCheck = {
     } catch (e) {
       return [{ check: NAME, verdict: 'warn', summary: `could not look at the pods the runtime knows: ${(e as Error).message}`, fix }];
     }
-    if (view.blind && view.blind.kind !== 'empty') return [{ check: NAME, verdict: 'warn', summary: `could not look at the pods the runtime knows: ${view.blind.why}`, fix }];
+    if (view.blind && view.blind.kind !== 'empty')
+      return [{ check: NAME, verdict: 'warn', summary: `could not look at the pods the runtime knows: ${view.blind.why}`, fix }];
     const { records } = await net.ledger.list();
     const v = viewPods(view.pods, records, reservedCidrs(net.conf));
     const out: Finding[] = v.reserved.map((r) => ({
@@ -38,8 +39,14 @@ export const podsCheck: DoctorCheck = {
         data: v.unseen,
       });
     }
-    for (const p of v.unreadable) out.push({ check: NAME, verdict: 'warn', summary: `the runtime's cache entry of ${podName(p)} does not give its addresses: ${p.unreadable}` });
-    if (!out.length) out.push({ check: NAME, verdict: 'ok', summary: `${view.pods.length} pod(s) in the runtime's cache (${cacheDir}), all seen by the shim, none holding a reserved address` });
+    for (const p of v.unreadable)
+      out.push({ check: NAME, verdict: 'warn', summary: `the runtime's cache entry of ${podName(p)} does not give its addresses: ${p.unreadable}` });
+    if (!out.length)
+      out.push({
+        check: NAME,
+        verdict: 'ok',
+        summary: `${view.pods.length} pod(s) in the runtime's cache (${cacheDir}), all seen by the shim, none holding a reserved address`,
+      });
     return out;
   },
 };

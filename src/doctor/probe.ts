@@ -11,7 +11,14 @@ export const probeCheck: DoctorCheck = {
   async withoutNetwork(node): Promise<Finding[]> {
     const a = await assessProbeRewrite(node.run, { settings: undefined, settingsFrom: null, ledger: undefined });
     const fix = fixFor(a, undefined);
-    return [{ check: 'ipv6-probe', verdict: a.problem ? 'warn' : 'ok', summary: `${describeAssessment(a)} (default settings: no shim conflist)`, ...(fix ? { fix } : {}) }];
+    return [
+      {
+        check: 'ipv6-probe',
+        verdict: a.problem ? 'warn' : 'ok',
+        summary: `${describeAssessment(a)} (default settings: no shim conflist)`,
+        ...(fix ? { fix } : {}),
+      },
+    ];
   },
   async run(net): Promise<Finding[]> {
     const check = 'ipv6-probe';
@@ -28,10 +35,16 @@ export const probeCheck: DoctorCheck = {
       counters: a.status.available ? a.status.counters : undefined,
     };
     if (!a.needed) {
-      const table = a.status.available && a.status.tablePresent ? ` (table ip6 ${PROBE_TABLE} is present${a.verdict === 'drifted' ? ', not as the shim would install it' : ''})` : '';
+      const table =
+        a.status.available && a.status.tablePresent
+          ? ` (table ip6 ${PROBE_TABLE} is present${a.verdict === 'drifted' ? ', not as the shim would install it' : ''})`
+          : '';
       return [{ check, verdict: 'skipped', summary: `no IPv6 address in the ledger: no probes to rewrite yet${table}`, data }];
     }
-    const counters = a.status.available && a.verdict === 'ok' ? `; rewritten in ${fmtCounter(a.status.counters.prerouting)}, out ${fmtCounter(a.status.counters.postrouting)}` : '';
+    const counters =
+      a.status.available && a.verdict === 'ok'
+        ? `; rewritten in ${fmtCounter(a.status.counters.prerouting)}, out ${fmtCounter(a.status.counters.postrouting)}`
+        : '';
     const fix = fixFor(a, net.shim.path);
     return [{ check, verdict: a.problem ? 'problem' : 'ok', summary: `${describeAssessment(a)}${counters}`, ...(fix ? { fix } : {}), data }];
   },

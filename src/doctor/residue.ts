@@ -14,7 +14,10 @@ function orphanFinding(orphans: { ip: string }[], where: string): Finding | unde
     check: NAME,
     verdict: 'warn',
     summary: `${orphans.length} per-pod ebtables rule(s) for ${ips.length} other IP(s) whose MAC is on no local interface: ${ips.slice(0, 8).join(', ')}${ips.length > 8 ? ' …' : ''} (left alone)`,
-    fix: `when no azure-vnet pod uses them any more: ipam-shim residue clean --apply ${ips.slice(0, 8).map((ip) => `--ip ${ip}`).join(' ')}${where}`,
+    fix: `when no azure-vnet pod uses them any more: ipam-shim residue clean --apply ${ips
+      .slice(0, 8)
+      .map((ip) => `--ip ${ip}`)
+      .join(' ')}${where}`,
     data: orphans,
   };
 }
@@ -25,7 +28,13 @@ export const residueCheck: DoctorCheck = {
   async withoutNetwork(node) {
     const scan = await scanTargets(node.run, []);
     const orphans = orphanFinding(scan.orphans, '');
-    return [orphans ?? { check: NAME, verdict: 'ok', summary: `no orphaned per-pod ebtables rule${scan.ebtablesAvailable ? '' : ' (no ebtables nat table)'}; ledger addresses not checked (no shim conflist)` }];
+    return [
+      orphans ?? {
+        check: NAME,
+        verdict: 'ok',
+        summary: `no orphaned per-pod ebtables rule${scan.ebtablesAvailable ? '' : ' (no ebtables nat table)'}; ledger addresses not checked (no shim conflist)`,
+      },
+    ];
   },
   async run(net) {
     const ledger = await ledgerTargets(net.ledger);

@@ -102,7 +102,11 @@ export function ledgerFindings(records: readonly LedgerRecord[], reserved: reado
     }
   }
   if (!out.length) {
-    out.push({ check: LEDGER_CHECK, verdict: 'ok', summary: `no ledger address lies in a reserved CIDR (${records.length} attachments, ${addresses} addresses)` });
+    out.push({
+      check: LEDGER_CHECK,
+      verdict: 'ok',
+      summary: `no ledger address lies in a reserved CIDR (${records.length} attachments, ${addresses} addresses)`,
+    });
   }
   return out;
 }
@@ -149,7 +153,11 @@ export function rangeFindings(sources: readonly IpamSource[], reserved: readonly
       };
       if (r.usable === 0n) {
         const dead = r.set.whollyReserved;
-        const why = !dead ? '' : allDead ? ': every ADD is refused (STATUS reports 50)' : ': host-local takes an address from every range set, so every ADD is refused (STATUS reports 50)';
+        const why = !dead
+          ? ''
+          : allDead
+            ? ': every ADD is refused (STATUS reports 50)'
+            : ': host-local takes an address from every range set, so every ADD is refused (STATUS reports 50)';
         out.push({
           check: RANGES_CHECK,
           verdict: dead ? 'problem' : 'warn',
@@ -159,7 +167,9 @@ export function rangeFindings(sources: readonly IpamSource[], reserved: readonly
         });
         continue;
       }
-      const pieces = r.unreserved.slice(0, MAX_PIECES).map((p) => ({ subnet: r.range.subnet, rangeStart: formatIp(p.family, p.first), rangeEnd: formatIp(p.family, p.last) }));
+      const pieces = r.unreserved
+        .slice(0, MAX_PIECES)
+        .map((p) => ({ subnet: r.range.subnet, rangeStart: formatIp(p.family, p.first), rangeEnd: formatIp(p.family, p.last) }));
       out.push({
         check: RANGES_CHECK,
         verdict: 'warn',
@@ -175,7 +185,11 @@ export function rangeFindings(sources: readonly IpamSource[], reserved: readonly
     out.push(
       checked
         ? { check: RANGES_CHECK, verdict: 'ok', summary: `no host-local range overlaps a reserved CIDR (${checked} ranges)` }
-        : { check: RANGES_CHECK, verdict: 'skipped', summary: `no host-local ranges to compare (${sources.map((s) => s.where).join(', ') || 'no IPAM config'})` },
+        : {
+            check: RANGES_CHECK,
+            verdict: 'skipped',
+            summary: `no host-local ranges to compare (${sources.map((s) => s.where).join(', ') || 'no IPAM config'})`,
+          },
     );
   }
   return out;
@@ -203,7 +217,9 @@ export const reservedCheck: DoctorCheck = {
     } catch (e) {
       // The list's own message (the code-7 error ADD gives carries it as details).
       const summary = e instanceof CniError && e.details ? e.details : (e as Error).message;
-      return [{ check: 'reserved', verdict: 'problem', summary, fix: 'correct reservedCIDRs in the conflist: every ADD fails with code 7 until then' }];
+      return [
+        { check: 'reserved', verdict: 'problem', summary, fix: 'correct reservedCIDRs in the conflist: every ADD fails with code 7 until then' },
+      ];
     }
     if (!reserved.length) {
       return [{ check: 'reserved', verdict: 'skipped', summary: 'no reservedCIDRs configured: routes, ledger and ranges not compared' }];

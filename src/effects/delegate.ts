@@ -109,7 +109,10 @@ export class Delegate implements IpamDelegate {
     this.supported = versions as string[];
     // The cache directory may not exist yet (writeFileAtomic creates no directories): without it every call probed.
     // Not durable (fs-atomic.ts): a cache lost to a power loss is one more VERSION probe.
-    if (cacheFile) await ensurePrivateDir(cacheDir!).then(() => writeFileAtomic(cacheFile, JSON.stringify({ key, versions }), { durable: false })).catch(() => undefined);
+    if (cacheFile)
+      await ensurePrivateDir(cacheDir!)
+        .then(() => writeFileAtomic(cacheFile, JSON.stringify({ key, versions }), { durable: false }))
+        .catch(() => undefined);
     return this.supported;
   }
 

@@ -51,7 +51,10 @@ function kernelConfig(): { text: string; source: string } | undefined {
     // zlib only here (once per boot): loading it costs more than the rest of the probes together.
     const full = source.endsWith('.gz') ? process.getBuiltinModule('node:zlib').gunzipSync(raw).toString('latin1') : raw.toString('latin1');
     // Only the lines the probes ask about (src/residue/backends.ts NEEDS): every later call reads this small file.
-    const text = full.split('\n').filter((l) => /^(# )?CONFIG_(NF_TABLES_BRIDGE|BRIDGE_EBT_T_NAT)[= ]/.test(l)).join('\n');
+    const text = full
+      .split('\n')
+      .filter((l) => /^(# )?CONFIG_(NF_TABLES_BRIDGE|BRIDGE_EBT_T_NAT)[= ]/.test(l))
+      .join('\n');
     if (bootId) {
       try {
         mkdirSync(dirname(KERNEL_CONFIG_CACHE), { recursive: true, mode: 0o755 });
@@ -133,7 +136,11 @@ export function probeBackends(path: string | undefined, files: ProbeFiles = node
         // distribution kernels build both as modules, and listing to find out would load the module (the kernel
         // autoloads a table on first use), after which every ADD would pay for a second backend.
         const builtin = read(`/lib/modules/${files.release()}/modules.builtin`);
-        if (builtin === undefined) return { has: 'no', evidence: `kernel module ${module} not loaded (/sys/module/${module} absent; modules.builtin unreadable, taken as not built in)` };
+        if (builtin === undefined)
+          return {
+            has: 'no',
+            evidence: `kernel module ${module} not loaded (/sys/module/${module} absent; modules.builtin unreadable, taken as not built in)`,
+          };
         if (builtin.split('\n').some((l) => l.endsWith(`/${module}.ko`))) return { has: 'yes', evidence: `${module} built in (modules.builtin)` };
         return { has: 'no', evidence: `kernel module ${module} not loaded (/sys/module/${module} absent) and not built in` };
       }

@@ -63,7 +63,9 @@ function isUnsupportedByKernel(stderr: string): boolean {
 }
 
 function isAbsentTable(stderr: string): boolean {
-  return /table '?\w+'? does not exist|is incompatible, use 'nft' tool|Chain '?\w+'? doesn't exist|No chain\/target\/match by that name/i.test(stderr);
+  return /table '?\w+'? does not exist|is incompatible, use 'nft' tool|Chain '?\w+'? doesn't exist|No chain\/target\/match by that name/i.test(
+    stderr,
+  );
 }
 
 function isAbsentRule(stderr: string): boolean {

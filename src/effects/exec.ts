@@ -59,13 +59,28 @@ function checked(file: string, args: readonly string[], opts: RunOptions, r: Spa
 async function spawnRun(file: string, args: readonly string[], opts: RunOptions): Promise<Spawned> {
   const env = (opts.extendEnv ?? true) ? { ...process.env, ...opts.env } : (opts.env ?? {});
   let timedOut = false;
-  const r = await new Promise<{ stdout: string; stderr: string; exitCode: number | undefined; failed: boolean; overflow?: boolean; code?: string; message: string }>((resolve) => {
+  const r = await new Promise<{
+    stdout: string;
+    stderr: string;
+    exitCode: number | undefined;
+    failed: boolean;
+    overflow?: boolean;
+    code?: string;
+    message: string;
+  }>((resolve) => {
     let sub: ChildProcess;
     try {
       // No input: /dev/null, the same end-of-file as an empty pipe, without a pipe and a stream to set up.
       sub = spawn(file, args, { env, detached: true, stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
     } catch (e) {
-      resolve({ stdout: '', stderr: '', exitCode: undefined, failed: true, code: (e as { code?: string }).code, message: String((e as Error).message ?? e) });
+      resolve({
+        stdout: '',
+        stderr: '',
+        exitCode: undefined,
+        failed: true,
+        code: (e as { code?: string }).code,
+        message: String((e as Error).message ?? e),
+      });
       return;
     }
     const out: Buffer[] = [];

@@ -10,7 +10,20 @@
 //     the node anyway, and a record lost or left empty reads as absent or corrupt, never as a release.
 //   - Durable: what must be there after a reboot: the agent's own IPs (records of owner `agent`: Ledger decides
 //     from the owner) and what `install` puts on the node (the executable, the conflist).
-import { chmodSync, closeSync, constants, fsyncSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync, type Stats } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  fsyncSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+  type Stats,
+} from 'node:fs';
 import { dirname, basename, join } from 'node:path';
 
 const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW, O_RDONLY, O_DIRECTORY } = constants;
@@ -162,7 +175,10 @@ export function assertPrivateDirSync(dir: string): Stats {
 }
 
 export class UnsafePathError extends Error {
-  constructor(readonly path: string, why: string) {
+  constructor(
+    readonly path: string,
+    why: string,
+  ) {
     super(`${path} ${why}`);
     this.name = 'UnsafePathError';
   }

@@ -6,7 +6,16 @@ import { join } from 'node:path';
 import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
 import type { Attachment } from '../cni/config.js';
-import { assertPrivateDir, ensurePrivateDir, isErrno, readFileNoFollow, readFileNoFollowSync, removeFile, writeFileAtomic, UnsafePathError } from './fs-atomic.js';
+import {
+  assertPrivateDir,
+  ensurePrivateDir,
+  isErrno,
+  readFileNoFollow,
+  readFileNoFollowSync,
+  removeFile,
+  writeFileAtomic,
+  UnsafePathError,
+} from './fs-atomic.js';
 import { breakIfStale, withLock, LockTimeoutError } from './lock.js';
 
 const LedgerRecordSchema = z.object({
@@ -138,7 +147,10 @@ export class Ledger implements LedgerStore {
   private readonly ipsDir: string;
   private ready = false;
 
-  constructor(private readonly stateDir: string, readonly network: string) {
+  constructor(
+    private readonly stateDir: string,
+    readonly network: string,
+  ) {
     this.dir = join(stateDir, network);
     this.recordsDir = join(this.dir, 'records');
     this.ipsDir = join(this.dir, 'ips');
@@ -231,9 +243,13 @@ export class Ledger implements LedgerStore {
     }
     const v = (parsed as { v?: unknown } | null)?.v;
     if (typeof v === 'number' && v > LEDGER_FORMAT) {
-      throw new NewerLedgerFormatError(ErrorCode.LedgerCorrupt, `ledger record written by a newer ipam-shim (format v${v}, this one reads v${LEDGER_FORMAT}): ${path}`, {
-        details: 'left as it is: upgrade ipam-shim again to act on it (docs/upgrade.md)',
-      });
+      throw new NewerLedgerFormatError(
+        ErrorCode.LedgerCorrupt,
+        `ledger record written by a newer ipam-shim (format v${v}, this one reads v${LEDGER_FORMAT}): ${path}`,
+        {
+          details: 'left as it is: upgrade ipam-shim again to act on it (docs/upgrade.md)',
+        },
+      );
     }
     const r = LedgerRecordSchema.safeParse(parsed);
     if (!r.success) throw new CniError(ErrorCode.LedgerCorrupt, `ledger record corrupt: ${path}`, { details: formatIssues(r.error.issues) });
@@ -335,7 +351,10 @@ export class Ledger implements LedgerStore {
       if (e instanceof LockTimeoutError) {
         throw new AttachmentLockError(ErrorCode.TryAgainLater, `another ADD, DEL or CHECK of ${keyOf(a)} is still running`, { details: e.message });
       }
-      throw new AttachmentLockError(ErrorCode.IoFailure, `cannot take the attachment lock in ${this.dir}`, { details: (e as Error).message, cause: e });
+      throw new AttachmentLockError(ErrorCode.IoFailure, `cannot take the attachment lock in ${this.dir}`, {
+        details: (e as Error).message,
+        cause: e,
+      });
     }
   }
 

@@ -8,7 +8,10 @@ import { isErrno, unlinkQuiet } from './fs-atomic.js';
 const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW } = constants;
 
 export class LockTimeoutError extends Error {
-  constructor(readonly path: string, readonly holder: string) {
+  constructor(
+    readonly path: string,
+    readonly holder: string,
+  ) {
     super(`timed out waiting for lock ${path} (held by ${holder || 'unknown'})`);
     this.name = 'LockTimeoutError';
   }

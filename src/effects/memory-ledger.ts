@@ -10,7 +10,10 @@ export class MemoryLedger implements LedgerStore {
   readonly dir: string;
   readonly records = new Map<string, LedgerRecord>();
 
-  constructor(readonly network: string, records: readonly LedgerRecord[] = []) {
+  constructor(
+    readonly network: string,
+    records: readonly LedgerRecord[] = [],
+  ) {
     this.dir = `memory:${network}`;
     for (const r of records) this.records.set(keyOf(r), r);
   }

@@ -144,4 +144,3 @@ export function routeDst(route: Route): Cidr | undefined {
     return undefined;
   }
 }
-

@@ -48,7 +48,12 @@ const CachedPodSchema = z.object({
 /** PURE: what a cache entry says about its pod. */
 function podOf(a: Attachment, entry: unknown): CachedPod {
   const parsed = CachedPodSchema.safeParse(entry);
-  if (!parsed.success) return { ...a, ips: [], unreadable: `unexpected cniArgs or result: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}` };
+  if (!parsed.success)
+    return {
+      ...a,
+      ips: [],
+      unreadable: `unexpected cniArgs or result: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    };
   const { cniArgs = [], result } = parsed.data;
   const arg = (k: string) => cniArgs.find(([key]) => key === k)?.[1] || undefined;
   const namespace = arg('K8S_POD_NAMESPACE');
@@ -107,12 +112,20 @@ export async function cachedAttachments(cacheDir: string, network: string): Prom
   } catch (e) {
     const code = (e as { code?: string }).code;
     if (code === 'ENOENT') return { attachments: [], pods: [], blind: { kind: 'missing', why: `the runtime's result cache ${dir} does not exist` } };
-    return { attachments: [], pods: [], blind: { kind: 'unreadable', why: `the runtime's result cache ${dir} cannot be read: ${(e as Error).message}` } };
+    return {
+      attachments: [],
+      pods: [],
+      blind: { kind: 'unreadable', why: `the runtime's result cache ${dir} cannot be read: ${(e as Error).message}` },
+    };
   }
   const candidates = names.filter((n) => n.startsWith(`${network}-`));
   // A few reads at a time: all at once held every file's buffers and promises together (the node agent's pass over
   // 5,000 cached attachments: peak RSS 215 MiB and 1.6 s, against 146 MiB and 1.1 s eight at a time).
-  const texts = await mapLimit(candidates, CACHE_READ_PARALLEL, async (name) => ({ name, path: join(dir, name), text: await readFile(join(dir, name), 'utf8').catch((e: Error) => e) }));
+  const texts = await mapLimit(candidates, CACHE_READ_PARALLEL, async (name) => ({
+    name,
+    path: join(dir, name),
+    text: await readFile(join(dir, name), 'utf8').catch((e: Error) => e),
+  }));
   interface CacheFile {
     name: string;
     path: string;
@@ -130,7 +143,9 @@ export async function cachedAttachments(cacheDir: string, network: string): Prom
     }
   });
   // Longer network names sharing our prefix, as the readable files name them.
-  const others = new Set(parsed.flatMap((p) => (p.entry && typeof p.entry.networkName === 'string' && p.entry.networkName !== network ? [p.entry.networkName] : [])));
+  const others = new Set(
+    parsed.flatMap((p) => (p.entry && typeof p.entry.networkName === 'string' && p.entry.networkName !== network ? [p.entry.networkName] : [])),
+  );
   const out: Attachment[] = [];
   const pods: CachedPod[] = [];
   for (const p of parsed) {
@@ -141,7 +156,8 @@ export async function cachedAttachments(cacheDir: string, network: string): Prom
     }
     const entry = p.entry;
     if (entry.networkName !== network) continue;
-    if (entry.kind !== undefined && entry.kind !== CACHE_KIND) throw new Error(`runtime cache ${p.path} is of kind ${JSON.stringify(entry.kind)}, not ${CACHE_KIND}; refusing to GC on a list it cannot read`);
+    if (entry.kind !== undefined && entry.kind !== CACHE_KIND)
+      throw new Error(`runtime cache ${p.path} is of kind ${JSON.stringify(entry.kind)}, not ${CACHE_KIND}; refusing to GC on a list it cannot read`);
     if (typeof entry.containerId !== 'string' || typeof entry.ifName !== 'string') {
       throw new Error(`runtime cache ${p.path} lacks containerId/ifName; refusing to GC on an incomplete list`);
     }
@@ -149,7 +165,8 @@ export async function cachedAttachments(cacheDir: string, network: string): Prom
     out.push(a);
     pods.push(podOf(a, entry));
   }
-  if (!out.length) return { attachments: out, pods, blind: { kind: 'empty', why: `the runtime's result cache ${dir} holds no entry for network ${network}` } };
+  if (!out.length)
+    return { attachments: out, pods, blind: { kind: 'empty', why: `the runtime's result cache ${dir} holds no entry for network ${network}` } };
   return { attachments: out, pods };
 }
 
@@ -183,7 +200,10 @@ export interface CacheGcOutcome {
   report: GcReport;
 }
 
-export async function gcFromCache(net: Pick<OpenNetwork, 'conf' | 'ledger' | 'delegate' | 'run' | 'log'>, o: CacheGcOptions): Promise<CacheGcOutcome> {
+export async function gcFromCache(
+  net: Pick<OpenNetwork, 'conf' | 'ledger' | 'delegate' | 'run' | 'log'>,
+  o: CacheGcOptions,
+): Promise<CacheGcOutcome> {
   const cache = o.cache ?? (await cachedAttachments(o.cacheDir, net.conf.name));
   const valid = cache.attachments;
   // An empty valid list is only believable when the cache was seen: a cache out of sight (missing, unreadable,

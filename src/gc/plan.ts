@@ -48,7 +48,14 @@ export function planGc({ records, valid, liveness, now, graceMs }: GcInputs): Gc
       const state = liveness.get(key) ?? 'unknown';
       if (state === 'alive') keep(record, 'alive');
       else if (state === 'unknown') keep(record, 'unknown');
-      else plan.release.push({ record, reason: record.state === 'intent' ? 'ADD never completed and the sandbox holds none of its addresses' : 'not valid and its sandbox is gone or holds none of its addresses' });
+      else
+        plan.release.push({
+          record,
+          reason:
+            record.state === 'intent'
+              ? 'ADD never completed and the sandbox holds none of its addresses'
+              : 'not valid and its sandbox is gone or holds none of its addresses',
+        });
     }
   }
   return plan;

@@ -59,14 +59,23 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
   await Promise.all(needsProbe(records, o.valid).map(async (r) => liveness.set(attachmentKey(r), await probeAttachment(o.run, r.netns, r.ips))));
   const plan = planGc({ records, valid: o.valid, liveness, now: Date.now(), graceMs: o.graceMs });
   for (const k of plan.kept.filter((k) => k.reason === 'alive')) {
-    o.log.warn({ containerID: k.record.containerID, ifname: k.record.ifname, ips: k.record.ips }, "GC: attachment missing from the runtime's valid list is alive; kept");
+    o.log.warn(
+      { containerID: k.record.containerID, ifname: k.record.ifname, ips: k.record.ips },
+      "GC: attachment missing from the runtime's valid list is alive; kept",
+    );
   }
   const report: GcReport = { plan, released: [], forgotten: [], errors: [], forwarded: false, notStarted: 0, skipped: [] };
   if (!o.apply || o.signal?.aborted) {
     if (o.apply) report.notStarted = plan.release.length;
     // Chained, a record is the shim's own note of the runtime's address (nothing allocated through it): a provably
     // dead pod's is forgotten even when nothing may be released, or it wedges its address for the next pod.
-    else if (o.forgetChained) await releaseEach(o, plan.release.filter((r) => r.record.placement === 'chained'), false, report);
+    else if (o.forgetChained)
+      await releaseEach(
+        o,
+        plan.release.filter((r) => r.record.placement === 'chained'),
+        false,
+        report,
+      );
     return report;
   }
 
@@ -109,7 +118,10 @@ async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddres
         if (e instanceof AttachmentLockError && e.code === ErrorCode.TryAgainLater) {
           // An ADD, DEL or CHECK of it is running right now: not a leak to act on now.
           outcomes[i] = { attachment, skipped: 'busy' };
-          o.log.info({ containerID: record.containerID, ifname: record.ifname }, 'GC: the attachment is busy (a CNI call holds it); left for the next GC');
+          o.log.info(
+            { containerID: record.containerID, ifname: record.ifname },
+            'GC: the attachment is busy (a CNI call holds it); left for the next GC',
+          );
         } else outcomes[i] = { attachment, error: { attachment, ...errorEntry(e) } };
       }
     }
@@ -142,7 +154,12 @@ async function releaseRecord(
     if (current?.updatedAt !== record.updatedAt) return false;
     if (o.delegate && releaseAddress) {
       const version = await o.delegate.versionFor(o.conf.cniVersion);
-      await o.delegate.del(delegateConf(o.conf, version), { CNI_CONTAINERID: record.containerID, CNI_IFNAME: record.ifname, CNI_NETNS: '', CNI_ARGS: '' });
+      await o.delegate.del(delegateConf(o.conf, version), {
+        CNI_CONTAINERID: record.containerID,
+        CNI_IFNAME: record.ifname,
+        CNI_NETNS: '',
+        CNI_ARGS: '',
+      });
     }
     await o.ledger.remove(attachment);
     return true;

@@ -44,8 +44,21 @@ export async function takeFromDeadHolder(
     return 'dropped';
   });
   o.log.warn(
-    { holder: { containerID: holder.containerID, ifname: holder.ifname, ips: holder.ips, netns: holder.netns, state: holder.state, updatedAt: holder.updatedAt }, ip, outcome: verdict },
-    verdict === 'changed' ? 'the stale holder of this address changed meanwhile: left alone' : `address ${ip} was recorded for a pod that is provably gone: its record ${verdict === 'forgotten' ? 'forgotten' : 'no longer holds it'}`,
+    {
+      holder: {
+        containerID: holder.containerID,
+        ifname: holder.ifname,
+        ips: holder.ips,
+        netns: holder.netns,
+        state: holder.state,
+        updatedAt: holder.updatedAt,
+      },
+      ip,
+      outcome: verdict,
+    },
+    verdict === 'changed'
+      ? 'the stale holder of this address changed meanwhile: left alone'
+      : `address ${ip} was recorded for a pod that is provably gone: its record ${verdict === 'forgotten' ? 'forgotten' : 'no longer holds it'}`,
   );
   return verdict;
 }

@@ -65,7 +65,6 @@ export interface RemoveResult {
   ipamSlotLeft: boolean;
 }
 
-
 // ---------------------------------------------------------------------------------------------------------------
 // scanning (the text is known to be valid JSON: JSON.parse ran first)
 
@@ -161,7 +160,10 @@ export function inspectConflist(text: string, anchorType = DEFAULT_ANCHOR): Conf
   const sc = new Scanner(text);
   const top = sc.ws(0);
   // JSON.parse keeps the last of duplicate keys; so do we.
-  const member = sc.members(top).filter((m) => m.key === 'plugins').at(-1)!;
+  const member = sc
+    .members(top)
+    .filter((m) => m.key === 'plugins')
+    .at(-1)!;
   const spans = sc.elements(member.value.start);
   const values = list.plugins as unknown[];
   if (spans.length !== values.length) throw new ConflistEditError('internal', 'internal: plugin spans do not match the parsed list');
@@ -214,7 +216,10 @@ function styleAt(text: string, shape: ConflistShape, i: number): Style {
 
 function compact(v: unknown, st: Style): string {
   if (Array.isArray(v)) return `[${v.map((x) => compact(x, st)).join(st.comma)}]`;
-  if (isObject(v)) return `{${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}${st.colon}${compact(x, st)}`).join(st.comma)}}`;
+  if (isObject(v))
+    return `{${Object.entries(v)
+      .map(([k, x]) => `${JSON.stringify(k)}${st.colon}${compact(x, st)}`)
+      .join(st.comma)}}`;
   return JSON.stringify(v);
 }
 

@@ -43,7 +43,9 @@ export async function uninstall(o: { binDir: string; confDir: string; keepBinary
     }
   }
   for (const path of await conflistFiles(o.confDir)) {
-    const list = await readFile(path, 'utf8').then((t) => JSON.parse(t) as unknown).catch(() => undefined);
+    const list = await readFile(path, 'utf8')
+      .then((t) => JSON.parse(t) as unknown)
+      .catch(() => undefined);
     if (isObject(list) && Array.isArray(list.plugins) ? list.plugins.some(holdsShim) : holdsShim(list)) out.stillReferenced.push(path);
   }
   if (!o.keepBinary && out.stillReferenced.length === 0) {
@@ -160,7 +162,8 @@ export async function watchInstall(o: WatchOptions): Promise<WatchSummary> {
         }
         const r = await installConflist(o.confDir, shimKeys);
         if (shimKeys === undefined && r.entry) shimKeys = withoutType(r.entry);
-        if (r.action !== summary.last?.action || r.path !== summary.last?.path) o.log.info({ conflist: r.path, action: r.action, unreadable: r.unreadable }, 'conflist checked');
+        if (r.action !== summary.last?.action || r.path !== summary.last?.path)
+          o.log.info({ conflist: r.path, action: r.action, unreadable: r.unreadable }, 'conflist checked');
         summary.last = r;
         if (RESTORING.has(r.action) && summary.checks > 1) {
           summary.restores++;
@@ -182,4 +185,3 @@ function withoutType(entry: Record<string, unknown>): Record<string, unknown> {
   const { type: _type, ...keys } = entry;
   return keys;
 }
-

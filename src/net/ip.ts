@@ -33,7 +33,9 @@ export function parseIp(text: string): { family: Family; value: bigint } {
     }
     if (value === undefined) throw new Error(`invalid IP address "${text}": not an IPv6 address`);
     if (isMapped(value)) {
-      throw new MappedAddressError(`invalid IP address "${text}": an IPv4-mapped IPv6 address is refused (it is the IPv4 address ${formatIp(4, value & 0xffffffffn)}; write that)`);
+      throw new MappedAddressError(
+        `invalid IP address "${text}": an IPv4-mapped IPv6 address is refused (it is the IPv4 address ${formatIp(4, value & 0xffffffffn)}; write that)`,
+      );
     }
     return { family: 6, value };
   }

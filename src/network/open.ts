@@ -62,7 +62,12 @@ export interface OpenNetwork extends OpenedDeps {
  * `o.log`: the caller's own logger (the node agent, every pass: its stdout). Without one, the network's log file
  * is opened (log.ts shares one descriptor per file per process, so opening a network again holds nothing more).
  */
-export async function openConflistNetwork(sel: NetworkSelection, run: Run, env: NodeJS.ProcessEnv, o: { waitMs?: number; log?: Logger } = {}): Promise<OpenNetwork> {
+export async function openConflistNetwork(
+  sel: NetworkSelection,
+  run: Run,
+  env: NodeJS.ProcessEnv,
+  o: { waitMs?: number; log?: Logger } = {},
+): Promise<OpenNetwork> {
   const shim = await loadShimConflist({
     ...(sel.conflist ? { conflist: sel.conflist } : {}),
     confDir: sel.confDir ?? DEFAULT_CONF_DIR,
@@ -71,6 +76,13 @@ export async function openConflistNetwork(sel: NetworkSelection, run: Run, env: 
   });
   const { conf } = shim;
   const cniPath = (sel.cniPath ?? env.CNI_PATH ?? DEFAULT_CNI_PATH).split(':').filter(Boolean);
-  const log = o.log?.child({ network: conf.name }) ?? createLogger({ file: conf.settings.logFile, level: conf.settings.logLevel, bound: logBound(conf.settings), base: { command: 'cli', network: conf.name } });
+  const log =
+    o.log?.child({ network: conf.name }) ??
+    createLogger({
+      file: conf.settings.logFile,
+      level: conf.settings.logLevel,
+      bound: logBound(conf.settings),
+      base: { command: 'cli', network: conf.name },
+    });
   return { ...networkDeps(conf, { cniPath, env: { ...env, CNI_PATH: cniPath.join(':') }, log, run }), shim, cniPath };
 }

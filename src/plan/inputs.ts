@@ -45,11 +45,25 @@ function check<T>(schema: z.ZodMiniType<T>, doc: unknown, source: string): T {
   const r = schema.safeParse(doc);
   if (r.success) return r.data;
   const first = r.error.issues[0]!;
-  throw new InputError(source, `${first.path.length ? `${first.path.join('.')}: ` : ''}${first.message}${r.error.issues.length > 1 ? ` (and ${r.error.issues.length - 1} more)` : ''}`);
+  throw new InputError(
+    source,
+    `${first.path.length ? `${first.path.join('.')}: ` : ''}${first.message}${r.error.issues.length > 1 ? ` (and ${r.error.issues.length - 1} more)` : ''}`,
+  );
 }
 
 // A CIDR list may be written as a YAML list or as one comma-separated string (`--set` style).
-const CidrList = z.union([z.array(z.string()), z.pipe(z.string(), z.transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean)))]);
+const CidrList = z.union([
+  z.array(z.string()),
+  z.pipe(
+    z.string(),
+    z.transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean),
+    ),
+  ),
+]);
 // A mask may be quoted in values files.
 const Mask = z.union([z.int(), z.pipe(z.string().check(z.regex(/^\d{1,3}$/)), z.transform(Number))]);
 const Family = z.optional(z.nullable(z.looseObject({ cidrs: z.optional(z.nullable(CidrList)), maskSize: z.optional(z.nullable(Mask)) })));
@@ -115,7 +129,9 @@ export function fromHelmValues(doc: unknown, source: string): HelmPlan {
       mask: pick(op.clusterPoolIPv6MaskSize, CILIUM_DEFAULTS.v6.mask, 'ipam.operator.clusterPoolIPv6MaskSize'),
     };
   }
-  const autoPools = Object.entries(op.autoCreateCiliumPodIPPools ?? {}).map(([name, p]) => poolOf(name, p?.ipv4, p?.ipv6, `${source}: autoCreateCiliumPodIPPools.${name}`));
+  const autoPools = Object.entries(op.autoCreateCiliumPodIPPools ?? {}).map(([name, p]) =>
+    poolOf(name, p?.ipv4, p?.ipv6, `${source}: autoCreateCiliumPodIPPools.${name}`),
+  );
   return { mode: v.ipam?.mode ?? pick(undefined, CLUSTER_POOL, 'ipam.mode'), clusterPool, autoPools, defaulted };
 }
 
@@ -125,7 +141,8 @@ function poolOf(name: string, v4: FamilyIn, v6: FamilyIn, source: string): PoolS
   const pool: PoolSpec = { name, source };
   const fam = (f: FamilyIn, which: string): FamilyPool | undefined => {
     if (!f?.cidrs?.length) return undefined;
-    if (f.maskSize === undefined || f.maskSize === null) throw new InputError(source, `pool ${name}: ${which}.maskSize is required with ${which}.cidrs`);
+    if (f.maskSize === undefined || f.maskSize === null)
+      throw new InputError(source, `pool ${name}: ${which}.maskSize is required with ${which}.cidrs`);
     return { cidrs: f.cidrs, mask: f.maskSize };
   };
   const a = fam(v4, 'ipv4');
@@ -145,12 +162,20 @@ function objectsOf(docs: unknown[], kind: string, source: string): Array<Record<
   const out: Array<Record<string, unknown>> = [];
   for (const doc of docs) {
     if (doc === null || doc === undefined) continue;
-    if (Array.isArray(doc)) throw new InputError(source, `expected kubectl output (a List of ${kind} objects: kubectl get ${kind.toLowerCase()}s -o yaml), found a bare list`);
+    if (Array.isArray(doc))
+      throw new InputError(
+        source,
+        `expected kubectl output (a List of ${kind} objects: kubectl get ${kind.toLowerCase()}s -o yaml), found a bare list`,
+      );
     const list = ListSchema.safeParse(doc);
     const items = list.success && (list.data.kind === undefined || list.data.kind.endsWith('List')) ? list.data.items : [doc];
     for (const item of items) {
       const o = check(ObjectSchema, item, source);
-      if (o.kind !== kind) throw new InputError(source, `expected ${kind} objects (kubectl get ${kind.toLowerCase()}s -o yaml), found ${o.kind ?? 'an object without kind'}${o.metadata?.name ? ` ${o.metadata.name}` : ''}`);
+      if (o.kind !== kind)
+        throw new InputError(
+          source,
+          `expected ${kind} objects (kubectl get ${kind.toLowerCase()}s -o yaml), found ${o.kind ?? 'an object without kind'}${o.metadata?.name ? ` ${o.metadata.name}` : ''}`,
+        );
       out.push(o);
     }
   }
@@ -164,7 +189,11 @@ const CiliumNodeSchema = z.looseObject({
       ipam: z.optional(
         z.looseObject({
           podCIDRs: z.optional(z.nullable(z.array(z.string()))),
-          pools: z.optional(z.looseObject({ allocated: z.optional(z.nullable(z.array(z.looseObject({ pool: z.string(), cidrs: z.optional(z.nullable(z.array(z.string()))) })))) })),
+          pools: z.optional(
+            z.looseObject({
+              allocated: z.optional(z.nullable(z.array(z.looseObject({ pool: z.string(), cidrs: z.optional(z.nullable(z.array(z.string()))) })))),
+            }),
+          ),
         }),
       ),
     }),
@@ -223,7 +252,11 @@ export function fromAzureSubnets(doc: unknown, source: string): ReservedEntry[] 
   subnets.forEach((raw, i) => {
     const s = check(SubnetSchema, raw, `${source} [${i}]`);
     const prefixes = [...(s.addressPrefix ? [s.addressPrefix] : []), ...(s.addressPrefixes ?? [])];
-    if (!prefixes.length) throw new InputError(`${source} [${i}]`, `subnet ${s.name ?? '(no name)'} has no addressPrefix or addressPrefixes (is this \`az network vnet subnet list\` output?)`);
+    if (!prefixes.length)
+      throw new InputError(
+        `${source} [${i}]`,
+        `subnet ${s.name ?? '(no name)'} has no addressPrefix or addressPrefixes (is this \`az network vnet subnet list\` output?)`,
+      );
     for (const cidr of new Set(prefixes)) out.push({ cidr, ...(s.name ? { name: s.name } : {}) });
   });
   return out;

@@ -2,7 +2,19 @@
 // shapes), the flags over them, Cilium's defaults under both. Cluster-pool gives one pool, multi-pool one per
 // pool; each becomes one planPool input (src/reserved/pool-plan.ts).
 import type { planPool } from '../reserved/pool-plan.js';
-import { CILIUM_DEFAULTS, CLUSTER_POOL, type FamilyPool, fromAzureSubnets, fromCiliumNodes, fromHelmValues, fromPodIPPools, type HelmPlan, type HeldCidrs, type PoolSpec, type ReservedEntry } from './inputs.js';
+import {
+  CILIUM_DEFAULTS,
+  CLUSTER_POOL,
+  type FamilyPool,
+  fromAzureSubnets,
+  fromCiliumNodes,
+  fromHelmValues,
+  fromPodIPPools,
+  type HelmPlan,
+  type HeldCidrs,
+  type PoolSpec,
+  type ReservedEntry,
+} from './inputs.js';
 import { readInputFile } from './read.js';
 
 /** The flags' view of the sources: file paths ("-": stdin) and the values given directly. */
@@ -62,14 +74,22 @@ export async function requestOf(f: PlanSources): Promise<PlanRequest> {
     const file = await readInputFile(path);
     const got = fromCiliumNodes(file.docs, file.source);
     held = held ? { nodes: held.nodes + got.nodes, pending: [...held.pending, ...got.pending], byPool: mergeHeld(held.byPool, got.byPool) } : got;
-    files.push({ flag: '--ciliumnodes', source: file.source, summary: `${got.nodes} CiliumNode(s)${got.pending.length ? `, ${got.pending.length} holding no node CIDR yet` : ''}` });
+    files.push({
+      flag: '--ciliumnodes',
+      source: file.source,
+      summary: `${got.nodes} CiliumNode(s)${got.pending.length ? `, ${got.pending.length} holding no node CIDR yet` : ''}`,
+    });
   }
   const reserved: ReservedEntry[] = f.reserved.map((cidr) => ({ cidr }));
   for (const path of f.azureSubnets) {
     const file = await readInputFile(path);
     const got = file.docs.flatMap((d) => fromAzureSubnets(d, file.source));
     reserved.push(...got);
-    files.push({ flag: '--azure-subnets', source: file.source, summary: `${got.length} reserved CIDR(s) from ${new Set(got.map((r) => r.name)).size} subnet(s)` });
+    files.push({
+      flag: '--azure-subnets',
+      source: file.source,
+      summary: `${got.length} reserved CIDR(s) from ${new Set(got.map((r) => r.name)).size} subnet(s)`,
+    });
   }
 
   const mode = f.ippools.length ? 'multi-pool' : (helm?.mode ?? CLUSTER_POOL);
@@ -101,16 +121,26 @@ function clusterPoolOf(f: PlanSources, helm: HelmPlan | undefined, defaulted: st
     // --node-mask alone applies to an IPv6-only pool (as before the defaults).
     const mask4 = f.nodeMask ?? fromFile?.v4?.mask ?? defaultMask(defaulted, 'v4');
     const mask6 = f.nodeMaskV6 ?? (v4.length ? undefined : f.nodeMask) ?? fromFile?.v6?.mask ?? defaultMask(defaulted, 'v6');
-    return { name: CLUSTER_POOL, source: '--pool', ...(v4.length ? { v4: { cidrs: v4, mask: mask4 } } : {}), ...(v6.length ? { v6: { cidrs: v6, mask: mask6 } } : {}) };
+    return {
+      name: CLUSTER_POOL,
+      source: '--pool',
+      ...(v4.length ? { v4: { cidrs: v4, mask: mask4 } } : {}),
+      ...(v6.length ? { v6: { cidrs: v6, mask: mask6 } } : {}),
+    };
   }
-  const over = (fam: FamilyPool | undefined, mask: number | undefined): FamilyPool | undefined => (fam ? { cidrs: fam.cidrs, mask: mask ?? fam.mask } : undefined);
+  const over = (fam: FamilyPool | undefined, mask: number | undefined): FamilyPool | undefined =>
+    fam ? { cidrs: fam.cidrs, mask: mask ?? fam.mask } : undefined;
   if (fromFile) {
     const v4 = over(fromFile.v4, f.nodeMask);
     const v6 = over(fromFile.v6, f.nodeMaskV6);
     return { name: CLUSTER_POOL, source: fromFile.source, ...(v4 ? { v4 } : {}), ...(v6 ? { v6 } : {}) };
   }
   defaulted.push('ipam.operator.clusterPoolIPv4PodCIDRList');
-  return { name: CLUSTER_POOL, source: "Cilium's default", v4: { cidrs: [...CILIUM_DEFAULTS.v4.cidrs], mask: f.nodeMask ?? defaultMask(defaulted, 'v4') } };
+  return {
+    name: CLUSTER_POOL,
+    source: "Cilium's default",
+    v4: { cidrs: [...CILIUM_DEFAULTS.v4.cidrs], mask: f.nodeMask ?? defaultMask(defaulted, 'v4') },
+  };
 }
 
 function defaultMask(defaulted: string[], family: 'v4' | 'v6'): number {

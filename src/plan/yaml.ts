@@ -15,7 +15,11 @@ export async function loadYaml(): Promise<typeof Yaml> {
   const source = sea?.isSea() ? sea.getAsset(FILE, 'utf8') : readFileSync(join(__dirname, FILE), 'utf8');
   const { runInThisContext } = process.getBuiltinModule('node:vm');
   // A CommonJS module (esbuild's output) whose only requires are Node's built-ins.
-  const load = runInThisContext(`(function (module, exports, require) {${source}\n})`, { filename: FILE }) as (m: { exports: unknown }, e: unknown, r: (id: string) => unknown) => void;
+  const load = runInThisContext(`(function (module, exports, require) {${source}\n})`, { filename: FILE }) as (
+    m: { exports: unknown },
+    e: unknown,
+    r: (id: string) => unknown,
+  ) => void;
   const m: { exports: unknown } = { exports: {} };
   load(m, m.exports, (id) => process.getBuiltinModule(id));
   return m.exports as typeof Yaml;

@@ -158,7 +158,12 @@ function expectedTable(opts: ProbeRewriteOptions): ProbeTable {
     rules: [
       {
         chain: 'prerouting',
-        expr: [dev('iifname'), { match: { op: '==', left: { payload: { protocol: 'icmpv6', field: 'type' } }, right: { set: nd } } }, counter, { accept: null }],
+        expr: [
+          dev('iifname'),
+          { match: { op: '==', left: { payload: { protocol: 'icmpv6', field: 'type' } }, right: { set: nd } } },
+          counter,
+          { accept: null },
+        ],
       },
       { chain: 'prerouting', expr: [dev('iifname'), ...rewrite('saddr', probeSource, probeGlobal)] },
       { chain: 'postrouting', expr: [dev('oifname'), ...rewrite('daddr', probeGlobal, probeSource)] },

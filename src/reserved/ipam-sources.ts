@@ -18,7 +18,8 @@ export function ipamSources(net: { conf: ShimConflist['conf']; shim: Pick<ShimCo
     plugins.forEach((p, i) => {
       if (i === net.shim.index || !p || typeof p !== 'object') return;
       const ipam = (p as Record<string, unknown>).ipam;
-      if (ipam && typeof ipam === 'object' && !out.some((o) => JSON.stringify(o.ipam) === JSON.stringify(ipam))) out.push({ where: `plugins[${i}].ipam`, ipam });
+      if (ipam && typeof ipam === 'object' && !out.some((o) => JSON.stringify(o.ipam) === JSON.stringify(ipam)))
+        out.push({ where: `plugins[${i}].ipam`, ipam });
     });
   }
   return out;

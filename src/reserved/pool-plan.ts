@@ -141,13 +141,29 @@ export function planPool(input: PlanInput): Plan {
     const entries = pools.filter((p) => p.family === family);
     if (!entries.length) continue;
     // Messages name the command's flags: this module's only caller is `ipam-shim plan`.
-    let mask: number | undefined = family === 4 ? input.nodeMask : input.nodeMaskV6 ?? (hasV4 ? undefined : input.nodeMask);
+    let mask: number | undefined = family === 4 ? input.nodeMask : (input.nodeMaskV6 ?? (hasV4 ? undefined : input.nodeMask));
     if (mask === undefined) {
-      throw new Error(family === 4 ? 'IPv4 pools need --node-mask' : hasV4 ? 'IPv6 pools need --node-mask-v6 when IPv4 pools are planned too' : 'IPv6 pools need --node-mask-v6 (or --node-mask)');
+      throw new Error(
+        family === 4
+          ? 'IPv4 pools need --node-mask'
+          : hasV4
+            ? 'IPv6 pools need --node-mask-v6 when IPv4 pools are planned too'
+            : 'IPv6 pools need --node-mask-v6 (or --node-mask)',
+      );
     }
     mask = checkMask(family, mask, entries);
     const held = taken?.filter((t) => t.family === family);
-    families.push(planFamily(family, mask, entries, reserved.filter((r) => r.family === family), allocated, maxRanges, held));
+    families.push(
+      planFamily(
+        family,
+        mask,
+        entries,
+        reserved.filter((r) => r.family === family),
+        allocated,
+        maxRanges,
+        held,
+      ),
+    );
   }
   return { families, collision: families.some((f) => f.collidingBlocks > 0n) };
 }
@@ -168,7 +184,15 @@ interface Interval {
   reserved: number; // index into the family's reserved list
 }
 
-function planFamily(family: Family, mask: number, pools: Cidr[], reserved: Cidr[], allocatedIn: bigint, maxRanges: number, taken?: Cidr[]): FamilyPlan {
+function planFamily(
+  family: Family,
+  mask: number,
+  pools: Cidr[],
+  reserved: Cidr[],
+  allocatedIn: bigint,
+  maxRanges: number,
+  taken?: Cidr[],
+): FamilyPlan {
   const shift = BigInt(BITS[family] - mask);
   const entries: PoolEntryPlan[] = [];
   let total = 0n;
@@ -182,7 +206,8 @@ function planFamily(family: Family, mask: number, pools: Cidr[], reserved: Cidr[
     for (let j = 0; j < i; j++) {
       const a = pools[i]!;
       const b = pools[j]!;
-      if (a.first <= b.last && b.first <= a.last) warnings.push(`pool entries ${b.text} and ${a.text} overlap: their node CIDRs would be handed out twice`);
+      if (a.first <= b.last && b.first <= a.last)
+        warnings.push(`pool entries ${b.text} and ${a.text} overlap: their node CIDRs would be handed out twice`);
     }
   }
 
@@ -270,7 +295,9 @@ function planFamily(family: Family, mask: number, pools: Cidr[], reserved: Cidr[
   };
   if (exhausted) warnings.push(`allocated ${allocated} ≥ ${total} node CIDRs: the IPv${family} pool is exhausted`);
   if (held?.notInPool.length) {
-    warnings.push(`${held.notInPool.length} node CIDR(s) held are no /${mask} block of this pool (another pool, mask or former entry): ${held.notInPool.slice(0, MAX_LISTED_RESERVED).join(', ')}`);
+    warnings.push(
+      `${held.notInPool.length} node CIDR(s) held are no /${mask} block of this pool (another pool, mask or former entry): ${held.notInPool.slice(0, MAX_LISTED_RESERVED).join(', ')}`,
+    );
   }
 
   return {
@@ -326,7 +353,14 @@ function countBelow(sorted: bigint[], index: bigint): number {
 
 type Merged = { from: bigint; to: bigint; reserved: number[] };
 
-function planTaken(held: Held, merged: Merged[], total: bigint, colliding: bigint, point: (i: bigint, m: Merged) => CollisionPoint, maxRanges: number): TakenPlan {
+function planTaken(
+  held: Held,
+  merged: Merged[],
+  total: bigint,
+  colliding: bigint,
+  point: (i: bigint, m: Merged) => CollisionPoint,
+  maxRanges: number,
+): TakenPlan {
   const isHeld = (i: bigint) => {
     const k = countBelow(held.sorted, i);
     return k < held.sorted.length && held.sorted[k] === i;
@@ -393,4 +427,3 @@ export function nodeCidrAt(pools: string[], nodeMask: number, index: bigint): st
 export function planToJson(plan: Plan): unknown {
   return JSON.parse(JSON.stringify(plan, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)));
 }
-

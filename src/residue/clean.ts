@@ -61,7 +61,11 @@ let last: { key: string; at: number; choice: BackendChoice } | undefined;
  * `available: false` in `backends`, never a failure; any other listing failure throws. `mayName` skips rules
  * that cannot concern the caller (see parsePrerouting). `choice` defaults to nodeBackends().
  */
-export async function listPreroutingResidue(run: Run, mayName?: (rule: string) => boolean, choice: BackendChoice = nodeBackends()): Promise<PreroutingListing> {
+export async function listPreroutingResidue(
+  run: Run,
+  mayName?: (rule: string) => boolean,
+  choice: BackendChoice = nodeBackends(),
+): Promise<PreroutingListing> {
   const read = await Promise.all(
     choice.read.map(async (b): Promise<{ status: BackendStatus; rules: ResidueRule[] }> => {
       const listed = await listPrerouting(run, b.program);
@@ -72,8 +76,14 @@ export async function listPreroutingResidue(run: Run, mayName?: (rule: string) =
       return { status: { ...b, available: true, rules: rules.length }, rules };
     }),
   );
-  const skipped = choice.skipped.map((s): BackendStatus => ({ name: s.name, available: false, reason: s.reason, ...(s.blind ? { blind: true } : {}) }));
-  return { available: read.some((x) => x.status.available), rules: read.flatMap((x) => x.rules), backends: [...read.map((x) => x.status), ...skipped] };
+  const skipped = choice.skipped.map(
+    (s): BackendStatus => ({ name: s.name, available: false, reason: s.reason, ...(s.blind ? { blind: true } : {}) }),
+  );
+  return {
+    available: read.some((x) => x.status.available),
+    rules: read.flatMap((x) => x.rules),
+    backends: [...read.map((x) => x.status), ...skipped],
+  };
 }
 
 export interface ResidueSnapshot {
@@ -108,14 +118,22 @@ export function findResidue(ips: readonly string[], snapshot: ResidueSnapshot, o
  * routes are read (only then: most calls find none) and entries on the interface the host routes that exact
  * address through are dropped (src/residue/own.ts). A failing route listing throws CniError 102.
  */
-export async function findResidueOnNode(run: Run, ips: readonly string[], snapshot: ResidueSnapshot, opts: FindOptions = {}): Promise<ResidueSnapshot> {
+export async function findResidueOnNode(
+  run: Run,
+  ips: readonly string[],
+  snapshot: ResidueSnapshot,
+  opts: FindOptions = {},
+): Promise<ResidueSnapshot> {
   const found = findResidue(ips, snapshot, opts);
   if (!found.neighbours.length || opts.routed) return found;
   let routed;
   try {
     routed = hostRouteDevices(await listRoutes(run));
   } catch (e) {
-    throw new CniError(ErrorCode.ResidueCleanupFailed, 'listing routes to tell a pod\'s own neighbour entries from residue', { details: messageOf(e), cause: e });
+    throw new CniError(ErrorCode.ResidueCleanupFailed, "listing routes to tell a pod's own neighbour entries from residue", {
+      details: messageOf(e),
+      cause: e,
+    });
   }
   return findResidue(ips, snapshot, { ...opts, routed });
 }
@@ -231,7 +249,8 @@ export async function cleanResidue(run: Run, ips: readonly string[], opts: Clean
     try {
       const still = new Set((await listPreroutingResidue(run, mayNameAny(ips), snap.choice)).rules.map(ruleTarget));
       for (const r of vanished) {
-        if (still.has(ruleTarget(r))) errors.push({ target: ruleTarget(r), message: `${r.program ?? 'ebtables'} -D reported no such rule, but it is still listed` });
+        if (still.has(ruleTarget(r)))
+          errors.push({ target: ruleTarget(r), message: `${r.program ?? 'ebtables'} -D reported no such rule, but it is still listed` });
       }
     } catch (e) {
       errors.push({ target: vanished.map(ruleTarget).join(' | '), message: `re-listing to confirm removal: ${messageOf(e)}` });

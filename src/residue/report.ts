@@ -5,7 +5,17 @@ import type { Ledger } from '../effects/ledger.js';
 import type { Run } from '../effects/exec.js';
 import { listNeighbours, type Neighbour } from '../effects/neigh.js';
 import { exactIp } from '../net/ip.js';
-import { cleanResidue, findOrphans, findResidueOnNode, listPreroutingResidue, localMacs, nodeBackends, type BackendStatus, type CleanFailure, type ResidueSnapshot } from './clean.js';
+import {
+  cleanResidue,
+  findOrphans,
+  findResidueOnNode,
+  listPreroutingResidue,
+  localMacs,
+  nodeBackends,
+  type BackendStatus,
+  type CleanFailure,
+  type ResidueSnapshot,
+} from './clean.js';
 import type { BackendName, BackendSetting } from './backends.js';
 import type { ResidueRule } from './parse.js';
 
@@ -120,7 +130,9 @@ export function summarise(r: Omit<ResidueReport, 'counts' | 'ok'>): ResidueRepor
   const counts = {
     rules: sum((t) => t.rules.length),
     neighbours: sum((t) => t.neighbours.length),
-    ipsWithResidue: r.targets.filter((t) => (r.apply && t.left ? t.left.rules.length + t.left.neighbours.length : t.rules.length + t.neighbours.length) > 0).length,
+    ipsWithResidue: r.targets.filter(
+      (t) => (r.apply && t.left ? t.left.rules.length + t.left.neighbours.length : t.rules.length + t.neighbours.length) > 0,
+    ).length,
     orphans: r.orphans.length,
     leftRules: sum((t) => t.left?.rules.length ?? 0),
     leftNeighbours: sum((t) => t.left?.neighbours.length ?? 0),
@@ -140,19 +152,29 @@ interface Backends {
 
 /** One read-only look: ebtables nat PREROUTING (every chosen backend), neighbours and local MACs, concurrently. */
 async function snapshotResidue(run: Run, backends: BackendSetting): Promise<Backends & { snapshot: ResidueSnapshot; macs: Set<string> }> {
-  const [eb, neighbours, macs] = await Promise.all([listPreroutingResidue(run, undefined, nodeBackends(backends)), listNeighbours(run), localMacs(run)]);
+  const [eb, neighbours, macs] = await Promise.all([
+    listPreroutingResidue(run, undefined, nodeBackends(backends)),
+    listNeighbours(run),
+    localMacs(run),
+  ]);
   return { ebtablesAvailable: eb.available, ebtablesBackends: eb.backends, snapshot: { rules: eb.rules, neighbours }, macs };
 }
 
 /** Ledger addresses of a network, with the attachments holding them; corrupt files listed separately. */
 export async function ledgerTargets(ledger: Pick<Ledger, 'list'>): Promise<{ ips: Array<{ ip: string; attachment: string }>; corrupt: string[] }> {
   const { records, corrupt } = await ledger.list();
-  const ips = records.flatMap((r) => r.ips.map((ip) => ({ ip, attachment: `${r.containerID}/${r.ifname}${r.state === 'intent' ? ' (intent)' : ''}` })));
+  const ips = records.flatMap((r) =>
+    r.ips.map((ip) => ({ ip, attachment: `${r.containerID}/${r.ifname}${r.state === 'intent' ? ' (intent)' : ''}` })),
+  );
   return { ips, corrupt };
 }
 
 /** scan, or clean's dry run: what is there now for `targets`. `backends`: residue.ebtablesBackends (default auto). */
-export async function scanTargets(run: Run, targets: readonly Target[], backends: BackendSetting = 'auto'): Promise<Backends & { targets: TargetReport[]; orphans: RuleView[] }> {
+export async function scanTargets(
+  run: Run,
+  targets: readonly Target[],
+  backends: BackendSetting = 'auto',
+): Promise<Backends & { targets: TargetReport[]; orphans: RuleView[] }> {
   const { ebtablesAvailable, ebtablesBackends, snapshot, macs } = await snapshotResidue(run, backends);
   const found = await findResidueOnNode(
     run,

@@ -79,9 +79,13 @@ async function putClaiming(ctx: VerbContext, rec: LedgerRecord): Promise<void> {
  */
 function repeatedAdd(ctx: VerbContext, previous: LedgerRecord): CniError {
   const { containerID, ifname } = attachmentOf(ctx);
-  return new CniError(ErrorCode.InvalidEnvironment, `${containerID}/${ifname} is already attached to network ${ctx.conf.name} (${previous.ips.join(', ')})`, {
-    details: `ADD without DEL for the same container ID and interface; nothing was changed (attached ${previous.updatedAt}). DEL it first.`,
-  });
+  return new CniError(
+    ErrorCode.InvalidEnvironment,
+    `${containerID}/${ifname} is already attached to network ${ctx.conf.name} (${previous.ips.join(', ')})`,
+    {
+      details: `ADD without DEL for the same container ID and interface; nothing was changed (attached ${previous.updatedAt}). DEL it first.`,
+    },
+  );
 }
 
 async function addInIpamSlot(ctx: VerbContext): Promise<Result> {

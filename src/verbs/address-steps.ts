@@ -25,7 +25,8 @@ export function resultIps(result: Result, origin: 'prevResult' | 'delegate'): st
   for (const ip of result.ips ?? []) {
     const problem = addressProblem(ip.address);
     if (!problem) continue;
-    const code = origin === 'delegate' ? ErrorCode.DelegateFailed : problem.kind === 'mapped' ? ErrorCode.InvalidNetworkConfig : ErrorCode.DecodingFailure;
+    const code =
+      origin === 'delegate' ? ErrorCode.DelegateFailed : problem.kind === 'mapped' ? ErrorCode.InvalidNetworkConfig : ErrorCode.DecodingFailure;
     const what = problem.kind === 'mapped' ? 'an IPv4-mapped IPv6 address' : 'an address that is not an IP';
     throw new CniError(code, `${origin} holds ${what}: ${JSON.stringify(ip.address)}`, { details: problem.message });
   }
@@ -85,7 +86,10 @@ export async function cleanResidueFor(
   if (rules.length || neighbours.length) {
     // Which backend held each rule: the operator learns where azure-vnet wrote them.
     const byBackend = rules.map((r) => ({ backend: r.backend, program: r.program, rule: r.text }));
-    ctx.log.warn({ ips, rules: rules.map((r) => r.text), ebtables: byBackend, neighbours: neighbours.map((n) => `${n.ip} dev ${n.dev}`) }, 'removed stale residue');
+    ctx.log.warn(
+      { ips, rules: rules.map((r) => r.text), ebtables: byBackend, neighbours: neighbours.map((n) => `${n.ip} dev ${n.dev}`) },
+      'removed stale residue',
+    );
   }
   const blind = cleaned.ebtablesBackends.filter((b) => b.blind);
   if (blind.length) ctx.log.warn({ ips, backends: blind }, 'an ebtables backend that may hold rules could not be read');
@@ -109,7 +113,9 @@ export async function ensureProbeRewriteIfDue(ctx: Pick<VerbContext, 'conf' | 'r
     const [found, listing] = await Promise.allSettled([configured ?? readDefaultUplink(ctx.run), listProbeTable(ctx.run)]);
     if (found.status === 'rejected') throw found.reason; // the uplink's failure first, as when they ran in turn
     const uplink = found.value;
-    const opts: ProbeRewriteOptions | null = uplink ? { uplink, ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) } : null;
+    const opts: ProbeRewriteOptions | null = uplink
+      ? { uplink, ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) }
+      : null;
     if (opts) resolveOptions(opts); // bad settings are code 7 before anything else
     if (listing.status === 'rejected') throw listing.reason;
     const facts = { table: tableState(listing.value, opts), uplink: opts !== null, bpf: undefined as boolean | undefined, mode, ipv6: true };
@@ -117,15 +123,19 @@ export async function ensureProbeRewriteIfDue(ctx: Pick<VerbContext, 'conf' | 'r
     if (d.action === 'look-for-bpf') d = decide({ ...facts, bpf: await isProbeHandledByBpf(ctx.run, opts!.uplink) });
     switch (d.action) {
       case 'none':
-        if (d.verdict === 'handled-by-bpf') ctx.log.info({ uplink, table: facts.table }, 'IPv6 probes are handled by a BPF program on the uplink; leaving the nftables rewrite alone');
+        if (d.verdict === 'handled-by-bpf')
+          ctx.log.info({ uplink, table: facts.table }, 'IPv6 probes are handled by a BPF program on the uplink; leaving the nftables rewrite alone');
         return d.verdict === 'handled-by-bpf' ? 'bpf' : 'in-place';
       case 'fail':
         throw d.verdict === 'no-uplink'
           ? new CniError(ErrorCode.InvalidNetworkConfig, 'no uplink for the IPv6 probe rewrite', { details: 'no default route; set "uplink"' })
-          : new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: listing.value.available ? '' : listing.value.reason });
+          : new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', {
+              details: listing.value.available ? '' : listing.value.reason,
+            });
       default: {
         const r = await ensureProbeRewrite(ctx.run, opts!);
-        if (!r.available) throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: r.reason });
+        if (!r.available)
+          throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: r.reason });
         ctx.log.info({ uplink, was: d.verdict }, 'ensured the IPv6 probe rewrite');
         return 'ensured';
       }

@@ -27,7 +27,13 @@ export interface VerbContext extends Request, NetworkDeps {
   counters: InvocationCounters;
 }
 
-export function createContext(req: Request, log: Logger, procEnv: NodeJS.ProcessEnv, run: Run = defaultRun, counters: InvocationCounters = { residueRules: 0, residueNeighbours: 0, gcReleased: 0 }): VerbContext {
+export function createContext(
+  req: Request,
+  log: Logger,
+  procEnv: NodeJS.ProcessEnv,
+  run: Run = defaultRun,
+  counters: InvocationCounters = { residueRules: 0, residueNeighbours: 0, gcReleased: 0 },
+): VerbContext {
   return { ...req, ...networkDeps(req.conf, { cniPath: req.env.path, env: procEnv, log, run }), procEnv, counters };
 }
 

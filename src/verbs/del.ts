@@ -22,7 +22,10 @@ export async function cmdDel(ctx: VerbContext): Promise<void> {
   const mistake = ctx.conf.mistake;
   if (mistake) {
     const { code, msg, details } = mistake.error;
-    ctx.log.error({ code, cniMsg: msg, details, unreadable: mistake.unreadable }, 'config mistake: DEL does what it can without it; fix the config (ADD, CHECK and STATUS refuse it)');
+    ctx.log.error(
+      { code, cniMsg: msg, details, unreadable: mistake.unreadable },
+      'config mistake: DEL does what it can without it; fix the config (ADD, CHECK and STATUS refuse it)',
+    );
   }
   if (mistake?.unreadable.includes('stateDir')) {
     // Which ledger holds the record is unknown: release what can be released, and leave every ledger alone.
@@ -52,7 +55,10 @@ export async function cmdDel(ctx: VerbContext): Promise<void> {
     // it from a provably dead holder). Failing here would fail the chain's DEL, and StopPodSandbox, until an
     // operator fixed the disk: cilium-cni answers a DEL only with errors a retry can fix.
     ctx.counters.delRecordsKept = (ctx.counters.delRecordsKept ?? 0) + 1;
-    ctx.log.error({ code: e.code, cniMsg: e.msg, details: e.details }, 'DEL released the address but cannot write the ledger: the record stays for GC; fix the state directory');
+    ctx.log.error(
+      { code: e.code, cniMsg: e.msg, details: e.details },
+      'DEL released the address but cannot write the ledger: the record stays for GC; fix the state directory',
+    );
   }
 }
 

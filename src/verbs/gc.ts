@@ -12,7 +12,7 @@ export async function cmdGc(ctx: VerbContext): Promise<void> {
     // No list is no evidence that nothing is valid: releasing on it would free every attachment not proven alive.
     throw new CniError(ErrorCode.InvalidNetworkConfig, 'GC without cni.dev/valid-attachments: nothing released', {
       details:
-        'the key is absent or null; send the list of attachments still in use (libcni GCNetworkList does; an empty list means none is). Upstream `cnitool gc` omits it: use `ipam-shim gc`, which reads the runtime\'s result cache',
+        "the key is absent or null; send the list of attachments still in use (libcni GCNetworkList does; an empty list means none is). Upstream `cnitool gc` omits it: use `ipam-shim gc`, which reads the runtime's result cache",
     });
   }
   // The runtime runs GC exclusively for the network, so no grace period is needed here.
@@ -28,13 +28,14 @@ export async function cmdGc(ctx: VerbContext): Promise<void> {
     forward: true,
   });
   ctx.counters.gcReleased += report.released.length;
-  ctx.log.info(
-    { released: report.released.length, kept: report.plan.kept.length, errors: report.errors.length, forwarded: report.forwarded },
-    'GC',
-  );
+  ctx.log.info({ released: report.released.length, kept: report.plan.kept.length, errors: report.errors.length, forwarded: report.forwarded }, 'GC');
   if (report.errors.length) {
-    throw new CniError(report.errors[0]!.code === ErrorCode.TryAgainLater ? ErrorCode.TryAgainLater : ErrorCode.DelegateFailed, `GC finished with ${report.errors.length} error(s)`, {
-      details: report.errors.map((e) => `${e.attachment ? `${e.attachment.containerID}/${e.attachment.ifname}: ` : ''}${e.error}`).join('; '),
-    });
+    throw new CniError(
+      report.errors[0]!.code === ErrorCode.TryAgainLater ? ErrorCode.TryAgainLater : ErrorCode.DelegateFailed,
+      `GC finished with ${report.errors.length} error(s)`,
+      {
+        details: report.errors.map((e) => `${e.attachment ? `${e.attachment.containerID}/${e.attachment.ifname}: ` : ''}${e.error}`).join('; '),
+      },
+    );
   }
 }

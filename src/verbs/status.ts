@@ -31,7 +31,10 @@ export async function cmdStatus(ctx: VerbContext): Promise<void> {
   const memo = readMemo(ctx.ledger.dir);
   const now = Date.now();
   const { verdict, memo: next } = decideStatus({ kind: found.kind }, memo, now, statusGraceMs);
-  if (next) await writeMemo(ctx.ledger.dir, next).catch((e: unknown) => ctx.log.warn({ err: e }, 'STATUS memo not written: the next STATUS cannot tell a blip from a lasting failure'));
+  if (next)
+    await writeMemo(ctx.ledger.dir, next).catch((e: unknown) =>
+      ctx.log.warn({ err: e }, 'STATUS memo not written: the next STATUS cannot tell a blip from a lasting failure'),
+    );
   switch (verdict.answer) {
     case 'ok':
       if (verdict.recovered) ctx.log.info({ failingSince: iso(memo.failingSince ?? memo.failedAt) }, 'STATUS: available again');
@@ -47,7 +50,11 @@ export async function cmdStatus(ctx: VerbContext): Promise<void> {
     case 'fail': {
       const { error } = found as Exclude<Finding, { kind: 'ok' }>;
       if (verdict.failingForMs === undefined) throw error;
-      throw new CniError(error.code, `${error.msg} (failing for ${Math.round(verdict.failingForMs / 1000)} s, past statusGraceMs ${statusGraceMs} ms)`, { details: error.details });
+      throw new CniError(
+        error.code,
+        `${error.msg} (failing for ${Math.round(verdict.failingForMs / 1000)} s, past statusGraceMs ${statusGraceMs} ms)`,
+        { details: error.details },
+      );
     }
   }
 }
@@ -93,7 +100,8 @@ async function look(ctx: VerbContext): Promise<Finding> {
     if (isUnanswered(e)) return noAnswer('STATUS', e);
     // The delegate's own error result is ours at once (spec: "If the delegated plugin return an error result, the
     // executing plugin should return an error result"): its 50/51 unchanged, anything else as 50 with its text.
-    if (e instanceof CniError && (e.code === ErrorCode.PluginNotAvailable || e.code === ErrorCode.LimitedConnectivity)) return { kind: 'persistent', error: e };
+    if (e instanceof CniError && (e.code === ErrorCode.PluginNotAvailable || e.code === ErrorCode.LimitedConnectivity))
+      return { kind: 'persistent', error: e };
     return { kind: 'persistent', error: unavailable(`delegate ${type} STATUS failed`, e) };
   }
 }

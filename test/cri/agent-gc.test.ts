@@ -12,7 +12,9 @@ import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
 const enabled = criOrSkip();
 
 describe.skipIf(!enabled)('agent IPs and GC through containerd CRI', () => {
-  const s = useCriBed({ confList: (dirs) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges: [[{ subnet: '10.100.0.0/24' }]] }) });
+  const s = useCriBed({
+    confList: (dirs) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges: [[{ subnet: '10.100.0.0/24' }]] }),
+  });
   let third = 0;
 
   describe.each(VERSIONS)('cniVersion %s', (cniVersion) => {

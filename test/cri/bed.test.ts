@@ -20,7 +20,10 @@ describe.skipIf(!enabled)('CriBed cleanup and reset', () => {
 
   it('after containerd was SIGKILLed with a pod running: no process, netns, cache entry, shim socket, cgroup or dir is left', async () => {
     const node = await net.netns('crinode');
-    const bed = await CriBed.create({ node, confList: (dirs) => shimConfList(dirs, { placement: 'ipam', cniVersion: '1.0.0', ranges: [[{ subnet: '10.104.0.0/24' }]] }) });
+    const bed = await CriBed.create({
+      node,
+      confList: (dirs) => shimConfList(dirs, { placement: 'ipam', cniVersion: '1.0.0', ranges: [[{ subnet: '10.104.0.0/24' }]] }),
+    });
     try {
       const pod = await bed.runPod('orphan');
       await bed.stop('SIGKILL'); // a test that failed half-way: no StopPodSandbox, the shim and pause process live on
@@ -46,7 +49,10 @@ describe.skipIf(!enabled)('CriBed cleanup and reset', () => {
 
   it('reset() after a test that failed half-way (containerd killed, a pod and an agent IP left): containerd runs, no pod, empty ledger and store', async () => {
     const node = await net.netns('crinode');
-    const bed = await CriBed.create({ node, confList: (dirs) => shimConfList(dirs, { placement: 'chained', cniVersion: '1.0.0', ranges: [[{ subnet: '10.104.1.0/24' }]] }) });
+    const bed = await CriBed.create({
+      node,
+      confList: (dirs) => shimConfList(dirs, { placement: 'chained', cniVersion: '1.0.0', ranges: [[{ subnet: '10.104.1.0/24' }]] }),
+    });
     const owner = `health-${uid()}`;
     try {
       const pod = await bed.runPod('left-behind');

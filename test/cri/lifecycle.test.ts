@@ -33,7 +33,8 @@ describe.skipIf(!enabled)('containerd CRI → libcni → ipam-shim', () => {
       .filter(Boolean)
       .map((l) => JSON.parse(l) as Call)
       .filter((c) => c.containerID === id);
-  const use = (placement: Placement, cniVersion: CniVersion) => s.bed.setConfList(shimConfList(s.bed, { placement, cniVersion, ranges: RANGES, loggerLog: loggerLog() }));
+  const use = (placement: Placement, cniVersion: CniVersion) =>
+    s.bed.setConfList(shimConfList(s.bed, { placement, cniVersion, ranges: RANGES, loggerLog: loggerLog() }));
 
   describe.each(VERSIONS)('cniVersion %s', (cniVersion) => {
     it.each(PLACEMENTS)('%s: RunPodSandbox gives an address and a ledger record; Stop, Stop again and Remove leave nothing', async (placement) => {
@@ -81,7 +82,13 @@ describe.skipIf(!enabled)('containerd CRI → libcni → ipam-shim', () => {
       expect(dels.slice(1).map((c) => [c.netns, c.prevResultIPs])).toEqual(dels.slice(1).map(() => ['', null]));
       expect(sent.every((c) => c.cniVersion === cniVersion && c.ifname === 'eth0')).toBe(true);
       const args = Object.fromEntries(sent[0]!.args.split(';').map((kv) => kv.split('=') as [string, string]));
-      expect(args).toEqual({ K8S_POD_NAMESPACE: 'default', K8S_POD_NAME: `life-${placement}`, K8S_POD_INFRA_CONTAINER_ID: pod.id, K8S_POD_UID: pod.status.metadata.uid, IgnoreUnknown: '1' });
+      expect(args).toEqual({
+        K8S_POD_NAMESPACE: 'default',
+        K8S_POD_NAME: `life-${placement}`,
+        K8S_POD_INFRA_CONTAINER_ID: pod.id,
+        K8S_POD_UID: pod.status.metadata.uid,
+        IgnoreUnknown: '1',
+      });
     });
   });
 

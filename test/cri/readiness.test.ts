@@ -22,11 +22,16 @@ import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
 
 const is2x = (dir: string) => missingTools(dir).length === 0 && containerdBuild(dir).major >= 2;
 /** CONTAINERD_BIN_DIR when it names a 2.x (CI's containerd-2 pass), else the 2.x install-deps publishes. */
-const CONTAINERD2 = process.env.CONTAINERD_BIN_DIR && is2x(path.resolve(process.env.CONTAINERD_BIN_DIR)) ? path.resolve(process.env.CONTAINERD_BIN_DIR) : path.join(ROOT, '.deps/containerd-2');
+const CONTAINERD2 =
+  process.env.CONTAINERD_BIN_DIR && is2x(path.resolve(process.env.CONTAINERD_BIN_DIR))
+    ? path.resolve(process.env.CONTAINERD_BIN_DIR)
+    : path.join(ROOT, '.deps/containerd-2');
 const PLUGINS_11 = path.resolve(process.env.CNI_PLUGIN_DIR_11 ?? path.join(ROOT, '.deps/cni-plugins-1.9'));
 const have2 = is2x(CONTAINERD2) && existsSync(path.join(PLUGINS_11, 'host-local'));
-if (!have2 && process.env.CI === 'true') throw new Error(`CI must have containerd 2.x in ${CONTAINERD2} and reference plugins 1.9 in ${PLUGINS_11} (scripts/install-deps.sh)`);
-if (!have2) console.warn(`skipping: no containerd 2.x in ${CONTAINERD2} or no reference plugins that speak 1.1.0 in ${PLUGINS_11} (scripts/install-deps.sh)`);
+if (!have2 && process.env.CI === 'true')
+  throw new Error(`CI must have containerd 2.x in ${CONTAINERD2} and reference plugins 1.9 in ${PLUGINS_11} (scripts/install-deps.sh)`);
+if (!have2)
+  console.warn(`skipping: no containerd 2.x in ${CONTAINERD2} or no reference plugins that speak 1.1.0 in ${PLUGINS_11} (scripts/install-deps.sh)`);
 const enabled = have2 && criOrSkip();
 
 const RANGES = [[{ subnet: '10.98.0.0/24' }]];
@@ -42,7 +47,12 @@ interface Call {
 }
 
 describe.skipIf(!enabled)('containerd 2.x CRI Status ← ipam-shim STATUS (1.1.0 list)', () => {
-  const s = useCriBed({ containerdBinDir: CONTAINERD2, pluginDir: PLUGINS_11, plugins: { ...CNI_LOGGER, ...STATUS_IPAM }, confList: (dirs) => list(dirs, 'chained') });
+  const s = useCriBed({
+    containerdBinDir: CONTAINERD2,
+    pluginDir: PLUGINS_11,
+    plugins: { ...CNI_LOGGER, ...STATUS_IPAM },
+    confList: (dirs) => list(dirs, 'chained'),
+  });
   const modeFile = () => path.join(s.bed.baseDir, 'status-mode');
   const loggerLog = () => path.join(s.bed.baseDir, 'calls.jsonl');
 
@@ -55,8 +65,17 @@ describe.skipIf(!enabled)('containerd 2.x CRI Status ← ipam-shim STATUS (1.1.0
     const own = { stateDir: dirs.stateDir, logFile: dirs.logFile, ipv6ProbeRewrite: 'off', delegate, ...shim };
     const main = { type: 'ptp', ipMasq: false, mtu: 1500 };
     const plugins =
-      placement === 'chained' ? [{ ...main, ipam: hostLocal(dirs, RANGES) }, { type: 'ipam-shim', ...own }] : [{ ...main, ipam: { type: 'ipam-shim', ...own } }];
-    return { cniVersion: '1.1.0', name: dirs.network, plugins: [...plugins, { type: 'cni-logger', logFile: path.join(dirs.baseDir, 'calls.jsonl') }] };
+      placement === 'chained'
+        ? [
+            { ...main, ipam: hostLocal(dirs, RANGES) },
+            { type: 'ipam-shim', ...own },
+          ]
+        : [{ ...main, ipam: { type: 'ipam-shim', ...own } }];
+    return {
+      cniVersion: '1.1.0',
+      name: dirs.network,
+      plugins: [...plugins, { type: 'cni-logger', logFile: path.join(dirs.baseDir, 'calls.jsonl') }],
+    };
   }
   const use = (placement: Placement, shim: Record<string, unknown> = {}) => s.bed.setConfList(list(s.bed, placement, shim));
   const mode = (m: string) => writeFile(modeFile(), `${m}\n`);
@@ -93,29 +112,32 @@ describe.skipIf(!enabled)('containerd 2.x CRI Status ← ipam-shim STATUS (1.1.0
     if (existsSync(`${bin}.gone`)) await rename(`${bin}.gone`, bin);
   });
 
-  it.each(PLACEMENTS)('%s: NetworkReady on a healthy node; every CRI Status ran STATUS through the whole list, the shim and its delegate included', async (placement) => {
-    await use(placement);
-    await mode('pass');
-    await rm(`${modeFile()}.calls`, { force: true });
-    const before = (await calls()).filter((c) => c.command === 'STATUS').length;
-    const shimBefore = (await shimStatusLines()).length;
-    for (let i = 0; i < 3; i++) expect(await networkReady()).toMatchObject({ status: true });
-    const status = (await calls()).filter((c) => c.command === 'STATUS');
-    expect(status.length - before).toBe(3);
-    expect(status.every((c) => c.cniVersion === '1.1.0' && c.containerID === '' && c.netns === '')).toBe(true);
-    const shim = (await shimStatusLines()).slice(shimBefore);
-    expect(shim.map((l) => l.msg)).toEqual(['CNI call done', 'CNI call done', 'CNI call done']);
-    // In the slot the shim asks its delegate; chained, ptp asks the IPAM it relies on and the shim does not again.
-    expect(shim.map((l) => 'delegate.status' in l.timings)).toEqual([true, true, true].map(() => placement === 'ipam'));
-    const delegateStatus = (await readFile(`${modeFile()}.calls`, 'utf8').catch(() => '')).split('\n').filter(Boolean);
-    expect(delegateStatus.length).toBe(placement === 'ipam' ? 3 : 0);
-    // A pod starts in this placement (STATUS said so; ADD agrees).
-    const pod = await s.bed.runPod(`ready-${placement}`);
-    expect(pod.ips[0]).toMatch(/^10\.98\.0\.\d+$/);
-    await s.bed.removePod(pod.id);
-  });
+  it.each(PLACEMENTS)(
+    '%s: NetworkReady on a healthy node; every CRI Status ran STATUS through the whole list, the shim and its delegate included',
+    async (placement) => {
+      await use(placement);
+      await mode('pass');
+      await rm(`${modeFile()}.calls`, { force: true });
+      const before = (await calls()).filter((c) => c.command === 'STATUS').length;
+      const shimBefore = (await shimStatusLines()).length;
+      for (let i = 0; i < 3; i++) expect(await networkReady()).toMatchObject({ status: true });
+      const status = (await calls()).filter((c) => c.command === 'STATUS');
+      expect(status.length - before).toBe(3);
+      expect(status.every((c) => c.cniVersion === '1.1.0' && c.containerID === '' && c.netns === '')).toBe(true);
+      const shim = (await shimStatusLines()).slice(shimBefore);
+      expect(shim.map((l) => l.msg)).toEqual(['CNI call done', 'CNI call done', 'CNI call done']);
+      // In the slot the shim asks its delegate; chained, ptp asks the IPAM it relies on and the shim does not again.
+      expect(shim.map((l) => 'delegate.status' in l.timings)).toEqual([true, true, true].map(() => placement === 'ipam'));
+      const delegateStatus = (await readFile(`${modeFile()}.calls`, 'utf8').catch(() => '')).split('\n').filter(Boolean);
+      expect(delegateStatus.length).toBe(placement === 'ipam' ? 3 : 0);
+      // A pod starts in this placement (STATUS said so; ADD agrees).
+      const pod = await s.bed.runPod(`ready-${placement}`);
+      expect(pod.ips[0]).toMatch(/^10\.98\.0\.\d+$/);
+      await s.bed.removePod(pod.id);
+    },
+  );
 
-  it.each(PLACEMENTS)('%s: state dir read-only → NotReady with the shim\'s message; writable again → Ready', async (placement) => {
+  it.each(PLACEMENTS)("%s: state dir read-only → NotReady with the shim's message; writable again → Ready", async (placement) => {
     await use(placement);
     expect(await networkReady()).toMatchObject({ status: true });
     await mkdir(s.bed.stateDir, { recursive: true, mode: 0o700 }); // there on a node; a shim that never wrote it must still fail below
@@ -181,7 +203,10 @@ describe.skipIf(!enabled)('containerd 2.x CRI Status ← ipam-shim STATUS (1.1.0
       expect(await networkReady(), `${m}, then pass`).toMatchObject({ status: true });
     }
     const tolerated = (await shimStatusLines()).slice(seen).filter((l) => String(l.msg).startsWith('STATUS: delegate did not answer; tolerated'));
-    expect(tolerated.map((l) => l.cniMsg)).toEqual(['delegate status-ipam STATUS did not answer', 'delegate status-ipam STATUS asked to try again later']);
+    expect(tolerated.map((l) => l.cniMsg)).toEqual([
+      'delegate status-ipam STATUS did not answer',
+      'delegate status-ipam STATUS asked to try again later',
+    ]);
     await mode('down');
     const down = await networkReady();
     expect(down.status).toBe(false);
@@ -201,7 +226,13 @@ describe.skipIf(!enabled)('containerd 2.x CRI Status ← ipam-shim STATUS (1.1.0
     expect(life[1]).toMatchObject({ netns: gone.netnsPath, prevResultIPs: [`${gone.ips[0]}/24`] });
     expect(life[2]).toMatchObject({ netns: '', prevResultIPs: null });
     const args = Object.fromEntries(life[0]!.args.split(';').map((kv) => kv.split('=') as [string, string]));
-    expect(args).toEqual({ K8S_POD_NAMESPACE: 'default', K8S_POD_NAME: 'gc-gone', K8S_POD_INFRA_CONTAINER_ID: gone.id, K8S_POD_UID: gone.status.metadata.uid, IgnoreUnknown: '1' });
+    expect(args).toEqual({
+      K8S_POD_NAMESPACE: 'default',
+      K8S_POD_NAME: 'gc-gone',
+      K8S_POD_INFRA_CONTAINER_ID: gone.id,
+      K8S_POD_UID: gone.status.metadata.uid,
+      IgnoreUnknown: '1',
+    });
     await s.bed.restart();
     await networkReady();
     await s.bed.removePod(pod.id);

@@ -12,48 +12,58 @@ import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
 const enabled = criOrSkip();
 
 describe.skipIf(!enabled)('reserved CIDRs through containerd CRI', () => {
-  const s = useCriBed({ confList: (dirs) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges: [[{ subnet: '10.98.0.0/24' }]] }) });
+  const s = useCriBed({
+    confList: (dirs) => shimConfList(dirs, { placement: 'chained', cniVersion: '0.3.1', ranges: [[{ subnet: '10.98.0.0/24' }]] }),
+  });
   let third = 0;
 
   describe.each(VERSIONS)('cniVersion %s', (cniVersion) => {
-    it.each(PLACEMENTS)('%s: the pod that would get a reserved address fails with code 100’s message; nothing leaks; the next pod is fine', async (placement) => {
-      // A fresh /24 per case: host-local's round-robin starts at .2, which is reserved.
-      third++;
-      const reserved = `10.98.${third}.2`;
-      await s.bed.setConfList(
-        shimConfList(s.bed, { placement, cniVersion, ranges: [[{ subnet: `10.98.${third}.0/24` }]], shim: { reservedCIDRs: [`${reserved}/32`, '10.224.0.0/24'] } }),
-      );
+    it.each(PLACEMENTS)(
+      '%s: the pod that would get a reserved address fails with code 100’s message; nothing leaks; the next pod is fine',
+      async (placement) => {
+        // A fresh /24 per case: host-local's round-robin starts at .2, which is reserved.
+        third++;
+        const reserved = `10.98.${third}.2`;
+        await s.bed.setConfList(
+          shimConfList(s.bed, {
+            placement,
+            cniVersion,
+            ranges: [[{ subnet: `10.98.${third}.0/24` }]],
+            shim: { reservedCIDRs: [`${reserved}/32`, '10.224.0.0/24'] },
+          }),
+        );
 
-      const err = await s.bed.runPod(`refused-${placement}`).then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-      expect(err).toBeInstanceOf(CriError);
-      expect((err as CriError).method).toBe('RunPodSandbox');
-      expect((err as CriError).details).toContain(`address ${reserved} is inside reserved CIDR ${reserved}/32 (network ${s.bed.network})`);
-      expect((err as CriError).details).toContain(`plugin type="${placement === 'chained' ? 'ipam-shim' : 'ptp'}"`);
+        const err = await s.bed.runPod(`refused-${placement}`).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(CriError);
+        expect((err as CriError).method).toBe('RunPodSandbox');
+        expect((err as CriError).details).toContain(`address ${reserved} is inside reserved CIDR ${reserved}/32 (network ${s.bed.network})`);
+        expect((err as CriError).details).toContain(`plugin type="${placement === 'chained' ? 'ipam-shim' : 'ptp'}"`);
 
-      // containerd removed the failed sandbox and ran DEL: nothing is left anywhere.
-      expect(await s.bed.cri.listPodSandbox()).toEqual([]);
-      expect(await ledgerRecords(s.bed.stateDir, s.bed.network)).toEqual([]);
-      expect(await hostLocalAllocations(s.bed.dataDir, s.bed.network)).toEqual([]);
-      expect(await s.bed.cachedResults()).toEqual([]);
-      const refusal = (await readFile(s.bed.logFile, 'utf8'))
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as { reservedCIDR?: string; ip?: string; netns?: string; level: string })
-        .filter((l) => l.reservedCIDR && l.ip === reserved);
-      expect(refusal).toHaveLength(1);
-      expect(refusal[0]!.level).toBe('error');
-      expect(refusal[0]!.netns).toMatch(/^\/var\/run\/netns\/cni-/);
-      expect(existsSync(refusal[0]!.netns!)).toBe(false);
+        // containerd removed the failed sandbox and ran DEL: nothing is left anywhere.
+        expect(await s.bed.cri.listPodSandbox()).toEqual([]);
+        expect(await ledgerRecords(s.bed.stateDir, s.bed.network)).toEqual([]);
+        expect(await hostLocalAllocations(s.bed.dataDir, s.bed.network)).toEqual([]);
+        expect(await s.bed.cachedResults()).toEqual([]);
+        const refusal = (await readFile(s.bed.logFile, 'utf8'))
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as { reservedCIDR?: string; ip?: string; netns?: string; level: string })
+          .filter((l) => l.reservedCIDR && l.ip === reserved);
+        expect(refusal).toHaveLength(1);
+        expect(refusal[0]!.level).toBe('error');
+        expect(refusal[0]!.netns).toMatch(/^\/var\/run\/netns\/cni-/);
+        expect(existsSync(refusal[0]!.netns!)).toBe(false);
 
-      const pod = await s.bed.runPod(`next-${placement}`);
-      expect(pod.ips).toEqual([`10.98.${third}.3`]);
-      expect(await ledgerRecords(s.bed.stateDir, s.bed.network)).toEqual([`${pod.id}:eth0.json`]);
-      await s.bed.removePod(pod.id);
-      expect(await ledgerRecords(s.bed.stateDir, s.bed.network)).toEqual([]);
-      expect(await hostLocalAllocations(s.bed.dataDir, s.bed.network)).toEqual([]);
-    });
+        const pod = await s.bed.runPod(`next-${placement}`);
+        expect(pod.ips).toEqual([`10.98.${third}.3`]);
+        expect(await ledgerRecords(s.bed.stateDir, s.bed.network)).toEqual([`${pod.id}:eth0.json`]);
+        await s.bed.removePod(pod.id);
+        expect(await ledgerRecords(s.bed.stateDir, s.bed.network)).toEqual([]);
+        expect(await hostLocalAllocations(s.bed.dataDir, s.bed.network)).toEqual([]);
+      },
+    );
   });
 });

@@ -55,7 +55,13 @@ describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
       ...podRules('10.240.0.33', '0:d:3a:30:47:33'),
       ['-p', 'IPv6', '-i', 'eth0', '--ip6-dst', 'fd00:10:240::32', '-j', 'dnat', '--to-dst', DEAD_MAC, '--dnat-target', 'ACCEPT'],
     ];
-    const save = ['*nat', ...chain.map((rule) => `-A PREROUTING ${rule.join(' ')}`), `-A POSTROUTING -s unicast -o eth0 -j snat --to-src ${eth0Mac} --snat-arp --snat-target ACCEPT`, 'COMMIT', ''];
+    const save = [
+      '*nat',
+      ...chain.map((rule) => `-A PREROUTING ${rule.join(' ')}`),
+      `-A POSTROUTING -s unicast -o eth0 -j snat --to-src ${eth0Mac} --snat-arp --snat-target ACCEPT`,
+      'COMMIT',
+      '',
+    ];
     await r('ebtables-restore', ['--noflush'], { input: save.join('\n') });
     await r('ip', ['neigh', 'add', POD, 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
     await r('ip', ['neigh', 'add', '10.240.0.33', 'lladdr', '0:d:3a:30:47:33', 'dev', 'azure0', 'nud', 'permanent']);
@@ -107,11 +113,34 @@ describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
    * the bed's conflist (--no-install), until its first pass ends; then SIGTERM. Returns its JSON log lines.
    */
   async function agentFirstPass(): Promise<Array<Record<string, any>>> {
-    const proc = execa('nsenter', [`--net=/run/netns/${s.node}`, CRI_SHIM, 'agent', '--no-install', '--conflist', s.bed.confListPath, '--cni-path', s.bed.binDir, '--cache-dir', '/var/lib/cni', '--interval', '3600', '--jitter', '0'], { reject: false, buffer: false });
+    const proc = execa(
+      'nsenter',
+      [
+        `--net=/run/netns/${s.node}`,
+        CRI_SHIM,
+        'agent',
+        '--no-install',
+        '--conflist',
+        s.bed.confListPath,
+        '--cni-path',
+        s.bed.binDir,
+        '--cache-dir',
+        '/var/lib/cni',
+        '--interval',
+        '3600',
+        '--jitter',
+        '0',
+      ],
+      { reject: false, buffer: false },
+    );
     let text = '';
     proc.stdout!.on('data', (d: Buffer) => (text += d.toString()));
     proc.stderr!.on('data', (d: Buffer) => (text += d.toString()));
-    const lines = () => text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>);
+    const lines = () =>
+      text
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, any>);
     try {
       const end = Date.now() + 60_000;
       while (!lines().some((l) => String(l.msg).startsWith('reconcile pass'))) {
@@ -125,7 +154,7 @@ describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
     return lines();
   }
 
-  it('a pod started without the shim in the list: the agent\'s first pass removes exactly its residue (decoys stay) and the VNet host pings it', async () => {
+  it("a pod started without the shim in the list: the agent's first pass removes exactly its residue (decoys stay) and the VNet host pings it", async () => {
     await s.bed.setConfList(shimConfList(s.bed, { placement: 'chained', cniVersion: '0.3.1', ranges: RANGES, withoutShim: true }));
     await resetHostLocal();
     await plantResidue();
@@ -157,14 +186,22 @@ describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
     await plantResidue();
     const pod = await s.bed.runPod('reserved');
     expect(pod.ips).toEqual([POD]);
-    await s.bed.setConfList(shimConfList(s.bed, { placement: 'chained', cniVersion: '0.3.1', ranges: RANGES, shim: { reservedCIDRs: [`${POD}/32`] } }));
+    await s.bed.setConfList(
+      shimConfList(s.bed, { placement: 'chained', cniVersion: '0.3.1', ranges: RANGES, shim: { reservedCIDRs: [`${POD}/32`] } }),
+    );
     const before = await natListing();
     const neighBefore = await permanentNeigh();
 
     const lines = await agentFirstPass();
     const pass = lines.find((l) => String(l.msg).startsWith('reconcile pass'))!;
     expect(pass, JSON.stringify(lines)).toMatchObject({ runtimePods: 1, unseenPods: 1, reservedPods: 1, residueRemoved: 0, errors: 0 });
-    expect(lines.find((l) => l.reservedCIDR === `${POD}/32`)).toMatchObject({ level: 'warn', namespace: 'default', name: 'reserved', containerID: pod.id, ip: POD });
+    expect(lines.find((l) => l.reservedCIDR === `${POD}/32`)).toMatchObject({
+      level: 'warn',
+      namespace: 'default',
+      name: 'reserved',
+      containerID: pod.id,
+      ip: POD,
+    });
     expect(await natListing()).toBe(before);
     expect(await permanentNeigh()).toBe(neighBefore);
     expect((await s.bed.inspect(pod.id)).ips).toEqual([POD]);

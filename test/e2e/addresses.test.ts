@@ -22,7 +22,14 @@ const OFF = { residue: { ebtables: false, neigh: false } };
 const MAPPED = '::ffff:10.224.0.9/24';
 
 const chained = (name: string, address: string, keys: Record<string, unknown> = {}) =>
-  shimConf({ placement: 'chained', name, dirs: s, probeRewrite: false, keys: { ...OFF, ...keys }, top: { prevResult: { cniVersion: '1.0.0', ips: [{ address }] } } });
+  shimConf({
+    placement: 'chained',
+    name,
+    dirs: s,
+    probeRewrite: false,
+    keys: { ...OFF, ...keys },
+    top: { prevResult: { cniVersion: '1.0.0', ips: [{ address }] } },
+  });
 /** A netns path whose directory does not exist: liveness unknown, so a holder recorded with it is kept (src/gc/stale.ts). */
 const add = (cid: string) => ({ command: 'ADD', containerID: cid, netns: '/run/ipam-shim-no-such-dir/none', ifname: 'eth0' });
 
@@ -63,7 +70,13 @@ esac
 `,
     );
     await chmod(join(bin, 'mapped-ipam'), 0o755);
-    const conf = shimConf({ name: 'mapslot', dirs: s, probeRewrite: false, delegate: { type: 'mapped-ipam' }, keys: { ...OFF, reservedCIDRs: ['10.224.0.0/24'] } });
+    const conf = shimConf({
+      name: 'mapslot',
+      dirs: s,
+      probeRewrite: false,
+      delegate: { type: 'mapped-ipam' },
+      keys: { ...OFF, reservedCIDRs: ['10.224.0.0/24'] },
+    });
     const out = await invoke(conf, { ...add('pod-1'), path: [bin] });
     expectCode(out, 101);
     expect(out.json.msg).toContain('IPv4-mapped');

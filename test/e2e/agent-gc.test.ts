@@ -37,10 +37,7 @@ beforeEach(async () => {
   const confList = {
     cniVersion: '1.1.0',
     name: network,
-    plugins: [
-      { type: 'ptp-1.1', ipMasq: false, ipam },
-      shimKeys({ dirs: s, keys: { residue: { ebtables: false, neigh: false } }, delegate: ipam }),
-    ],
+    plugins: [{ type: 'ptp-1.1', ipMasq: false, ipam }, shimKeys({ dirs: s, keys: { residue: { ebtables: false, neigh: false } }, delegate: ipam })],
   };
   await mkdir(join(s.dir, 'net.d'));
   const conflistPath = join(s.dir, 'net.d', '10-cilium.conflist');
@@ -60,10 +57,14 @@ afterEach(async () => {
 
 async function agentIp(action: string, owner: string, extra: string[] = [], env: Record<string, string> = {}) {
   if (!b.owners.includes(owner)) b.owners.push(owner);
-  const r = await execa('ip', ['netns', 'exec', b.node, SHIM, 'agent-ip', action, '--owner', owner, '--conflist', b.conflistPath, '--cni-path', b.cniPath, '--json', ...extra], {
-    reject: false,
-    env,
-  });
+  const r = await execa(
+    'ip',
+    ['netns', 'exec', b.node, SHIM, 'agent-ip', action, '--owner', owner, '--conflist', b.conflistPath, '--cni-path', b.cniPath, '--json', ...extra],
+    {
+      reject: false,
+      env,
+    },
+  );
   return { ...r, json: r.stdout ? JSON.parse(r.stdout) : undefined };
 }
 
@@ -76,7 +77,10 @@ async function pod(name: string, rt: CniRuntime = b.runner) {
 
 /** The shim's GC verb, invoked directly as the runtime would (1.1.0, empty IDs). */
 async function gcVerb(extra: Record<string, unknown>) {
-  return invoke({ ...b.confList.plugins[1], name: b.network, cniVersion: '1.1.0', ...extra }, { command: 'GC', path: b.cniPath.split(':'), inNetns: b.node });
+  return invoke(
+    { ...b.confList.plugins[1], name: b.network, cniVersion: '1.1.0', ...extra },
+    { command: 'GC', path: b.cniPath.split(':'), inNetns: b.node },
+  );
 }
 
 const store = () => hostLocalAllocations(b.s.dataDir, b.network);
@@ -105,10 +109,14 @@ d('agent IPs', () => {
   it('a process killed mid-allocation still ends with exactly one allocation', async () => {
     b.confList.plugins[1].delegate = { ...b.confList.plugins[1].delegate, type: 'slow-ipam' };
     await writeFile(b.conflistPath, JSON.stringify(b.confList));
-    const child = execa('ip', ['netns', 'exec', b.node, SHIM, 'agent-ip', 'allocate', '--owner', 'ingress', '--conflist', b.conflistPath, '--cni-path', b.cniPath], {
-      reject: false,
-      env: { SLOW_IPAM_AFTER: '1.5' },
-    });
+    const child = execa(
+      'ip',
+      ['netns', 'exec', b.node, SHIM, 'agent-ip', 'allocate', '--owner', 'ingress', '--conflist', b.conflistPath, '--cni-path', b.cniPath],
+      {
+        reject: false,
+        env: { SLOW_IPAM_AFTER: '1.5' },
+      },
+    );
     b.owners.push('ingress');
     // Kill after host-local allocated but before the shim could record it.
     for (let i = 0; i < 100 && (await store()).length === 0; i++) await new Promise((r) => setTimeout(r, 50));
@@ -124,7 +132,11 @@ d('agent IPs', () => {
 
   it('a usage error in --owner exits 2, before anything is allocated', async () => {
     for (const owner of ['bad/name', '-x', '']) {
-      const r = await execa('ip', ['netns', 'exec', b.node, SHIM, 'agent-ip', 'allocate', `--owner=${owner}`, '--conflist', b.conflistPath, '--cni-path', b.cniPath], { reject: false });
+      const r = await execa(
+        'ip',
+        ['netns', 'exec', b.node, SHIM, 'agent-ip', 'allocate', `--owner=${owner}`, '--conflist', b.conflistPath, '--cni-path', b.cniPath],
+        { reject: false },
+      );
       expect(r.exitCode, `${owner}: ${r.stderr}`).toBe(2);
       expect(r.stderr).toMatch(/--owner/);
     }
@@ -137,7 +149,10 @@ d('agent IPs', () => {
     // host-local forgot it handed this address to the agent and offers it to a pod: the ledger refuses (11),
     // the runtime DELs the failed ADD and retries, and the retry gets another address.
     const ns = await b.net.netns('pod');
-    await expect(b.runner.add('pod-after-wipe', `/run/netns/${ns}`)).rejects.toMatchObject({ code: 11, msg: expect.stringContaining('cilium-agent-health') });
+    await expect(b.runner.add('pod-after-wipe', `/run/netns/${ns}`)).rejects.toMatchObject({
+      code: 11,
+      msg: expect.stringContaining('cilium-agent-health'),
+    });
     await b.runner.del('pod-after-wipe', `/run/netns/${ns}`);
     const retried: any = await b.runner.add('pod-after-wipe', `/run/netns/${ns}`);
     const podIp = String(retried.ips[0].address).split('/')[0];
@@ -212,18 +227,22 @@ d('GC', () => {
     expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip].sort());
   });
 
-  for (const kind of RUNTIMES) it.skipIf(skipRuntime(kind))(`${kind}: the runtime's full GC on a 1.1.0 conflist: DELs of stale cached attachments, then GC releases the uncached leak`, async () => {
-    const rt = newRuntime(kind, { confList: b.confList, pluginDirs: b.cniPath.split(':'), cacheDir: join(b.s.dir, 'cache'), netns: b.node });
-    const w = await world(rt);
-    // A leak the runtime no longer knows: cache gone, sandbox gone, IP still allocated.
-    const leak = await pod('pod-leak', rt);
-    await unlink(rt.cacheFilePath('pod-leak'));
-    await execa('ip', ['netns', 'del', leak.ns]);
-    const report = await rt.gc([{ containerID: 'pod-alive', ifname: 'eth0' }]);
-    expect(report.deleted.map((a) => a.containerID).sort()).toEqual(['pod-dead', 'pod-listed']);
-    expect(report.gcSent).toBe(true);
-    expect((await store()).sort()).toEqual([w.agent, w.alive.ip].sort());
-  });
+  for (const kind of RUNTIMES)
+    it.skipIf(skipRuntime(kind))(
+      `${kind}: the runtime's full GC on a 1.1.0 conflist: DELs of stale cached attachments, then GC releases the uncached leak`,
+      async () => {
+        const rt = newRuntime(kind, { confList: b.confList, pluginDirs: b.cniPath.split(':'), cacheDir: join(b.s.dir, 'cache'), netns: b.node });
+        const w = await world(rt);
+        // A leak the runtime no longer knows: cache gone, sandbox gone, IP still allocated.
+        const leak = await pod('pod-leak', rt);
+        await unlink(rt.cacheFilePath('pod-leak'));
+        await execa('ip', ['netns', 'del', leak.ns]);
+        const report = await rt.gc([{ containerID: 'pod-alive', ifname: 'eth0' }]);
+        expect(report.deleted.map((a) => a.containerID).sort()).toEqual(['pod-dead', 'pod-listed']);
+        expect(report.gcSent).toBe(true);
+        expect((await store()).sort()).toEqual([w.agent, w.alive.ip].sort());
+      },
+    );
 
   it('`ipam-shim gc --apply` releases exactly the uncached pod attachments that are dead', async () => {
     const w = await world();
@@ -231,7 +250,27 @@ d('GC', () => {
     await unlink(b.runner.cacheFilePath('pod-uncached-alive'));
     await unlink(b.runner.cacheFilePath('pod-dead'));
     const gc = (apply: boolean) =>
-      execa('ip', ['netns', 'exec', b.node, SHIM, 'gc', '--conflist', b.conflistPath, '--cni-path', b.cniPath, '--cache-dir', join(b.s.dir, 'cache'), '--grace-seconds', '0', '--json', ...(apply ? ['--apply'] : [])], { reject: false });
+      execa(
+        'ip',
+        [
+          'netns',
+          'exec',
+          b.node,
+          SHIM,
+          'gc',
+          '--conflist',
+          b.conflistPath,
+          '--cni-path',
+          b.cniPath,
+          '--cache-dir',
+          join(b.s.dir, 'cache'),
+          '--grace-seconds',
+          '0',
+          '--json',
+          ...(apply ? ['--apply'] : []),
+        ],
+        { reject: false },
+      );
     const dry = await gc(false);
     expect(dry.exitCode, dry.stderr).toBe(1);
     expect(JSON.parse(dry.stdout).release.map((r: any) => r.containerID)).toEqual(['pod-dead']);
@@ -244,7 +283,27 @@ d('GC', () => {
 
   /** `ipam-shim gc` on the node, dry run unless --apply is among `extra`. */
   const gcCli = async (cacheDir: string, extra: string[] = []) => {
-    const r = await execa('ip', ['netns', 'exec', b.node, SHIM, 'gc', '--conflist', b.conflistPath, '--cni-path', b.cniPath, '--cache-dir', cacheDir, '--grace-seconds', '0', '--json', ...extra], { reject: false });
+    const r = await execa(
+      'ip',
+      [
+        'netns',
+        'exec',
+        b.node,
+        SHIM,
+        'gc',
+        '--conflist',
+        b.conflistPath,
+        '--cni-path',
+        b.cniPath,
+        '--cache-dir',
+        cacheDir,
+        '--grace-seconds',
+        '0',
+        '--json',
+        ...extra,
+      ],
+      { reject: false },
+    );
     return { ...r, json: r.stdout ? JSON.parse(r.stdout) : undefined };
   };
 
@@ -254,7 +313,10 @@ d('GC', () => {
     const fileNotDir = join(b.s.dir, 'cache-is-a-file');
     await writeFile(fileNotDir, 'x');
     await mkdir(join(b.s.dir, 'other-cache', 'results'), { recursive: true });
-    await writeFile(join(b.s.dir, 'other-cache', 'results', `unrelated-c1-eth0`), JSON.stringify({ kind: 'cniCacheV1', containerId: 'c1', ifName: 'eth0', networkName: 'unrelated' }));
+    await writeFile(
+      join(b.s.dir, 'other-cache', 'results', `unrelated-c1-eth0`),
+      JSON.stringify({ kind: 'cniCacheV1', containerId: 'c1', ifName: 'eth0', networkName: 'unrelated' }),
+    );
     for (const [cacheDir, why] of [
       [join(b.s.dir, 'no-such-cache'), 'does not exist'],
       [fileNotDir, 'cannot be read'],
@@ -273,12 +335,18 @@ d('GC', () => {
     expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip].sort());
   });
 
-  it("a corrupt cache file of another network whose name shares the prefix does not block gc; a corrupt one of this network does", async () => {
+  it('a corrupt cache file of another network whose name shares the prefix does not block gc; a corrupt one of this network does', async () => {
     await world();
     const results = join(b.s.dir, 'cache', 'results');
     // Network "<net>-b" (a longer name sharing the prefix): one readable file, one cut short mid-write.
-    await writeFile(join(results, `${b.network}-b-c8-eth0`), JSON.stringify({ kind: 'cniCacheV1', containerId: 'c8', ifName: 'eth0', networkName: `${b.network}-b` }));
-    await writeFile(join(results, `${b.network}-b-c9-eth0`), `{"kind":"cniCacheV1","containerId":"c9","ifName":"eth0","networkName":"${b.network}-b","result":{"cniVers`);
+    await writeFile(
+      join(results, `${b.network}-b-c8-eth0`),
+      JSON.stringify({ kind: 'cniCacheV1', containerId: 'c8', ifName: 'eth0', networkName: `${b.network}-b` }),
+    );
+    await writeFile(
+      join(results, `${b.network}-b-c9-eth0`),
+      `{"kind":"cniCacheV1","containerId":"c9","ifName":"eth0","networkName":"${b.network}-b","result":{"cniVers`,
+    );
     await writeFile(join(results, `${b.network}-b-c7-eth0`), '');
     const ok = await gcCli(join(b.s.dir, 'cache'));
     expect(ok.stderr).toBe('');
@@ -291,4 +359,3 @@ d('GC', () => {
     expect(blocked.json.error).toContain('refusing to GC on an incomplete list');
   });
 });
-

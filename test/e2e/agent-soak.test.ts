@@ -30,16 +30,48 @@ describe.skipIf(!rootOrSkip())('the node agent soaked (scripts/soak-agent.ts, RL
   });
   afterEach(() => s.cleanup());
 
-  it('400 passes over 200 pods with /metrics scraped throughout: open fds flat, an idle-connection flood bounded by the cap and closed, every pass ok', { timeout: 300_000 }, async () => {
+  it('400 passes over 200 pods with /metrics scraped throughout: open fds flat, an idle-connection flood bounded by the cap and closed, every pass ok', {
+    timeout: 300_000,
+  }, async () => {
     const json = join(s.dir, 'soak.json');
-    const r = await execa(TSX, [SCRIPT, '--passes', '400', '--sample-every', '100', '--pods', '200', '--leaked', '10', '--interval', '0.1', '--nofile', '1024', '--flood', String(FLOOD), '--json', json], {
-      reject: false,
-      timeout: 280_000,
-      all: true,
-    });
+    const r = await execa(
+      TSX,
+      [
+        SCRIPT,
+        '--passes',
+        '400',
+        '--sample-every',
+        '100',
+        '--pods',
+        '200',
+        '--leaked',
+        '10',
+        '--interval',
+        '0.1',
+        '--nofile',
+        '1024',
+        '--flood',
+        String(FLOOD),
+        '--json',
+        json,
+      ],
+      {
+        reject: false,
+        timeout: 280_000,
+        all: true,
+      },
+    );
     const text = await readFile(json, 'utf8').catch(() => undefined);
     expect(text, `no report: ${r.all}`).toBeDefined();
-    const report = JSON.parse(text!) as { nofile: string; samples: Sample[]; passes: number; scrapes: number; failedPasses: number; flood: { fdsBefore: number; fdsPeak: number; closedByAgent: number; healthyAfterS: number }; problems: string[] };
+    const report = JSON.parse(text!) as {
+      nofile: string;
+      samples: Sample[];
+      passes: number;
+      scrapes: number;
+      failedPasses: number;
+      flood: { fdsBefore: number; fdsPeak: number; closedByAgent: number; healthyAfterS: number };
+      problems: string[];
+    };
     console.log(r.stdout);
     // The limit was in force in the agent itself (what /proc/<pid>/limits shows).
     expect(report.nofile).toBe('1024 1024');

@@ -69,7 +69,14 @@ async function makeBed(net: TestNet, o: { delegateType?: string; noDelegate?: bo
     name: network,
     plugins: [
       { type: 'ptp', ipMasq: false, ipam: hostLocal },
-      { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, metricsFile, uplink: 'eth0', ...(o.noDelegate ? {} : { delegate: { ...hostLocal, type: o.delegateType ?? 'host-local' } }) },
+      {
+        type: 'ipam-shim',
+        stateDir: s.stateDir,
+        logFile: s.logFile,
+        metricsFile,
+        uplink: 'eth0',
+        ...(o.noDelegate ? {} : { delegate: { ...hostLocal, type: o.delegateType ?? 'host-local' } }),
+      },
     ],
   };
   const confDir = join(s.dir, 'net.d');
@@ -80,7 +87,22 @@ async function makeBed(net: TestNet, o: { delegateType?: string; noDelegate?: bo
   const cniPath = [PLUGIN_DIR, FIXTURE_BIN].join(':');
   const cacheDir = join(s.dir, 'cache');
   const runner = new CniRunner({ confList, pluginDirs: [pluginBin, PLUGIN_DIR, FIXTURE_BIN], cacheDir, netns: node });
-  const bed: Bed = { net, s, vnet, node, r, network, confDir, cacheDir, binDir: join(s.dir, 'opt-cni-bin'), cniPath, runner, metricsFile, agents: [], owners: [] };
+  const bed: Bed = {
+    net,
+    s,
+    vnet,
+    node,
+    r,
+    network,
+    confDir,
+    cacheDir,
+    binDir: join(s.dir, 'opt-cni-bin'),
+    cniPath,
+    runner,
+    metricsFile,
+    agents: [],
+    owners: [],
+  };
   net.defer(async () => {
     for (const a of bed.agents) a.proc.kill('SIGKILL');
     await Promise.allSettled(bed.agents.map((a) => a.proc));
@@ -93,9 +115,28 @@ function startAgent(bed: Bed, args: string[], env: Record<string, string> = {}):
   const proc = execa(
     'ip',
     [
-      'netns', 'exec', bed.node, AGENT, 'agent',
-      '--network', bed.network, '--conf-dir', bed.confDir, '--cni-path', bed.cniPath, '--cache-dir', bed.cacheDir,
-      '--cni-bin-dir', bed.binDir, '--source', AGENT, '--grace-seconds', '0', '--jitter', '0', ...args,
+      'netns',
+      'exec',
+      bed.node,
+      AGENT,
+      'agent',
+      '--network',
+      bed.network,
+      '--conf-dir',
+      bed.confDir,
+      '--cni-path',
+      bed.cniPath,
+      '--cache-dir',
+      bed.cacheDir,
+      '--cni-bin-dir',
+      bed.binDir,
+      '--source',
+      AGENT,
+      '--grace-seconds',
+      '0',
+      '--jitter',
+      '0',
+      ...args,
     ],
     { reject: false, env, buffer: false },
   );
@@ -151,7 +192,21 @@ async function leak(bed: Bed, id: string): Promise<{ ip: string }> {
 async function agentIp(bed: Bed, owner: string): Promise<string[]> {
   bed.owners.push(owner);
   const conflist = join(bed.confDir, '10-agent.conflist');
-  const r = await execa('ip', ['netns', 'exec', bed.node, SHIM, 'agent-ip', 'allocate', '--owner', owner, '--conflist', conflist, '--cni-path', bed.cniPath, '--json']);
+  const r = await execa('ip', [
+    'netns',
+    'exec',
+    bed.node,
+    SHIM,
+    'agent-ip',
+    'allocate',
+    '--owner',
+    owner,
+    '--conflist',
+    conflist,
+    '--cni-path',
+    bed.cniPath,
+    '--json',
+  ]);
   return JSON.parse(r.stdout).ips as string[];
 }
 
@@ -162,7 +217,8 @@ const ledgerIps = async (bed: Bed): Promise<string[]> => {
   const recs = await Promise.all(names.map(async (n) => JSON.parse(await readFile(join(dir, n), 'utf8')) as { ips: string[] }));
   return recs.flatMap((r) => r.ips.map((ip) => ip.split('/')[0]!));
 };
-const ping = async (bed: Bed, ip: string) => (await inNs(bed.vnet, 'ping', ['-c', '2', '-i', '0.2', '-W', '1', '-q', ip], { reject: false })).exitCode;
+const ping = async (bed: Bed, ip: string) =>
+  (await inNs(bed.vnet, 'ping', ['-c', '2', '-i', '0.2', '-W', '1', '-q', ip], { reject: false })).exitCode;
 const hup = (a: Agent) => a.proc.kill('SIGHUP');
 /** Sends SIGHUP and waits for the pass it starts to end. */
 async function onePass(a: Agent): Promise<Record<string, any>> {
@@ -209,10 +265,18 @@ describe.skipIf(!enabled)('ipam-shim agent (the built executable in a node netns
     // A few more passes release nothing else.
     const n = a.passes().length;
     await waitFor('two more passes', () => a.passes().length >= n + 2);
-    expect(a.passes().slice(n).every((p) => p.released === 0 && p.errors === 0), JSON.stringify(a.passes())).toBe(true);
+    expect(
+      a
+        .passes()
+        .slice(n)
+        .every((p) => p.released === 0 && p.errors === 0),
+      JSON.stringify(a.passes()),
+    ).toBe(true);
 
     // install --watch, run by the agent: the binary and the chained entry after cilium-cni.
-    await waitFor('the shim chained into the cilium conflist', async () => (await readFile(join(bed.confDir, '05-cilium.conflist'), 'utf8')).includes('"ipam-shim"'));
+    await waitFor('the shim chained into the cilium conflist', async () =>
+      (await readFile(join(bed.confDir, '05-cilium.conflist'), 'utf8')).includes('"ipam-shim"'),
+    );
     expect((await readFile(join(bed.binDir, 'ipam-shim'))).equals(await readFile(AGENT))).toBe(true);
 
     expect(await httpGet(bed, '/healthz')).toMatchObject({ status: 200 });
@@ -237,7 +301,10 @@ describe.skipIf(!enabled)('ipam-shim agent (the built executable in a node netns
     await waitFor('three passes', () => a.passes().length >= 3);
     // The delegate can release it (apply mode does): the record is that evidence, so report mode keeps it and the
     // leak stays visible (ipam_shim_agent_gc_leaked, the shipped alert) until an operator decides.
-    expect(a.passes().every((p) => p.leaked === 1 && p.released === 0 && p.forgotten === 0), JSON.stringify(a.passes())).toBe(true);
+    expect(
+      a.passes().every((p) => p.leaked === 1 && p.released === 0 && p.forgotten === 0),
+      JSON.stringify(a.passes()),
+    ).toBe(true);
     expect(a.lines().some((l) => /report mode/.test(l.msg) && l.leaked?.[0]?.containerID === 'pod-leaked')).toBe(true);
     expect(await store(bed)).toContain(leaked.ip);
     expect(await ledgerIps(bed)).toContain(leaked.ip);
@@ -284,7 +351,8 @@ describe.skipIf(!enabled)('ipam-shim agent (the built executable in a node netns
     const env = { PATH: await legacyFirstPath(net) };
     const live = await pod(bed, 'pod-live');
     const decoyIp = live.ip === '10.240.0.33' ? '10.240.0.34' : '10.240.0.33';
-    for (const rule of [...podRules(decoyIp, '0:d:3a:30:47:33'), ...podRules(live.ip, DEAD_MAC)]) await bed.r('ebtables-nft', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    for (const rule of [...podRules(decoyIp, '0:d:3a:30:47:33'), ...podRules(live.ip, DEAD_MAC)])
+      await bed.r('ebtables-nft', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
     const before = (await bed.r('ebtables-nft', ['-t', 'nat', '-L', 'PREROUTING'])).stdout;
     expect(await ping(bed, live.ip)).not.toBe(0);
 
@@ -359,7 +427,10 @@ describe.skipIf(!enabled)('ipam-shim agent on a chained network without a delega
     await waitFor('three passes', () => a.passes().length >= 3);
     const [first, ...later] = a.passes();
     expect(first).toMatchObject({ leaked: 1, released: 0, forgotten: 1, errors: 0 });
-    expect(later.every((p) => p.leaked === 0 && p.released === 0 && p.forgotten === 0), JSON.stringify(later)).toBe(true);
+    expect(
+      later.every((p) => p.leaked === 0 && p.released === 0 && p.forgotten === 0),
+      JSON.stringify(later),
+    ).toBe(true);
     expect(a.lines().some((l) => /forgot the chained records/.test(l.msg) && l.forgotten?.[0]?.containerID === 'pod-leaked')).toBe(true);
     // Nothing released: the main IPAM (host-local behind ptp) still holds it; only the shim's note of it is gone.
     expect(await store(bed)).toContain(leaked.ip);
@@ -451,7 +522,7 @@ describe.skipIf(!enabled)('ipam-shim agent readiness: installed where the runtim
   const net = new TestNet();
   afterEach(() => net.cleanup());
 
-  it('installing: no conflist → 503 with the reason; cilium-cni\'s conflist appears → the entry is chained in and a pass done → 200', async () => {
+  it("installing: no conflist → 503 with the reason; cilium-cni's conflist appears → the entry is chained in and a pass done → 200", async () => {
     const bed = await makeBed(net);
     const agentList = await readFile(join(bed.confDir, '10-agent.conflist'), 'utf8');
     await unlink(join(bed.confDir, '05-cilium.conflist'));
@@ -476,7 +547,11 @@ describe.skipIf(!enabled)('ipam-shim agent readiness: installed where the runtim
   it('--no-install (Cilium writes the list from its ConfigMap): verified, never edited; entry removed → 503; pass failing → 503', async () => {
     const bed = await makeBed(net);
     const cilium = join(bed.confDir, '05-cilium.conflist');
-    const withShim = JSON.stringify({ ...AKS_CILIUM, plugins: [...AKS_CILIUM.plugins, { type: 'ipam-shim', delegate: { type: 'azure-ipam' } }] }, null, 2);
+    const withShim = JSON.stringify(
+      { ...AKS_CILIUM, plugins: [...AKS_CILIUM.plugins, { type: 'ipam-shim', delegate: { type: 'azure-ipam' } }] },
+      null,
+      2,
+    );
     await writeFile(cilium, withShim);
     const a = startAgent(bed, ['--interval', '0.5', '--no-install']);
     await waitFor('/readyz 200', async () => (await readyz(bed)).status === 200);
@@ -489,7 +564,12 @@ describe.skipIf(!enabled)('ipam-shim agent readiness: installed where the runtim
     await waitFor('two more passes', () => a.passes().length >= n + 2);
     const missing = await readyz(bed);
     expect(missing.status).toBe(503);
-    expect(missing.body).toMatchObject({ ready: false, reason: 'not-installed', conflist: cilium, why: expect.stringContaining('holds no ipam-shim entry') });
+    expect(missing.body).toMatchObject({
+      ready: false,
+      reason: 'not-installed',
+      conflist: cilium,
+      why: expect.stringContaining('holds no ipam-shim entry'),
+    });
     expect(await metric(bed, 'ipam_shim_agent_conflist_entry_in_use')).toBe(0);
     expect(a.lines().some((l) => l.level === 'warn' && /installing is disabled: only verified/.test(l.msg))).toBe(true);
     expect(await readFile(cilium, 'utf8')).toBe(without);
@@ -508,7 +588,8 @@ describe.skipIf(!enabled)('ipam-shim agent readiness: installed where the runtim
 });
 
 /** kubelet's CNI_ARGS for a pod (IgnoreUnknown: the reference plugins refuse unknown keys otherwise). */
-const k8sArgs = (namespace: string, name: string, id: string) => `IgnoreUnknown=1;K8S_POD_NAMESPACE=${namespace};K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=${id}`;
+const k8sArgs = (namespace: string, name: string, id: string) =>
+  `IgnoreUnknown=1;K8S_POD_NAMESPACE=${namespace};K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=${id}`;
 
 /**
  * A pod started while the shim was not in the chain: the same network through the same libcni-like runner and
@@ -535,7 +616,11 @@ describe.skipIf(!enabled)('ipam-shim agent: every pod the runtime knows, not onl
     expect(await ledgerIps(bed)).not.toContain(outside.ip);
     // azure-vnet's leftovers for the pod's address, next to decoys (other addresses, and a prefix of this one).
     const decoyIp = [outside.ip, seen.ip].includes('10.240.0.40') ? '10.240.0.41' : '10.240.0.40';
-    const rules = [...podRules(outside.ip, DEAD_MAC), ...podRules(decoyIp, '0:d:3a:30:47:33'), ...podRules(outside.ip.slice(0, -1), '0:d:3a:30:47:30')];
+    const rules = [
+      ...podRules(outside.ip, DEAD_MAC),
+      ...podRules(decoyIp, '0:d:3a:30:47:33'),
+      ...podRules(outside.ip.slice(0, -1), '0:d:3a:30:47:30'),
+    ];
     for (const rule of rules) await bed.r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
     await bed.r('ip', ['neigh', 'add', decoyIp, 'lladdr', '0:d:3a:30:47:33', 'dev', 'azure0', 'nud', 'permanent']);
     await bed.r('ip', ['neigh', 'add', outside.ip, 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
@@ -588,11 +673,35 @@ describe.skipIf(!enabled)('ipam-shim agent: every pod the runtime knows, not onl
     expect(await addr()).toBe(addrBefore);
     expect(await store(bed)).toContain(outside.ip);
 
-    const doctor = await execa('ip', ['netns', 'exec', bed.node, SHIM, 'doctor', '--conf-dir', bed.confDir, '--network', bed.network, '--cni-path', bed.cniPath, '--cache-dir', bed.cacheDir, '--json'], { reject: false });
-    const findings = (JSON.parse(doctor.stdout).findings as Array<{ check: string; verdict: string; summary: string }>).filter((f) => f.check === 'runtime-pods');
+    const doctor = await execa(
+      'ip',
+      [
+        'netns',
+        'exec',
+        bed.node,
+        SHIM,
+        'doctor',
+        '--conf-dir',
+        bed.confDir,
+        '--network',
+        bed.network,
+        '--cni-path',
+        bed.cniPath,
+        '--cache-dir',
+        bed.cacheDir,
+        '--json',
+      ],
+      { reject: false },
+    );
+    const findings = (JSON.parse(doctor.stdout).findings as Array<{ check: string; verdict: string; summary: string }>).filter(
+      (f) => f.check === 'runtime-pods',
+    );
     expect(findings).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ verdict: 'problem', summary: expect.stringContaining(`pod team-b/db-0 (pod-reserved) holds ${outside.ip}, inside reserved CIDR ${outside.ip}/32`) }),
+        expect.objectContaining({
+          verdict: 'problem',
+          summary: expect.stringContaining(`pod team-b/db-0 (pod-reserved) holds ${outside.ip}, inside reserved CIDR ${outside.ip}/32`),
+        }),
         expect.objectContaining({ verdict: 'warn', summary: expect.stringContaining('1 pod(s) the runtime knows were never seen by the shim') }),
       ]),
     );
@@ -603,7 +712,10 @@ describe.skipIf(!enabled)('ipam-shim agent: every pod the runtime knows, not onl
   it('an unreadable cache is "could not look", not zero pods: the step fails, the gauges are absent, readability is 0', async () => {
     const bed = await makeBed(net);
     await pod(bed, 'pod-seen');
-    await writeFile(join(bed.cacheDir, 'results', `${bed.network}-broken-eth0`), `{"kind":"cniCacheV1","networkName":"${bed.network}","containerId":`);
+    await writeFile(
+      join(bed.cacheDir, 'results', `${bed.network}-broken-eth0`),
+      `{"kind":"cniCacheV1","networkName":"${bed.network}","containerId":`,
+    );
     const a = startAgent(bed, ['--interval', '3600']);
     await waitFor('the first pass', () => a.passes().length >= 1);
     expect(a.passes()[0]).toMatchObject({ steps: { pods: 'error' } });

@@ -29,7 +29,14 @@ const namespaces = async (): Promise<Namespaces> => ({ node: await net.netns('cl
 
 /** One call of the executable in the node netns, with the parent's wall time around it and its wall clock just before. */
 async function call({ node: ns, pod }: Namespaces, command: string, containerID: string, conf: unknown) {
-  const env = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', CNI_COMMAND: command, CNI_CONTAINERID: containerID, CNI_NETNS: `/run/netns/${pod}`, CNI_IFNAME: 'eth0', CNI_PATH: PLUGIN_DIR };
+  const env = {
+    PATH: '/usr/sbin:/usr/bin:/sbin:/bin',
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: containerID,
+    CNI_NETNS: `/run/netns/${pod}`,
+    CNI_IFNAME: 'eth0',
+    CNI_PATH: PLUGIN_DIR,
+  };
   const input = typeof conf === 'string' ? conf : JSON.stringify(conf);
   const spawnedAt = Date.now();
   const t0 = performance.now();
@@ -39,8 +46,13 @@ async function call({ node: ns, pod }: Namespaces, command: string, containerID:
 
 /** The call's own line: the last "CNI call …" line of this command (and container, for verbs that have one). */
 async function callLine(logFile: string, command: string, containerID?: string): Promise<Line> {
-  const lines = (await readFile(logFile, 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as Line);
-  const line = lines.filter((l) => l.command === command && (containerID === undefined || l.containerID === containerID) && l.msg.startsWith('CNI call ')).at(-1);
+  const lines = (await readFile(logFile, 'utf8'))
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Line);
+  const line = lines
+    .filter((l) => l.command === command && (containerID === undefined || l.containerID === containerID) && l.msg.startsWith('CNI call '))
+    .at(-1);
   expect(line, `${command} ${containerID} in ${logFile}`).toBeDefined();
   return line!;
 }
@@ -69,13 +81,39 @@ describe.runIf(root)('the call log line of the single executable', () => {
     const add = await callLine(s.logFile, 'ADD', cid);
     expect(add).toMatchObject({ msg: 'CNI call done', outcome: 'ok' });
     expectWholeCall(add, added);
-    expect(Object.keys(add.timings!)).toEqual(expect.arrayContaining(['boot', 'modules', 'config', 'logger', 'delegate.version', 'delegate.add', 'ledger.lock', 'ledger.write', 'verb', 'total']));
+    expect(Object.keys(add.timings!)).toEqual(
+      expect.arrayContaining([
+        'boot',
+        'modules',
+        'config',
+        'logger',
+        'delegate.version',
+        'delegate.add',
+        'ledger.lock',
+        'ledger.write',
+        'verb',
+        'total',
+      ]),
+    );
 
     const deleted = await call(ns, 'DEL', cid, { ...conf(), prevResult: JSON.parse(added.stdout) });
     expect(deleted.exitCode, deleted.stdout).toBe(0);
     const del = await callLine(s.logFile, 'DEL', cid);
     expect(del).toMatchObject({ msg: 'CNI call done', outcome: 'ok' });
-    expect(Object.keys(del.timings!)).toEqual(expect.arrayContaining(['boot', 'modules', 'config', 'logger', 'ledger.lock', 'delegate.version', 'delegate.del', 'ledger.remove', 'verb', 'total']));
+    expect(Object.keys(del.timings!)).toEqual(
+      expect.arrayContaining([
+        'boot',
+        'modules',
+        'config',
+        'logger',
+        'ledger.lock',
+        'delegate.version',
+        'delegate.del',
+        'ledger.remove',
+        'verb',
+        'total',
+      ]),
+    );
     expect(del.timings!['delegate.del']).toBeGreaterThan(0);
     expectWholeCall(del, deleted);
   });

@@ -20,7 +20,8 @@ afterEach(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-const cli = (...args: string[]) => execa(SEA_SHIM, args, { reject: false, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' }, extendEnv: false, timeout: 60_000 });
+const cli = (...args: string[]) =>
+  execa(SEA_SHIM, args, { reject: false, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' }, extendEnv: false, timeout: 60_000 });
 
 const COMMANDS = ['agent', 'agent-ip', 'doctor', 'gc', 'install', 'ledger', 'plan', 'probe-rewrite', 'residue', 'uninstall', 'version'];
 
@@ -41,13 +42,16 @@ describe('help', () => {
   it('--help lists every command with a one-line description and the exit-code scheme', async () => {
     const r = await cli('--help');
     expect(r.exitCode).toBe(0);
-    const listed = r.stdout.slice(r.stdout.indexOf('commands:\n') + 10).split('\n\n')[0]!.split('\n');
+    const listed = r.stdout
+      .slice(r.stdout.indexOf('commands:\n') + 10)
+      .split('\n\n')[0]!
+      .split('\n');
     expect(listed.map((l) => l.trim().split(/\s+/)[0])).toEqual(COMMANDS);
     for (const l of listed) expect(l, 'name, two spaces, a description').toMatch(/^ {2}[a-z-]+ {2,}\S.{20,}$/);
     expect(r.stdout).toContain('0 fine; 1 found a problem; 2 usage; 3 could not run');
   });
 
-  it('help <command> and <command> --help print the command\'s help: every flag described, an example', async () => {
+  it("help <command> and <command> --help print the command's help: every flag described, an example", async () => {
     for (const name of COMMANDS) {
       const a = await cli('help', name);
       const b = await cli(name, '--help');
@@ -108,9 +112,24 @@ describe('ledger', () => {
     const n = await node();
     const ledger = new Ledger(n.stateDir, 'cilium');
     const made = new Date(Date.now() - 2 * 3600_000 - 13 * 60_000).toISOString();
-    const base = { v: 1, network: 'cilium', state: 'attached', placement: 'chained', netns: '/run/netns/x', createdAt: made, updatedAt: made } as const;
+    const base = {
+      v: 1,
+      network: 'cilium',
+      state: 'attached',
+      placement: 'chained',
+      netns: '/run/netns/x',
+      createdAt: made,
+      updatedAt: made,
+    } as const;
     const recs: LedgerRecord[] = [
-      { ...base, containerID: '4f1c9a7e2b6d8f00a1b2c3d4e5f6071829', ifname: 'eth0', owner: 'pod', ips: ['10.224.1.2', 'fd00:224::1:2'], pod: { namespace: 'shop', name: 'web-0', uid: '0f0e5a3c-7c1d-4b7e-9a51-3c7c2f0b6d11' } },
+      {
+        ...base,
+        containerID: '4f1c9a7e2b6d8f00a1b2c3d4e5f6071829',
+        ifname: 'eth0',
+        owner: 'pod',
+        ips: ['10.224.1.2', 'fd00:224::1:2'],
+        pod: { namespace: 'shop', name: 'web-0', uid: '0f0e5a3c-7c1d-4b7e-9a51-3c7c2f0b6d11' },
+      },
       { ...base, containerID: 'cilium-agent-health', ifname: 'eth0', owner: 'agent', placement: 'ipam', ips: ['10.224.1.3'] },
     ];
     for (const r of recs) await ledger.put(r);
@@ -125,7 +144,13 @@ describe('ledger', () => {
     const json = await cli('ledger', '--conf-dir', n.confDir, '--json');
     const out = JSON.parse(json.stdout);
     expect(out.attachments).toHaveLength(2);
-    expect(out.attachments[0]).toMatchObject({ containerID: recs[0]!.containerID, pod: recs[0]!.pod, ips: recs[0]!.ips, owner: 'pod', placement: 'chained' });
+    expect(out.attachments[0]).toMatchObject({
+      containerID: recs[0]!.containerID,
+      pod: recs[0]!.pod,
+      ips: recs[0]!.ips,
+      owner: 'pod',
+      placement: 'chained',
+    });
     expect(out.attachments[0].ageSeconds).toBeGreaterThanOrEqual(2 * 3600 + 13 * 60);
     expect(out.unreadable).toEqual([]);
 
@@ -144,7 +169,10 @@ describe('doctor', () => {
     const r = await cli('doctor', '--conf-dir', n.confDir, '--cni-path', n.binDir, '--json');
     expect(r.exitCode, r.stderr).toBe(1);
     const f = findings(r.stdout);
-    expect(f.find((x) => x.check === 'conflist')).toMatchObject({ verdict: 'problem', summary: expect.stringContaining('no conflist with ipam-shim') });
+    expect(f.find((x) => x.check === 'conflist')).toMatchObject({
+      verdict: 'problem',
+      summary: expect.stringContaining('no conflist with ipam-shim'),
+    });
     expect(f.find((x) => x.check === 'main-plugin')).toMatchObject({ verdict: 'problem', summary: expect.stringContaining('cilium-cni') });
     expect(f.find((x) => x.check === 'shim-binary')).toMatchObject({ verdict: 'problem' });
     expect(f.find((x) => x.check === 'ipv6-probe')?.verdict).not.toBe('skipped');
@@ -153,22 +181,53 @@ describe('doctor', () => {
     expect(text.stdout.split('\n').length).toBeGreaterThan(8);
   });
 
-  (rootOrSkip() ? it : it.skip)('without a shim conflist: residue still finds orphaned per-pod ebtables rules (a node of its own: a netns)', async () => {
-    const n = await node({ shim: false });
-    const ns = await net.netns('doc');
-    await inNs(ns, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', '-p', 'IPv4', '-i', 'eth0', '--ip-dst', '10.224.9.9', '-j', 'dnat', '--to-dst', '0:d:3a:30:47:42', '--dnat-target', 'ACCEPT']);
-    const r = await execa('ip', ['netns', 'exec', ns, SEA_SHIM, 'doctor', '--conf-dir', n.confDir, '--cni-path', n.binDir, '--json'], { reject: false });
-    expect(r.exitCode, r.stderr).toBe(1);
-    expect(findings(r.stdout).find((x) => x.check === 'residue')).toMatchObject({ verdict: 'warn', summary: expect.stringContaining('10.224.9.9') });
-  });
+  (rootOrSkip() ? it : it.skip)(
+    'without a shim conflist: residue still finds orphaned per-pod ebtables rules (a node of its own: a netns)',
+    async () => {
+      const n = await node({ shim: false });
+      const ns = await net.netns('doc');
+      await inNs(ns, 'ebtables', [
+        '-t',
+        'nat',
+        '-A',
+        'PREROUTING',
+        '-p',
+        'IPv4',
+        '-i',
+        'eth0',
+        '--ip-dst',
+        '10.224.9.9',
+        '-j',
+        'dnat',
+        '--to-dst',
+        '0:d:3a:30:47:42',
+        '--dnat-target',
+        'ACCEPT',
+      ]);
+      const r = await execa('ip', ['netns', 'exec', ns, SEA_SHIM, 'doctor', '--conf-dir', n.confDir, '--cni-path', n.binDir, '--json'], {
+        reject: false,
+      });
+      expect(r.exitCode, r.stderr).toBe(1);
+      expect(findings(r.stdout).find((x) => x.check === 'residue')).toMatchObject({
+        verdict: 'warn',
+        summary: expect.stringContaining('10.224.9.9'),
+      });
+    },
+  );
 
   it('checks the main plugin the shim is chained after: missing from the CNI path is a problem, found is ok', async () => {
     const n = await node();
     const missing = findings((await cli('doctor', '--conf-dir', n.confDir, '--cni-path', n.binDir, '--json')).stdout);
-    expect(missing.find((x) => x.check === 'main-plugin')).toMatchObject({ verdict: 'problem', summary: expect.stringMatching(/^cilium-cni, listed in .*05-cilium\.conflist, is not on the CNI path/) });
+    expect(missing.find((x) => x.check === 'main-plugin')).toMatchObject({
+      verdict: 'problem',
+      summary: expect.stringMatching(/^cilium-cni, listed in .*05-cilium\.conflist, is not on the CNI path/),
+    });
     await writeFile(join(n.binDir, 'cilium-cni'), '#!/bin/sh\nexit 0\n');
     await chmod(join(n.binDir, 'cilium-cni'), 0o755);
     const found = findings((await cli('doctor', '--conf-dir', n.confDir, '--cni-path', n.binDir, '--json')).stdout);
-    expect(found.find((x) => x.check === 'main-plugin')).toMatchObject({ verdict: 'ok', summary: expect.stringContaining(join(n.binDir, 'cilium-cni')) });
+    expect(found.find((x) => x.check === 'main-plugin')).toMatchObject({
+      verdict: 'ok',
+      summary: expect.stringContaining(join(n.binDir, 'cilium-cni')),
+    });
   });
 });

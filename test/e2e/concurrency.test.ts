@@ -33,7 +33,14 @@ function slotConf(name: string): JsonObject {
   return shimConf({ name, dirs: s, probeRewrite: false, delegate: hostLocal(s.dataDir, '10.234.0.0/23', 'fd00:234::/112') });
 }
 
-const slotEnv = (command: string, cid: string, bin?: string) => ({ command, containerID: cid, netns: `/run/netns/gone-${cid}`, ifname: 'eth0', path: [PLUGIN_DIR], bin });
+const slotEnv = (command: string, cid: string, bin?: string) => ({
+  command,
+  containerID: cid,
+  netns: `/run/netns/gone-${cid}`,
+  ifname: 'eth0',
+  path: [PLUGIN_DIR],
+  bin,
+});
 
 async function expectConsistent(network: string, expectedRecords: number): Promise<void> {
   const ledger = await readLedger(s.stateDir, network);
@@ -65,7 +72,9 @@ describe.skipIf(!haveRoot)('IPAM slot: the shim over host-local, invoked directl
     await expectConsistent(network, N);
     const ledger = await readLedger(s.stateDir, network);
     for (const [i, cid] of ids.entries()) {
-      expect(ledger.records.get(`${cid}:eth0`)?.ips.sort()).toEqual(added[i]!.json.ips.map((ip: { address: string }) => ip.address.split('/')[0]).sort());
+      expect(ledger.records.get(`${cid}:eth0`)?.ips.sort()).toEqual(
+        added[i]!.json.ips.map((ip: { address: string }) => ip.address.split('/')[0]).sort(),
+      );
     }
 
     const deleted = await Promise.all(ids.map((cid, i) => invoke({ ...conf, prevResult: added[i]!.json }, slotEnv('DEL', cid, bin))));

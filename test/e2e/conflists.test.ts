@@ -78,96 +78,109 @@ async function bed(list: JsonObject, kind: RuntimeKind) {
   const pod = await net.netns('pod');
   const bin = await shimBinDir(s.dir);
   const fakeLog = join(s.dir, 'fake-ipam.log');
-  const runner = newRuntime(kind, { confList: list, pluginDirs: [bin, FIXTURE_BIN, PLUGIN_DIR], cacheDir: join(s.dir, 'cache'), netns: node, env: { FAKE_IPAM_LOG: fakeLog } });
+  const runner = newRuntime(kind, {
+    confList: list,
+    pluginDirs: [bin, FIXTURE_BIN, PLUGIN_DIR],
+    cacheDir: join(s.dir, 'cache'),
+    netns: node,
+    env: { FAKE_IPAM_LOG: fakeLog },
+  });
   return { node, pod, netnsPath: `/run/netns/${pod}`, bin, runner, fakeLog };
 }
 
 const firstIp = (r: any): string => String(r.ips[0].address).split('/')[0]!;
 
-for (const kind of RUNTIMES) (root && !skipRuntime(kind) ? describe : describe.skip)(`conflist/ examples run for real (${kind})`, () => {
-  it.each(['generic-host-local.conflist', 'generic-host-local-chained.conflist'])('%s: ADD → CHECK → DEL with ptp + host-local', async (file) => {
-    const list = localise(await load(file));
-    const name = String(list.name);
-    const b = await bed(list, kind);
-    const result: any = await b.runner.add(`ctr-${uid()}`, b.netnsPath);
-    const cid = b.runner.invocations.at(-1)!.env.CNI_CONTAINERID;
-    const ip = firstIp(result);
-    expect(ip).toMatch(name === 'generic' ? /^10\.85\.0\./ : /^10\.86\.0\./);
-    expect((await inNs(b.pod, 'ip', ['-j', 'addr', 'show', 'eth0'])).stdout).toContain(ip);
-    // The node reaches the pod over ptp's host route.
-    expect((await inNs(b.node, 'ping', ['-c', '1', '-W', '2', ip])).exitCode).toBe(0);
-    expect(await hostLocalAllocations(s.dataDir, name)).toEqual([ip]);
-    expect(await ledgerRecords(s.stateDir, name)).toEqual([`${cid}:eth0.json`]);
-    await b.runner.check(cid, b.netnsPath);
-    await b.runner.del(cid, b.netnsPath);
-    expect(await hostLocalAllocations(s.dataDir, name)).toEqual([]);
-    expect(await ledgerRecords(s.stateDir, name)).toEqual([]);
+for (const kind of RUNTIMES)
+  (root && !skipRuntime(kind) ? describe : describe.skip)(`conflist/ examples run for real (${kind})`, () => {
+    it.each(['generic-host-local.conflist', 'generic-host-local-chained.conflist'])('%s: ADD → CHECK → DEL with ptp + host-local', async (file) => {
+      const list = localise(await load(file));
+      const name = String(list.name);
+      const b = await bed(list, kind);
+      const result: any = await b.runner.add(`ctr-${uid()}`, b.netnsPath);
+      const cid = b.runner.invocations.at(-1)!.env.CNI_CONTAINERID;
+      const ip = firstIp(result);
+      expect(ip).toMatch(name === 'generic' ? /^10\.85\.0\./ : /^10\.86\.0\./);
+      expect((await inNs(b.pod, 'ip', ['-j', 'addr', 'show', 'eth0'])).stdout).toContain(ip);
+      // The node reaches the pod over ptp's host route.
+      expect((await inNs(b.node, 'ping', ['-c', '1', '-W', '2', ip])).exitCode).toBe(0);
+      expect(await hostLocalAllocations(s.dataDir, name)).toEqual([ip]);
+      expect(await ledgerRecords(s.stateDir, name)).toEqual([`${cid}:eth0.json`]);
+      await b.runner.check(cid, b.netnsPath);
+      await b.runner.del(cid, b.netnsPath);
+      expect(await hostLocalAllocations(s.dataDir, name)).toEqual([]);
+      expect(await ledgerRecords(s.stateDir, name)).toEqual([]);
+    });
+
+    it('aks-cilium-0.3.1.conflist (ptp for cilium-cni, fake-ipam for azure-ipam): ADD → DEL; no CHECK at 0.3.1', async () => {
+      const list = localise(await load('aks-cilium-0.3.1.conflist'), { standIns: true });
+      const b = await bed(list, kind);
+      const result: any = await b.runner.add('aks-pod-1', b.netnsPath);
+      expect(result.cniVersion).toBe('0.3.1');
+      expect(result.ips[0]).toMatchObject({ address: '10.99.0.7/24', version: '4' });
+      // The chained shim saw ptp's result and recorded it; it answered with that result unchanged.
+      expect(await ledgerRecords(s.stateDir, 'cilium')).toEqual(['aks-pod-1:eth0.json']);
+      const shimAdd = b.runner.invocations.filter((i) => i.plugin === 'ipam-shim' && i.command === 'ADD');
+      expect(shimAdd).toHaveLength(1);
+      expect(JSON.parse(shimAdd[0]!.stdout)).toEqual(result);
+      expect((await inNs(b.node, 'ping', ['-c', '1', '-W', '2', '10.99.0.7'])).exitCode).toBe(0);
+      await expect(b.runner.check('aks-pod-1', b.netnsPath)).rejects.toThrow(/does not support the CHECK command/);
+      await b.runner.del('aks-pod-1', b.netnsPath);
+      expect(await ledgerRecords(s.stateDir, 'cilium')).toEqual([]);
+      // cilium-cni's stand-in released through its IPAM plugin; the shim itself never called it on ADD/DEL.
+      const calls = (await readFile(b.fakeLog, 'utf8'))
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' ').slice(0, 2).join(' '));
+      expect(calls).toEqual(['ADD aks-pod-1', 'DEL aks-pod-1']);
+    });
+
+    it('aks-cilium-1.1.0.conflist (same stand-ins): ADD → CHECK → DEL, GC and STATUS at 1.1.0 to the shim, metrics written', async () => {
+      const metricsFile = join(s.dir, 'textfile', 'ipam-shim.prom');
+      const shipped = await load('aks-cilium-1.1.0.conflist');
+      const list = localise(shipped, { standIns: true, metricsFile });
+      // Debian's ptp stops at 1.0.0: drive the list at 1.0.0 (a runtime would pick it from cniVersions if capped there).
+      const driven = { ...list, cniVersion: '1.0.0', cniVersions: ['0.3.1', '1.0.0'] };
+      const b = await bed(driven, kind);
+      const result: any = await b.runner.add('aks-pod-2', b.netnsPath);
+      expect(result.cniVersion).toBe('1.0.0');
+      await b.runner.check('aks-pod-2', b.netnsPath);
+
+      const shimEntry = (list.plugins as JsonObject[])[1]!;
+      const at110 = { ...shimEntry, name: list.name, cniVersion: '1.1.0' };
+      const path = [b.bin, FIXTURE_BIN, PLUGIN_DIR];
+      const status = await invoke(at110, { command: 'STATUS', path, inNetns: b.node });
+      expect(status.exitCode, status.stdout).toBe(0);
+      // GC with an empty valid list: the attachment's netns still holds the address, so it is provably alive and kept.
+      const gc = await invoke(
+        { ...at110, 'cni.dev/valid-attachments': [] },
+        { command: 'GC', path, inNetns: b.node, env: { FAKE_IPAM_LOG: b.fakeLog } },
+      );
+      expect(gc.exitCode, gc.stdout).toBe(0);
+      expect(await ledgerRecords(s.stateDir, 'cilium')).toEqual(['aks-pod-2:eth0.json']);
+      expect((await readFile(b.fakeLog, 'utf8')).split('\n').filter((l) => l.startsWith('DEL'))).toEqual([]);
+
+      await b.runner.del('aks-pod-2', b.netnsPath);
+      expect(await ledgerRecords(s.stateDir, 'cilium')).toEqual([]);
+      expect(existsSync(metricsFile)).toBe(true);
+      const m = parseMetrics(await readFile(metricsFile, 'utf8'));
+      const v = (name: string, labels: string) => m.get(`${name}{${labels}}`)?.value;
+      expect(v('ipam_shim_invocations_total', 'network="cilium",verb="ADD"')).toBe(1);
+      expect(v('ipam_shim_invocations_total', 'network="cilium",verb="CHECK"')).toBe(1);
+      expect(v('ipam_shim_invocations_total', 'network="cilium",verb="DEL"')).toBe(1);
+      expect(v('ipam_shim_invocations_total', 'network="cilium",verb="GC"')).toBe(1);
+      expect(v('ipam_shim_invocations_total', 'network="cilium",verb="STATUS"')).toBe(1);
+      expect(v('ipam_shim_gc_released_total', 'network="cilium"')).toBe(0);
+      expect(v('ipam_shim_ledger_attachments', 'network="cilium"')).toBe(0);
+      // Each call's wall time in the histogram, by verb: one observation each, inside (0, 30 s].
+      for (const verb of ['ADD', 'CHECK', 'DEL', 'GC', 'STATUS']) {
+        const h = `network="cilium",verb="${verb}"`;
+        expect(v('ipam_shim_cni_call_duration_seconds_count', h), verb).toBe(1);
+        expect(v('ipam_shim_cni_call_duration_seconds_bucket', `le="+Inf",${h}`), verb).toBe(1);
+        expect(v('ipam_shim_cni_call_duration_seconds_bucket', `le="30",${h}`), verb).toBe(1);
+        expect(v('ipam_shim_cni_call_duration_seconds_sum', h), verb).toBeGreaterThan(0);
+      }
+    });
   });
-
-  it('aks-cilium-0.3.1.conflist (ptp for cilium-cni, fake-ipam for azure-ipam): ADD → DEL; no CHECK at 0.3.1', async () => {
-    const list = localise(await load('aks-cilium-0.3.1.conflist'), { standIns: true });
-    const b = await bed(list, kind);
-    const result: any = await b.runner.add('aks-pod-1', b.netnsPath);
-    expect(result.cniVersion).toBe('0.3.1');
-    expect(result.ips[0]).toMatchObject({ address: '10.99.0.7/24', version: '4' });
-    // The chained shim saw ptp's result and recorded it; it answered with that result unchanged.
-    expect(await ledgerRecords(s.stateDir, 'cilium')).toEqual(['aks-pod-1:eth0.json']);
-    const shimAdd = b.runner.invocations.filter((i) => i.plugin === 'ipam-shim' && i.command === 'ADD');
-    expect(shimAdd).toHaveLength(1);
-    expect(JSON.parse(shimAdd[0]!.stdout)).toEqual(result);
-    expect((await inNs(b.node, 'ping', ['-c', '1', '-W', '2', '10.99.0.7'])).exitCode).toBe(0);
-    await expect(b.runner.check('aks-pod-1', b.netnsPath)).rejects.toThrow(/does not support the CHECK command/);
-    await b.runner.del('aks-pod-1', b.netnsPath);
-    expect(await ledgerRecords(s.stateDir, 'cilium')).toEqual([]);
-    // cilium-cni's stand-in released through its IPAM plugin; the shim itself never called it on ADD/DEL.
-    const calls = (await readFile(b.fakeLog, 'utf8')).trim().split('\n').map((l) => l.split(' ').slice(0, 2).join(' '));
-    expect(calls).toEqual(['ADD aks-pod-1', 'DEL aks-pod-1']);
-  });
-
-  it('aks-cilium-1.1.0.conflist (same stand-ins): ADD → CHECK → DEL, GC and STATUS at 1.1.0 to the shim, metrics written', async () => {
-    const metricsFile = join(s.dir, 'textfile', 'ipam-shim.prom');
-    const shipped = await load('aks-cilium-1.1.0.conflist');
-    const list = localise(shipped, { standIns: true, metricsFile });
-    // Debian's ptp stops at 1.0.0: drive the list at 1.0.0 (a runtime would pick it from cniVersions if capped there).
-    const driven = { ...list, cniVersion: '1.0.0', cniVersions: ['0.3.1', '1.0.0'] };
-    const b = await bed(driven, kind);
-    const result: any = await b.runner.add('aks-pod-2', b.netnsPath);
-    expect(result.cniVersion).toBe('1.0.0');
-    await b.runner.check('aks-pod-2', b.netnsPath);
-
-    const shimEntry = (list.plugins as JsonObject[])[1]!;
-    const at110 = { ...shimEntry, name: list.name, cniVersion: '1.1.0' };
-    const path = [b.bin, FIXTURE_BIN, PLUGIN_DIR];
-    const status = await invoke(at110, { command: 'STATUS', path, inNetns: b.node });
-    expect(status.exitCode, status.stdout).toBe(0);
-    // GC with an empty valid list: the attachment's netns still holds the address, so it is provably alive and kept.
-    const gc = await invoke({ ...at110, 'cni.dev/valid-attachments': [] }, { command: 'GC', path, inNetns: b.node, env: { FAKE_IPAM_LOG: b.fakeLog } });
-    expect(gc.exitCode, gc.stdout).toBe(0);
-    expect(await ledgerRecords(s.stateDir, 'cilium')).toEqual(['aks-pod-2:eth0.json']);
-    expect((await readFile(b.fakeLog, 'utf8')).split('\n').filter((l) => l.startsWith('DEL'))).toEqual([]);
-
-    await b.runner.del('aks-pod-2', b.netnsPath);
-    expect(await ledgerRecords(s.stateDir, 'cilium')).toEqual([]);
-    expect(existsSync(metricsFile)).toBe(true);
-    const m = parseMetrics(await readFile(metricsFile, 'utf8'));
-    const v = (name: string, labels: string) => m.get(`${name}{${labels}}`)?.value;
-    expect(v('ipam_shim_invocations_total', 'network="cilium",verb="ADD"')).toBe(1);
-    expect(v('ipam_shim_invocations_total', 'network="cilium",verb="CHECK"')).toBe(1);
-    expect(v('ipam_shim_invocations_total', 'network="cilium",verb="DEL"')).toBe(1);
-    expect(v('ipam_shim_invocations_total', 'network="cilium",verb="GC"')).toBe(1);
-    expect(v('ipam_shim_invocations_total', 'network="cilium",verb="STATUS"')).toBe(1);
-    expect(v('ipam_shim_gc_released_total', 'network="cilium"')).toBe(0);
-    expect(v('ipam_shim_ledger_attachments', 'network="cilium"')).toBe(0);
-    // Each call's wall time in the histogram, by verb: one observation each, inside (0, 30 s].
-    for (const verb of ['ADD', 'CHECK', 'DEL', 'GC', 'STATUS']) {
-      const h = `network="cilium",verb="${verb}"`;
-      expect(v('ipam_shim_cni_call_duration_seconds_count', h), verb).toBe(1);
-      expect(v('ipam_shim_cni_call_duration_seconds_bucket', `le="+Inf",${h}`), verb).toBe(1);
-      expect(v('ipam_shim_cni_call_duration_seconds_bucket', `le="30",${h}`), verb).toBe(1);
-      expect(v('ipam_shim_cni_call_duration_seconds_sum', h), verb).toBeGreaterThan(0);
-    }
-  });
-});
 
 // Keep the shipped examples free of test paths (a copy-paste must work on a node).
 describe('examples use the node defaults', () => {

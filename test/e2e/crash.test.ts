@@ -62,7 +62,12 @@ function campaign(cniVersion: string): Campaign {
     network,
     cniVersion,
     nsPrefix: `cr${uid(4)}`,
-    ipam: shimKeys({ dirs: s, probeRewrite: false, delegate: { ...hostLocal(s.dataDir, '10.237.0.0/24'), type: WRAP_IPAM }, keys: { delegateTimeoutMs: 10_000 } }),
+    ipam: shimKeys({
+      dirs: s,
+      probeRewrite: false,
+      delegate: { ...hostLocal(s.dataDir, '10.237.0.0/24'), type: WRAP_IPAM },
+      keys: { delegateTimeoutMs: 10_000 },
+    }),
   };
 }
 
@@ -149,15 +154,21 @@ async function crashAdds(c: Campaign): Promise<Run[]> {
             case 'early':
               return sleep(rand(250)).then(kill);
             case 'delegate-pre':
-              return until(() => exited || existsSync(`${mark}.pre`)).then(() => sleep(rand(pre * 1000))).then(kill);
+              return until(() => exited || existsSync(`${mark}.pre`))
+                .then(() => sleep(rand(pre * 1000)))
+                .then(kill);
             case 'ledger-intent':
               return Promise.race([writes.next(cid), done]).then(kill);
             case 'delegate-post':
-              return until(() => exited || existsSync(`${mark}.post`)).then(() => sleep(rand(post * 1000))).then(kill);
+              return until(() => exited || existsSync(`${mark}.post`))
+                .then(() => sleep(rand(post * 1000)))
+                .then(kill);
             case 'ledger-attached':
               return Promise.race([writes.next(cid, () => existsSync(`${mark}.post`)), done]).then(kill);
             case 'late':
-              return until(() => exited || existsSync(`${mark}.post`)).then(() => sleep(post * 1000 + rand(150))).then(kill);
+              return until(() => exited || existsSync(`${mark}.post`))
+                .then(() => sleep(post * 1000 + rand(150)))
+                .then(kill);
             case 'none':
               return undefined;
           }
@@ -189,8 +200,16 @@ async function settle(runs: Run[]): Promise<{ completed: Run[]; forgotten: Run[]
     net.defer(() => execa('ip', ['netns', 'del', r.netnsName], { reject: false }));
     await inNs(r.netnsName, 'ip', ['addr', 'add', `${r.ips[0]}/32`, 'dev', 'lo']);
   }
-  const tally = Object.fromEntries([...new Set(PHASES)].map((p) => [p, `${runs.filter((r) => r.phase === p && r.killed).length}/${runs.filter((r) => r.phase === p).length} killed`]));
-  console.log(`crash campaign: ${runs.length} ADDs, ${runs.length - completed.length} killed, ${completed.length} completed (${forgotten.length} forgotten but alive)`, tally);
+  const tally = Object.fromEntries(
+    [...new Set(PHASES)].map((p) => [
+      p,
+      `${runs.filter((r) => r.phase === p && r.killed).length}/${runs.filter((r) => r.phase === p).length} killed`,
+    ]),
+  );
+  console.log(
+    `crash campaign: ${runs.length} ADDs, ${runs.length - completed.length} killed, ${completed.length} completed (${forgotten.length} forgotten but alive)`,
+    tally,
+  );
   return { completed, forgotten, valid: completed.filter((r) => !forgotten.includes(r)) };
 }
 
@@ -237,7 +256,15 @@ describe.skipIf(!haveRoot)(`SIGKILL during ADD (${RUNS} times)`, () => {
     for (const r of valid) {
       await writeFile(
         join(cacheDir, 'results', `${c.network}-${r.cid}-eth0`),
-        JSON.stringify({ kind: 'cniCacheV1', containerId: r.cid, ifName: 'eth0', networkName: c.network, netns: `/run/netns/${r.netnsName}`, config: '', result: {} }),
+        JSON.stringify({
+          kind: 'cniCacheV1',
+          containerId: r.cid,
+          ifName: 'eth0',
+          networkName: c.network,
+          netns: `/run/netns/${r.netnsName}`,
+          config: '',
+          result: {},
+        }),
         { mode: 0o600 },
       );
     }
@@ -245,11 +272,27 @@ describe.skipIf(!haveRoot)(`SIGKILL during ADD (${RUNS} times)`, () => {
     await mkdir(join(s.dir, 'net.d'));
     await writeFile(conflist, JSON.stringify({ cniVersion: c.cniVersion, name: c.network, plugins: [{ type: 'ptp', ipam: c.ipam }] }));
     const cli = (apply: boolean) =>
-      execa(SHIM, ['gc', '--conflist', conflist, '--cache-dir', cacheDir, '--cni-path', FIXTURE_BIN, '--grace-seconds', '0', '--json', ...(apply ? ['--apply'] : [])], {
-        reject: false,
-        env: { PATH: process.env.PATH! },
-        extendEnv: false,
-      });
+      execa(
+        SHIM,
+        [
+          'gc',
+          '--conflist',
+          conflist,
+          '--cache-dir',
+          cacheDir,
+          '--cni-path',
+          FIXTURE_BIN,
+          '--grace-seconds',
+          '0',
+          '--json',
+          ...(apply ? ['--apply'] : []),
+        ],
+        {
+          reject: false,
+          env: { PATH: process.env.PATH! },
+          extendEnv: false,
+        },
+      );
     const dry = await cli(false);
     expect(dry.exitCode, dry.stderr).toBe(runs.some((r) => r.killed) ? 1 : 0); // dry run: non-zero when something would be released
     const applied = await cli(true);

@@ -36,7 +36,10 @@ describe.skipIf(!root || skipRuntime('libcni'))('CRI-O-shaped start-up GC throug
     const confList = {
       cniVersion: '1.1.0',
       name: network,
-      plugins: [{ type: 'ptp-1.1', ipMasq: false, ipam }, shimKeys({ dirs: s, keys: { residue: { ebtables: false, neigh: false } }, delegate: ipam })],
+      plugins: [
+        { type: 'ptp-1.1', ipMasq: false, ipam },
+        shimKeys({ dirs: s, keys: { residue: { ebtables: false, neigh: false } }, delegate: ipam }),
+      ],
     };
     await mkdir(join(s.dir, 'net.d'));
     const conflistPath = join(s.dir, 'net.d', '10-cilium.conflist');
@@ -47,7 +50,21 @@ describe.skipIf(!root || skipRuntime('libcni'))('CRI-O-shaped start-up GC throug
 
     // cilium-agent's own address, recorded by the shim, in no runtime's cache.
     net.defer(() => execa('ip', ['netns', 'del', 'ipam-shim-agent-health'], { reject: false }));
-    const agent = await execa('ip', ['netns', 'exec', node, SHIM, 'agent-ip', 'allocate', '--owner', 'health', '--conflist', conflistPath, '--cni-path', cniPath.join(':'), '--json']);
+    const agent = await execa('ip', [
+      'netns',
+      'exec',
+      node,
+      SHIM,
+      'agent-ip',
+      'allocate',
+      '--owner',
+      'health',
+      '--conflist',
+      conflistPath,
+      '--cni-path',
+      cniPath.join(':'),
+      '--json',
+    ]);
     const agentIp = (JSON.parse(agent.stdout) as { ips: string[] }).ips[0]!;
 
     const pods: Record<string, { ns: string; ip: string }> = {};

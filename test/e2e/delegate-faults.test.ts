@@ -37,9 +37,20 @@ afterEach(async () => {
 });
 
 const conf = (cniVersion = '1.0.0', ipamOver: Record<string, unknown> = {}) =>
-  shimConf({ cniVersion, name: network, dirs: s, delegate: { ...hostLocal(s.dataDir, '10.235.0.0/24'), type: WRAP_IPAM }, keys: { delegateTimeoutMs: 1500, ...ipamOver } });
+  shimConf({
+    cniVersion,
+    name: network,
+    dirs: s,
+    delegate: { ...hostLocal(s.dataDir, '10.235.0.0/24'), type: WRAP_IPAM },
+    keys: { delegateTimeoutMs: 1500, ...ipamOver },
+  });
 
-function call(command: string, wrap: Record<string, string> = {}, extra: Partial<Parameters<typeof invoke>[1]> = {}, ipamOver: Record<string, unknown> = {}) {
+function call(
+  command: string,
+  wrap: Record<string, string> = {},
+  extra: Partial<Parameters<typeof invoke>[1]> = {},
+  ipamOver: Record<string, unknown> = {},
+) {
   return invoke(conf('1.0.0', ipamOver), {
     command,
     containerID: 'ctr-1',
@@ -192,9 +203,13 @@ describe('delegate faults during DEL', () => {
     return out;
   }
 
-  it("its error object passes through, the record stays (GC can still find it), and a retried DEL cleans up", async () => {
+  it('its error object passes through, the record stays (GC can still find it), and a retried DEL cleans up', async () => {
     const added = await addOk();
-    const out = await call('DEL', { WRAP_IPAM_ON: 'DEL', WRAP_IPAM_MODE: 'error-before', WRAP_IPAM_CODE: '11', WRAP_IPAM_MSG: 'CNS unreachable' }, {});
+    const out = await call(
+      'DEL',
+      { WRAP_IPAM_ON: 'DEL', WRAP_IPAM_MODE: 'error-before', WRAP_IPAM_CODE: '11', WRAP_IPAM_MSG: 'CNS unreachable' },
+      {},
+    );
     expectError(out, 11);
     expect(out.json).toMatchObject({ msg: 'CNS unreachable', details: 'wrap-ipam error-before on DEL' });
     expect([...(await readLedger(s.stateDir, network)).records.keys()]).toEqual(['ctr-1:eth0']);
@@ -281,7 +296,9 @@ describe('a repeated ADD for one attachment never allocates twice and never free
 
   it('N ADDs for one attachment at once: one allocation, recorded in host-local and the ledger, and every success reports it', async () => {
     // The delegate is slowed so the ADDs overlap inside it.
-    const outs = await Promise.all(Array.from({ length: 8 }, () => call('ADD', { WRAP_IPAM_PRE: '0.2' }, { timeoutMs: 60_000 }, { delegateTimeoutMs: 20_000 })));
+    const outs = await Promise.all(
+      Array.from({ length: 8 }, () => call('ADD', { WRAP_IPAM_PRE: '0.2' }, { timeoutMs: 60_000 }, { delegateTimeoutMs: 20_000 })),
+    );
     const ok = outs.filter((o) => o.exitCode === 0);
     expect(ok.length, outs.map((o) => o.stdout).join('\n')).toBeGreaterThanOrEqual(1);
     const addresses = new Set(ok.map((o) => o.json.ips[0].address.split('/')[0]));
@@ -292,7 +309,7 @@ describe('a repeated ADD for one attachment never allocates twice and never free
     await expectNothingLeft();
   });
 
-  it('GC forgetting an attachment also removes the attachment lock a killed shim left for it; a live holder\'s attachment waits for the next GC', async () => {
+  it("GC forgetting an attachment also removes the attachment lock a killed shim left for it; a live holder's attachment waits for the next GC", async () => {
     expect((await call('ADD')).exitCode).toBe(0);
     expect((await call('ADD', {}, { containerID: 'ctr-2' })).exitCode).toBe(0);
     const lock = (cid: string) => join(s.stateDir, network, `.attach-${cid}:eth0.lock`);
@@ -310,7 +327,7 @@ describe('a repeated ADD for one attachment never allocates twice and never free
     await expectNothingLeft();
   });
 
-  it('the attachment lock names the process that holds it (pid and start time of this call, never the snapshot build\'s)', async () => {
+  it("the attachment lock names the process that holds it (pid and start time of this call, never the snapshot build's)", async () => {
     // The startup snapshot's warm-up takes locks too (src/warm.ts): the single executable, which starts from that heap.
     const lock = join(s.stateDir, network, '.attach-ctr-1:eth0.lock');
     const adding = call('ADD', { WRAP_IPAM_PRE: '1' }, { timeoutMs: 60_000, bin: SEA_SHIM }, { delegateTimeoutMs: 20_000 });
@@ -332,7 +349,7 @@ describe('a repeated ADD for one attachment never allocates twice and never free
     await expectNothingLeft();
   });
 
-  it('chained: a repeated ADD (sequential and concurrent) records the runtime\'s address once and never drops it', async () => {
+  it("chained: a repeated ADD (sequential and concurrent) records the runtime's address once and never drops it", async () => {
     const chained = shimConf({
       placement: 'chained',
       name: network,
@@ -359,7 +376,10 @@ describe('a config mistake never blocks teardown: DEL does what it can, logs the
     expect([...(await hostLocalStore(s.dataDir, network)).keys()]).toEqual(['10.235.0.2']);
   }
   async function mistakeLogged(code: number): Promise<void> {
-    const lines = (await readFile(s.logFile, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    const lines = (await readFile(s.logFile, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.filter((l) => l.command === 'DEL' && /config mistake/.test(l.msg)).map((l) => l.code)).toEqual([code]);
     expect(lines.at(-1)).toMatchObject({ command: 'DEL', outcome: 'ok' });
   }

@@ -64,7 +64,9 @@ d('doctor node checks', () => {
     expect(of(fs, 'state-dir')[0]!.summary).toContain('private (0700, ours), 1 record(s)');
     expect(await readdir(store)).toContain(ip);
 
-    const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`, '--json'], { reject: false });
+    const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`, '--json'], {
+      reject: false,
+    });
     const out = JSON.parse(r.stdout);
     const mine = out.findings.filter((f: Finding) => NAMES.has(f.check));
     expect(new Set(mine.map((f: Finding) => f.check))).toEqual(NAMES);
@@ -73,7 +75,7 @@ d('doctor node checks', () => {
     expect(r.exitCode).toBe(out.findings.some((f: Finding) => f.verdict === 'problem' || f.verdict === 'warn') ? 1 : 0);
   });
 
-  it('ledger vs host-local: a lost reservation, a stranger\'s reservation, a conflicting one; never modifies either', async () => {
+  it("ledger vs host-local: a lost reservation, a stranger's reservation, a conflicting one; never modifies either", async () => {
     const { node, ip } = await attachedNode();
     await rm(join(store, ip));
     await writeFile(join(store, '10.86.0.77'), 'stranger\r\neth0');
@@ -90,7 +92,9 @@ d('doctor node checks', () => {
     expect((await readdir(store)).sort()).toEqual([ip, '10.86.0.77', 'last_reserved_ip.0', 'lock'].sort());
     expect(await readFile(join(store, ip), 'utf8')).toBe('other\r\neth0');
     // The built CLI exits 1 on these findings.
-    const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`], { reject: false });
+    const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`], {
+      reject: false,
+    });
     expect(r.exitCode).toBe(1);
     expect(r.stdout).toMatch(/PROBLEM\s+ledger/);
     expect(r.stdout).toContain('fix: ');
@@ -99,7 +103,9 @@ d('doctor node checks', () => {
   it('state dir: group-writable is a problem, world-readable a warning, a corrupt record a problem', async () => {
     await attachedNode();
     await chmod(s.stateDir, 0o777);
-    expect(of(await findings(), 'state-dir')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('writable by group or others (mode 777)') }]);
+    expect(of(await findings(), 'state-dir')).toMatchObject([
+      { verdict: 'problem', summary: expect.stringContaining('writable by group or others (mode 777)') },
+    ]);
     await chmod(s.stateDir, 0o755);
     expect(of(await findings(), 'state-dir')).toMatchObject([{ verdict: 'warn' }]);
     await chmod(s.stateDir, 0o700);
@@ -107,7 +113,7 @@ d('doctor node checks', () => {
     expect(of(await findings(), 'state-dir')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('c2:eth0.json') }]);
   });
 
-  it('conflist: delegate drifted from ptp\'s IPAM, wrong delegate type, shim first, another list sorting first, a broken file', async () => {
+  it("conflist: delegate drifted from ptp's IPAM, wrong delegate type, shim first, another list sorting first, a broken file", async () => {
     await attachedNode();
     const write = (l: JsonObject) => writeFile(conflist, JSON.stringify(l, null, 2));
     const plugins = list.plugins as JsonObject[];
@@ -115,7 +121,9 @@ d('doctor node checks', () => {
     await write({ ...list, plugins: [plugins[0], { ...shim, delegate: { ...(shim.delegate as JsonObject), routes: [] } }] });
     expect(bad(of(await findings(), 'conflist'))).toMatchObject([{ verdict: 'warn', summary: expect.stringContaining('differ in routes') }]);
     await write({ ...list, plugins: [plugins[0], { ...shim, delegate: { type: 'static' } }] });
-    expect(bad(of(await findings(), 'conflist'))).toMatchObject([{ verdict: 'problem', summary: 'delegate is static but ptp allocates with host-local' }]);
+    expect(bad(of(await findings(), 'conflist'))).toMatchObject([
+      { verdict: 'problem', summary: 'delegate is static but ptp allocates with host-local' },
+    ]);
     await write({ ...list, plugins: [shim, plugins[0]] });
     expect(bad(of(await findings(), 'conflist'))[0]).toMatchObject({ verdict: 'problem', summary: expect.stringContaining('first plugin') });
     await write(list);
@@ -126,7 +134,9 @@ d('doctor node checks', () => {
     expect(fs.map((f) => f.verdict)).toEqual(['problem']);
     expect(fs[0]!.summary).toContain('50-broken.conflist is not a valid network config');
     // The runtime uses the first config, which does not hold the shim: the fact /readyz reports (issue 26).
-    expect(of(all, 'installed')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('05-other.conflist, the network config the runtime uses, holds no ipam-shim entry') }]);
+    expect(of(all, 'installed')).toMatchObject([
+      { verdict: 'problem', summary: expect.stringContaining('05-other.conflist, the network config the runtime uses, holds no ipam-shim entry') },
+    ]);
     await unlink(join(confDir, '05-other.conflist'));
     expect(of(await findings(), 'installed')).toMatchObject([{ verdict: 'ok', summary: expect.stringContaining('which holds the shim') }]);
   });
@@ -139,13 +149,17 @@ d('doctor node checks', () => {
     expect(of(await findings(), 'shim-binary')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('does not answer VERSION') }]);
     await rm(join(bin, 'ipam-shim'));
     await execa('ln', ['-s', SHIM, join(bin, 'ipam-shim')]);
-    expect(of(await findings(bin), 'delegate')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('host-local is not on the CNI path') }]);
+    expect(of(await findings(bin), 'delegate')).toMatchObject([
+      { verdict: 'problem', summary: expect.stringContaining('host-local is not on the CNI path') },
+    ]);
     // fake-ipam as the delegate (IPAM slot): answering, but its store is not host-local's.
     const slot = { cniVersion: '1.0.0', name: 'fakenet', plugins: [{ type: 'ptp', ipam: shimKeys({ dirs: s, delegate: { type: 'fake-ipam' } }) }] };
     await writeFile(conflist, JSON.stringify(slot));
     const fs = await findings(`${bin}:${FIXTURE_BIN}`);
     expect(of(fs, 'delegate')[0]!.verdict).toBe('ok');
-    expect(of(fs, 'ledger')).toMatchObject([{ verdict: 'skipped', summary: expect.stringContaining("cannot compare the ledger with fake-ipam's store") }]);
+    expect(of(fs, 'ledger')).toMatchObject([
+      { verdict: 'skipped', summary: expect.stringContaining("cannot compare the ledger with fake-ipam's store") },
+    ]);
     expect(of(fs, 'conflist')).toMatchObject([{ verdict: 'ok', summary: expect.stringContaining('IPAM slot of ptp') }]);
   });
 
@@ -153,22 +167,32 @@ d('doctor node checks', () => {
     const { node } = await attachedNode();
     const ledgerDir = join(s.stateDir, String(list.name));
     const doctor = async () => {
-      const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`, '--json'], { reject: false });
+      const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`, '--json'], {
+        reject: false,
+      });
       return { exitCode: r.exitCode, findings: JSON.parse(r.stdout).findings as Finding[] };
     };
     await chmod(ledgerDir, 0o777);
     const broken = await doctor();
     expect(broken.exitCode).toBe(1);
     const problems = broken.findings.filter((f) => f.verdict === 'problem');
-    expect(problems, JSON.stringify(problems)).toMatchObject([{ check: 'state-dir', summary: expect.stringContaining(`${ledgerDir} is writable by group or others (mode 777)`) }]);
+    expect(problems, JSON.stringify(problems)).toMatchObject([
+      { check: 'state-dir', summary: expect.stringContaining(`${ledgerDir} is writable by group or others (mode 777)`) },
+    ]);
     expect(JSON.stringify(broken.findings)).not.toContain('see the log file');
     for (const mode of [0o600, 0o700]) {
       await chmod(ledgerDir, mode);
       const fine = await doctor();
       const mine = fine.findings.filter((f) => f.check === 'state-dir' || f.check === 'ledger');
-      expect(mine.every((f) => f.verdict === 'ok'), `${mode.toString(8)}: ${JSON.stringify(mine)}`).toBe(true);
+      expect(
+        mine.every((f) => f.verdict === 'ok'),
+        `${mode.toString(8)}: ${JSON.stringify(mine)}`,
+      ).toBe(true);
       expect(fine.findings.find((f) => f.check === 'state-dir')!.summary).toMatch(/private/);
-      expect(fine.findings.filter((f) => f.verdict === 'problem'), mode.toString(8)).toEqual([]);
+      expect(
+        fine.findings.filter((f) => f.verdict === 'problem'),
+        mode.toString(8),
+      ).toEqual([]);
     }
   });
 

@@ -86,7 +86,13 @@ async function doctor(conflist: string, json = true) {
   const r = await execa('ip', args, { reject: false, env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' }, extendEnv: false });
   let data: { network: string; findings: Finding[]; ok: boolean } | undefined;
   if (json) data = JSON.parse(r.stdout);
-  return { exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr, data: data!, mine: (data?.findings ?? []).filter((f) => f.check.startsWith('reserved')) };
+  return {
+    exitCode: r.exitCode,
+    stdout: r.stdout,
+    stderr: r.stderr,
+    data: data!,
+    mine: (data?.findings ?? []).filter((f) => f.check.startsWith('reserved')),
+  };
 }
 
 const bad = (fs: Finding[]) => fs.filter((f) => f.verdict === 'problem' || f.verdict === 'warn');
@@ -131,7 +137,14 @@ describe.skipIf(!root)('ipam-shim doctor: reserved subnets', () => {
     expect(found[0]).toMatchObject({
       check: ROUTES_CHECK,
       verdict: 'problem',
-      data: { route: '10.224.0.0/16 via 10.99.0.2 dev vx0', table: 'main', reserved: '10.224.0.0/24', overlap: 'full', reason: 'other-device', uplink: 'up0' },
+      data: {
+        route: '10.224.0.0/16 via 10.99.0.2 dev vx0',
+        table: 'main',
+        reserved: '10.224.0.0/24',
+        overlap: 'full',
+        reason: 'other-device',
+        uplink: 'up0',
+      },
     });
     expect(found[0]!.summary).toContain('10.224.0.0/16 via 10.99.0.2 dev vx0');
     expect(found[0]!.summary).toContain('10.224.0.0/24');
@@ -140,7 +153,9 @@ describe.skipIf(!root)('ipam-shim doctor: reserved subnets', () => {
     // The human table says the same, with the fix under it.
     const text = await doctor(conflist, false);
     expect(text.exitCode).toBe(1);
-    expect(text.stdout).toMatch(/PROBLEM\s+reserved-routes\s+route "10\.224\.0\.0\/16 via 10\.99\.0\.2 dev vx0" sends all of reserved 10\.224\.0\.0\/24/);
+    expect(text.stdout).toMatch(
+      /PROBLEM\s+reserved-routes\s+route "10\.224\.0\.0\/16 via 10\.99\.0\.2 dev vx0" sends all of reserved 10\.224\.0\.0\/24/,
+    );
     expect(text.stdout).toContain('fix: add a more specific route for the reserved subnet: `ip route add 10.224.0.0/24 via 10.240.0.1 dev up0`');
 
     // Doing what the fix says (the more specific route via the VNet gateway) makes the node clean.
@@ -202,10 +217,18 @@ describe.skipIf(!root)('ipam-shim doctor: reserved subnets', () => {
     const out = await doctor(await chainedConflist(RESERVED, { uplink: 'vx0' }));
     // The planted route through up0 now captures it; the VNet one in table 100 would too, but no ip rule looks
     // table 100 up, so no packet ever uses it.
-    expect(bad(out.mine).map((f) => [f.data?.route, f.data?.reason, f.data?.uplink]).sort()).toEqual([['10.224.0.0/24 via 10.240.0.9 dev up0', 'other-device', 'vx0']]);
+    expect(
+      bad(out.mine)
+        .map((f) => [f.data?.route, f.data?.reason, f.data?.uplink])
+        .sort(),
+    ).toEqual([['10.224.0.0/24 via 10.240.0.9 dev up0', 'other-device', 'vx0']]);
     await inNs(node, 'ip', ['rule', 'add', 'from', POD_RANGE, 'lookup', '100', 'pref', '100']);
     const ruled = await doctor(await chainedConflist(RESERVED, { uplink: 'vx0' }));
-    expect(bad(ruled.mine).map((f) => f.data?.route).sort()).toEqual(['10.224.0.0/24 via 10.240.0.1 dev up0 table 100', '10.224.0.0/24 via 10.240.0.9 dev up0']);
+    expect(
+      bad(ruled.mine)
+        .map((f) => f.data?.route)
+        .sort(),
+    ).toEqual(['10.224.0.0/24 via 10.240.0.1 dev up0 table 100', '10.224.0.0/24 via 10.240.0.9 dev up0']);
   });
 
   it('ledger addresses inside reserved CIDRs (reserved after ADD) and host-local ranges over them', async () => {
@@ -228,21 +251,35 @@ describe.skipIf(!root)('ipam-shim doctor: reserved subnets', () => {
     ]);
     expect(found[0]!.summary).toBe('pod attachment early-pod/eth0 holds 10.241.0.2, inside reserved 10.241.0.0/28 (network drsv)');
     expect(found[0]!.fix).toContain('early-pod');
-    expect(found[1]!.summary).toBe('delegate (host-local) range 10.241.0.1-10.241.0.254 of 10.241.0.0/24: 15 of 254 addresses lie in reserved 10.241.0.0/28; ADDs handed one of them are refused with code 100');
+    expect(found[1]!.summary).toBe(
+      'delegate (host-local) range 10.241.0.1-10.241.0.254 of 10.241.0.0/24: 15 of 254 addresses lie in reserved 10.241.0.0/28; ADDs handed one of them are refused with code 100',
+    );
     // The suggested ranges are host-local config that avoids the reserved CIDR: exactly the addresses after it.
     const pieces = JSON.parse(/: (\[.*\])$/.exec(found[1]!.fix!)![1]!);
     expect(pieces).toEqual([{ subnet: POD_RANGE, rangeStart: '10.241.0.16', rangeEnd: '10.241.0.254' }]);
 
     // Using the suggested range: a new pod gets an address outside the reserved CIDR, and the range is clean.
     const fixed = { ...delegate, ranges: [pieces] };
-    const next = await invoke(slotConf(['10.241.0.0/28'], fixed), { command: 'ADD', containerID: 'new-pod', netns: await podNetns(), ifname: 'eth0', inNetns: node });
+    const next = await invoke(slotConf(['10.241.0.0/28'], fixed), {
+      command: 'ADD',
+      containerID: 'new-pod',
+      netns: await podNetns(),
+      ifname: 'eth0',
+      inNetns: node,
+    });
     expect(next.exitCode, next.stdout).toBe(0);
     expect(next.json.ips[0].address).toBe('10.241.0.16/24');
     const ranged = await doctor(await slotConflist(['10.241.0.0/28'], fixed));
     expect(bad(ranged.mine).map((f) => f.check)).toEqual([LEDGER_CHECK]);
 
     // The fix for the ledger finding: the pod goes away (its DEL), and doctor is clean.
-    const del = await invoke(slotConf(['10.241.0.0/28'], fixed), { command: 'DEL', containerID: 'early-pod', netns: earlyPod, ifname: 'eth0', inNetns: node });
+    const del = await invoke(slotConf(['10.241.0.0/28'], fixed), {
+      command: 'DEL',
+      containerID: 'early-pod',
+      netns: earlyPod,
+      ifname: 'eth0',
+      inNetns: node,
+    });
     expect(del.exitCode, del.stdout).toBe(0);
     const clean = await doctor(await slotConflist(['10.241.0.0/28'], fixed));
     expect(bad(clean.mine)).toEqual([]);
@@ -260,23 +297,42 @@ describe.skipIf(!root)('ipam-shim doctor: reserved subnets', () => {
     expect(found[0]!.summary).toContain('every ADD is refused');
     expect(found[0]!.summary).toContain('fd00:224:1::/121, fd00:224:1::80/121');
     // STATUS agrees: 50.
-    const st = await invoke({ ...slotConf(['10.224.0.0/24', 'fd00:224:1::/121', 'fd00:224:1::80/121'], dual), cniVersion: '1.1.0' }, { command: 'STATUS', path: [PLUGIN_DIR], inNetns: node });
+    const st = await invoke(
+      { ...slotConf(['10.224.0.0/24', 'fd00:224:1::/121', 'fd00:224:1::80/121'], dual), cniVersion: '1.1.0' },
+      { command: 'STATUS', path: [PLUGIN_DIR], inNetns: node },
+    );
     expect(st.json).toMatchObject({ code: 50 });
   });
 
   it('STATUS and doctor agree, through the built executable, on range sets bounded by rangeStart/rangeEnd, mixed sets and an empty set', async () => {
     const reserved = ['10.241.0.0/28', '10.242.0.8/29'];
     const shapes: Array<[string, Record<string, unknown>[][], 'no' | 'one set' | 'every set']> = [
-      ['second set bounded inside a reserved CIDR', [[{ subnet: POD_RANGE }], [{ subnet: '10.242.0.0/24', rangeStart: '10.242.0.8', rangeEnd: '10.242.0.15' }]], 'one set'],
-      ['a set of a wholly reserved range and a clean one', [[{ subnet: '10.241.0.0/24', rangeStart: '10.241.0.2', rangeEnd: '10.241.0.14' }, { subnet: '10.243.0.0/24' }]], 'no'],
-      ['a wholly reserved set beside an empty set', [[{ subnet: '10.242.0.0/24', rangeStart: '10.242.0.9', rangeEnd: '10.242.0.14' }], []], 'one set'],
+      [
+        'second set bounded inside a reserved CIDR',
+        [[{ subnet: POD_RANGE }], [{ subnet: '10.242.0.0/24', rangeStart: '10.242.0.8', rangeEnd: '10.242.0.15' }]],
+        'one set',
+      ],
+      [
+        'a set of a wholly reserved range and a clean one',
+        [[{ subnet: '10.241.0.0/24', rangeStart: '10.241.0.2', rangeEnd: '10.241.0.14' }, { subnet: '10.243.0.0/24' }]],
+        'no',
+      ],
+      [
+        'a wholly reserved set beside an empty set',
+        [[{ subnet: '10.242.0.0/24', rangeStart: '10.242.0.9', rangeEnd: '10.242.0.14' }], []],
+        'one set',
+      ],
     ];
     for (const [name, ranges, refused] of shapes) {
       const delegate = { type: 'host-local', dataDir: s.dataDir, ranges };
       const st = await invoke({ ...slotConf(reserved, delegate), cniVersion: '1.1.0' }, { command: 'STATUS', path: [PLUGIN_DIR], inNetns: node });
       const status = st.exitCode === 0 ? 'no' : String(st.json.msg).includes('host-local takes an address from every set') ? 'one set' : 'every set';
       const problems = (await doctor(await slotConflist(reserved, delegate))).mine.filter((f) => f.check === RANGES_CHECK && f.verdict === 'problem');
-      const doctorSays = !problems.length ? 'no' : problems.every((f) => f.summary.includes('host-local takes an address from every range set')) ? 'one set' : 'every set';
+      const doctorSays = !problems.length
+        ? 'no'
+        : problems.every((f) => f.summary.includes('host-local takes an address from every range set'))
+          ? 'one set'
+          : 'every set';
       expect({ name, status, doctor: doctorSays }).toEqual({ name, status: refused, doctor: refused });
       if (refused !== 'no') expect(st.json).toMatchObject({ code: 50 });
     }
@@ -293,7 +349,8 @@ describe.skipIf(!root)('ipam-shim doctor: reserved subnets', () => {
 describe('reserved-subnet findings (pure)', () => {
   const cidrs = (...xs: string[]) => parseCidrs(xs);
   const range = (text: string) => hostLocalRanges({ subnet: text })[0]!;
-  const texts = (rs: Array<{ family: 4 | 6; first: bigint; last: bigint }>) => rs.map((r) => `${formatIp(r.family, r.first)}-${formatIp(r.family, r.last)}`);
+  const texts = (rs: Array<{ family: 4 | 6; first: bigint; last: bigint }>) =>
+    rs.map((r) => `${formatIp(r.family, r.first)}-${formatIp(r.family, r.last)}`);
 
   it('unreservedPieces: holes at both ends, in the middle, overlapping and adjacent reserved CIDRs, other family', () => {
     const r = range('10.0.0.0/24'); // 10.0.0.1-10.0.0.254
@@ -320,19 +377,38 @@ describe('reserved-subnet findings (pure)', () => {
       [RANGES_CHECK, 'warn'],
     ]);
     expect(f[0]!.summary).toContain('4 of 11 addresses');
-    expect(f[0]!.fix).toContain('[{"subnet":"10.5.0.0/24","rangeStart":"10.5.0.10","rangeEnd":"10.5.0.15"},{"subnet":"10.5.0.0/24","rangeStart":"10.5.0.20","rangeEnd":"10.5.0.20"}]');
+    expect(f[0]!.fix).toContain(
+      '[{"subnet":"10.5.0.0/24","rangeStart":"10.5.0.10","rangeEnd":"10.5.0.15"},{"subnet":"10.5.0.0/24","rangeStart":"10.5.0.20","rangeEnd":"10.5.0.20"}]',
+    );
     expect(f[1]!.summary).toMatch(/^cannot read the ranges of plugins\[1\]\.ipam/);
 
-    const dual = rangeFindings([{ where: 'delegate', ipam: { type: 'host-local', ranges: [[{ subnet: '10.6.0.0/24' }], [{ subnet: 'fd00:6::/120' }]] } }], cidrs('fd00:6::/64'));
+    const dual = rangeFindings(
+      [{ where: 'delegate', ipam: { type: 'host-local', ranges: [[{ subnet: '10.6.0.0/24' }], [{ subnet: 'fd00:6::/120' }]] } }],
+      cidrs('fd00:6::/64'),
+    );
     expect(dual.map((x) => [x.verdict, x.summary.includes('host-local takes an address from every range set')])).toEqual([['problem', true]]);
     expect(rangeFindings([{ where: 'delegate', ipam: { type: 'azure-ipam' } }], cidrs('10.0.0.0/8'))).toMatchObject([{ verdict: 'skipped' }]);
   });
 
   it('ledgerFindings: intent records and agent attachments say so', () => {
     const rec = (containerID: string, owner: 'pod' | 'agent', state: 'intent' | 'attached', ips: string[]) => ({
-      v: 1 as const, containerID, ifname: 'eth0', network: 'n', owner, state, placement: 'ipam' as const, ips, netns: '', createdAt: '', updatedAt: '',
+      v: 1 as const,
+      containerID,
+      ifname: 'eth0',
+      network: 'n',
+      owner,
+      state,
+      placement: 'ipam' as const,
+      ips,
+      netns: '',
+      createdAt: '',
+      updatedAt: '',
     });
-    const f = ledgerFindings([rec('cilium-agent-health', 'agent', 'attached', ['10.7.0.5', 'fd00:7::5']), rec('p1', 'pod', 'intent', ['10.8.0.1'])], cidrs('10.7.0.0/24', 'fd00:7::/64'), 'n');
+    const f = ledgerFindings(
+      [rec('cilium-agent-health', 'agent', 'attached', ['10.7.0.5', 'fd00:7::5']), rec('p1', 'pod', 'intent', ['10.8.0.1'])],
+      cidrs('10.7.0.0/24', 'fd00:7::/64'),
+      'n',
+    );
     expect(f.map((x) => x.summary)).toEqual([
       'agent attachment cilium-agent-health/eth0 holds 10.7.0.5, inside reserved 10.7.0.0/24 (network n)',
       'agent attachment cilium-agent-health/eth0 holds fd00:7::5, inside reserved fd00:7::/64 (network n)',

@@ -48,7 +48,11 @@ async function traced(argv: string[], env: Record<string, string>, input = ''): 
     timeout: 60_000,
   });
   const text = existsSync(out) ? await readFile(out, 'utf8') : '';
-  return { exitCode: r.exitCode ?? -1, stdout: r.stdout, syncs: text.split('\n').filter((l) => /\b(fsync|fdatasync|sync|syncfs|sync_file_range)\(/.test(l)) };
+  return {
+    exitCode: r.exitCode ?? -1,
+    stdout: r.stdout,
+    syncs: text.split('\n').filter((l) => /\b(fsync|fdatasync|sync|syncfs|sync_file_range)\(/.test(l)),
+  };
 }
 
 const delegate = () => hostLocal(s.dataDir, '10.98.0.0/24', 'fd00:98::/120');
@@ -92,7 +96,8 @@ describe.skipIf(!STRACE)('fsync where it buys durability, and only there', () =>
     await mkdir(join(s.dir, 'net.d'));
     const conflist = join(s.dir, 'net.d', '10-dur.conflist');
     await writeFile(conflist, JSON.stringify(confList));
-    const cli = (action: string) => traced([SHIM, 'agent-ip', action, '--owner', owner, '--conflist', conflist, '--cni-path', PLUGIN_DIR, '--json'], {});
+    const cli = (action: string) =>
+      traced([SHIM, 'agent-ip', action, '--owner', owner, '--conflist', conflist, '--cni-path', PLUGIN_DIR, '--json'], {});
 
     const records = join(s.stateDir, network, 'records');
     const ips = join(s.stateDir, network, 'ips');

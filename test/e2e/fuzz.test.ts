@@ -84,7 +84,8 @@ function protocolViolations(command: string, o: Outcome, delegateErrors: Array<{
   if (o.timedOut) return [`did not exit within ${EXIT_BOUND_MS} ms`];
   const verb = command.toUpperCase();
   if (command === '') {
-    if (o.exitCode !== 0 || o.stdout !== '') bad.push(`no CNI_COMMAND: want the about line and exit 0, got exit ${o.exitCode} stdout ${JSON.stringify(o.stdout.slice(0, 200))}`);
+    if (o.exitCode !== 0 || o.stdout !== '')
+      bad.push(`no CNI_COMMAND: want the about line and exit 0, got exit ${o.exitCode} stdout ${JSON.stringify(o.stdout.slice(0, 200))}`);
     return bad;
   }
   const text = o.stdout.trim();
@@ -107,7 +108,8 @@ function protocolViolations(command: string, o: Outcome, delegateErrors: Array<{
     if (!['ADD', 'VERSION'].includes(verb)) bad.push(`${verb} succeeded but printed ${text.slice(0, 200)}`);
   } else {
     const passedThrough = delegateErrors.some((x) => x.code === d.code && x.msg === d.msg);
-    if (typeof d.code !== 'number' || (!VALID_CODES.has(d.code) && !passedThrough)) bad.push(`error code ${String(d.code)} is neither catalogued nor the delegate's own: ${text.slice(0, 300)}`);
+    if (typeof d.code !== 'number' || (!VALID_CODES.has(d.code) && !passedThrough))
+      bad.push(`error code ${String(d.code)} is neither catalogued nor the delegate's own: ${text.slice(0, 300)}`);
     if (typeof d.msg !== 'string' || d.msg === '') bad.push(`error without msg: ${text.slice(0, 200)}`);
   }
   return bad;
@@ -144,18 +146,42 @@ const NET = 'fuzznet';
 function arbitraries(root: string) {
   const longId = (n: number) => 'c'.repeat(n);
   const containerID = fc.oneof(
-    fc.constantFrom('pod-1', 'a'.repeat(64), '0123456789abcdef'.repeat(4), 'cilium-agent-health', longId(216), longId(217), longId(5000), '', '-x', '../etc', 'a:b', 'a b', 'ä'),
+    fc.constantFrom(
+      'pod-1',
+      'a'.repeat(64),
+      '0123456789abcdef'.repeat(4),
+      'cilium-agent-health',
+      longId(216),
+      longId(217),
+      longId(5000),
+      '',
+      '-x',
+      '../etc',
+      'a:b',
+      'a b',
+      'ä',
+    ),
     fc.string({ maxLength: 40 }),
     fc.stringMatching(/^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,80}$/),
   );
-  const ifname = fc.oneof(fc.constantFrom('eth0', 'abcdefghijklmno', 'abcdefghijklmnop', 'ééééééé', 'éééééééé', '.', '..', 'a/b', 'a:b', 'e th', ''), fc.string({ maxLength: 20 }));
-  const command = fc.oneof({ weight: 8, arbitrary: fc.constantFrom(...VERBS) }, { weight: 1, arbitrary: fc.constantFrom('add', 'del', '', 'FROB', 'ADD ') }, { weight: 1, arbitrary: fc.string({ maxLength: 8 }) });
+  const ifname = fc.oneof(
+    fc.constantFrom('eth0', 'abcdefghijklmno', 'abcdefghijklmnop', 'ééééééé', 'éééééééé', '.', '..', 'a/b', 'a:b', 'e th', ''),
+    fc.string({ maxLength: 20 }),
+  );
+  const command = fc.oneof(
+    { weight: 8, arbitrary: fc.constantFrom(...VERBS) },
+    { weight: 1, arbitrary: fc.constantFrom('add', 'del', '', 'FROB', 'ADD ') },
+    { weight: 1, arbitrary: fc.string({ maxLength: 8 }) },
+  );
   const wildEnv = fc.record({
     CNI_COMMAND: command,
     CNI_CONTAINERID: containerID,
     CNI_NETNS: fc.constantFrom('', '/run/netns/fuzz-none', '/proc/self/ns/net', '../../etc/passwd', 'relative'),
     CNI_IFNAME: ifname,
-    CNI_ARGS: fc.oneof(fc.constantFrom('', 'IgnoreUnknown=1;K8S_POD_NAMESPACE=a;K8S_POD_NAME=b', '=x', 'novalue', ';;', 'K=V=W'), fc.string({ maxLength: 30 })),
+    CNI_ARGS: fc.oneof(
+      fc.constantFrom('', 'IgnoreUnknown=1;K8S_POD_NAMESPACE=a;K8S_POD_NAME=b', '=x', 'novalue', ';;', 'K=V=W'),
+      fc.string({ maxLength: 30 }),
+    ),
     CNI_PATH: fc.constantFrom(PLUGIN_DIR, `${PLUGIN_DIR}:${FIXTURE_BIN}`, '', '/nonexistent', `${FIXTURE_BIN}:${PLUGIN_DIR}`, '::'),
   });
   // Mostly a well-formed environment, so the configs (not the env checks) are what gets exercised.
@@ -178,28 +204,48 @@ function arbitraries(root: string) {
   const logFile = fc.constantFrom(join(root, 'shim.log'), join(root, 'logs/shim.log'), 'relative.log', '');
   // The working delegate is wrap-ipam (host-local behind it, recording host-local's output): host-local prints
   // code 999 for its own failures, and those must pass through; the recording tells them from the shim's own.
-  const delegateType = fc.constantFrom(WRAP_IPAM, WRAP_IPAM, '../../bin/sh', '/bin/sh', '.', '..', '', 'no-such-ipam', 'host-local/', ' host-local', 'host\u0000local');
+  const delegateType = fc.constantFrom(
+    WRAP_IPAM,
+    WRAP_IPAM,
+    '../../bin/sh',
+    '/bin/sh',
+    '.',
+    '..',
+    '',
+    'no-such-ipam',
+    'host-local/',
+    ' host-local',
+    'host\u0000local',
+  );
   // The delegate always keeps its dataDir inside our root: host-local's default would be the machine's store.
-  const delegate = fc.record(
-    { type: delegateType, ranges: fc.oneof(fc.constant([[{ subnet: '10.238.0.0/24' }]]), fc.constant([[{ subnet: 'fd00:238::/120' }]]), hostile), extra: hostile },
-    { requiredKeys: ['type'] },
-  ).map(({ extra, ...d }) => ({ ...d, dataDir: join(root, 'hl'), ...(extra === undefined ? {} : { fuzzKey: extra }) }));
-  const shimKeys = fc.record(
-    {
-      stateDir,
-      logFile,
-      delegate,
-      delegateTimeoutMs: fc.oneof(fc.constantFrom(100, 2000, 0, -1, Number.POSITIVE_INFINITY, 600_001, 1.5), hostile),
-      logLevel: fc.oneof(fc.constantFrom('info', 'silent', 'trace', 'loud'), hostile),
-      reservedCIDRs: fc.oneof(fc.constant(['10.238.0.128/25']), fc.constant(['not-a-cidr']), hostile),
-      residue: fc.oneof(fc.constant({ ebtables: false, neigh: false }), hostile),
-      // Never "auto"/"on": an IPv6 address would make the shim install its nftables table in this host's netns.
-      ipv6ProbeRewrite: fc.constantFrom('off', 'sometimes'),
-      agentContainerIDs: fc.oneof(fc.constant(['cilium-agent-*']), hostile),
-      unknownKey: hostile,
-    },
-    { requiredKeys: ['stateDir', 'logFile'] },
-  ).map((k) => ({ ipv6ProbeRewrite: 'off', residue: { ebtables: false, neigh: false }, ...k }));
+  const delegate = fc
+    .record(
+      {
+        type: delegateType,
+        ranges: fc.oneof(fc.constant([[{ subnet: '10.238.0.0/24' }]]), fc.constant([[{ subnet: 'fd00:238::/120' }]]), hostile),
+        extra: hostile,
+      },
+      { requiredKeys: ['type'] },
+    )
+    .map(({ extra, ...d }) => ({ ...d, dataDir: join(root, 'hl'), ...(extra === undefined ? {} : { fuzzKey: extra }) }));
+  const shimKeys = fc
+    .record(
+      {
+        stateDir,
+        logFile,
+        delegate,
+        delegateTimeoutMs: fc.oneof(fc.constantFrom(100, 2000, 0, -1, Number.POSITIVE_INFINITY, 600_001, 1.5), hostile),
+        logLevel: fc.oneof(fc.constantFrom('info', 'silent', 'trace', 'loud'), hostile),
+        reservedCIDRs: fc.oneof(fc.constant(['10.238.0.128/25']), fc.constant(['not-a-cidr']), hostile),
+        residue: fc.oneof(fc.constant({ ebtables: false, neigh: false }), hostile),
+        // Never "auto"/"on": an IPv6 address would make the shim install its nftables table in this host's netns.
+        ipv6ProbeRewrite: fc.constantFrom('off', 'sometimes'),
+        agentContainerIDs: fc.oneof(fc.constant(['cilium-agent-*']), hostile),
+        unknownKey: hostile,
+      },
+      { requiredKeys: ['stateDir', 'logFile'] },
+    )
+    .map((k) => ({ ipv6ProbeRewrite: 'off', residue: { ebtables: false, neigh: false }, ...k }));
   const prevResult = fc.oneof(
     fc.constant({ cniVersion: '1.0.0', ips: [{ address: '10.238.0.9/24' }] }),
     fc.constant({ cniVersion: '0.3.1', ips: [{ version: '4', address: '10.238.0.9/24' }], interfaces: [{ name: 'veth0' }] }),
@@ -209,7 +255,10 @@ function arbitraries(root: string) {
     .record(
       {
         placement: fc.constantFrom('ipam', 'chained'),
-        cniVersion: fc.oneof({ weight: 4, arbitrary: fc.constantFrom('0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0') }, { weight: 1, arbitrary: fc.oneof(fc.constantFrom('0.2.0', '2.0.0', ''), hostile) }),
+        cniVersion: fc.oneof(
+          { weight: 4, arbitrary: fc.constantFrom('0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0') },
+          { weight: 1, arbitrary: fc.oneof(fc.constantFrom('0.2.0', '2.0.0', ''), hostile) },
+        ),
         name: fc.oneof(fc.constant(NET), fc.constantFrom('', '-bad', 'a/b', '..'), hostile),
         shim: shimKeys,
         prevResult,
@@ -248,7 +297,8 @@ function arbitraries(root: string) {
   return { env, stdin };
 }
 
-const cleanEnv = (env: Record<string, string>): Record<string, string> => Object.fromEntries(Object.entries(env).map(([k, v]) => [k, v.replaceAll('\u0000', '')]));
+const cleanEnv = (env: Record<string, string>): Record<string, string> =>
+  Object.fromEntries(Object.entries(env).map(([k, v]) => [k, v.replaceAll('\u0000', '')]));
 
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -270,7 +320,18 @@ describe('fuzz: generated configs and environments', () => {
       const ev: Record<string, string> = { ...cleanEnv(e), WRAP_IPAM_OUT: out };
       const o = await run(ev, input);
       const delegateErrors = jsonDocuments(await readFile(out, 'utf8').catch(() => ''));
-      const code = o.exitCode === 0 ? 'ok' : String((() => { try { return JSON.parse(o.stdout).code; } catch { return 'unparsed'; } })());
+      const code =
+        o.exitCode === 0
+          ? 'ok'
+          : String(
+              (() => {
+                try {
+                  return JSON.parse(o.stdout).code;
+                } catch {
+                  return 'unparsed';
+                }
+              })(),
+            );
       codes.set(code, (codes.get(code) ?? 0) + 1);
       const bad = protocolViolations(ev.CNI_COMMAND ?? '', o, delegateErrors);
       if (bad.length) failures.push(`${bad.join('; ')}\n  env ${JSON.stringify(ev)}\n  stdin ${JSON.stringify(input).slice(0, 600)}`);
@@ -383,7 +444,12 @@ describe('explicit hostile input', () => {
     await expectCode(await run(env({ WRAP_IPAM_LOG: log }), noType), 7);
     await expect(stat(log)).rejects.toMatchObject({ code: 'ENOENT' });
     // Chained: an unknown key (2).
-    const chained = shimConf({ placement: 'chained', name: NET, dirs: s, top: { prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.238.0.9/24' }] } } });
+    const chained = shimConf({
+      placement: 'chained',
+      name: NET,
+      dirs: s,
+      top: { prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.238.0.9/24' }] } },
+    });
     await expectCode(await run(env(), JSON.stringify(chained).replace('"name"', '"__proto__":{"polluted":1},"name"')), 2);
     // At the top level of the IPAM slot (not ours to judge): the ADD works and the delegate gets its own type.
     const top = await run(env(), base.replace('{"cniVersion"', '{"__proto__":{"type":"/bin/sh"},"cniVersion"'));
@@ -412,7 +478,8 @@ describe('explicit hostile input', () => {
       // DEL of such an ID has nothing to forget and is not an error.
       expect((await run(env({ ...over, CNI_COMMAND: 'DEL' }), JSON.stringify(slot()))).exitCode).toBe(0);
     }
-    for (const ifname of ['abcdefghijklmnop', 'éééééééé', 'a\tb', '..']) await expectCode(await run(env({ CNI_IFNAME: ifname }), JSON.stringify(slot())), 4);
+    for (const ifname of ['abcdefghijklmnop', 'éééééééé', 'a\tb', '..'])
+      await expectCode(await run(env({ CNI_IFNAME: ifname }), JSON.stringify(slot())), 4);
     const uni = await run(env({ CNI_IFNAME: 'ééééééé' }), JSON.stringify(slot())); // 14 bytes
     expect(uni.exitCode, uni.stdout).toBe(0);
     expect((await run(env({ CNI_IFNAME: 'ééééééé', CNI_COMMAND: 'DEL' }), JSON.stringify(slot()))).exitCode).toBe(0);
@@ -430,10 +497,18 @@ describe('explicit hostile input', () => {
       expect(del.exitCode, del.stdout).toBe(0);
       for (const command of ['GC', 'STATUS']) {
         const conf = slot({ delegate: { type, dataDir: s.dataDir } }, { cniVersion: '1.1.0' });
-        await expectCode(await run(env({ CNI_COMMAND: command, CNI_CONTAINERID: '', CNI_IFNAME: '', CNI_NETNS: '' }), JSON.stringify(conf)), 7, command);
+        await expectCode(
+          await run(env({ CNI_COMMAND: command, CNI_CONTAINERID: '', CNI_IFNAME: '', CNI_NETNS: '' }), JSON.stringify(conf)),
+          7,
+          command,
+        );
       }
       const chained = shimConf({ placement: 'chained', cniVersion: '1.1.0', name: NET, dirs: s, delegate: { type } });
-      await expectCode(await run(env({ CNI_COMMAND: 'STATUS', CNI_CONTAINERID: '', CNI_IFNAME: '', CNI_NETNS: '' }), JSON.stringify(chained)), 7, 'STATUS');
+      await expectCode(
+        await run(env({ CNI_COMMAND: 'STATUS', CNI_CONTAINERID: '', CNI_IFNAME: '', CNI_NETNS: '' }), JSON.stringify(chained)),
+        7,
+        'STATUS',
+      );
     }
     // A directory of that name on CNI_PATH is not a plugin either.
     await mkdir(join(s.dir, 'bin', 'dirplug'), { recursive: true });
@@ -458,14 +533,17 @@ describe('planted symlinks and a corrupt ledger', () => {
   const slotFor = (net: string, cniVersion = '1.0.0') =>
     shimConf({ cniVersion, name: net, dirs: s, probeRewrite: false, delegate: hostLocal(s.dataDir, '10.239.0.0/24') });
   const call = (net: string, command: string, cid = 'pod-1', extra: Record<string, unknown> = {}, cniVersion = '1.0.0') =>
-    invoke({ ...slotFor(net, cniVersion), ...extra }, {
-      command,
-      containerID: command === 'GC' ? '' : cid,
-      // A gone netns whose directory exists (the scratch dir): provably dead, also on a fresh machine without /run/netns.
-      netns: command === 'GC' ? '' : join(s.dir, `gone-${cid}`),
-      ifname: command === 'GC' ? '' : 'eth0',
-      path: [PLUGIN_DIR],
-    });
+    invoke(
+      { ...slotFor(net, cniVersion), ...extra },
+      {
+        command,
+        containerID: command === 'GC' ? '' : cid,
+        // A gone netns whose directory exists (the scratch dir): provably dead, also on a fresh machine without /run/netns.
+        netns: command === 'GC' ? '' : join(s.dir, `gone-${cid}`),
+        ifname: command === 'GC' ? '' : 'eth0',
+        path: [PLUGIN_DIR],
+      },
+    );
   async function target(): Promise<string> {
     const t = join(s.dir, 'precious');
     await writeFile(t, 'PRECIOUS');
@@ -526,7 +604,12 @@ describe('planted symlinks and a corrupt ledger', () => {
       const net = network();
       const elsewhere = join(s.dir, `elsewhere-${which}`);
       await mkdir(elsewhere, { recursive: true, mode: 0o700 });
-      const at = { stateDir: s.stateDir, network: join(s.stateDir, net), records: join(s.stateDir, net, 'records'), ips: join(s.stateDir, net, 'ips') }[which];
+      const at = {
+        stateDir: s.stateDir,
+        network: join(s.stateDir, net),
+        records: join(s.stateDir, net, 'records'),
+        ips: join(s.stateDir, net, 'ips'),
+      }[which];
       await mkdir(join(at, '..'), { recursive: true, mode: 0o700 });
       await symlink(elsewhere, at);
       const add = await call(net, 'ADD');

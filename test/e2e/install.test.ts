@@ -14,9 +14,11 @@ import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 
 const SEA = join(ROOT, 'dist/ipam-shim');
 // AKS's /etc/cni/net.d/05-cilium.conflist as a node shows it: tabs, cniVersion 0.3.1, cilium-cni + azure-ipam.
-const AKS_CILIUM = '{\n\t"cniVersion": "0.3.1",\n\t"name": "cilium",\n\t"plugins": [\n\t\t{\n\t\t\t"type": "cilium-cni",\n\t\t\t"ipam": {\n\t\t\t\t"type": "azure-ipam"\n\t\t\t},\n\t\t\t"enable-debug": true,\n\t\t\t"log-file": "/var/log/cilium-cni.log"\n\t\t}\n\t]\n}\n';
+const AKS_CILIUM =
+  '{\n\t"cniVersion": "0.3.1",\n\t"name": "cilium",\n\t"plugins": [\n\t\t{\n\t\t\t"type": "cilium-cni",\n\t\t\t"ipam": {\n\t\t\t\t"type": "azure-ipam"\n\t\t\t},\n\t\t\t"enable-debug": true,\n\t\t\t"log-file": "/var/log/cilium-cni.log"\n\t\t}\n\t]\n}\n';
 const OTHER_FILES: Record<string, string> = {
-  '10-azure.conflist.cilium_bak': '{"cniVersion":"0.3.0","name":"azure","plugins":[{"type":"azure-vnet","mode":"transparent","ipam":{"type":"azure-vnet-ipam"}}]}\n',
+  '10-azure.conflist.cilium_bak':
+    '{"cniVersion":"0.3.0","name":"azure","plugins":[{"type":"azure-vnet","mode":"transparent","ipam":{"type":"azure-vnet-ipam"}}]}\n',
   '99-loopback.conf': '{\n  "cniVersion": "0.3.1",\n  "name": "lo",\n  "type": "loopback"\n}\n',
 };
 const SHIM_CONFIG = '{"reservedCIDRs":["10.224.0.0/24"]}';
@@ -49,7 +51,10 @@ afterEach(async () => {
 const cli = (args: string[], file = SHIM) => execa(file, args, { reject: false, timeout: 60_000 });
 const layout = ['--cni-bin-dir', () => binDir, '--conf-dir', () => confDir] as const;
 const flags = () => layout.map((x) => (typeof x === 'function' ? x() : x));
-const sha = async (p: string) => createHash('sha256').update(await readFile(p)).digest('hex');
+const sha = async (p: string) =>
+  createHash('sha256')
+    .update(await readFile(p))
+    .digest('hex');
 async function othersUnchanged(): Promise<void> {
   for (const [n, t] of Object.entries(OTHER_FILES)) expect(await readFile(join(confDir, n), 'utf8')).toBe(t);
   expect(await readFile(join(binDir, 'loopback'), 'utf8')).toBe('#!/bin/sh\nexit 0\n');
@@ -91,7 +96,12 @@ describe('install / uninstall on a simulated node', () => {
     expect(r.exitCode, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ binary: { action: 'unchanged' }, conflist: { action: 'unchanged' } });
     const after = { conf: await stat(conflist), bin: await stat(join(binDir, 'ipam-shim')) };
-    expect([after.conf.ino, after.conf.mtimeMs, after.bin.ino, after.bin.mtimeMs]).toEqual([before.conf.ino, before.conf.mtimeMs, before.bin.ino, before.bin.mtimeMs]);
+    expect([after.conf.ino, after.conf.mtimeMs, after.bin.ino, after.bin.mtimeMs]).toEqual([
+      before.conf.ino,
+      before.conf.mtimeMs,
+      before.bin.ino,
+      before.bin.mtimeMs,
+    ]);
   });
 
   it('updates the entry for a new --shim-config and uninstall restores the original bytes', async () => {
@@ -136,7 +146,9 @@ describe('install / uninstall on a simulated node', () => {
     expect(await sha(installed)).toBe(await sha(SEA));
     const other = join(s.dir, 'other');
     await mkdir(join(other, 'net.d'), { recursive: true });
-    const running = execa(installed, ['install', '--watch', '--cni-bin-dir', join(other, 'bin'), '--conf-dir', join(other, 'net.d')], { reject: false });
+    const running = execa(installed, ['install', '--watch', '--cni-bin-dir', join(other, 'bin'), '--conf-dir', join(other, 'net.d')], {
+      reject: false,
+    });
     children.push(running);
     await waitFor('the running copy to install itself', async () => existsSync(join(other, 'bin/ipam-shim')));
     await expect(writeFile(installed, 'x')).rejects.toMatchObject({ code: 'ETXTBSY' });
@@ -155,7 +167,7 @@ describe('install / uninstall on a simulated node', () => {
 });
 
 describe("install --print: the list for Cilium's own route (cni.customConf + cni.configMap)", () => {
-  it('writes the conflist with the shim\'s entry to stdout (what install would write), changing no file and installing nothing', async () => {
+  it("writes the conflist with the shim's entry to stdout (what install would write), changing no file and installing nothing", async () => {
     const before = await readFile(conflist);
     const st = await stat(conflist);
     const r = await cli(['install', '--print', '--conf-dir', confDir, '--shim-config', SHIM_CONFIG]);
@@ -179,7 +191,8 @@ describe("install --print: the list for Cilium's own route (cni.customConf + cni
     expect(r.exitCode).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toContain('no conflist with cilium-cni');
-    for (const extra of [['--watch'], ['--cni-bin-dir', binDir]]) expect((await cli(['install', '--print', '--conf-dir', confDir, ...extra])).exitCode, extra.join(' ')).toBe(2);
+    for (const extra of [['--watch'], ['--cni-bin-dir', binDir]])
+      expect((await cli(['install', '--print', '--conf-dir', confDir, ...extra])).exitCode, extra.join(' ')).toBe(2);
     expect(await readFile(conflist, 'utf8')).toBe(AKS_CILIUM);
   });
 });
@@ -328,19 +341,47 @@ const root = rootOrSkip();
     const conf = (name: string, subnet: string, reserved: string[] = []) =>
       shimConf({ cniVersion: '1.1.0', name, dirs: s, delegate: hostLocal(s.dataDir, subnet), keys: { metricsFile, reservedCIDRs: reserved } });
     const mnet = conf('mnet', '10.97.0.0/24');
-    const env = (command: string, containerID: string, netns = '/run/netns/whatever') => ({ command, containerID, netns, ifname: 'eth0', path: [PLUGIN_DIR], inNetns: node });
+    const env = (command: string, containerID: string, netns = '/run/netns/whatever') => ({
+      command,
+      containerID,
+      netns,
+      ifname: 'eth0',
+      path: [PLUGIN_DIR],
+      inNetns: node,
+    });
     // azure-vnet residue for the first address host-local hands out.
-    await inNs(node, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', '-p', 'IPv4', '-i', 'eth0', '--ip-dst', '10.97.0.2', '-j', 'dnat', '--to-dst', '02:00:00:00:00:01', '--dnat-target', 'ACCEPT']);
+    await inNs(node, 'ebtables', [
+      '-t',
+      'nat',
+      '-A',
+      'PREROUTING',
+      '-p',
+      'IPv4',
+      '-i',
+      'eth0',
+      '--ip-dst',
+      '10.97.0.2',
+      '-j',
+      'dnat',
+      '--to-dst',
+      '02:00:00:00:00:01',
+      '--dnat-target',
+      'ACCEPT',
+    ]);
 
     const ids = Array.from({ length: 8 }, (_, i) => `m${i}`);
     const adds = await Promise.all(ids.map((id) => invoke(mnet, env('ADD', id))));
     for (const a of adds) expect(a.exitCode, a.stdout).toBe(0);
     expect((await inNs(node, 'ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout).not.toContain('10.97.0.2');
     // A range wholly inside a reserved CIDR: refused twice (code 100), on another network in the same file.
-    for (let i = 0; i < 2; i++) expect((await invoke(conf('mres', '10.98.0.0/29', ['10.98.0.0/29']), env('ADD', `r${i}`))).json).toMatchObject({ code: 100 });
+    for (let i = 0; i < 2; i++)
+      expect((await invoke(conf('mres', '10.98.0.0/29', ['10.98.0.0/29']), env('ADD', `r${i}`))).json).toMatchObject({ code: 100 });
     // An attachment whose netns is gone: GC releases it.
     expect((await invoke(mnet, env('ADD', 'ghost', '/run/netns/does-not-exist'))).exitCode).toBe(0);
-    const gc = await invoke({ ...mnet, 'cni.dev/valid-attachments': ids.map((containerID) => ({ containerID, ifname: 'eth0' })) }, { command: 'GC', path: [PLUGIN_DIR], inNetns: node });
+    const gc = await invoke(
+      { ...mnet, 'cni.dev/valid-attachments': ids.map((containerID) => ({ containerID, ifname: 'eth0' })) },
+      { command: 'GC', path: [PLUGIN_DIR], inNetns: node },
+    );
     expect(gc.exitCode, gc.stdout).toBe(0);
     expect(await ledgerRecords(s.stateDir, 'mnet')).toHaveLength(8);
     await Promise.all(ids.slice(0, 6).map((id) => invoke(mnet, env('DEL', id))));
@@ -348,7 +389,8 @@ const root = rootOrSkip();
     const text = await readFile(metricsFile, 'utf8');
     expect((await stat(metricsFile)).mode & 0o777).toBe(0o644);
     // Text format: HELP and TYPE before each family, "name{labels} value" lines.
-    for (const line of text.trim().split('\n')) expect(line).toMatch(/^(# (HELP|TYPE) ipam_shim_\w+ .+|ipam_shim_\w+\{[^}]*\} (\d+|\d+\.\d+(e-?\d+)?|\+Inf))$/);
+    for (const line of text.trim().split('\n'))
+      expect(line).toMatch(/^(# (HELP|TYPE) ipam_shim_\w+ .+|ipam_shim_\w+\{[^}]*\} (\d+|\d+\.\d+(e-?\d+)?|\+Inf))$/);
     const m = parseMetrics(text);
     const v = (name: string, labels: string) => m.get(`${name}{${labels}}`)?.value;
     expect(v('ipam_shim_invocations_total', 'network="mnet",verb="ADD"')).toBe(9);

@@ -43,7 +43,14 @@ async function snapshot(stateDir: string): Promise<Record<string, string>> {
 const call = (stateDir: string, command: 'DEL' | 'GC', extra: Record<string, unknown> = {}, att: { containerID: string; ifname: string } = POD) =>
   invoke(
     { cniVersion: '1.1.0', name: 'cilium', type: 'ipam-shim', stateDir, logFile: join(dir, 'shim.log'), delegate: { type: 'fake-ipam' }, ...extra },
-    { command, containerID: command === 'DEL' ? att.containerID : '', ifname: command === 'DEL' ? att.ifname : '', path: [FIXTURE_BIN], env: { FAKE_IPAM_LOG: join(dir, 'fake.log') }, bin: SEA_SHIM },
+    {
+      command,
+      containerID: command === 'DEL' ? att.containerID : '',
+      ifname: command === 'DEL' ? att.ifname : '',
+      path: [FIXTURE_BIN],
+      env: { FAKE_IPAM_LOG: join(dir, 'fake.log') },
+      bin: SEA_SHIM,
+    },
   );
 
 describe(`a ledger in today's format (v${LEDGER_FORMAT})`, () => {
@@ -74,7 +81,11 @@ describe(`a ledger in today's format (v${LEDGER_FORMAT})`, () => {
     expect(del.exitCode, del.stdout).toBe(0);
     const after = await snapshot(stateDir);
     const gone = [`records/${POD.containerID}:eth0.json`, 'ips/10.224.1.2', 'ips/fd00_224__1_2'];
-    expect(Object.keys(after).sort()).toEqual(Object.keys(before).filter((k) => !gone.includes(k)).sort());
+    expect(Object.keys(after).sort()).toEqual(
+      Object.keys(before)
+        .filter((k) => !gone.includes(k))
+        .sort(),
+    );
     for (const k of Object.keys(after)) expect(after[k], k).toBe(before[k]);
   });
 });
@@ -85,7 +96,19 @@ describe('optional fields within format 1 (docs/upgrade.md: no `v` bump)', () =>
     const ledger = new Ledger(stateDir, 'cilium');
     const att = { containerID: 'a0a1a2a3', ifname: 'eth0' };
     const pod = { namespace: 'shop', name: 'web-0', uid: '0f0e5a3c-7c1d-4b7e-9a51-3c7c2f0b6d11' };
-    const rec: LedgerRecord = { v: 1, ...att, network: 'cilium', owner: 'pod', state: 'attached', placement: 'chained', ips: ['10.224.1.20'], netns: '/run/netns/x', createdAt: '2026-11-25T00:00:00.000Z', updatedAt: '2026-11-25T00:00:00.000Z', pod };
+    const rec: LedgerRecord = {
+      v: 1,
+      ...att,
+      network: 'cilium',
+      owner: 'pod',
+      state: 'attached',
+      placement: 'chained',
+      ips: ['10.224.1.20'],
+      netns: '/run/netns/x',
+      createdAt: '2026-11-25T00:00:00.000Z',
+      updatedAt: '2026-11-25T00:00:00.000Z',
+      pod,
+    };
     await ledger.put(rec);
     const path = join(stateDir, 'cilium/records', `${att.containerID}:eth0.json`);
     const written = JSON.parse(await readFile(path, 'utf8'));
@@ -117,7 +140,19 @@ describe('a record of a newer format (after a downgrade)', () => {
 
     // Not forgotten (it may hold what this version cannot undo), and its address is not handed to another record.
     await expect(ledger.remove(NEWER)).rejects.toBeInstanceOf(NewerLedgerFormatError);
-    const other: LedgerRecord = { v: 1, containerID: 'b1b2b3b4', ifname: 'eth0', network: 'cilium', owner: 'pod', state: 'attached', placement: 'chained', ips: ['10.224.1.9'], netns: '', createdAt: '2026-11-25T00:00:00.000Z', updatedAt: '2026-11-25T00:00:00.000Z' };
+    const other: LedgerRecord = {
+      v: 1,
+      containerID: 'b1b2b3b4',
+      ifname: 'eth0',
+      network: 'cilium',
+      owner: 'pod',
+      state: 'attached',
+      placement: 'chained',
+      ips: ['10.224.1.9'],
+      netns: '',
+      createdAt: '2026-11-25T00:00:00.000Z',
+      updatedAt: '2026-11-25T00:00:00.000Z',
+    };
     await expect(ledger.put(other)).rejects.toBeInstanceOf(NewerLedgerFormatError);
     expect(await snapshot(stateDir)).toEqual(before);
 
@@ -133,7 +168,11 @@ describe('a record of a newer format (after a downgrade)', () => {
     const del = await call(stateDir, 'DEL', {}, NEWER);
     // A DEL that released the address never fails on the ledger (docs/failure-model.md): the record stays for later.
     expect(del.exitCode).toBe(0);
-    const kept = (await readFile(join(dir, 'shim.log'), 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l)).find((l) => l.code === 103);
+    const kept = (await readFile(join(dir, 'shim.log'), 'utf8'))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l))
+      .find((l) => l.code === 103);
     expect(kept?.cniMsg).toMatch(/newer ipam-shim \(format v2/);
     expect(kept?.msg).toMatch(/the record stays for GC/);
     // GC with no valid attachment at all would release everything it can prove unused: it refuses instead.

@@ -23,7 +23,7 @@ describe.skipIf(!rootOrSkip())('the lock identity across a startup snapshot', ()
   });
   afterEach(() => s.cleanup());
 
-  it('a process started from a snapshot with the builder\'s pid writes its own start time, not the builder\'s', async () => {
+  it("a process started from a snapshot with the builder's pid writes its own start time, not the builder's", async () => {
     const entry = join(s.dir, 'entry.ts');
     await writeFile(
       entry,

@@ -32,7 +32,16 @@ const parseLines = (text: string) =>
     // The shim called as the IPAM plugin (what ptp does), with the config ptp hands on: its `ipam` plus name/version.
     const ipamConf = { cniVersion: '1.0.0', name, ipam: conf.ipam, type: 'ptp' };
     const invokeIpam = (command: string) =>
-      invoke(ipamConf, { command, containerID: 'c-pod', ifname: 'eth0', netns: `/run/netns/${pod}`, args: POD_ARGS, inNetns: node, bin: SEA_SHIM, path: [PLUGIN_DIR] });
+      invoke(ipamConf, {
+        command,
+        containerID: 'c-pod',
+        ifname: 'eth0',
+        netns: `/run/netns/${pod}`,
+        args: POD_ARGS,
+        inNetns: node,
+        bin: SEA_SHIM,
+        path: [PLUGIN_DIR],
+      });
     const add = await invokeIpam('ADD');
     expect(add.exitCode, add.stdout).toBe(0);
     const record = JSON.parse(await readFile(join(s.stateDir, name, 'records', 'c-pod:eth0.json'), 'utf8'));
@@ -54,16 +63,25 @@ const parseLines = (text: string) =>
     const name = `lr${uid()}`;
     const maxBytes = 8192;
     const backups = 12;
-    const conf = { ...shimConf({ name, dirs: s, placement: 'chained', probeRewrite: false, delegate: { type: 'host-local' } }), logMaxBytes: maxBytes, logBackups: backups };
+    const conf = {
+      ...shimConf({ name, dirs: s, placement: 'chained', probeRewrite: false, delegate: { type: 'host-local' } }),
+      logMaxBytes: maxBytes,
+      logBackups: backups,
+    };
     const ids = Array.from({ length: 48 }, (_, i) => `rot${i}-${uid()}`);
     // DEL of a chained attachment that was never recorded: a whole CNI call with nothing to undo, no namespace needed.
-    const outs = await Promise.all(ids.map((containerID) => invoke(conf, { command: 'DEL', containerID, ifname: 'eth0', args: POD_ARGS, bin: SEA_SHIM, path: [PLUGIN_DIR] })));
+    const outs = await Promise.all(
+      ids.map((containerID) => invoke(conf, { command: 'DEL', containerID, ifname: 'eth0', args: POD_ARGS, bin: SEA_SHIM, path: [PLUGIN_DIR] })),
+    );
     for (const o of outs) expect(o.exitCode, o.stdout).toBe(0);
 
     const files = (await readdir(s.dir)).filter((f) => f.startsWith('shim.log'));
     const rotated = files.filter((f) => /^shim\.log\.\d+$/.test(f));
     expect(rotated.length, files.join(' ')).toBeGreaterThanOrEqual(2);
-    expect(files.every((f) => f === 'shim.log' || /^shim\.log\.\d+$/.test(f)), `no lock left: ${files.join(' ')}`).toBe(true);
+    expect(
+      files.every((f) => f === 'shim.log' || /^shim\.log\.\d+$/.test(f)),
+      `no lock left: ${files.join(' ')}`,
+    ).toBe(true);
     expect(Math.max(...rotated.map((f) => Number(f.split('.').at(-1))))).toBeLessThanOrEqual(backups);
     const all: Record<string, any>[] = [];
     for (const f of files) {
@@ -82,9 +100,28 @@ async function startAgent() {
   const ns = await net.netns('agent');
   const confDir = join(s.dir, 'net.d');
   await mkdir(confDir);
-  const proc = execa('ip', ['netns', 'exec', ns, SEA_SHIM, 'agent', '--conf-dir', confDir, '--cache-dir', join(s.dir, 'cache'), '--no-install', '--interval', '0.2', '--jitter', '0'], {
-    reject: false,
-  });
+  const proc = execa(
+    'ip',
+    [
+      'netns',
+      'exec',
+      ns,
+      SEA_SHIM,
+      'agent',
+      '--conf-dir',
+      confDir,
+      '--cache-dir',
+      join(s.dir, 'cache'),
+      '--no-install',
+      '--interval',
+      '0.2',
+      '--jitter',
+      '0',
+    ],
+    {
+      reject: false,
+    },
+  );
   let out = '';
   proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   return { proc, confDir, so: () => out };
@@ -95,7 +132,13 @@ async function startAgent() {
     const { proc, so } = await startAgent();
     try {
       const deadline = Date.now() + 30_000;
-      while (Date.now() < deadline && so().split('\n').filter((l) => l.includes('"reconcile pass')).length < 6) await new Promise((r) => setTimeout(r, 200));
+      while (
+        Date.now() < deadline &&
+        so()
+          .split('\n')
+          .filter((l) => l.includes('"reconcile pass')).length < 6
+      )
+        await new Promise((r) => setTimeout(r, 200));
     } finally {
       proc.kill('SIGTERM');
     }
@@ -123,7 +166,14 @@ async function startAgent() {
     };
     try {
       await until((t) => t.split('\n').filter((l) => l.includes('"reconcile pass')).length >= 3);
-      const list = { cniVersion: '1.0.0', name: 'late', plugins: [{ type: 'ptp', ipam: { type: 'host-local', subnet: '10.93.0.0/24' } }, { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, ipv6ProbeRewrite: 'off' }] };
+      const list = {
+        cniVersion: '1.0.0',
+        name: 'late',
+        plugins: [
+          { type: 'ptp', ipam: { type: 'host-local', subnet: '10.93.0.0/24' } },
+          { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, ipv6ProbeRewrite: 'off' },
+        ],
+      };
       await writeFile(join(confDir, '10-late.conflist'), JSON.stringify(list));
       await until((t) => t.includes('network: recovered'));
     } finally {

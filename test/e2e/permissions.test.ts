@@ -31,19 +31,25 @@ const conf = (cniVersion = '1.1.0', over: Record<string, unknown> = {}) =>
     keys: over,
   });
 const call = (command: string, cid = 'pod-1', extra: Record<string, unknown> = {}) =>
-  invoke({ ...conf(), ...extra }, {
-    command,
-    containerID: ['GC', 'STATUS'].includes(command) ? '' : cid,
-    // A gone netns whose directory exists (the scratch dir): provably dead, also on a fresh machine without /run/netns.
-    netns: ['GC', 'STATUS'].includes(command) ? '' : join(s.dir, `gone-${cid}`),
-    ifname: ['GC', 'STATUS'].includes(command) ? '' : 'eth0',
-    path: [PLUGIN_DIR],
-  });
+  invoke(
+    { ...conf(), ...extra },
+    {
+      command,
+      containerID: ['GC', 'STATUS'].includes(command) ? '' : cid,
+      // A gone netns whose directory exists (the scratch dir): provably dead, also on a fresh machine without /run/netns.
+      netns: ['GC', 'STATUS'].includes(command) ? '' : join(s.dir, `gone-${cid}`),
+      ifname: ['GC', 'STATUS'].includes(command) ? '' : 'eth0',
+      path: [PLUGIN_DIR],
+    },
+  );
 
 /** Every path under dir with its type and permission bits. */
 /** The last log line whose msg matches. */
 async function logLine(msg: RegExp): Promise<Record<string, unknown> | undefined> {
-  const lines = (await readFile(join(s.dir, 'logs', 'shim.log'), 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+  const lines = (await readFile(join(s.dir, 'logs', 'shim.log'), 'utf8'))
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
   return lines.filter((l) => msg.test(String(l.msg))).at(-1);
 }
 
@@ -52,7 +58,12 @@ async function modes(dir: string): Promise<Array<{ path: string; type: 'dir' | '
   for (const n of await readdir(dir)) {
     const p = join(dir, n);
     const st = await lstat(p);
-    out.push({ path: p, type: st.isDirectory() ? ('dir' as const) : st.isFile() ? ('file' as const) : ('other' as const), mode: st.mode & 0o7777, uid: st.uid });
+    out.push({
+      path: p,
+      type: st.isDirectory() ? ('dir' as const) : st.isFile() ? ('file' as const) : ('other' as const),
+      mode: st.mode & 0o7777,
+      uid: st.uid,
+    });
     if (st.isDirectory()) out.push(...(await modes(p)));
   }
   return out;
@@ -77,7 +88,12 @@ describe.skipIf(!haveRoot)('modes of what the shim creates', () => {
     );
     const files = all.filter((e) => e.type === 'file');
     expect(files.map((f) => f.path.slice(s.stateDir.length + 1)).sort()).toEqual(
-      expect.arrayContaining([`${network}/records/pod-1:eth0.json`, `${network}/records/pod-2:eth0.json`, `${network}/ips/10.240.77.2`, `${network}/ips/10.240.77.3`]),
+      expect.arrayContaining([
+        `${network}/records/pod-1:eth0.json`,
+        `${network}/records/pod-2:eth0.json`,
+        `${network}/ips/10.240.77.2`,
+        `${network}/ips/10.240.77.3`,
+      ]),
     );
     expect(files.map((f) => [f.path, f.mode.toString(8)])).toEqual(files.map((f) => [f.path, '600']));
     expect(all.filter((e) => e.type === 'other')).toEqual([]);
@@ -101,7 +117,11 @@ describe.skipIf(!haveRoot)('state dirs the shim refuses (103), allocating nothin
     const n = await nobody();
     await chown(dir, n.uid, n.gid);
   };
-  const levels = { 'the stateDir itself': () => s.stateDir, 'the network dir': () => join(s.stateDir, network), 'the records dir': () => join(s.stateDir, network, 'records') };
+  const levels = {
+    'the stateDir itself': () => s.stateDir,
+    'the network dir': () => join(s.stateDir, network),
+    'the records dir': () => join(s.stateDir, network, 'records'),
+  };
   const cases: Array<[keyof typeof levels, string, (dir: string) => Promise<void>]> = [
     ['the stateDir itself', 'owned by another user (nobody)', ownedByNobody],
     ['the stateDir itself', 'writable by others (0777)', (dir) => chmod(dir, 0o777)],

@@ -28,28 +28,34 @@ function confList(placement: Placement, cniVersion: string, name: string, s: { s
 
 const { s, net } = useScratchNet();
 
-for (const kind of RUNTIMES) (root && !skipRuntime(kind) ? describe : describe.skip).each(['chained', 'ipam'] as const)(`${kind}, shim %s`, (placement) => {
-  it.each(['0.3.1', '0.4.0', '1.0.0'])('ADD → CHECK → DEL at %s leaves nothing behind', async (v) => {
-    const node = await net.netns('node');
-    const pod = await net.netns('pod');
-    const name = `pl${uid()}`;
-    const bin = await shimBinDir(s.dir);
-    const runner = newRuntime(kind, { confList: confList(placement, v, name, s, '10.66.0.0/24'), pluginDirs: [bin, FIXTURE_BIN, PLUGIN_DIR], cacheDir: join(s.dir, 'cache'), netns: node });
-    const result: any = await runner.add('c1', `/run/netns/${pod}`);
-    expect(result.cniVersion).toBe(v);
-    const ip = String(result.ips[0].address).split('/')[0]!;
-    expect(ip).toMatch(/^10\.66\.0\./);
-    // The pod really has the address and reaches the node through ptp.
-    expect((await inNs(pod, 'ip', ['-j', 'addr', 'show', 'eth0'])).stdout).toContain(ip);
-    expect((await inNs(pod, 'ping', ['-c', '1', '-W', '2', result.ips[0].gateway])).exitCode).toBe(0);
-    expect(await ledgerRecords(s.stateDir, name)).toEqual(['c1:eth0.json']);
-    if (v !== '0.3.1') await runner.check('c1', `/run/netns/${pod}`);
-    await runner.del('c1', `/run/netns/${pod}`);
-    expect(await hostLocalAllocations(s.dataDir, name)).toEqual([]);
-    expect(await ledgerRecords(s.stateDir, name)).toEqual([]);
-    expect(existsSync(runner.cacheFilePath('c1'))).toBe(false);
+for (const kind of RUNTIMES)
+  (root && !skipRuntime(kind) ? describe : describe.skip).each(['chained', 'ipam'] as const)(`${kind}, shim %s`, (placement) => {
+    it.each(['0.3.1', '0.4.0', '1.0.0'])('ADD → CHECK → DEL at %s leaves nothing behind', async (v) => {
+      const node = await net.netns('node');
+      const pod = await net.netns('pod');
+      const name = `pl${uid()}`;
+      const bin = await shimBinDir(s.dir);
+      const runner = newRuntime(kind, {
+        confList: confList(placement, v, name, s, '10.66.0.0/24'),
+        pluginDirs: [bin, FIXTURE_BIN, PLUGIN_DIR],
+        cacheDir: join(s.dir, 'cache'),
+        netns: node,
+      });
+      const result: any = await runner.add('c1', `/run/netns/${pod}`);
+      expect(result.cniVersion).toBe(v);
+      const ip = String(result.ips[0].address).split('/')[0]!;
+      expect(ip).toMatch(/^10\.66\.0\./);
+      // The pod really has the address and reaches the node through ptp.
+      expect((await inNs(pod, 'ip', ['-j', 'addr', 'show', 'eth0'])).stdout).toContain(ip);
+      expect((await inNs(pod, 'ping', ['-c', '1', '-W', '2', result.ips[0].gateway])).exitCode).toBe(0);
+      expect(await ledgerRecords(s.stateDir, name)).toEqual(['c1:eth0.json']);
+      if (v !== '0.3.1') await runner.check('c1', `/run/netns/${pod}`);
+      await runner.del('c1', `/run/netns/${pod}`);
+      expect(await hostLocalAllocations(s.dataDir, name)).toEqual([]);
+      expect(await ledgerRecords(s.stateDir, name)).toEqual([]);
+      expect(existsSync(runner.cacheFilePath('c1'))).toBe(false);
+    });
   });
-});
 
 d.each(['chained', 'ipam'] as const)('podman, shim %s', (placement) => {
   let bed: PodmanBed | undefined;
@@ -85,31 +91,41 @@ d.each(['chained', 'ipam'] as const)('podman, shim %s', (placement) => {
 // A 1.1.0 list with the reference plugins that speak it (1.9, from Debian unstable): the verbs a 1.1.0 runtime
 // adds (STATUS, GC with the list, GC's DELs of stale cached attachments), in both placements, through both runtimes.
 for (const kind of RUNTIMES) {
-  (root && !skipRuntime(kind) && !skipPlugins110() ? describe : describe.skip).each(['chained', 'ipam'] as const)(`${kind}, shim %s, 1.1.0 with plugins 1.9`, (placement) => {
-    it('ADD → CHECK → STATUS → GC keeping the listed pod → GC without it releases it', async () => {
-      expect(existsSync(join(PLUGINS_110, 'ptp')), `${PLUGINS_110}/ptp is missing: run scripts/install-deps.sh`).toBe(true);
-      const node = await net.netns('node');
-      const pod = await net.netns('pod');
-      const name = `pm${uid()}`;
-      const bin = await shimBinDir(s.dir);
-      const rt = newRuntime(kind, { confList: confList(placement, '1.1.0', name, s, '10.68.0.0/24'), pluginDirs: [bin, PLUGINS_110], cacheDir: join(s.dir, 'cache'), netns: node });
-      const result: any = await rt.add('c1', `/run/netns/${pod}`);
-      expect(result.cniVersion).toBe('1.1.0');
-      const ip = String(result.ips[0].address).split('/')[0]!;
-      expect((await inNs(pod, 'ping', ['-c', '1', '-W', '2', result.ips[0].gateway])).exitCode).toBe(0);
-      await rt.check('c1', `/run/netns/${pod}`);
-      await rt.status();
-      expect(rt.invocations.filter((i) => i.command === 'STATUS').map((i) => i.plugin)).toEqual(placement === 'chained' ? ['ptp', 'ipam-shim'] : ['ptp']);
-      // GC with the pod listed: nothing released, GC sent to every plugin of the list.
-      expect(await rt.gc([{ containerID: 'c1', ifname: 'eth0' }])).toMatchObject({ deleted: [], gcSent: true });
-      expect(await hostLocalAllocations(s.dataDir, name)).toEqual([ip]);
-      expect(await ledgerRecords(s.stateDir, name)).toEqual(['c1:eth0.json']);
-      // GC without it: the runtime DELs the cached attachment (its sandbox is still there: libcni does not look).
-      expect(await rt.gc([])).toMatchObject({ deleted: [{ containerID: 'c1', ifname: 'eth0' }], gcSent: true });
-      expect(await hostLocalAllocations(s.dataDir, name)).toEqual([]);
-      expect(await ledgerRecords(s.stateDir, name)).toEqual([]);
-      expect(existsSync(rt.cacheFilePath('c1'))).toBe(false);
-      expect((await inNs(pod, 'ip', ['-o', 'link'])).stdout).not.toContain('eth0');
-    });
-  });
+  (root && !skipRuntime(kind) && !skipPlugins110() ? describe : describe.skip).each(['chained', 'ipam'] as const)(
+    `${kind}, shim %s, 1.1.0 with plugins 1.9`,
+    (placement) => {
+      it('ADD → CHECK → STATUS → GC keeping the listed pod → GC without it releases it', async () => {
+        expect(existsSync(join(PLUGINS_110, 'ptp')), `${PLUGINS_110}/ptp is missing: run scripts/install-deps.sh`).toBe(true);
+        const node = await net.netns('node');
+        const pod = await net.netns('pod');
+        const name = `pm${uid()}`;
+        const bin = await shimBinDir(s.dir);
+        const rt = newRuntime(kind, {
+          confList: confList(placement, '1.1.0', name, s, '10.68.0.0/24'),
+          pluginDirs: [bin, PLUGINS_110],
+          cacheDir: join(s.dir, 'cache'),
+          netns: node,
+        });
+        const result: any = await rt.add('c1', `/run/netns/${pod}`);
+        expect(result.cniVersion).toBe('1.1.0');
+        const ip = String(result.ips[0].address).split('/')[0]!;
+        expect((await inNs(pod, 'ping', ['-c', '1', '-W', '2', result.ips[0].gateway])).exitCode).toBe(0);
+        await rt.check('c1', `/run/netns/${pod}`);
+        await rt.status();
+        expect(rt.invocations.filter((i) => i.command === 'STATUS').map((i) => i.plugin)).toEqual(
+          placement === 'chained' ? ['ptp', 'ipam-shim'] : ['ptp'],
+        );
+        // GC with the pod listed: nothing released, GC sent to every plugin of the list.
+        expect(await rt.gc([{ containerID: 'c1', ifname: 'eth0' }])).toMatchObject({ deleted: [], gcSent: true });
+        expect(await hostLocalAllocations(s.dataDir, name)).toEqual([ip]);
+        expect(await ledgerRecords(s.stateDir, name)).toEqual(['c1:eth0.json']);
+        // GC without it: the runtime DELs the cached attachment (its sandbox is still there: libcni does not look).
+        expect(await rt.gc([])).toMatchObject({ deleted: [{ containerID: 'c1', ifname: 'eth0' }], gcSent: true });
+        expect(await hostLocalAllocations(s.dataDir, name)).toEqual([]);
+        expect(await ledgerRecords(s.stateDir, name)).toEqual([]);
+        expect(existsSync(rt.cacheFilePath('c1'))).toBe(false);
+        expect((await inNs(pod, 'ip', ['-o', 'link'])).stdout).not.toContain('eth0');
+      });
+    },
+  );
 }

@@ -12,11 +12,16 @@ const DIR = join(ROOT, 'test/fixtures/plan');
 const f = (name: string) => join(DIR, name);
 
 async function plan(args: string[], input?: string, bin: string[] = [SEA_SHIM]): Promise<{ exitCode: number; stdout: string; stderr: string }> {
-  const r = await execa(bin[0]!, [...bin.slice(1), 'plan', ...args], { reject: false, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' }, extendEnv: false, ...(input === undefined ? {} : { input }) });
+  const r = await execa(bin[0]!, [...bin.slice(1), 'plan', ...args], {
+    reject: false,
+    env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' },
+    extendEnv: false,
+    ...(input === undefined ? {} : { input }),
+  });
   return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
-describe('plan from the cluster\'s files (the single executable)', () => {
+describe("plan from the cluster's files (the single executable)", () => {
   it('Helm values + CiliumNodes + Azure subnets: the node already on the firewall subnet, the next collisions in both orders', async () => {
     const r = await plan(['--values', f('values.yaml'), '--ciliumnodes', f('ciliumnodes.yaml'), '--azure-subnets', f('azure-subnets.json')]);
     expect(r.exitCode, r.stderr).toBe(1);
@@ -49,7 +54,14 @@ describe('plan from the cluster\'s files (the single executable)', () => {
     // No values file: the whole pool is Cilium's default.
     expect(out.inputs.defaulted).toEqual(['ipam.operator.clusterPoolIPv4PodCIDRList', 'ipam.operator.clusterPoolIPv4MaskSize']);
     const v4 = out.families[0];
-    expect(v4.fromTaken).toMatchObject({ count: '6', highest: '1100', collidingCount: '1', lowestFree: { nodesBefore: '1019' }, safeFree: '65269', notInPool: [] });
+    expect(v4.fromTaken).toMatchObject({
+      count: '6',
+      highest: '1100',
+      collidingCount: '1',
+      lowestFree: { nodesBefore: '1019' },
+      safeFree: '65269',
+      notInPool: [],
+    });
     expect(v4.fromAllocated).toMatchObject({ allocated: '1101', nodesBefore: '0' });
   });
 
@@ -64,7 +76,17 @@ describe('plan from the cluster\'s files (the single executable)', () => {
   });
 
   it('multi-pool: the auto-created pool from the values and the CiliumPodIPPools, each planned with the CIDRs nodes hold in it', async () => {
-    const r = await plan(['--values', f('values-multipool.yaml'), '--ippools', f('ciliumpodippools.yaml'), '--ciliumnodes', f('ciliumnodes-multipool.yaml'), '--azure-subnets', f('azure-subnets.json'), '--json']);
+    const r = await plan([
+      '--values',
+      f('values-multipool.yaml'),
+      '--ippools',
+      f('ciliumpodippools.yaml'),
+      '--ciliumnodes',
+      f('ciliumnodes-multipool.yaml'),
+      '--azure-subnets',
+      f('azure-subnets.json'),
+      '--json',
+    ]);
     expect(r.exitCode, r.stderr).toBe(1);
     const out = JSON.parse(r.stdout);
     expect(out.inputs.mode).toBe('multi-pool');
@@ -74,7 +96,12 @@ describe('plan from the cluster\'s files (the single executable)', () => {
     // default = 10.4.0.0/16 in /24s: 10.4.0-3 (app-gateway) and 10.4.76-77 collide; worker-a and worker-b hold 0, 1, 3.
     expect(def.collision).toBe(true);
     expect(def.families[0]).toMatchObject({ totalBlocks: '256', collidingBlocks: '6' });
-    expect(def.families[0].fromTaken).toMatchObject({ count: '3', highest: '3', collidingCount: '3', lowestFree: { firstCollision: { index: '2' }, nodesBefore: '0' } });
+    expect(def.families[0].fromTaken).toMatchObject({
+      count: '3',
+      highest: '3',
+      collidingCount: '3',
+      lowestFree: { firstCollision: { index: '2' }, nodesBefore: '0' },
+    });
     // batch = 172.20.0.0/22 in /27s and fd00:20::/112 in /120s: nothing reserved there; worker-a holds one /27.
     expect(batch.collision).toBe(false);
     expect(batch.families.map((x: { family: number; totalBlocks: string }) => [x.family, x.totalBlocks])).toEqual([
@@ -101,7 +128,10 @@ describe('plan from the cluster\'s files (the single executable)', () => {
 
   it.each([
     [['--ciliumnodes', f('azure-subnets.json')], /azure-subnets\.json: expected kubectl output \(a List of CiliumNode objects/],
-    [['--ippools', f('ciliumnodes.yaml')], /ciliumnodes\.yaml: expected CiliumPodIPPool objects .* found CiliumNode aks-nodepool1-26519183-vmss000000/],
+    [
+      ['--ippools', f('ciliumnodes.yaml')],
+      /ciliumnodes\.yaml: expected CiliumPodIPPool objects .* found CiliumNode aks-nodepool1-26519183-vmss000000/,
+    ],
     [['--azure-subnets', f('ciliumnodes.yaml')], /ciliumnodes\.yaml \[0\]: subnet \(no name\) has no addressPrefix/],
     [['--values', f('missing.yaml')], /missing\.yaml: cannot read: ENOENT/],
     [['--values', '-', '--ciliumnodes', '-'], /only one input can be read from stdin/],

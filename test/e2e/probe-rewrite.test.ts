@@ -48,7 +48,11 @@ const hostLocal = (s: Bed['s'], family: 4 | 6, subnet = SHIM_RANGE) => ({
 });
 
 /** The node's conflist with the shim in `placement`; written to a file so the CLI can read the same settings. */
-async function shimConflist(bed: Bed, placement: Placement, o: { mode?: Mode; family?: 4 | 6; name?: string } = {}): Promise<{ list: JsonObject; file: string }> {
+async function shimConflist(
+  bed: Bed,
+  placement: Placement,
+  o: { mode?: Mode; family?: 4 | 6; name?: string } = {},
+): Promise<{ list: JsonObject; file: string }> {
   const delegate = hostLocal(bed.s, o.family ?? 6);
   const shim = shimKeys({ dirs: bed.s, delegate, keys: o.mode ? { ipv6ProbeRewrite: o.mode } : {} });
   const name = o.name ?? 'probe6';
@@ -156,7 +160,14 @@ describe.skipIf(!root).each<Placement>(['chained', 'ipam'])('IPv6 probes through
 
     const status = await cli(bed, ['status', '--conflist', file, '--json']);
     expect(status.exitCode, status.stderr).toBe(0);
-    expect(status.json).toMatchObject({ state: 'present', verdict: 'ok', matchesExpected: true, uplink: UPLINK, ipv6Addresses: 1, settingsFrom: file });
+    expect(status.json).toMatchObject({
+      state: 'present',
+      verdict: 'ok',
+      matchesExpected: true,
+      uplink: UPLINK,
+      ipv6Addresses: 1,
+      settingsFrom: file,
+    });
     expect(status.json.counters.postrouting).toEqual({ packets: 4, bytes: 416 }); // two pods × two echo replies of 104 bytes
 
     await shim.del('shim-pod', `/run/netns/${target}`, 'eth0');
@@ -228,7 +239,9 @@ describe.skipIf(!root).each<Placement>(['chained', 'ipam'])('IPv6 probes through
     await bed.inNode('tc', ['qdisc', 'add', 'dev', UPLINK, 'clsact']);
     await bed.inNode('tc', ['filter', 'add', 'dev', UPLINK, 'ingress', ...(await bpfFilterArgs(bed.net))]);
     // A table of ours that is not what the shim installs (no rules): drifted.
-    await bed.inNode('nft', ['-f', '-'], { input: `table ip6 ${TABLE} { chain prerouting { type filter hook prerouting priority -300; policy accept; }; }` });
+    await bed.inNode('nft', ['-f', '-'], {
+      input: `table ip6 ${TABLE} { chain prerouting { type filter hook prerouting priority -300; policy accept; }; }`,
+    });
     const listTable = async () => (await bed.inNode('nft', ['list', 'table', 'ip6', TABLE])).stdout;
     const drifted = await listTable();
 
@@ -261,10 +274,12 @@ describe.skipIf(!root)('probe-rewrite CLI input', () => {
 
   it('ensure --uplink with an interface that does not exist is refused (exit 2) and installs nothing', async () => {
     const ns = await net.netns('prup');
-    const r = await execa('ip', ['netns', 'exec', ns, SHIM, 'probe-rewrite', 'ensure', '--uplink', 'nosuch0'], { reject: false, env: { CNI_COMMAND: '' } });
+    const r = await execa('ip', ['netns', 'exec', ns, SHIM, 'probe-rewrite', 'ensure', '--uplink', 'nosuch0'], {
+      reject: false,
+      env: { CNI_COMMAND: '' },
+    });
     expect(r.exitCode, r.stdout).toBe(2);
     expect(r.stderr).toContain('--uplink: uplink "nosuch0" is no interface here');
     expect((await runInNetns(ns)('nft', ['list', 'tables'])).stdout).not.toContain(TABLE);
   });
 });
-

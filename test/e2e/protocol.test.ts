@@ -77,7 +77,8 @@ describe('bad input gets the right CNI error', () => {
       await expectError(out, 7);
       expect(out.json.msg, inv.command).toMatch(/network name too long/);
     }
-    for (const command of ['GC', 'STATUS']) await expectError(await invoke(slot({ name, cniVersion: '1.1.0' }), { command, path: ['/usr/lib/cni'] }), 7);
+    for (const command of ['GC', 'STATUS'])
+      await expectError(await invoke(slot({ name, cniVersion: '1.1.0' }), { command, path: ['/usr/lib/cni'] }), 7);
   });
   it('unknown shim key → 2 naming the key', async () => {
     const out = await invoke(slot({}, { stateDirr: '/tmp/x' }), add);
@@ -137,23 +138,26 @@ describe('bad input gets the right CNI error', () => {
   it('delegate result that is not JSON → 101', async () =>
     expectError(await invoke(slot({}, { delegate: { type: 'fake-ipam' } }), { ...add, env: { FAKE_IPAM_MODE: 'badjson' } }), 101));
   it('stdin too large → 5', async () => expectError(await invoke(JSON.stringify({ ...slot(), pad: 'x'.repeat(5 * 1024 * 1024) }), add), 5));
-  it('chained without prevResult → 7', async () =>
-    expectError(await invoke(shimConf({ placement: 'chained', name: 'proto', dirs: s }), add), 7));
-  it('delegate result with an address that is not an IP → 101 (the delegate\'s fault), and the delegate is DELed', async () => {
+  it('chained without prevResult → 7', async () => expectError(await invoke(shimConf({ placement: 'chained', name: 'proto', dirs: s }), add), 7));
+  it("delegate result with an address that is not an IP → 101 (the delegate's fault), and the delegate is DELed", async () => {
     const log = `${s.dir}/fake.log`;
     const out = await invoke(slot({}, { delegate: { type: 'fake-ipam' } }), { ...add, env: { FAKE_IPAM_MODE: 'notip', FAKE_IPAM_LOG: log } });
     await expectError(out, 101);
     expect(`${out.json.msg} ${out.json.details}`).toContain('banana');
     expect((await readFile(log, 'utf8')).split('\n').map((l) => l.split(' ')[0])).toContain('DEL');
   });
-  it('an error raised before the config is read carries the config\'s cniVersion', async () => {
-    for (const [inv, code] of [[{ ...add, containerID: '../etc' }, 4], [{ ...add, command: 'FROB' }, 4], [{ ...add, netns: '' }, 4]] as const) {
+  it("an error raised before the config is read carries the config's cniVersion", async () => {
+    for (const [inv, code] of [
+      [{ ...add, containerID: '../etc' }, 4],
+      [{ ...add, command: 'FROB' }, 4],
+      [{ ...add, netns: '' }, 4],
+    ] as const) {
       const out = await invoke(slot({ cniVersion: '0.3.1' }), inv);
       await expectError(out, code);
       expect(out.json.cniVersion).toBe('0.3.1');
     }
   });
-  it('logs the failure as one message: the CNI error\'s msg under its own field', async () => {
+  it("logs the failure as one message: the CNI error's msg under its own field", async () => {
     await invoke(slot({}, { delegate: { type: 'no-such-ipam' } }), add);
     const text = (await readFile(s.logFile, 'utf8')).trim().split('\n').at(-1)!;
     // JSON.parse keeps the last of duplicate keys: count them in the raw text.
@@ -162,7 +166,10 @@ describe('bad input gets the right CNI error', () => {
   });
   it('logs the failure to the configured log file, nothing to stdout but the error', async () => {
     await invoke(slot({}, { delegate: { type: 'no-such-ipam' } }), add);
-    const lines = (await readFile(s.logFile, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    const lines = (await readFile(s.logFile, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.at(-1)).toMatchObject({ code: 7, containerID: 'c1', command: 'ADD', outcome: 'error' });
   });
 });
@@ -183,7 +190,12 @@ describe('the single executable', () => {
   const sea = SEA_SHIM;
   it('runs VERSION and a real ADD/DEL with no node on PATH', async () => {
     const env = { PATH: '/usr/sbin:/sbin' }; // ip/ebtables/nft live here; node is in /usr/bin
-    const version = await execa(sea, [], { input: '{"cniVersion":"1.0.0"}', env: { ...env, CNI_COMMAND: 'VERSION' }, extendEnv: false, reject: false });
+    const version = await execa(sea, [], {
+      input: '{"cniVersion":"1.0.0"}',
+      env: { ...env, CNI_COMMAND: 'VERSION' },
+      extendEnv: false,
+      reject: false,
+    });
     expect(version.exitCode, version.stderr).toBe(0);
     expect(JSON.parse(version.stdout).supportedVersions).toContain('1.1.0');
     const base = { ...env, CNI_CONTAINERID: 'sea', CNI_NETNS: '/var/run/netns/x', CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' };

@@ -55,13 +55,18 @@ function v6Case(): Case {
   };
 }
 
-const hostLocal = (c: Case) => ({ type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: c.subnet, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd }]] });
+const hostLocal = (c: Case) => ({
+  type: 'host-local',
+  dataDir: s.dataDir,
+  ranges: [[{ subnet: c.subnet, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd }]],
+});
 
 /** The shim in ptp's IPAM slot: temp dirs only, no IPv6 probe rewrite on the machine. */
 const slotConf = (cniVersion: string, name: string, reserved: string[], delegate: Record<string, unknown>) =>
   shimConf({ cniVersion, name, dirs: s, probeRewrite: false, delegate, keys: { reservedCIDRs: reserved } });
 /** The same keys as a conflist's plugin entry. */
-const shimEntry = (reserved: string[], delegate: Record<string, unknown>) => shimKeys({ dirs: s, probeRewrite: false, delegate, keys: { reservedCIDRs: reserved } });
+const shimEntry = (reserved: string[], delegate: Record<string, unknown>) =>
+  shimKeys({ dirs: s, probeRewrite: false, delegate, keys: { reservedCIDRs: reserved } });
 
 const bare = (address: string) => address.split('/')[0]!;
 const sorted = (xs: string[]) => [...xs].sort();
@@ -150,7 +155,10 @@ describe.skipIf(!root)('reserved CIDRs in the IPAM slot (the shim invoked as the
       expect(refusedOrder).toEqual([...c.inside, ...c.inside]);
       const log = await readFile(s.logFile, 'utf8');
       // One error-level line per refusal carries the address and the CIDR as fields.
-      const refusals = log.split('\n').filter((l) => l.includes(`"reservedCIDR":"${c.reserved}"`)).map((l) => JSON.parse(l));
+      const refusals = log
+        .split('\n')
+        .filter((l) => l.includes(`"reservedCIDR":"${c.reserved}"`))
+        .map((l) => JSON.parse(l));
       expect(refusals.map((l) => [l.level, l.ip])).toEqual(refusedOrder.map((ip) => ['error', ip]));
 
       // The pods outside go away normally.
@@ -182,7 +190,7 @@ describe.skipIf(!root)('reserved CIDRs in the IPAM slot (the shim invoked as the
     expect(st.json).toMatchObject({ code: 50 });
   });
 
-  it('CHECK fails with 100 once the attachment\'s address is made reserved (config changed after ADD)', async () => {
+  it("CHECK fails with 100 once the attachment's address is made reserved (config changed after ADD)", async () => {
     const c = v4Case(2);
     const network = `rsv${uid(4)}`;
     const conf = (reserved: string[]) => slotConf('1.0.0', network, reserved, hostLocal(c));
@@ -258,7 +266,8 @@ describe.skipIf(!root)('reserved CIDRs under ptp, through the libcni-like runner
       plugins: [{ type: 'ptp', ipMasq: false, ipam: shimEntry(reserved, hostLocal(c)) }],
     });
     const bin = await shimBinDir(s.dir);
-    const runner = (reserved = [c.reserved]) => new CniRunner({ confList: list(reserved), pluginDirs: [bin, PLUGIN_DIR], cacheDir: join(s.dir, 'cache') });
+    const runner = (reserved = [c.reserved]) =>
+      new CniRunner({ confList: list(reserved), pluginDirs: [bin, PLUGIN_DIR], cacheDir: join(s.dir, 'cache') });
     const r = runner();
     const held = new Map<string, string>();
     const pods = new Map<string, string>(); // cid → netns path
@@ -311,13 +320,11 @@ describe.skipIf(!root)('reserved CIDRs under ptp, through the libcni-like runner
     const list = (reserved: string[]): JsonObject => ({
       cniVersion: '1.0.0',
       name: network,
-      plugins: [
-        { type: 'ptp', ipMasq: false, ipam: hostLocal(c) },
-        shimEntry(reserved, hostLocal(c)),
-      ],
+      plugins: [{ type: 'ptp', ipMasq: false, ipam: hostLocal(c) }, shimEntry(reserved, hostLocal(c))],
     });
     const bin = await shimBinDir(s.dir);
-    const runner = (reserved = [c.reserved]) => new CniRunner({ confList: list(reserved), pluginDirs: [bin, PLUGIN_DIR], cacheDir: join(s.dir, 'cache') });
+    const runner = (reserved = [c.reserved]) =>
+      new CniRunner({ confList: list(reserved), pluginDirs: [bin, PLUGIN_DIR], cacheDir: join(s.dir, 'cache') });
     const r = runner();
     const held = new Map<string, string>();
     const pods = new Map<string, string>();

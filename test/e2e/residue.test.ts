@@ -78,9 +78,17 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
       ['-p', 'IPv6', '-i', 'eth0', '--ip6-dst', 'fd00:10:240::32', '-j', 'dnat', '--to-dst', DEAD_MAC, '--dnat-target', 'ACCEPT'],
       ['-p', 'ARP', '-i', 'eth0', '--arp-op', 'Reply', '-j', 'dnat', '--to-dst', 'ff:ff:ff:ff:ff:ff', '--dnat-target', 'ACCEPT'],
     ];
-    const unrelated = Array.from({ length: bulk }, (_, i) => podRules(`10.241.${Math.floor(i / 250)}.${(i % 250) + 1}`, `0:d:3a:1:${(i >> 8).toString(16)}:${(i & 255).toString(16)}`)).flat();
+    const unrelated = Array.from({ length: bulk }, (_, i) =>
+      podRules(`10.241.${Math.floor(i / 250)}.${(i % 250) + 1}`, `0:d:3a:1:${(i >> 8).toString(16)}:${(i & 255).toString(16)}`),
+    ).flat();
     const chain = [...pre, ...unrelated.slice(0, bulk), ...podRules(POD, DEAD_MAC), ...unrelated.slice(bulk), ...post];
-    const save = ['*nat', ...chain.map((rule) => `-A PREROUTING ${rule.join(' ')}`), `-A POSTROUTING -s unicast -o eth0 -j snat --to-src ${eth0Mac} --snat-arp --snat-target ACCEPT`, 'COMMIT', ''];
+    const save = [
+      '*nat',
+      ...chain.map((rule) => `-A PREROUTING ${rule.join(' ')}`),
+      `-A POSTROUTING -s unicast -o eth0 -j snat --to-src ${eth0Mac} --snat-arp --snat-target ACCEPT`,
+      'COMMIT',
+      '',
+    ];
     await r(restore, ['--noflush'], { input: save.join('\n') });
     await r('ip', ['neigh', 'add', POD, 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
     await r('ip', ['neigh', 'add', '10.240.0.33', 'lladdr', '0:d:3a:30:47:33', 'dev', 'azure0', 'nud', 'permanent']);
@@ -104,7 +112,13 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
     const list = confList(n, placement);
     const conflist = join(n.dir.dir, `${placement}.conflist`);
     await writeFile(conflist, JSON.stringify(list));
-    const runner = new CniRunner({ confList: list, pluginDirs: [n.shimBin, PLUGIN_DIR], cacheDir: join(n.dir.dir, 'cache'), netns: n.node, ...(env ? { env } : {}) });
+    const runner = new CniRunner({
+      confList: list,
+      pluginDirs: [n.shimBin, PLUGIN_DIR],
+      cacheDir: join(n.dir.dir, 'cache'),
+      netns: n.node,
+      ...(env ? { env } : {}),
+    });
     return { runner, conflist };
   }
 
@@ -116,7 +130,11 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
   }
 
   /** The operator CLI of the built plugin, run on the node. */
-  async function cli(n: Node, args: string[], env?: Record<string, string>): Promise<{ exitCode: number; stdout: string; stderr: string; json: any }> {
+  async function cli(
+    n: Node,
+    args: string[],
+    env?: Record<string, string>,
+  ): Promise<{ exitCode: number; stdout: string; stderr: string; json: any }> {
     const r = await inNs(n.node, SHIM, [...args, '--json'], { reject: false, ...(env ? { env } : {}) });
     let json: any;
     try {
@@ -154,7 +172,15 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
     expect(scan.json.targets[0].neighbours).toEqual([{ ip: POD, dev: 'azure0', mac: '00:0d:3a:30:47:42', state: ['PERMANENT'] }]);
     // Orphans: the decoys' dead MACs are on no interface here; the node IP's ARP reply (eth0's MAC) and the
     // broadcast rewrite are not per-pod residue.
-    expect(scan.json.orphans.map((o: any) => o.ip).sort()).toEqual(['10.240.0.3', '10.240.0.3', '10.240.0.30', '10.240.0.30', '10.240.0.33', '10.240.0.33', 'fd00:10:240::32']);
+    expect(scan.json.orphans.map((o: any) => o.ip).sort()).toEqual([
+      '10.240.0.3',
+      '10.240.0.3',
+      '10.240.0.30',
+      '10.240.0.30',
+      '10.240.0.33',
+      '10.240.0.33',
+      'fd00:10:240::32',
+    ]);
 
     const dry = await cli(n, ['residue', 'clean', '--ip', POD, '--conf-dir', confDir]);
     expect(dry.exitCode).toBe(1);
@@ -171,7 +197,7 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
     expect((await cli(n, ['residue', 'scan', '--ip', POD, '--conf-dir', confDir])).exitCode).toBe(0);
   });
 
-  it('a PERMANENT neighbour on the pod\'s own host-side interface is not residue: ADD, CHECK, doctor, scan and clean agree', async () => {
+  it("a PERMANENT neighbour on the pod's own host-side interface is not residue: ADD, CHECK, doctor, scan and clean agree", async () => {
     const n = await azureNode();
     const { runner, conflist } = await runtime(n, 'chained');
     const { netns, result } = await pod(runner);
@@ -269,38 +295,43 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
       return { n, env, before, podLines };
     }
 
-    it.each(['chained', 'ipam'] as const)('ADD (the shim %s) removes the pod’s rules from ebtables-nft, logging the backend; decoys stay; ping works; CHECK sees a re-added rule', async (placement) => {
-      const { n, env, before, podLines } = await legacyNode();
-      const { runner, conflist } = await runtime(n, placement, env);
-      const { netns } = await pod(runner);
-      expect(await ping(n)).toBe(0);
-      expect(await natListing(n.r, 'ebtables-nft')).toBe(withoutLines(before, podLines));
-      // doctor (the same PATH) says which backends it read, and why legacy was not.
-      const ok = (await cli(n, ['doctor', '--conflist', conflist], env)).json.findings.find((f: any) => f.check === 'residue');
-      expect(ok.verdict).toBe('ok');
-      expect(ok.summary).toMatch(/\[ebtables nft: read; legacy: unavailable: the kernel cannot hold its tables: .*\]$/);
+    it.each(['chained', 'ipam'] as const)(
+      'ADD (the shim %s) removes the pod’s rules from ebtables-nft, logging the backend; decoys stay; ping works; CHECK sees a re-added rule',
+      async (placement) => {
+        const { n, env, before, podLines } = await legacyNode();
+        const { runner, conflist } = await runtime(n, placement, env);
+        const { netns } = await pod(runner);
+        expect(await ping(n)).toBe(0);
+        expect(await natListing(n.r, 'ebtables-nft')).toBe(withoutLines(before, podLines));
+        // doctor (the same PATH) says which backends it read, and why legacy was not.
+        const ok = (await cli(n, ['doctor', '--conflist', conflist], env)).json.findings.find((f: any) => f.check === 'residue');
+        expect(ok.verdict).toBe('ok');
+        expect(ok.summary).toMatch(/\[ebtables nft: read; legacy: unavailable: the kernel cannot hold its tables: .*\]$/);
 
-      const removed = (await readFile(n.dir.logFile, 'utf8'))
-        .split('\n')
-        .filter((l) => l.includes('removed stale residue'))
-        .map((l) => JSON.parse(l) as { ebtables: Array<{ backend: string; program: string; rule: string }> });
-      expect(removed).toHaveLength(1);
-      expect(removed[0]!.ebtables.map((x) => [x.backend, x.program])).toEqual([
-        ['nft', 'ebtables-nft'],
-        ['nft', 'ebtables-nft'],
-      ]);
+        const removed = (await readFile(n.dir.logFile, 'utf8'))
+          .split('\n')
+          .filter((l) => l.includes('removed stale residue'))
+          .map((l) => JSON.parse(l) as { ebtables: Array<{ backend: string; program: string; rule: string }> });
+        expect(removed).toHaveLength(1);
+        expect(removed[0]!.ebtables.map((x) => [x.backend, x.program])).toEqual([
+          ['nft', 'ebtables-nft'],
+          ['nft', 'ebtables-nft'],
+        ]);
 
-      await runner.check('c1', netns, 'eth0');
-      await n.r('ebtables-nft', ['-t', 'nat', '-A', 'PREROUTING', ...DNAT_POD]);
-      const err = await runner.check('c1', netns, 'eth0').then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-      expect((err as PluginError).code).toBe(102);
-      expect((err as PluginError).details).toContain(`--ip-dst ${POD} -j dnat`);
-      const problem = (await cli(n, ['doctor', '--conflist', conflist], env)).json.findings.find((f: any) => f.check === 'residue' && f.verdict === 'problem');
-      expect(problem?.summary).toContain(`stale residue for ${POD} (c1/eth0): 1 ebtables rule(s)`);
-    });
+        await runner.check('c1', netns, 'eth0');
+        await n.r('ebtables-nft', ['-t', 'nat', '-A', 'PREROUTING', ...DNAT_POD]);
+        const err = await runner.check('c1', netns, 'eth0').then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect((err as PluginError).code).toBe(102);
+        expect((err as PluginError).details).toContain(`--ip-dst ${POD} -j dnat`);
+        const problem = (await cli(n, ['doctor', '--conflist', conflist], env)).json.findings.find(
+          (f: any) => f.check === 'residue' && f.verdict === 'problem',
+        );
+        expect(problem?.summary).toContain(`stale residue for ${POD} (c1/eth0): 1 ebtables rule(s)`);
+      },
+    );
 
     it('residue scan says which backend holds the rules and that legacy is unavailable (not "no rules"); clean --apply removes only the named IP’s', async () => {
       const { n, env, before, podLines } = await legacyNode();
@@ -326,7 +357,12 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
       // Forced onto the legacy backend alone (--ebtables-backend), the kernel's own answer is reported: unavailable.
       const forced = await cli(n, ['residue', 'scan', '--ebtables-backend', 'legacy', ...args], env);
       expect(forced.json.ebtablesAvailable).toBe(false);
-      expect(forced.json.ebtablesBackends[0]).toEqual({ name: 'legacy', program: 'ebtables', available: false, reason: "The kernel doesn't support the ebtables 'nat' table." });
+      expect(forced.json.ebtablesBackends[0]).toEqual({
+        name: 'legacy',
+        program: 'ebtables',
+        available: false,
+        reason: "The kernel doesn't support the ebtables 'nat' table.",
+      });
 
       const applied = await cli(n, ['residue', 'clean', '--apply', ...args], env);
       expect(applied.exitCode, applied.stdout).toBe(0);

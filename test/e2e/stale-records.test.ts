@@ -14,7 +14,7 @@ import { parseMetrics, seriesKey } from '../../src/metrics.js';
 
 const NET = 'stale';
 
-describe.skipIf(!rootOrSkip())('a provably dead pod\'s record never wedges its address', () => {
+describe.skipIf(!rootOrSkip())("a provably dead pod's record never wedges its address", () => {
   const net = new TestNet();
   let s: Awaited<ReturnType<typeof scratch>>;
   beforeEach(async () => {
@@ -35,9 +35,12 @@ describe.skipIf(!rootOrSkip())('a provably dead pod\'s record never wedges its a
       keys: { residue: { ebtables: false, neigh: false }, metricsFile: metricsFile() },
       top: { prevResult: { cniVersion: '1.0.0', ips: addresses.map((address) => ({ address })) } },
     });
-  const add = (cid: string, netns: string, ...addresses: string[]) => invoke(conf(...addresses), { command: 'ADD', containerID: cid, netns, ifname: 'eth0' });
-  const record = async (cid: string) => JSON.parse(await readFile(join(s.stateDir, NET, 'records', `${cid}:eth0.json`), 'utf8')) as { ips: string[]; note?: string };
-  const taken = async () => parseMetrics(await readFile(metricsFile(), 'utf8')).get(seriesKey('ipam_shim_stale_records_taken_total', { network: NET }))?.value;
+  const add = (cid: string, netns: string, ...addresses: string[]) =>
+    invoke(conf(...addresses), { command: 'ADD', containerID: cid, netns, ifname: 'eth0' });
+  const record = async (cid: string) =>
+    JSON.parse(await readFile(join(s.stateDir, NET, 'records', `${cid}:eth0.json`), 'utf8')) as { ips: string[]; note?: string };
+  const taken = async () =>
+    parseMetrics(await readFile(metricsFile(), 'utf8')).get(seriesKey('ipam_shim_stale_records_taken_total', { network: NET }))?.value;
 
   it('netns gone: the next pod given the address is attached and the dead record forgotten (logged, counted)', async () => {
     const dead = await net.netns('dead');
@@ -48,8 +51,15 @@ describe.skipIf(!rootOrSkip())('a provably dead pod\'s record never wedges its a
     expect(out.exitCode, out.stdout).toBe(0);
     expect(await ledgerRecords(s.stateDir, NET)).toEqual(['pod-new:eth0.json']);
     expect((await record('pod-new')).ips).toEqual(['10.77.0.5']);
-    const log = (await readFile(s.logFile, 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l));
-    expect(log.find((l) => /provably gone/.test(l.msg))).toMatchObject({ ip: '10.77.0.5', outcome: 'forgotten', holder: { containerID: 'pod-dead' } });
+    const log = (await readFile(s.logFile, 'utf8'))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
+    expect(log.find((l) => /provably gone/.test(l.msg))).toMatchObject({
+      ip: '10.77.0.5',
+      outcome: 'forgotten',
+      holder: { containerID: 'pod-dead' },
+    });
     expect(await taken()).toBe(1);
   });
 

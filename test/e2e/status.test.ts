@@ -16,7 +16,8 @@ import { unmountBelow } from '../helpers/mounts.js';
 /** Reference plugins that speak 1.1.0 (Debian 12's 1.1.1 refuse a 1.1.0 config). */
 const PLUGINS_11 = process.env.CNI_PLUGIN_DIR_11 ?? join(ROOT, '.deps/cni-plugins-1.9');
 const have11 = existsSync(join(PLUGINS_11, 'host-local'));
-if (!have11 && process.env.CI === 'true') throw new Error(`CI must have reference plugins that speak 1.1.0 in ${PLUGINS_11} (scripts/install-deps.sh)`);
+if (!have11 && process.env.CI === 'true')
+  throw new Error(`CI must have reference plugins that speak 1.1.0 in ${PLUGINS_11} (scripts/install-deps.sh)`);
 if (!have11) console.warn(`skipping: no reference plugins that speak 1.1.0 in ${PLUGINS_11} (scripts/install-deps.sh)`);
 const enabled = rootOrSkip() && have11;
 
@@ -71,7 +72,11 @@ async function hungStatus(keys: Record<string, unknown>, boundMs: number) {
   return out;
 }
 /** The modes the delegate's STATUS ran in, in order. */
-const delegateCalls = async () => (await readFile(`${modeFile}.calls`, 'utf8').catch(() => '')).split('\n').filter(Boolean).map((l) => l.split(' ')[0]);
+const delegateCalls = async () =>
+  (await readFile(`${modeFile}.calls`, 'utf8').catch(() => ''))
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split(' ')[0]);
 const logLines = async () =>
   (await readFile(s.logFile, 'utf8'))
     .trim()

@@ -7,7 +7,8 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BUNDLE_SHIM, ROOT, SEA_SHIM } from '../helpers/cni.js';
 
-const pkg = async (path: string) => JSON.parse(await readFile(join(ROOT, path), 'utf8')) as { version: string; devDependencies?: Record<string, string> };
+const pkg = async (path: string) =>
+  JSON.parse(await readFile(join(ROOT, path), 'utf8')) as { version: string; devDependencies?: Record<string, string> };
 
 describe('ipam-shim --version', () => {
   it('the single executable reports our version and the pinned Node.js it embeds, started from the snapshot', async () => {
@@ -18,7 +19,10 @@ describe('ipam-shim --version', () => {
     expect(runtime.version).toMatch(/^24\./);
     const r = await execa(sea, ['--version'], { env: { PATH: '/usr/sbin:/sbin' }, extendEnv: false, reject: false });
     expect(r.exitCode, r.stderr).toBe(0);
-    expect(r.stdout.split('\n')).toEqual([`ipam-shim ${ours.version}`, `node v${runtime.version} (embedded: single executable, startup snapshot, flags --no-sparkplug --no-maglev)`]);
+    expect(r.stdout.split('\n')).toEqual([
+      `ipam-shim ${ours.version}`,
+      `node v${runtime.version} (embedded: single executable, startup snapshot, flags --no-sparkplug --no-maglev)`,
+    ]);
   });
 
   it('the bundle reports our version and the node that runs it', async () => {

@@ -89,7 +89,8 @@ export class CnitoolRuntime {
     this.cniVersion = pickConfigVersion(list);
     this.pluginDirs = opts.pluginDirs;
     // Its conflist and trace files live beside the cache: a test names a scratch cache, never the host's.
-    if (!opts.cacheDir || path.resolve(opts.cacheDir) === DEFAULT_CACHE_DIR) throw new Error('CnitoolRuntime needs a scratch cacheDir, not the host cache');
+    if (!opts.cacheDir || path.resolve(opts.cacheDir) === DEFAULT_CACHE_DIR)
+      throw new Error('CnitoolRuntime needs a scratch cacheDir, not the host cache');
     this.cacheDir = opts.cacheDir;
     this.env = opts.env ?? {};
     this.timeoutMs = opts.timeoutMs ?? 120_000;
@@ -185,7 +186,13 @@ export class CnitoolRuntime {
     if (traced) argv.push('-trace', trace);
     argv.push(verb);
     const [file, args] = this.netns ? ['ip', ['netns', 'exec', this.netns, CNITOOL, ...argv]] : [CNITOOL, argv];
-    const r = await execa(file, args, { env: { ...process.env, ...this.env }, extendEnv: false, reject: false, timeout: this.timeoutMs, encoding: 'utf8' });
+    const r = await execa(file, args, {
+      env: { ...process.env, ...this.env },
+      extendEnv: false,
+      reject: false,
+      timeout: this.timeoutMs,
+      encoding: 'utf8',
+    });
     if (traced) await this.collect(trace);
     const stdout = String(r.stdout ?? '');
     if (r.exitCode === 0) return stdout;
@@ -195,8 +202,17 @@ export class CnitoolRuntime {
     } catch {
       o = undefined;
     }
-    if (r.exitCode !== 1 || !o) throw new Error(`cnitool ${verb} exited ${r.exitCode ?? r.signal}${r.timedOut ? ' (timed out)' : ''}: ${stdout}${String(r.stderr ?? '')}`);
-    throw new HarnessError({ code: o.code ?? 0, msg: o.msg ?? '', details: o.details, error: o.error ?? '', errors: o.errors, exitCode: r.exitCode, stderr: String(r.stderr ?? '') });
+    if (r.exitCode !== 1 || !o)
+      throw new Error(`cnitool ${verb} exited ${r.exitCode ?? r.signal}${r.timedOut ? ' (timed out)' : ''}: ${stdout}${String(r.stderr ?? '')}`);
+    throw new HarnessError({
+      code: o.code ?? 0,
+      msg: o.msg ?? '',
+      details: o.details,
+      error: o.error ?? '',
+      errors: o.errors,
+      exitCode: r.exitCode,
+      stderr: String(r.stderr ?? ''),
+    });
   }
 
   private async collect(trace: string): Promise<void> {
@@ -209,12 +225,28 @@ export class CnitoolRuntime {
     await rm(trace, { force: true });
     for (const l of text.split('\n').filter(Boolean)) {
       const t = JSON.parse(l) as TraceLine;
-      this.invocations.push({ plugin: t.plugin, pluginPath: t.pluginPath, command: t.env.CNI_COMMAND, env: pickEnv(t.env), stdin: t.stdin, stdout: t.stdout, stderr: t.stderr, exitCode: t.error === undefined ? 0 : undefined, durationMs: 0 });
+      this.invocations.push({
+        plugin: t.plugin,
+        pluginPath: t.pluginPath,
+        command: t.env.CNI_COMMAND,
+        env: pickEnv(t.env),
+        stdin: t.stdin,
+        stdout: t.stdout,
+        stderr: t.stderr,
+        exitCode: t.error === undefined ? 0 : undefined,
+        durationMs: 0,
+      });
     }
   }
 }
 
 function pickEnv(e: Invocation['env']): Invocation['env'] {
-  return { CNI_COMMAND: e.CNI_COMMAND, CNI_CONTAINERID: e.CNI_CONTAINERID, CNI_NETNS: e.CNI_NETNS, CNI_IFNAME: e.CNI_IFNAME, CNI_ARGS: e.CNI_ARGS, CNI_PATH: e.CNI_PATH };
+  return {
+    CNI_COMMAND: e.CNI_COMMAND,
+    CNI_CONTAINERID: e.CNI_CONTAINERID,
+    CNI_NETNS: e.CNI_NETNS,
+    CNI_IFNAME: e.CNI_IFNAME,
+    CNI_ARGS: e.CNI_ARGS,
+    CNI_PATH: e.CNI_PATH,
+  };
 }
-

@@ -11,7 +11,10 @@ export type RuntimeKind = 'runner' | 'libcni';
 export const RUNTIMES: readonly RuntimeKind[] = ['runner', 'libcni'];
 
 /** What the suites call on a runtime; CniRunner and CnitoolRuntime both provide it. */
-export type CniRuntime = Pick<CniRunner, 'name' | 'cniVersion' | 'add' | 'check' | 'del' | 'gc' | 'status' | 'version' | 'cacheFilePath' | 'cachedAttachments' | 'cacheEntry' | 'invocations'>;
+export type CniRuntime = Pick<
+  CniRunner,
+  'name' | 'cniVersion' | 'add' | 'check' | 'del' | 'gc' | 'status' | 'version' | 'cacheFilePath' | 'cachedAttachments' | 'cacheEntry' | 'invocations'
+>;
 
 export function newRuntime(kind: RuntimeKind, opts: CniRunnerOptions): CniRuntime {
   return kind === 'runner' ? new CniRunner(opts) : new CnitoolRuntime(opts);

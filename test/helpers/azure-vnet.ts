@@ -15,7 +15,12 @@ import { inNs, type TestNet } from './netns.js';
 export async function vnetBridge(net: TestNet, node: string, podRoute = '10.240.0.32/27'): Promise<string> {
   const vnet = await net.netns('vnet');
   await net.veth(vnet, 'eth0', node, 'eth0');
-  for (const args of [['link', 'add', 'azure0', 'type', 'bridge'], ['link', 'set', 'eth0', 'master', 'azure0'], ['link', 'set', 'azure0', 'up'], ['addr', 'add', '10.240.0.5/16', 'dev', 'azure0']]) {
+  for (const args of [
+    ['link', 'add', 'azure0', 'type', 'bridge'],
+    ['link', 'set', 'eth0', 'master', 'azure0'],
+    ['link', 'set', 'azure0', 'up'],
+    ['addr', 'add', '10.240.0.5/16', 'dev', 'azure0'],
+  ]) {
     await inNs(node, 'ip', args);
   }
   await inNs(node, 'sysctl', ['-qw', 'net.ipv4.ip_forward=1']);

@@ -38,7 +38,13 @@ export async function daemonSet(): Promise<DaemonSetView> {
   const mounts = (container.volumeMounts ?? []).map((m: Obj) => {
     const volume = volumes.get(m.name);
     if (!volume) throw new Error(`deploy/daemonset.yaml: volumeMount ${m.name} has no volume`);
-    return { name: m.name, mountPath: m.mountPath, readOnly: m.readOnly ?? false, ...(m.mountPropagation ? { propagation: m.mountPropagation } : {}), volume };
+    return {
+      name: m.name,
+      mountPath: m.mountPath,
+      readOnly: m.readOnly ?? false,
+      ...(m.mountPropagation ? { propagation: m.mountPropagation } : {}),
+      volume,
+    };
   });
   return { ds, spec, container, mounts };
 }
@@ -99,7 +105,8 @@ export function podmanSecurityArgs(view: Pick<DaemonSetView, 'spec' | 'container
     else throw new Error(`securityContext.${key}: not mirrored under podman`);
   }
   if (!sc.seccompProfile && view.spec.securityContext?.seccompProfile) args.push(...seccompArgs(view.spec.securityContext.seccompProfile));
-  for (const key of Object.keys(view.spec.securityContext ?? {})) if (key !== 'seccompProfile') throw new Error(`pod securityContext.${key}: not mirrored under podman`);
+  for (const key of Object.keys(view.spec.securityContext ?? {}))
+    if (key !== 'seccompProfile') throw new Error(`pod securityContext.${key}: not mirrored under podman`);
   // podman applies its default profile unless told otherwise; Kubernetes runs Unconfined when nothing is set.
   if (!args.some((a) => a.startsWith('seccomp=')) && !args.includes('--privileged')) args.push('--security-opt', 'seccomp=unconfined');
   return args;
@@ -112,7 +119,10 @@ export function podmanSecurityArgs(view: Pick<DaemonSetView, 'spec' | 'container
  */
 export function podmanMountArgs(view: Pick<DaemonSetView, 'mounts'>, hostDir: (hostPath: string) => string): string[] {
   return view.mounts.flatMap((m) => {
-    const opts = [...(m.readOnly ? ['ro'] : []), ...(m.propagation === 'HostToContainer' ? ['rslave'] : m.propagation ? [`unmirrored-${m.propagation}`] : [])];
+    const opts = [
+      ...(m.readOnly ? ['ro'] : []),
+      ...(m.propagation === 'HostToContainer' ? ['rslave'] : m.propagation ? [`unmirrored-${m.propagation}`] : []),
+    ];
     if (opts.some((o) => o.startsWith('unmirrored-'))) throw new Error(`mountPropagation ${m.propagation} of ${m.name}: not mirrored under podman`);
     if (m.volume.hostPath) return ['--volume', `${hostDir(m.volume.hostPath.path)}:${m.mountPath}${opts.length ? `:${opts.join(',')}` : ''}`];
     if (m.volume.emptyDir) return ['--tmpfs', `${m.mountPath}${m.readOnly ? ':ro' : ''}`];
@@ -122,11 +132,47 @@ export function podmanMountArgs(view: Pick<DaemonSetView, 'mounts'>, hostDir: (h
 
 /** Linux capability numbers (linux/capability.h), for reading a process's CapEff. */
 const CAPABILITIES = [
-  'CHOWN', 'DAC_OVERRIDE', 'DAC_READ_SEARCH', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID', 'SETPCAP', 'LINUX_IMMUTABLE',
-  'NET_BIND_SERVICE', 'NET_BROADCAST', 'NET_ADMIN', 'NET_RAW', 'IPC_LOCK', 'IPC_OWNER', 'SYS_MODULE', 'SYS_RAWIO', 'SYS_CHROOT',
-  'SYS_PTRACE', 'SYS_PACCT', 'SYS_ADMIN', 'SYS_BOOT', 'SYS_NICE', 'SYS_RESOURCE', 'SYS_TIME', 'SYS_TTY_CONFIG', 'MKNOD', 'LEASE',
-  'AUDIT_WRITE', 'AUDIT_CONTROL', 'SETFCAP', 'MAC_OVERRIDE', 'MAC_ADMIN', 'SYSLOG', 'WAKE_ALARM', 'BLOCK_SUSPEND', 'AUDIT_READ',
-  'PERFMON', 'BPF', 'CHECKPOINT_RESTORE',
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'DAC_READ_SEARCH',
+  'FOWNER',
+  'FSETID',
+  'KILL',
+  'SETGID',
+  'SETUID',
+  'SETPCAP',
+  'LINUX_IMMUTABLE',
+  'NET_BIND_SERVICE',
+  'NET_BROADCAST',
+  'NET_ADMIN',
+  'NET_RAW',
+  'IPC_LOCK',
+  'IPC_OWNER',
+  'SYS_MODULE',
+  'SYS_RAWIO',
+  'SYS_CHROOT',
+  'SYS_PTRACE',
+  'SYS_PACCT',
+  'SYS_ADMIN',
+  'SYS_BOOT',
+  'SYS_NICE',
+  'SYS_RESOURCE',
+  'SYS_TIME',
+  'SYS_TTY_CONFIG',
+  'MKNOD',
+  'LEASE',
+  'AUDIT_WRITE',
+  'AUDIT_CONTROL',
+  'SETFCAP',
+  'MAC_OVERRIDE',
+  'MAC_ADMIN',
+  'SYSLOG',
+  'WAKE_ALARM',
+  'BLOCK_SUSPEND',
+  'AUDIT_READ',
+  'PERFMON',
+  'BPF',
+  'CHECKPOINT_RESTORE',
 ];
 
 /** The capability names in a /proc/<pid>/status mask (e.g. CapEff's hex), sorted. */

@@ -14,7 +14,11 @@ export async function sh(file: string, args: string[], opts: { input?: string; r
 
 /** Runs a command inside netns `ns`. */
 export async function inNs(ns: string, file: string, args: string[], opts: { input?: string; reject?: boolean; env?: Record<string, string> } = {}) {
-  return execa('ip', ['netns', 'exec', ns, file, ...args], { input: opts.input, reject: opts.reject ?? true, ...(opts.env ? { env: opts.env } : {}) });
+  return execa('ip', ['netns', 'exec', ns, file, ...args], {
+    input: opts.input,
+    reject: opts.reject ?? true,
+    ...(opts.env ? { env: opts.env } : {}),
+  });
 }
 
 export class TestNet {

@@ -19,7 +19,26 @@ import path from 'node:path';
 import { uid } from './netns.js';
 import { unmountBelow } from './mounts.js';
 
-export const BUSYBOX_APPLETS = ['sh', 'ip', 'ping', 'ping6', 'sleep', 'cat', 'ls', 'ps', 'echo', 'ifconfig', 'route', 'hostname', 'true', 'false', 'wget', 'nc', 'sysctl', 'mount'];
+export const BUSYBOX_APPLETS = [
+  'sh',
+  'ip',
+  'ping',
+  'ping6',
+  'sleep',
+  'cat',
+  'ls',
+  'ps',
+  'echo',
+  'ifconfig',
+  'route',
+  'hostname',
+  'true',
+  'false',
+  'wget',
+  'nc',
+  'sysctl',
+  'mount',
+];
 
 export interface PodmanBedDirs {
   /** Everything of this bed lives below it (removed by cleanup). */
@@ -108,7 +127,14 @@ export class PodmanBed {
     try {
       const raw = typeof opts.confList === 'function' ? opts.confList(dirs) : opts.confList;
       const confList = { ...raw, name: typeof raw.name === 'string' ? raw.name : dirs.network };
-      const bed = new PodmanBed({ network: confList.name as string, baseDir, confList, env: opts.env ?? {}, timeoutMs: opts.timeoutMs ?? 60_000, netns: opts.netns });
+      const bed = new PodmanBed({
+        network: confList.name as string,
+        baseDir,
+        confList,
+        env: opts.env ?? {},
+        timeoutMs: opts.timeoutMs ?? 60_000,
+        netns: opts.netns,
+      });
       await bed.setup(opts);
       return bed;
     } catch (e) {
@@ -157,15 +183,21 @@ export class PodmanBed {
   /** Runs podman against this bed's private store and config. */
   async podman(args: string[], opts: { reject?: boolean; input?: string; timeoutMs?: number } = {}): Promise<Result<{ reject: false }>> {
     const ns = this.netns ? [`--net=/run/netns/${this.netns}`, 'podman'] : [];
-    const r = await execa(this.netns ? 'nsenter' : 'podman', [...ns, '--root', this.root, '--runroot', this.runroot, '--storage-driver', 'vfs', ...args], {
-      env: { ...this.env, CONTAINERS_CONF: this.containersConf },
-      input: opts.input ?? '',
-      reject: false,
-      timeout: opts.timeoutMs ?? this.timeoutMs,
-      killSignal: 'SIGKILL',
-    });
+    const r = await execa(
+      this.netns ? 'nsenter' : 'podman',
+      [...ns, '--root', this.root, '--runroot', this.runroot, '--storage-driver', 'vfs', ...args],
+      {
+        env: { ...this.env, CONTAINERS_CONF: this.containersConf },
+        input: opts.input ?? '',
+        reject: false,
+        timeout: opts.timeoutMs ?? this.timeoutMs,
+        killSignal: 'SIGKILL',
+      },
+    );
     if ((opts.reject ?? true) && (r.failed || r.exitCode !== 0)) {
-      throw new Error(`podman ${args.join(' ')} failed (exit ${r.exitCode ?? 'signal'}${r.timedOut ? ', timed out' : ''}): ${String(r.stderr).trim() || String(r.stdout).trim()}`);
+      throw new Error(
+        `podman ${args.join(' ')} failed (exit ${r.exitCode ?? 'signal'}${r.timedOut ? ', timed out' : ''}): ${String(r.stderr).trim() || String(r.stdout).trim()}`,
+      );
     }
     return r;
   }

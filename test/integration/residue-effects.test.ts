@@ -36,7 +36,6 @@ const appendAll = async (r: Run, rules: string[][]) => {
 };
 const neighText = async (r: Run) => (await r('ip', ['neigh', 'show'])).stdout;
 
-
 describe.skipIf(!rootOrSkip())('residue effects (root, real ebtables and iproute2)', () => {
   const net = new TestNet();
   afterEach(() => net.cleanup());
@@ -88,10 +87,16 @@ describe.skipIf(!rootOrSkip())('residue effects (root, real ebtables and iproute
     expect(await listResidueFor(r, [POD], { excludeDevs: ['lxcpod'] })).toMatchObject({ ebtablesAvailable: true, rules: [], neighbours: [] });
   });
 
-  it('lists each backend with its own program: ebtables-nft holds the rules, ebtables-legacy (no nat table in this kernel) is unavailable with the kernel\'s reason; deletes with the holder\'s program', async () => {
+  it("lists each backend with its own program: ebtables-nft holds the rules, ebtables-legacy (no nat table in this kernel) is unavailable with the kernel's reason; deletes with the holder's program", async () => {
     const { r } = await residueNode();
     const ebBefore = await natListing(r, 'ebtables-nft');
-    const both = { read: [{ name: 'legacy' as const, program: 'ebtables-legacy' }, { name: 'nft' as const, program: 'ebtables-nft' }], skipped: [] };
+    const both = {
+      read: [
+        { name: 'legacy' as const, program: 'ebtables-legacy' },
+        { name: 'nft' as const, program: 'ebtables-nft' },
+      ],
+      skipped: [],
+    };
     const listed = await listPreroutingResidue(r, undefined, both);
     expect(listed.available).toBe(true);
     expect(listed.backends).toEqual([
@@ -115,7 +120,12 @@ describe.skipIf(!rootOrSkip())('residue effects (root, real ebtables and iproute
       '-p IPv6 -i eth0 --ip6-dst fd00:10:240::32 -j dnat --to-dst 00:0d:3a:30:47:42 --dnat-target ACCEPT',
     ]);
     expect(res.removed.neighbours.map((n) => n.ip)).toEqual(['fd00:10:240::32']);
-    expect(await natListing(r)).toBe(withoutLines(before, res.removed.rules.map((x) => x.text)));
+    expect(await natListing(r)).toBe(
+      withoutLines(
+        before,
+        res.removed.rules.map((x) => x.text),
+      ),
+    );
   });
 
   it('delete primitives are idempotent; orphans are reported by MAC', async () => {
@@ -132,7 +142,16 @@ describe.skipIf(!rootOrSkip())('residue effects (root, real ebtables and iproute
     // Give azure0 the dead pod MAC: its rules stop being orphans, the decoys' remain.
     await r('ip', ['link', 'set', 'azure0', 'address', '00:0d:3a:30:47:42']);
     const orphans = findOrphans((await listPreroutingResidue(r)).rules, await localMacs(r));
-    expect(orphans.map((x) => x.ip).sort()).toEqual(['10.240.0.3', '10.240.0.3', '10.240.0.30', '10.240.0.30', '10.240.0.33', '10.240.0.33', '10.240.0.5', 'fd00:10:240::320']);
+    expect(orphans.map((x) => x.ip).sort()).toEqual([
+      '10.240.0.3',
+      '10.240.0.3',
+      '10.240.0.30',
+      '10.240.0.30',
+      '10.240.0.33',
+      '10.240.0.33',
+      '10.240.0.5',
+      'fd00:10:240::320',
+    ]);
   });
 
   it('absent ebtables is tolerated; neighbours are still cleaned', async () => {
@@ -183,7 +202,12 @@ describe.skipIf(!rootOrSkip())('residue effects (root, real ebtables and iproute
     const res = await cleanResidue(r, [POD]);
     const ms = performance.now() - t0;
     expect(res.removed.rules.map((x) => x.ip)).toEqual([POD, POD]);
-    expect(await natListing(r)).toBe(withoutLines(before, res.removed.rules.map((x) => x.text)));
+    expect(await natListing(r)).toBe(
+      withoutLines(
+        before,
+        res.removed.rules.map((x) => x.text),
+      ),
+    );
     expect(ms).toBeLessThan(5_000);
     console.info(`cleanResidue with 2,002 rules: ${ms.toFixed(0)} ms`);
   });
@@ -211,7 +235,13 @@ describe.skipIf(!rootOrSkip())('residue effects (root, real ebtables and iproute
     const ptp = (command: string) =>
       rn('/usr/lib/cni/ptp', [], {
         input: conf,
-        env: { CNI_COMMAND: command, CNI_CONTAINERID: `residue-${pod}`, CNI_NETNS: `/run/netns/${pod}`, CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' },
+        env: {
+          CNI_COMMAND: command,
+          CNI_CONTAINERID: `residue-${pod}`,
+          CNI_NETNS: `/run/netns/${pod}`,
+          CNI_IFNAME: 'eth0',
+          CNI_PATH: '/usr/lib/cni',
+        },
       });
     const added = JSON.parse((await ptp('ADD')).stdout) as { ips: Array<{ address: string }> };
     net.defer(() => ptp('DEL'));

@@ -52,7 +52,10 @@ const DECOY = '10.240.0.61';
 const GRACE_S = 2;
 /** The IPv6 range the probe test adds (the LB namespace routes it via the node). */
 const V6_RANGE = 'fd00:10:240::/64';
-const sha = async (p: string) => createHash('sha256').update(await readFile(p)).digest('hex');
+const sha = async (p: string) =>
+  createHash('sha256')
+    .update(await readFile(p))
+    .digest('hex');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function waitFor(what: string, pred: () => Promise<boolean>, ms = 30_000): Promise<void> {
@@ -72,7 +75,11 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
   let vnet = '';
   const s = useCriBed({
     plugins: { 'cilium-cni': path.join(PLUGIN_DIR, 'ptp') },
-    confList: (dirs) => ({ cniVersion: '0.3.1', name: dirs.network, plugins: [{ type: 'cilium-cni', ipMasq: false, mtu: 1500, ipam: hostLocal(dirs, RANGES) }] }),
+    confList: (dirs) => ({
+      cniVersion: '0.3.1',
+      name: dirs.network,
+      plugins: [{ type: 'cilium-cni', ipMasq: false, mtu: 1500, ipam: hostLocal(dirs, RANGES) }],
+    }),
     async prepare(node, net) {
       vnet = await vnetBridge(net, node);
     },
@@ -128,16 +135,37 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     // Every network the container sees is given: never podman's default bridge network (it writes into the host's nft).
     const run = await podman.podman(
       [
-        'run', '--detach', '--name', container, ...podmanSecurityArgs(ds), '--network', `ns:/run/netns/${s.node}`,
+        'run',
+        '--detach',
+        '--name',
+        container,
+        ...podmanSecurityArgs(ds),
+        '--network',
+        `ns:/run/netns/${s.node}`,
         ...podmanMountArgs(ds, hostDir),
         // The shim's state and log, host-local's store, the plugins the bed's bin dir links to: at their own paths.
-        '--volume', `${nodeDir}:${nodeDir}`,
-        '--volume', `${s.bed.dataDir}:${s.bed.dataDir}`,
-        '--volume', `${PLUGIN_DIR}:${PLUGIN_DIR}:ro`,
+        '--volume',
+        `${nodeDir}:${nodeDir}`,
+        '--volume',
+        `${s.bed.dataDir}:${s.bed.dataDir}`,
+        '--volume',
+        `${PLUGIN_DIR}:${PLUGIN_DIR}:ro`,
         image,
-        'agent', '--gc', mode, '--interval', String(INTERVAL_S), '--jitter', '0', '--grace-seconds', String(GRACE_S),
-        '--listen', `127.0.0.1:${port}`, '--network', s.bed.network,
-        '--shim-config', JSON.stringify({ stateDir, logFile: path.join(nodeDir, 'shim.log') }),
+        'agent',
+        '--gc',
+        mode,
+        '--interval',
+        String(INTERVAL_S),
+        '--jitter',
+        '0',
+        '--grace-seconds',
+        String(GRACE_S),
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--network',
+        s.bed.network,
+        '--shim-config',
+        JSON.stringify({ stateDir, logFile: path.join(nodeDir, 'shim.log') }),
       ],
       { reject: false },
     );
@@ -145,7 +173,9 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     agentMode = mode;
     // The agent holds exactly the DaemonSet's capabilities (and so every step below was proven with no more).
     const status = String((await podman.podman(['exec', container, 'cat', '/proc/1/status'])).stdout);
-    expect(capabilityNames(/^CapEff:\s*(\S+)$/m.exec(status)?.[1] ?? '')).toEqual([...(ds.container.securityContext?.capabilities?.add ?? [])].sort());
+    expect(capabilityNames(/^CapEff:\s*(\S+)$/m.exec(status)?.[1] ?? '')).toEqual(
+      [...(ds.container.securityContext?.capabilities?.add ?? [])].sort(),
+    );
   }
   /** The agent running in `apply` (as the first test leaves it), started again if a test before stopped elsewhere. */
   async function ensureApplyAgent(): Promise<void> {
@@ -189,13 +219,19 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     const conflist = s.bed.confListPath;
     const types = async () => (JSON.parse(await readFile(conflist, 'utf8')) as { plugins: Array<{ type: string }> }).plugins.map((p) => p.type);
     await waitFor('the shim in the conflist', async () => (await types()).includes('ipam-shim'));
-    await waitFor('the executable in the bin dir', async () => (await sha(path.join(s.bed.binDir, 'ipam-shim'))) === (await sha(path.join(ROOT, 'dist/ipam-shim'))));
+    await waitFor(
+      'the executable in the bin dir',
+      async () => (await sha(path.join(s.bed.binDir, 'ipam-shim'))) === (await sha(path.join(ROOT, 'dist/ipam-shim'))),
+    );
     expect(await types()).toEqual(['cilium-cni', 'ipam-shim']);
     await waitFor('containerd to reload the conflist', async () => (await s.bed.reloadCount()) > reloads);
     await waitFor('/healthz', async () => (await scrape('/healthz')).status === 200);
 
     // cilium-agent's own IP, allocated in the agent's container as `kubectl exec` would.
-    const agentIp = await podman.podman(['exec', container, ENTRYPOINT, 'agent-ip', 'allocate', '--owner', owner, '--network', s.bed.network, '--json'], { reject: false });
+    const agentIp = await podman.podman(
+      ['exec', container, ENTRYPOINT, 'agent-ip', 'allocate', '--owner', owner, '--network', s.bed.network, '--json'],
+      { reject: false },
+    );
     expect(agentIp.exitCode, `${agentIp.stdout}\n${agentIp.stderr}`).toBe(0);
     const agentIps: string[] = JSON.parse(String(agentIp.stdout)).ips;
     expect(agentIps).toHaveLength(1);
@@ -213,7 +249,11 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
 
     // report (the default until an operator opts in): the leak is found and counted within two passes, not released.
     const reported = await passes();
-    await waitFor('the agent to report the leaked pod', async () => (await metric('ipam_shim_agent_gc_leaked', `mode="report"`)) === 1, (3 * INTERVAL_S + GRACE_S) * 1000 + 10_000);
+    await waitFor(
+      'the agent to report the leaked pod',
+      async () => (await metric('ipam_shim_agent_gc_leaked', `mode="report"`)) === 1,
+      (3 * INTERVAL_S + GRACE_S) * 1000 + 10_000,
+    );
     expect((await passes()) - reported).toBeLessThanOrEqual(2);
     await waitFor('one more pass', async () => (await passes()) >= reported + 3, 5 * INTERVAL_S * 1000);
     expect(await ledger()).toEqual([agentRecord, `${leaked.id}:eth0.json`, ...liveRecords].sort());
@@ -225,7 +265,11 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     const t1 = Date.now();
     await runAgent('apply');
     await waitFor('/healthz of the apply agent', async () => (await scrape('/healthz')).status === 200);
-    await waitFor('the agent to release the leaked pod', async () => !(await ledger()).includes(`${leaked.id}:eth0.json`), (3 * INTERVAL_S + GRACE_S) * 1000 + 10_000).catch(async (e) => {
+    await waitFor(
+      'the agent to release the leaked pod',
+      async () => !(await ledger()).includes(`${leaked.id}:eth0.json`),
+      (3 * INTERVAL_S + GRACE_S) * 1000 + 10_000,
+    ).catch(async (e) => {
       throw new Error(`${(e as Error).message}\n${await agentLogs()}`);
     });
     const after = await passes();
@@ -248,7 +292,8 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     // azure-vnet re-adds its rules for a live pod's address (and a decoy's): gone within one pass, the decoy's
     // untouched, and the VNet host reaches the pod again.
     const target = live[0]!.ips[0]!;
-    for (const rule of [...podRules(target, DEAD_MAC), ...podRules(DECOY, '0:d:3a:30:47:61')]) await inNs(s.node, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    for (const rule of [...podRules(target, DEAD_MAC), ...podRules(DECOY, '0:d:3a:30:47:61')])
+      await inNs(s.node, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
     const planted = await passes();
     const ipDst = (ip: string) => new RegExp(`ip-dst ${ip.replaceAll('.', '\\.')}(/32)? `, 'g');
     const nat = async () => (await inNs(s.node, 'ebtables', ['-t', 'nat', '-L'])).stdout;
@@ -262,7 +307,10 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     // (binary, entry, live pods' and the agent's records and addresses), nothing released again.
     const installed = await sha(path.join(s.bed.binDir, 'ipam-shim'));
     for (const signal of ['HUP', 'KILL']) expect((await podman.podman(['kill', '--signal', signal, container], { reject: false })).exitCode).toBe(0);
-    await waitFor('the container to stop', async () => String((await podman.podman(['inspect', '--format', '{{.State.Running}}', container])).stdout) === 'false');
+    await waitFor(
+      'the container to stop',
+      async () => String((await podman.podman(['inspect', '--format', '{{.State.Running}}', container])).stdout) === 'false',
+    );
     expect((await podman.podman(['start', container], { reject: false })).exitCode).toBe(0);
     await waitFor('/healthz after the restart', async () => (await scrape('/healthz')).status === 200);
     await waitFor('two passes after the restart', async () => (await passes()) >= 2, 5 * INTERVAL_S * 1000);
@@ -298,7 +346,10 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     // Dual-stack: an IPv6 range for host-local, in cilium-cni's ipam and in the shim's delegate the agent derived.
     const dual = hostLocal(s.bed, [...RANGES, [{ subnet: V6_RANGE }]]);
     const list = await conflist();
-    await s.bed.setConfList({ ...list, plugins: list.plugins.map((p) => (p.type === 'ipam-shim' ? { ...p, delegate: dual } : { ...p, ipam: dual })) });
+    await s.bed.setConfList({
+      ...list,
+      plugins: list.plugins.map((p) => (p.type === 'ipam-shim' ? { ...p, delegate: dual } : { ...p, ipam: dual })),
+    });
     const pod = await s.bed.runPod('dual');
     const v6 = pod.ips.find((ip) => ip.includes(':'));
     expect(v6, pod.ips.join(' ')).toBeDefined();
@@ -331,7 +382,7 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     console.log(`whole-node test: probe test took ${Date.now() - t2} ms`);
   });
 
-  it('GC enters pods\' namespaces: a pod missing from the runtime cache whose namespace no longer holds its address is released, one whose namespace holds it is kept', async () => {
+  it("GC enters pods' namespaces: a pod missing from the runtime cache whose namespace no longer holds its address is released, one whose namespace holds it is kept", async () => {
     const t4 = Date.now();
     await ensureApplyAgent();
     await waitFor('/healthz', async () => (await scrape('/healthz')).status === 200);
@@ -343,7 +394,11 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     await execa('nsenter', [`--net=${vacated.netnsPath}`, 'ip', 'addr', 'flush', 'dev', 'eth0']);
     // Only the probe tells the two apart: both namespaces exist, neither is in the cache.
     const start = await passes();
-    await waitFor('the agent to release the vacated pod', async () => !(await ledger()).includes(`${vacated.id}:eth0.json`), (3 * INTERVAL_S + GRACE_S) * 1000 + 10_000).catch(async (e) => {
+    await waitFor(
+      'the agent to release the vacated pod',
+      async () => !(await ledger()).includes(`${vacated.id}:eth0.json`),
+      (3 * INTERVAL_S + GRACE_S) * 1000 + 10_000,
+    ).catch(async (e) => {
       throw new Error(`${(e as Error).message}\n${await agentLogs()}`);
     });
     expect((await passes()) - start).toBeLessThanOrEqual(3);

@@ -209,7 +209,8 @@ export const versionGte = (a: string, b: string): boolean => compareVersions(a, 
 export function pickConfigVersion(confList: JsonObject, runtimeMax = RUNTIME_CNI_VERSION): string {
   let cniVersion = '';
   if ('cniVersion' in confList) {
-    if (typeof confList.cniVersion !== 'string') throw new RunnerError(`error parsing configuration list: invalid cniVersion type ${typeof confList.cniVersion}`);
+    if (typeof confList.cniVersion !== 'string')
+      throw new RunnerError(`error parsing configuration list: invalid cniVersion type ${typeof confList.cniVersion}`);
     cniVersion = confList.cniVersion;
   }
   if ('cniVersions' in confList) {
@@ -256,11 +257,17 @@ export function normalizeResult(result: JsonObject): JsonObject {
   const v1 = versionGte(version, '1.0.0');
   const arr = (v: unknown): JsonObject[] => (Array.isArray(v) ? (v as JsonObject[]) : []);
   const out: JsonObject = { cniVersion: version };
-  const interfaces = arr(result.interfaces).map((i) => pick({ ...i, name: i.name ?? '' }, v1 ? ['name', 'mac', 'mtu', 'sandbox', 'socketPath', 'pciID'] : ['name', 'mac', 'sandbox']));
+  const interfaces = arr(result.interfaces).map((i) =>
+    pick({ ...i, name: i.name ?? '' }, v1 ? ['name', 'mac', 'mtu', 'sandbox', 'socketPath', 'pciID'] : ['name', 'mac', 'sandbox']),
+  );
   if (interfaces.length) out.interfaces = interfaces;
   // 0.x: `version` is not omitempty: a plugin's result without it is passed on with "" (only a conversion from
   // 1.x derives it from the address).
-  const ips = arr(result.ips).map((ip) => (v1 ? pick(ip, ['interface', 'address', 'gateway']) : { version: typeof ip.version === 'string' ? ip.version : '', ...pick(ip, ['interface', 'address', 'gateway']) }));
+  const ips = arr(result.ips).map((ip) =>
+    v1
+      ? pick(ip, ['interface', 'address', 'gateway'])
+      : { version: typeof ip.version === 'string' ? ip.version : '', ...pick(ip, ['interface', 'address', 'gateway']) },
+  );
   if (ips.length) out.ips = ips;
   const routes = arr(result.routes).map((r) => pick(r, ['dst', 'gw', 'mtu', 'advmss', 'priority', 'table', 'scope']));
   if (routes.length) out.routes = routes;
@@ -334,7 +341,11 @@ function injectConf(plugin: JsonObject, inject: JsonObject): JsonObject {
     if (v === undefined || v === null) continue;
     merged[k] = v;
   }
-  return Object.fromEntries(Object.keys(merged).sort().map((k) => [k, merged[k]]));
+  return Object.fromEntries(
+    Object.keys(merged)
+      .sort()
+      .map((k) => [k, merged[k]]),
+  );
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -508,7 +519,13 @@ export class CniRunner {
     for (const c of cached) {
       if (c.networkName !== this.name) continue;
       if (valid?.has(`${c.containerId}\0${c.ifName}`)) continue;
-      const rt: RtConf = { containerID: c.containerId, netns: c.netns ?? '', ifname: c.ifName, args: c.cniArgs ?? undefined, capabilityArgs: c.capabilityArgs ?? undefined };
+      const rt: RtConf = {
+        containerID: c.containerId,
+        netns: c.netns ?? '',
+        ifname: c.ifName,
+        args: c.cniArgs ?? undefined,
+        capabilityArgs: c.capabilityArgs ?? undefined,
+      };
       try {
         await this.delRt(rt);
         deleted.push({ containerID: c.containerId, ifname: c.ifName });
@@ -724,7 +741,10 @@ function readBool(list: JsonObject, key: string): boolean {
 function pluginError(inv: Invocation, timedOut: boolean, execMessage: string): PluginError {
   const base = { plugin: inv.plugin, command: inv.command, stdout: inv.stdout, stderr: inv.stderr, exitCode: inv.exitCode, timedOut };
   if (inv.stdout.trim() === '') {
-    const msg = inv.stderr === '' ? `netplugin failed with no error message: ${timedOut ? 'timed out' : execMessage.split('\n')[0]}` : `netplugin failed: ${JSON.stringify(inv.stderr)}`;
+    const msg =
+      inv.stderr === ''
+        ? `netplugin failed with no error message: ${timedOut ? 'timed out' : execMessage.split('\n')[0]}`
+        : `netplugin failed: ${JSON.stringify(inv.stderr)}`;
     return new PluginError({ ...base, code: 0, msg });
   }
   try {
@@ -736,7 +756,11 @@ function pluginError(inv: Invocation, timedOut: boolean, execMessage: string): P
       details: typeof o.details === 'string' && o.details !== '' ? o.details : undefined,
     });
   } catch (e) {
-    return new PluginError({ ...base, code: 0, msg: `netplugin failed but error parsing its diagnostic message ${JSON.stringify(inv.stdout)}: ${(e as Error).message}` });
+    return new PluginError({
+      ...base,
+      code: 0,
+      msg: `netplugin failed but error parsing its diagnostic message ${JSON.stringify(inv.stdout)}: ${(e as Error).message}`,
+    });
   }
 }
 
@@ -746,12 +770,17 @@ function parseResult(inv: Invocation, configVersion: string): JsonObject {
   try {
     o = JSON.parse(inv.stdout);
   } catch (e) {
-    throw new RunnerError(`plugin ${inv.plugin} (${inv.command}) printed an undecodable result: ${(e as Error).message}: ${JSON.stringify(inv.stdout.slice(0, 200))}`, 6, { cause: e });
+    throw new RunnerError(
+      `plugin ${inv.plugin} (${inv.command}) printed an undecodable result: ${(e as Error).message}: ${JSON.stringify(inv.stdout.slice(0, 200))}`,
+      6,
+      { cause: e },
+    );
   }
   if (!o || typeof o !== 'object' || Array.isArray(o)) throw new RunnerError(`plugin ${inv.plugin} (${inv.command}) printed a non-object result`, 6);
   const result = o as JsonObject;
   if (result.cniVersion === undefined || result.cniVersion === '') result.cniVersion = configVersion;
-  if (!SUPPORTED_RESULT_VERSIONS.includes(String(result.cniVersion))) throw new RunnerError(`unsupported result version "${String(result.cniVersion)}" from ${inv.plugin}`, 1);
+  if (!SUPPORTED_RESULT_VERSIONS.includes(String(result.cniVersion)))
+    throw new RunnerError(`unsupported result version "${String(result.cniVersion)}" from ${inv.plugin}`, 1);
   return normalizeResult(result);
 }
 

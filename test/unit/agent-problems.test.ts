@@ -7,7 +7,10 @@ import { CniError, ErrorCode } from '../../src/cni/errors.js';
 
 function capture() {
   const lines: Record<string, any>[] = [];
-  const log = pino({ level: 'debug', formatters: { level: (label: string) => ({ level: label }) } }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+  const log = pino(
+    { level: 'debug', formatters: { level: (label: string) => ({ level: label }) } },
+    { write: (l: string) => void lines.push(JSON.parse(l)) },
+  );
   return { log, lines };
 }
 

@@ -19,7 +19,9 @@ describe('parseListen', () => {
     ['[::1]:9740', { host: '::1', port: 9740 }],
     ['fd00::4:9740', { host: 'fd00::4', port: 9740 }],
   ])('%s', (text, want) => expect(parseListen(text)).toEqual(want));
-  it.each(['', ':9740', 'host:', 'host:0', 'host:65536', 'host:80x', '$(NODE_IP):9740x', '$(NODE_IP):9740'])('refuses %j', (text) => expect(() => parseListen(text)).toThrow(/--listen/));
+  it.each(['', ':9740', 'host:', 'host:0', 'host:65536', 'host:80x', '$(NODE_IP):9740x', '$(NODE_IP):9740'])('refuses %j', (text) =>
+    expect(() => parseListen(text)).toThrow(/--listen/),
+  );
 });
 
 describe('nextDelay', () => {
@@ -36,7 +38,15 @@ describe('agent flags', () => {
     const { settings } = parseAgentArgs(['--no-install']);
     expect(settings.gc).toMatchObject({ mode: 'report', graceMs: 60_000, cacheDir: '/var/lib/cni', allowEmptyCache: false });
     expect(settings.listen).toEqual({ host: '127.0.0.1', port: 9740 });
-    for (const bad of [['--gc', 'yes'], ['--interval', '0'], ['--interval', ''], ['--jitter', '1'], ['--listen', 'x'], ['--log-level', 'loud'], ['--bogus']]) {
+    for (const bad of [
+      ['--gc', 'yes'],
+      ['--interval', '0'],
+      ['--interval', ''],
+      ['--jitter', '1'],
+      ['--listen', 'x'],
+      ['--log-level', 'loud'],
+      ['--bogus'],
+    ]) {
       expect(() => parseAgentArgs(['--no-install', ...bad]), bad.join(' ')).toThrow(UsageError);
     }
   });
@@ -49,7 +59,16 @@ describe('AgentMetrics', () => {
   it("exposes the plugin's textfile series with prom-client, re-read at every scrape", async () => {
     dir = await mkdtemp(join(tmpdir(), 'agent-metrics-'));
     const file = join(dir, 'ipam-shim.prom');
-    const u = { network: 'cilium', verb: 'ADD', code: 0, residueRules: 2, residueNeighbours: 1, gcReleased: 0, ledger: { attachments: 3, agentIps: 1 }, nowSeconds: 1_700_000_000 };
+    const u = {
+      network: 'cilium',
+      verb: 'ADD',
+      code: 0,
+      residueRules: 2,
+      residueNeighbours: 1,
+      gcReleased: 0,
+      ledger: { attachments: 3, agentIps: 1 },
+      nowSeconds: 1_700_000_000,
+    };
     await updateMetricsFile(file, u);
     const m = new AgentMetrics();
     expect(parseMetrics((await m.render()).body).get(seriesKey('ipam_shim_invocations_total', { network: 'cilium', verb: 'ADD' }))).toBeUndefined();

@@ -16,27 +16,46 @@ import { probeRewriteCommand } from '../../src/cli/probe-rewrite.js';
 import { residueCommand } from '../../src/cli/residue.js';
 import { versionCommand } from '../../src/cli/version.js';
 
-const ALL: Command[] = [agentCommand, agentIpCommand, doctorCommand, gcCommand, installCommand, uninstallCommand, ledgerCommand, planCommand, probeRewriteCommand, residueCommand, versionCommand];
+const ALL: Command[] = [
+  agentCommand,
+  agentIpCommand,
+  doctorCommand,
+  gcCommand,
+  installCommand,
+  uninstallCommand,
+  ledgerCommand,
+  planCommand,
+  probeRewriteCommand,
+  residueCommand,
+  versionCommand,
+];
 
 describe('command help', () => {
   it('covers every command the CLI lists', async () => {
     const top = (await runCli(['--help'], {})).stdout;
-    const names = top.slice(top.indexOf('commands:\n') + 10).split('\n\n')[0]!.split('\n').map((l) => l.trim().split(/\s+/)[0]);
+    const names = top
+      .slice(top.indexOf('commands:\n') + 10)
+      .split('\n\n')[0]!
+      .split('\n')
+      .map((l) => l.trim().split(/\s+/)[0]);
     expect(ALL.map((c) => c.name).sort()).toEqual(names);
   });
 
-  it.each(ALL.map((c) => [c.name, c] as const))('%s: every parsed flag described (nothing else), values with an example, an example command', (name, c) => {
-    expect(Object.keys(c.flagHelp).sort(), `${name}: flagHelp keys = the parser's options`).toEqual(Object.keys(c.options).sort());
-    for (const [flag, h] of Object.entries(c.flagHelp)) {
-      expect(h.text.length, `${name} --${flag}`).toBeGreaterThan(10);
-      const takesValue = (c.options[flag] as { type: string }).type === 'string';
-      expect(Boolean(h.value), `${name} --${flag}: a placeholder exactly when it takes a value`).toBe(takesValue);
-      if (takesValue) expect(h.text, `${name} --${flag}`).toMatch(/e\.g\. |default/);
-    }
-    expect(c.examples.length).toBeGreaterThan(0);
-    for (const e of c.examples) expect(e).toContain(`ipam-shim ${name}`);
-    expect(c.exitStatus).toMatch(/\b0\b.*\b1\b.*\b2\b.*\b3\b/);
-  });
+  it.each(ALL.map((c) => [c.name, c] as const))(
+    '%s: every parsed flag described (nothing else), values with an example, an example command',
+    (name, c) => {
+      expect(Object.keys(c.flagHelp).sort(), `${name}: flagHelp keys = the parser's options`).toEqual(Object.keys(c.options).sort());
+      for (const [flag, h] of Object.entries(c.flagHelp)) {
+        expect(h.text.length, `${name} --${flag}`).toBeGreaterThan(10);
+        const takesValue = (c.options[flag] as { type: string }).type === 'string';
+        expect(Boolean(h.value), `${name} --${flag}: a placeholder exactly when it takes a value`).toBe(takesValue);
+        if (takesValue) expect(h.text, `${name} --${flag}`).toMatch(/e\.g\. |default/);
+      }
+      expect(c.examples.length).toBeGreaterThan(0);
+      for (const e of c.examples) expect(e).toContain(`ipam-shim ${name}`);
+      expect(c.exitStatus).toMatch(/\b0\b.*\b1\b.*\b2\b.*\b3\b/);
+    },
+  );
 
   it('suggests the command a typo most likely meant', () => {
     expect(suggest('doctr')).toEqual(['doctor']);

@@ -5,7 +5,8 @@ import fc from 'fast-check';
 import { ConflistEditError, inspectConflist, removeShimEntry, upsertShimEntry } from '../../src/install/conflist-edit.js';
 
 // AKS's 05-cilium.conflist as a node shows it (tab-indented, cniVersion 0.3.1).
-const AKS = '{\n\t"cniVersion": "0.3.1",\n\t"name": "cilium",\n\t"plugins": [\n\t\t{\n\t\t\t"type": "cilium-cni",\n\t\t\t"ipam": {\n\t\t\t\t"type": "azure-ipam"\n\t\t\t},\n\t\t\t"enable-debug": true,\n\t\t\t"log-file": "/var/log/cilium-cni.log"\n\t\t}\n\t]\n}\n';
+const AKS =
+  '{\n\t"cniVersion": "0.3.1",\n\t"name": "cilium",\n\t"plugins": [\n\t\t{\n\t\t\t"type": "cilium-cni",\n\t\t\t"ipam": {\n\t\t\t\t"type": "azure-ipam"\n\t\t\t},\n\t\t\t"enable-debug": true,\n\t\t\t"log-file": "/var/log/cilium-cni.log"\n\t\t}\n\t]\n}\n';
 const ENTRY = { type: 'ipam-shim', delegate: { type: 'azure-ipam' }, reservedCIDRs: ['10.224.0.0/24'] };
 
 describe('upsertShimEntry', () => {
@@ -59,11 +60,17 @@ describe('upsertShimEntry', () => {
     expect(r.text.replaceAll('\r\n', '')).not.toContain('\n');
     expect(removeShimEntry(r.text).text).toBe(crlf);
     const spaced = '{"cniVersion": "0.3.1", "name": "c", "plugins": [{"type": "cilium-cni", "ipam": {"type": "azure-ipam"}}]}';
-    expect(upsertShimEntry(spaced, ENTRY).text).toContain('}, {"type": "ipam-shim", "delegate": {"type": "azure-ipam"}, "reservedCIDRs": ["10.224.0.0/24"]}]');
+    expect(upsertShimEntry(spaced, ENTRY).text).toContain(
+      '}, {"type": "ipam-shim", "delegate": {"type": "azure-ipam"}, "reservedCIDRs": ["10.224.0.0/24"]}]',
+    );
   });
 
   it('leaves a list with the shim in an IPAM slot alone', () => {
-    const text = JSON.stringify({ cniVersion: '1.0.0', name: 'n', plugins: [{ type: 'cilium-cni', ipam: { type: 'ipam-shim', delegate: { type: 'azure-ipam' } } }] });
+    const text = JSON.stringify({
+      cniVersion: '1.0.0',
+      name: 'n',
+      plugins: [{ type: 'cilium-cni', ipam: { type: 'ipam-shim', delegate: { type: 'azure-ipam' } } }],
+    });
     expect(upsertShimEntry(text, ENTRY)).toMatchObject({ action: 'ipam-slot', changed: false, text });
   });
 
@@ -83,18 +90,27 @@ describe('upsertShimEntry', () => {
   });
 
   it('property: for any formatting, insert keeps every other plugin and remove restores the bytes', () => {
-    const plugin = fc.record({ type: fc.constantFrom('portmap', 'bandwidth', 'tuning', 'sbr'), v: fc.oneof(fc.integer(), fc.string(), fc.boolean()) });
+    const plugin = fc.record({
+      type: fc.constantFrom('portmap', 'bandwidth', 'tuning', 'sbr'),
+      v: fc.oneof(fc.integer(), fc.string(), fc.boolean()),
+    });
     fc.assert(
-      fc.property(fc.array(plugin, { maxLength: 3 }), fc.array(plugin, { maxLength: 3 }), fc.constantFrom(undefined, 2, 4, '\t'), fc.boolean(), (before, after, indent, crlf) => {
-        const list = { cniVersion: '0.3.1', name: 'cilium', plugins: [...before, { type: 'cilium-cni', ipam: { type: 'azure-ipam' } }, ...after] };
-        let text = JSON.stringify(list, null, indent);
-        if (crlf) text = text.replaceAll('\n', '\r\n');
-        const r = upsertShimEntry(text, ENTRY);
-        const parsed = JSON.parse(r.text);
-        expect(parsed.plugins).toEqual([...before, list.plugins[before.length], ENTRY, ...after]);
-        expect(upsertShimEntry(r.text, ENTRY).changed).toBe(false);
-        expect(removeShimEntry(r.text).text).toBe(text);
-      }),
+      fc.property(
+        fc.array(plugin, { maxLength: 3 }),
+        fc.array(plugin, { maxLength: 3 }),
+        fc.constantFrom(undefined, 2, 4, '\t'),
+        fc.boolean(),
+        (before, after, indent, crlf) => {
+          const list = { cniVersion: '0.3.1', name: 'cilium', plugins: [...before, { type: 'cilium-cni', ipam: { type: 'azure-ipam' } }, ...after] };
+          let text = JSON.stringify(list, null, indent);
+          if (crlf) text = text.replaceAll('\n', '\r\n');
+          const r = upsertShimEntry(text, ENTRY);
+          const parsed = JSON.parse(r.text);
+          expect(parsed.plugins).toEqual([...before, list.plugins[before.length], ENTRY, ...after]);
+          expect(upsertShimEntry(r.text, ENTRY).changed).toBe(false);
+          expect(removeShimEntry(r.text).text).toBe(text);
+        },
+      ),
     );
   });
 });

@@ -18,7 +18,8 @@ const RULES_TEST = join(ROOT, 'test/fixtures/monitoring/alerts.test.yaml');
 type Obj = Record<string, any>;
 
 const promtoolFound = (await execa('promtool', ['--version'], { reject: false })).exitCode === 0;
-if (!promtoolFound && process.env.CI === 'true') throw new Error('CI must have promtool (scripts/install-deps.sh installs Debian\'s prometheus package)');
+if (!promtoolFound && process.env.CI === 'true')
+  throw new Error("CI must have promtool (scripts/install-deps.sh installs Debian's prometheus package)");
 if (!promtoolFound) console.warn('deploy-monitoring: promtool not installed (scripts/install-deps.sh): its checks are skipped');
 
 const yamlDocs = async (file: string): Promise<Obj[]> => {
@@ -80,7 +81,9 @@ describe('deploy/monitoring/prometheusrule.yaml against the code', () => {
   it('every alert has a firing case in alerts.test.yaml, with a severity and a summary and description', async () => {
     const cases = parse(await readFile(RULES_TEST, 'utf8')) as Obj;
     const firing = new Set(
-      (cases.tests as Obj[]).flatMap((t) => (t.alert_rule_test as Obj[]).filter((c) => (c.exp_alerts as Obj[]).length > 0).map((c) => c.alertname as string)),
+      (cases.tests as Obj[]).flatMap((t) =>
+        (t.alert_rule_test as Obj[]).filter((c) => (c.exp_alerts as Obj[]).length > 0).map((c) => c.alertname as string),
+      ),
     );
     const all = await alerts();
     expect(all.length).toBeGreaterThanOrEqual(9);
@@ -92,7 +95,7 @@ describe('deploy/monitoring/prometheusrule.yaml against the code', () => {
     }
   });
 
-  it('reads only series the shim exposes (the plugin textfile\'s families, the agent\'s registry)', async () => {
+  it("reads only series the shim exposes (the plugin textfile's families, the agent's registry)", async () => {
     const agent = new AgentMetrics();
     const exposed = new Set([...Object.keys(FAMILIES), ...agent.registry.getMetricsAsArray().map((m) => m.name)]);
     for (const a of await alerts()) {
@@ -120,7 +123,16 @@ describe('deploy/monitoring/podmonitor.yaml', () => {
 
 describe.skipIf(!promtoolFound)("the agent's /metrics body (promtool check metrics)", () => {
   it('holds build_info and the plugin histogram passed on from the textfile, and is valid exposition text', async () => {
-    const base: Update = { network: 'cilium', verb: 'ADD', code: 0, residueRules: 0, residueNeighbours: 0, gcReleased: 0, ledger: { attachments: 2, agentIps: 1 }, nowSeconds: 1_700_000_000 };
+    const base: Update = {
+      network: 'cilium',
+      verb: 'ADD',
+      code: 0,
+      residueRules: 0,
+      residueNeighbours: 0,
+      gcReleased: 0,
+      ledger: { attachments: 2, agentIps: 1 },
+      nowSeconds: 1_700_000_000,
+    };
     let series = applyUpdate(new Map(), { ...base, durationSeconds: 0.12 });
     series = applyUpdate(series, { ...base, verb: 'DEL', durationSeconds: 0.07 });
     series = applyUpdate(series, { ...base, code: 100, durationSeconds: 3.5 });

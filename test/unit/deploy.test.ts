@@ -17,7 +17,15 @@ import { parseShimConfig } from '../../src/cli/install.js';
 import { AGENT_FLAGS, DEFAULT_AGENT_INTERVAL_S, parseAgentArgs } from '../../src/cli/agent.js';
 import { BASE_PACKAGES, SUITE, TOOL_PACKAGES } from '../../scripts/image/base.js';
 import { DEFAULT_CACHE_DIR } from '../../src/gc/from-cache.js';
-import { capabilityNames, daemonSet, deployDocs, kustomization, PODMAN_DEFAULT_SECCOMP, podmanMountArgs, podmanSecurityArgs } from '../helpers/daemonset.js';
+import {
+  capabilityNames,
+  daemonSet,
+  deployDocs,
+  kustomization,
+  PODMAN_DEFAULT_SECCOMP,
+  podmanMountArgs,
+  podmanSecurityArgs,
+} from '../helpers/daemonset.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const DEFAULTS = ShimSettingsSchema.parse({});
@@ -120,7 +128,15 @@ describe('deploy/daemonset.yaml', () => {
     const mounted = mounts.map((m) => m.mountPath);
     const covered = (path: string) => mounted.some((p) => path === p || path.startsWith(`${p}/`));
     // gc's default cache dir too: a cache out of sight makes gc refuse (docs/failure-model.md).
-    for (const path of [DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, DEFAULTS.stateDir, logFile, HOST_LOCAL_DEFAULT_DATA_DIR, NETNS_DIR, `${DEFAULT_CACHE_DIR}/results`]) {
+    for (const path of [
+      DEFAULT_CNI_PATH,
+      DEFAULT_CONF_DIR,
+      DEFAULTS.stateDir,
+      logFile,
+      HOST_LOCAL_DEFAULT_DATA_DIR,
+      NETNS_DIR,
+      `${DEFAULT_CACHE_DIR}/results`,
+    ]) {
       expect(covered(path), path).toBe(true);
     }
     // The log in a directory of its own (a rotated file beside it stays visible to both writers), never all of /var/log.
@@ -181,32 +197,35 @@ describe('deploy/kustomization.yaml', () => {
 
   const kubectl = ['/usr/bin/kubectl', '/usr/local/bin/kubectl'].find((p) => existsSync(p));
   // kubectl's own kustomize, where the machine has kubectl (the checks above need none).
-  it.skipIf(!kubectl)("kubectl kustomize renders it: every reference names the hashed ConfigMap, and a changed setting changes the pods' template", async () => {
-    const render = async (dir: string) => {
-      const docs = parseAllDocuments((await execa(kubectl!, ['kustomize', dir])).stdout).map((d) => d.toJS() as Obj);
-      const cm = docs.find((d) => d.kind === 'ConfigMap')!;
-      const ds = docs.find((d) => d.kind === 'DaemonSet')!;
-      return { cm, ds, refs: (ds.spec.template.spec.containers[0].env as Obj[]).map((e) => e.valueFrom?.configMapKeyRef?.name).filter(Boolean) };
-    };
-    const dir = await mkdtemp(join(tmpdir(), 'deploy-'));
-    try {
-      const before = await render(join(ROOT, 'deploy'));
-      expect(before.cm.metadata.name).toMatch(/^ipam-shim-config-[a-z0-9]{10}$/);
-      expect(before.cm.metadata.namespace).toBe('kube-system');
-      expect(new Set(before.refs)).toEqual(new Set([before.cm.metadata.name]));
-      expect(before.cm.data).toEqual((await configMap()).data);
-      expect(before.cm.metadata.labels).toEqual(before.ds.metadata.labels);
-      await cp(join(ROOT, 'deploy'), dir, { recursive: true });
-      const k = join(dir, 'kustomization.yaml');
-      await writeFile(k, (await readFile(k, 'utf8')).replace('gc-mode=report', 'gc-mode=apply'));
-      const after = await render(dir);
-      expect(after.cm.metadata.name).not.toBe(before.cm.metadata.name);
-      expect(new Set(after.refs)).toEqual(new Set([after.cm.metadata.name]));
-      expect(after.ds.spec.template).not.toEqual(before.ds.spec.template);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
+  it.skipIf(!kubectl)(
+    "kubectl kustomize renders it: every reference names the hashed ConfigMap, and a changed setting changes the pods' template",
+    async () => {
+      const render = async (dir: string) => {
+        const docs = parseAllDocuments((await execa(kubectl!, ['kustomize', dir])).stdout).map((d) => d.toJS() as Obj);
+        const cm = docs.find((d) => d.kind === 'ConfigMap')!;
+        const ds = docs.find((d) => d.kind === 'DaemonSet')!;
+        return { cm, ds, refs: (ds.spec.template.spec.containers[0].env as Obj[]).map((e) => e.valueFrom?.configMapKeyRef?.name).filter(Boolean) };
+      };
+      const dir = await mkdtemp(join(tmpdir(), 'deploy-'));
+      try {
+        const before = await render(join(ROOT, 'deploy'));
+        expect(before.cm.metadata.name).toMatch(/^ipam-shim-config-[a-z0-9]{10}$/);
+        expect(before.cm.metadata.namespace).toBe('kube-system');
+        expect(new Set(before.refs)).toEqual(new Set([before.cm.metadata.name]));
+        expect(before.cm.data).toEqual((await configMap()).data);
+        expect(before.cm.metadata.labels).toEqual(before.ds.metadata.labels);
+        await cp(join(ROOT, 'deploy'), dir, { recursive: true });
+        const k = join(dir, 'kustomization.yaml');
+        await writeFile(k, (await readFile(k, 'utf8')).replace('gc-mode=report', 'gc-mode=apply'));
+        const after = await render(dir);
+        expect(after.cm.metadata.name).not.toBe(before.cm.metadata.name);
+        expect(new Set(after.refs)).toEqual(new Set([after.cm.metadata.name]));
+        expect(after.ds.spec.template).not.toEqual(before.ds.spec.template);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });
 
 describe('the podman flags the image and whole-node tests derive from the DaemonSet (test/helpers/daemonset.ts)', () => {
@@ -234,7 +253,12 @@ describe('the podman flags the image and whole-node tests derive from the Daemon
     expect(() => podmanSecurityArgs(c({ seccompProfile: { type: 'Localhost', localhostProfile: 'x.json' } }))).toThrow(/seccompProfile/);
     expect(() => podmanSecurityArgs({ spec: { securityContext: { runAsNonRoot: true } }, container: {} })).toThrow(/runAsNonRoot/);
     expect(podmanSecurityArgs(c({ privileged: true }))).toEqual(['--privileged']);
-    expect(podmanSecurityArgs(c({ allowPrivilegeEscalation: false }))).toEqual(['--security-opt', 'no-new-privileges', '--security-opt', 'seccomp=unconfined']);
+    expect(podmanSecurityArgs(c({ allowPrivilegeEscalation: false }))).toEqual([
+      '--security-opt',
+      'no-new-privileges',
+      '--security-opt',
+      'seccomp=unconfined',
+    ]);
     expect(podmanSecurityArgs(c({}))).toEqual(['--security-opt', 'seccomp=unconfined']);
     const mount = (volume: Obj, extra: Obj = {}) => ({ mounts: [{ name: 'v', mountPath: '/m', readOnly: false, volume, ...extra }] });
     expect(podmanMountArgs(mount({ emptyDir: {} }), String)).toEqual(['--tmpfs', '/m']);
@@ -276,7 +300,7 @@ describe("deploy/daemonset.yaml against the agent's own flags and ports", () => 
     return { c, argv, cm, spec, ds };
   }
 
-  it("passes only flags the agent takes, with values it accepts (report mode and the default interval unless an operator changes them)", async () => {
+  it('passes only flags the agent takes, with values it accepts (report mode and the default interval unless an operator changes them)', async () => {
     const { argv, cm } = await expanded();
     expect(argv[0]).toBe('agent');
     for (const a of argv.filter((x) => x.startsWith('--'))) expect(Object.keys(AGENT_FLAGS), a).toContain(a.slice(2));
@@ -321,7 +345,7 @@ describe("deploy/daemonset.yaml against the agent's own flags and ports", () => 
 });
 
 describe('deploy/Containerfile', () => {
-  it('ships the single executable the build writes, at the path the DaemonSet runs, with the DaemonSet\'s command', async () => {
+  it("ships the single executable the build writes, at the path the DaemonSet runs, with the DaemonSet's command", async () => {
     const { stages } = await containerfile();
     const final = stages.at(-1)!;
     const build = await readFile(join(ROOT, 'scripts/build.mjs'), 'utf8');

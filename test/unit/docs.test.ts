@@ -24,11 +24,16 @@ function section(md: string, heading: string): string {
 
 async function commands(): Promise<string[]> {
   const top = (await runCli(['--help'], {})).stdout;
-  return top.slice(top.indexOf('commands:\n') + 'commands:\n'.length).split('\n\n')[0]!.split('\n').map((l) => l.trim().split(/\s+/)[0]!).filter(Boolean);
+  return top
+    .slice(top.indexOf('commands:\n') + 'commands:\n'.length)
+    .split('\n\n')[0]!
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/)[0]!)
+    .filter(Boolean);
 }
 
 describe('docs/configuration.md', () => {
-  it('documents every setting of ShimSettingsSchema, and nothing else, with the schema\'s defaults', async () => {
+  it("documents every setting of ShimSettingsSchema, and nothing else, with the schema's defaults", async () => {
     const rows = section(await doc('configuration.md'), '## Settings')
       .split('\n')
       .filter((l) => l.startsWith('| `'))

@@ -55,14 +55,20 @@ const choose = (l: Layout, setting: BackendSetting = 'auto', path = PATH) => {
 };
 
 describe('chooseBackends over the file probes', () => {
-  it('an nft node (modular kernel, ebtable_nat not loaded nor built in): only the node\'s own ebtables, one process', () => {
+  it("an nft node (modular kernel, ebtable_nat not loaded nor built in): only the node's own ebtables, one process", () => {
     const c = choose({ links: debian('nft'), present: MODULAR, texts: { [BUILTIN]: builtinWithout } });
     expect(c.read).toEqual([{ name: 'nft', program: 'ebtables' }]);
-    expect(c.skipped).toEqual([{ name: 'legacy', why: 'kernel', reason: expect.stringMatching(/ebtable_nat not loaded \(\/sys\/module\/ebtable_nat absent\) and not built in/) }]);
+    expect(c.skipped).toEqual([
+      {
+        name: 'legacy',
+        why: 'kernel',
+        reason: expect.stringMatching(/ebtable_nat not loaded \(\/sys\/module\/ebtable_nat absent\) and not built in/),
+      },
+    ]);
     expect(c.reads).toEqual([BUILTIN]);
   });
 
-  it('ebtable_nat loaded (someone used ebtables-legacy on this boot): both backends, the node\'s first', () => {
+  it("ebtable_nat loaded (someone used ebtables-legacy on this boot): both backends, the node's first", () => {
     const c = choose({ links: debian('nft'), present: [...MODULAR, '/sys/module/ebtable_nat'] });
     expect(c.read).toEqual([
       { name: 'nft', program: 'ebtables' },
@@ -72,14 +78,20 @@ describe('chooseBackends over the file probes', () => {
   });
 
   it('ebtable_nat built into a modular kernel (modules.builtin lists it): legacy is read', () => {
-    const c = choose({ links: debian('nft'), present: MODULAR, texts: { [BUILTIN]: `${builtinWithout}kernel/net/bridge/netfilter/ebtable_nat.ko\n` } });
+    const c = choose({
+      links: debian('nft'),
+      present: MODULAR,
+      texts: { [BUILTIN]: `${builtinWithout}kernel/net/bridge/netfilter/ebtable_nat.ko\n` },
+    });
     expect(c.read.map((b) => b.name)).toEqual(['nft', 'legacy']);
   });
 
-  it('modules.builtin unreadable (the agent\'s image has no /lib/modules): a module not loaded is taken as absent, so listing does not load it', () => {
+  it("modules.builtin unreadable (the agent's image has no /lib/modules): a module not loaded is taken as absent, so listing does not load it", () => {
     const c = choose({ links: debian('nft'), present: MODULAR });
     expect(c.read.map((b) => b.name)).toEqual(['nft']);
-    expect(c.skipped).toEqual([{ name: 'legacy', why: 'kernel', reason: expect.stringContaining('modules.builtin unreadable, taken as not built in') }]);
+    expect(c.skipped).toEqual([
+      { name: 'legacy', why: 'kernel', reason: expect.stringContaining('modules.builtin unreadable, taken as not built in') },
+    ]);
   });
 
   it('a kernel without module support and no readable config: could not tell, so the backend is read', () => {
@@ -88,25 +100,48 @@ describe('chooseBackends over the file probes', () => {
   });
 
   it("this machine: the node's ebtables points at ebtables-legacy, the kernel has no legacy nat table (no module support, /proc/config.gz): ebtables-nft alone", () => {
-    const c = choose({
-      links: { ...debian('nft'), '/opt/legacy-first/ebtables': '/usr/sbin/ebtables-legacy' },
-      config: { source: '/proc/config.gz', text: 'CONFIG_NF_TABLES=y\nCONFIG_NF_TABLES_BRIDGE=y\n# CONFIG_BRIDGE_NF_EBTABLES_LEGACY is not set\nCONFIG_BRIDGE_NF_EBTABLES=y\n' },
-    }, 'auto', `/opt/legacy-first:${PATH}`);
+    const c = choose(
+      {
+        links: { ...debian('nft'), '/opt/legacy-first/ebtables': '/usr/sbin/ebtables-legacy' },
+        config: {
+          source: '/proc/config.gz',
+          text: 'CONFIG_NF_TABLES=y\nCONFIG_NF_TABLES_BRIDGE=y\n# CONFIG_BRIDGE_NF_EBTABLES_LEGACY is not set\nCONFIG_BRIDGE_NF_EBTABLES=y\n',
+        },
+      },
+      'auto',
+      `/opt/legacy-first:${PATH}`,
+    );
     expect(c.read).toEqual([{ name: 'nft', program: 'ebtables-nft' }]);
-    expect(c.skipped).toEqual([{ name: 'legacy', why: 'kernel', reason: expect.stringContaining('without CONFIG_BRIDGE_EBT_T_NAT and without module support (/proc/config.gz)') }]);
+    expect(c.skipped).toEqual([
+      {
+        name: 'legacy',
+        why: 'kernel',
+        reason: expect.stringContaining('without CONFIG_BRIDGE_EBT_T_NAT and without module support (/proc/config.gz)'),
+      },
+    ]);
     expect(c.reads).toEqual(['kernel config']); // read once for both backends' questions
   });
 
-  it('a legacy node whose kernel has the table and no nf_tables: the node\'s ebtables (legacy) alone', () => {
+  it("a legacy node whose kernel has the table and no nf_tables: the node's ebtables (legacy) alone", () => {
     const c = choose({ links: debian('legacy'), present: ['/proc/modules', '/sys/module/ebtable_nat'], texts: { [BUILTIN]: builtinWithout } });
     expect(c.read).toEqual([{ name: 'legacy', program: 'ebtables' }]);
     expect(c.skipped).toEqual([{ name: 'nft', why: 'kernel', reason: expect.stringContaining('nf_tables not loaded') }]);
   });
 
   it('an image without ebtables-legacy on a kernel that holds legacy tables: not read, and said (blind), never "no rules"', () => {
-    const c = choose({ links: { '/usr/sbin/ebtables': NFT_MULTI, '/usr/sbin/ebtables-nft': NFT_MULTI }, present: [...MODULAR, '/sys/module/ebtable_nat'] });
+    const c = choose({
+      links: { '/usr/sbin/ebtables': NFT_MULTI, '/usr/sbin/ebtables-nft': NFT_MULTI },
+      present: [...MODULAR, '/sys/module/ebtable_nat'],
+    });
     expect(c.read).toEqual([{ name: 'nft', program: 'ebtables' }]);
-    expect(c.skipped).toEqual([{ name: 'legacy', why: 'not-installed', blind: true, reason: expect.stringContaining('ebtables-legacy is not installed but the kernel has its tables') }]);
+    expect(c.skipped).toEqual([
+      {
+        name: 'legacy',
+        why: 'not-installed',
+        blind: true,
+        reason: expect.stringContaining('ebtables-legacy is not installed but the kernel has its tables'),
+      },
+    ]);
   });
 
   it('an old standalone ebtables (neither name): read as before, with no kernel probe and no false warning', () => {

@@ -19,7 +19,17 @@ afterEach(async () => dir && rm(dir, { recursive: true, force: true }));
 
 const old = new Date(Date.now() - 86_400_000).toISOString();
 const rec = (containerID: string, ...ips: string[]): LedgerRecord => ({
-  v: 1, containerID, ifname: 'eth0', network: 'net', owner: 'pod', state: 'attached', placement: 'chained', ips, netns: '', createdAt: old, updatedAt: old,
+  v: 1,
+  containerID,
+  ifname: 'eth0',
+  network: 'net',
+  owner: 'pod',
+  state: 'attached',
+  placement: 'chained',
+  ips,
+  netns: '',
+  createdAt: old,
+  updatedAt: old,
 });
 const att = (containerID: string) => ({ containerID, ifname: 'eth0' });
 
@@ -89,7 +99,13 @@ describe('a delegate VERSION cache of 0 bytes', () => {
     let versionCalls = 0;
     const fakeRun = (async () => {
       versionCalls++;
-      return { stdout: JSON.stringify({ cniVersion: '1.0.0', supportedVersions: ['0.4.0', '1.0.0'] }), stderr: '', exitCode: 0, timedOut: false, notFound: false };
+      return {
+        stdout: JSON.stringify({ cniVersion: '1.0.0', supportedVersions: ['0.4.0', '1.0.0'] }),
+        stderr: '',
+        exitCode: 0,
+        timedOut: false,
+        notFound: false,
+      };
     }) as unknown as Run;
     const cacheDir = join(w.stateDir, '.delegate-versions');
     const delegate = () => new Delegate({ type: 'fake-ipam', cniPath: [bin], env: {}, timeoutMs: 5_000, log: silentLogger, cacheDir, run: fakeRun });

@@ -19,7 +19,17 @@ afterEach(async () => dir && rm(dir, { recursive: true, force: true }));
 
 const old = new Date(Date.now() - 86_400_000).toISOString();
 const rec = (containerID: string, ip: string): LedgerRecord => ({
-  v: 1, containerID, ifname: 'eth0', network: 'net', owner: 'pod', state: 'attached', placement: 'chained', ips: [ip], netns: '', createdAt: old, updatedAt: old,
+  v: 1,
+  containerID,
+  ifname: 'eth0',
+  network: 'net',
+  owner: 'pod',
+  state: 'attached',
+  placement: 'chained',
+  ips: [ip],
+  netns: '',
+  createdAt: old,
+  updatedAt: old,
 });
 
 async function world() {
@@ -27,23 +37,47 @@ async function world() {
   const log = join(dir, 'delegate.log');
   const settings = ShimSettingsSchema.parse({ stateDir: join(dir, 'state') });
   const ipam = { type: 'fake-ipam' };
-  const conf = { raw: { cniVersion: '1.1.0', name: 'net', type: 'ipam-shim', delegate: ipam }, cniVersion: '1.1.0', name: 'net', placement: 'slot', settings, prevResult: undefined, validAttachments: [] } as unknown as NetConf;
+  const conf = {
+    raw: { cniVersion: '1.1.0', name: 'net', type: 'ipam-shim', delegate: ipam },
+    cniVersion: '1.1.0',
+    name: 'net',
+    placement: 'slot',
+    settings,
+    prevResult: undefined,
+    validAttachments: [],
+  } as unknown as NetConf;
   const ledger = await new Ledger(settings.stateDir, 'net').open();
   await ledger.put(rec('live', '10.99.0.2'));
   await ledger.put(rec('leak', '10.99.0.3'));
-  const delegate = new Delegate({ type: 'fake-ipam', cniPath: [FIXTURE_BIN], env: { ...process.env, FAKE_IPAM_SPEAKS: '1.1.0', FAKE_IPAM_LOG: log }, timeoutMs: 10_000, log: silentLogger });
+  const delegate = new Delegate({
+    type: 'fake-ipam',
+    cniPath: [FIXTURE_BIN],
+    env: { ...process.env, FAKE_IPAM_SPEAKS: '1.1.0', FAKE_IPAM_LOG: log },
+    timeoutMs: 10_000,
+    log: silentLogger,
+  });
   // The runtime's cache knows the live pod only.
   const cacheDir = join(dir, 'cache');
   await mkdir(join(cacheDir, 'results'), { recursive: true });
-  await writeFile(join(cacheDir, 'results', 'net-live-eth0'), JSON.stringify({ kind: 'cniCacheV1', containerId: 'live', ifName: 'eth0', networkName: 'net' }));
-  const calls = async () => (await readFile(log, 'utf8').catch(() => '')).split('\n').filter(Boolean).map((l) => l.split(' ').slice(0, 2).join(' '));
+  await writeFile(
+    join(cacheDir, 'results', 'net-live-eth0'),
+    JSON.stringify({ kind: 'cniCacheV1', containerId: 'live', ifName: 'eth0', networkName: 'net' }),
+  );
+  const calls = async () =>
+    (await readFile(log, 'utf8').catch(() => ''))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split(' ').slice(0, 2).join(' '));
   return { conf, ledger, delegate, cacheDir, calls };
 }
 
 describe('GC forwarding to a 1.1.0 delegate', () => {
   it('the cache-driven GC releases the leak by a DEL under its lock and sends the delegate no GC', async () => {
     const w = await world();
-    const out = await gcFromCache({ conf: w.conf, ledger: w.ledger, delegate: w.delegate, run, log: silentLogger }, { cacheDir: w.cacheDir, apply: true, graceMs: 0, allowEmptyCache: false });
+    const out = await gcFromCache(
+      { conf: w.conf, ledger: w.ledger, delegate: w.delegate, run, log: silentLogger },
+      { cacheDir: w.cacheDir, apply: true, graceMs: 0, allowEmptyCache: false },
+    );
     expect(out.report.released).toEqual([{ containerID: 'leak', ifname: 'eth0' }]);
     expect(out.report.forwarded).toBe(false);
     const calls = await w.calls();
@@ -54,7 +88,17 @@ describe('GC forwarding to a 1.1.0 delegate', () => {
 
   it('the GC verb (the runtime runs it exclusively) still forwards, so the fixture does answer GC', async () => {
     const w = await world();
-    const report = await runGc({ conf: w.conf, ledger: w.ledger, delegate: w.delegate, run, log: silentLogger, valid: [{ containerID: 'live', ifname: 'eth0' }], apply: true, graceMs: 0, forward: true });
+    const report = await runGc({
+      conf: w.conf,
+      ledger: w.ledger,
+      delegate: w.delegate,
+      run,
+      log: silentLogger,
+      valid: [{ containerID: 'live', ifname: 'eth0' }],
+      apply: true,
+      graceMs: 0,
+      forward: true,
+    });
     expect(report.forwarded).toBe(true);
     expect((await w.calls()).filter((c) => c.startsWith('GC'))).toHaveLength(1);
   });

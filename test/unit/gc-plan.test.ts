@@ -3,19 +3,52 @@ import { needsProbe, planGc, type Liveness } from '../../src/gc/plan.js';
 import type { LedgerRecord } from '../../src/effects/ledger.js';
 
 const rec = (containerID: string, over: Partial<LedgerRecord> = {}): LedgerRecord => ({
-  v: 1, containerID, ifname: 'eth0', network: 'n', owner: 'pod', state: 'attached', placement: 'chained',
-  ips: ['10.0.0.1'], netns: `/run/netns/${containerID}`, createdAt: '2026-01-01T00:00:00Z', updatedAt: '2026-01-01T00:00:00Z', ...over,
+  v: 1,
+  containerID,
+  ifname: 'eth0',
+  network: 'n',
+  owner: 'pod',
+  state: 'attached',
+  placement: 'chained',
+  ips: ['10.0.0.1'],
+  netns: `/run/netns/${containerID}`,
+  createdAt: '2026-01-01T00:00:00Z',
+  updatedAt: '2026-01-01T00:00:00Z',
+  ...over,
 });
 const now = Date.parse('2026-06-01T00:00:00Z');
 
 describe('planGc', () => {
-  const records = [rec('valid'), rec('cilium-agent-health', { owner: 'agent' }), rec('alive'), rec('dead'), rec('unknown'), rec('intent', { state: 'intent', ips: [] })];
-  const liveness = new Map<string, Liveness>([['alive:eth0', 'alive'], ['dead:eth0', 'dead'], ['intent:eth0', 'dead']]);
-  const plan = planGc({ records, valid: [{ containerID: 'valid', ifname: 'eth0' }, { containerID: 'elsewhere', ifname: 'eth0' }], liveness, now, graceMs: 0 });
+  const records = [
+    rec('valid'),
+    rec('cilium-agent-health', { owner: 'agent' }),
+    rec('alive'),
+    rec('dead'),
+    rec('unknown'),
+    rec('intent', { state: 'intent', ips: [] }),
+  ];
+  const liveness = new Map<string, Liveness>([
+    ['alive:eth0', 'alive'],
+    ['dead:eth0', 'dead'],
+    ['intent:eth0', 'dead'],
+  ]);
+  const plan = planGc({
+    records,
+    valid: [
+      { containerID: 'valid', ifname: 'eth0' },
+      { containerID: 'elsewhere', ifname: 'eth0' },
+    ],
+    liveness,
+    now,
+    graceMs: 0,
+  });
 
   it('keeps valid, agent, alive and unknowable attachments; releases only proven-dead ones', () => {
     expect(plan.kept.map((k) => [k.record.containerID, k.reason])).toEqual([
-      ['valid', 'valid'], ['cilium-agent-health', 'agent'], ['alive', 'alive'], ['unknown', 'unknown'],
+      ['valid', 'valid'],
+      ['cilium-agent-health', 'agent'],
+      ['alive', 'alive'],
+      ['unknown', 'unknown'],
     ]);
     expect(plan.release.map((r) => r.record.containerID)).toEqual(['dead', 'intent']);
   });
@@ -32,7 +65,13 @@ describe('planGc', () => {
     expect(needsProbe(records, [{ containerID: 'valid', ifname: 'eth0' }]).map((r) => r.containerID)).toEqual(['alive', 'dead', 'unknown', 'intent']);
   });
   it('matches attachments by container ID and ifname together', () => {
-    const p = planGc({ records: [rec('c', { ifname: 'net1' })], valid: [{ containerID: 'c', ifname: 'eth0' }], liveness: new Map([['c:net1', 'dead']]), now, graceMs: 0 });
+    const p = planGc({
+      records: [rec('c', { ifname: 'net1' })],
+      valid: [{ containerID: 'c', ifname: 'eth0' }],
+      liveness: new Map([['c:net1', 'dead']]),
+      now,
+      graceMs: 0,
+    });
     expect(p.release).toHaveLength(1);
   });
 });

@@ -64,13 +64,16 @@ describe('debianSources', () => {
 
   it('reads one-line sources.list entries, signed-by included', async () => {
     const d = await aptDir({
-      'sources.list': '# deb http://commented.example/debian bookworm main\ndeb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian bookworm main\ndeb-src http://mirror.example/debian bookworm main\ndeb http://ppa.example/x jammy main\n',
+      'sources.list':
+        '# deb http://commented.example/debian bookworm main\ndeb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian bookworm main\ndeb-src http://mirror.example/debian bookworm main\ndeb http://ppa.example/x jammy main\n',
     });
     expect(debianSources(d)).toBe('Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\nComponents: main\nSigned-By: /k.gpg\n');
   });
 
   it('refuses when no source has bookworm itself: the base is never built from somewhere else', async () => {
-    const d = await aptDir({ 'sources.list': 'deb http://mirror.example/debian bookworm-security main\ndeb http://mirror.example/debian trixie main\n' });
+    const d = await aptDir({
+      'sources.list': 'deb http://mirror.example/debian bookworm-security main\ndeb http://mirror.example/debian trixie main\n',
+    });
     expect(() => debianSources(d)).toThrow(/no Debian bookworm main source/);
   });
 

@@ -6,7 +6,15 @@ import { parseCidr } from '../../src/net/cidr.js';
 import { CniError } from '../../src/cni/errors.js';
 import { parseReservedCidrs } from '../../src/reserved/decision.js';
 
-const MAPPED = ['::ffff:10.224.0.9', '::FFFF:10.224.0.9', '0:0:0:0:0:ffff:10.224.0.9', '::ffff:ae0:9', '0000:0000:0000:0000:0000:ffff:0ae0:0009', '::ffff:0:0', '::ffff:255.255.255.255'];
+const MAPPED = [
+  '::ffff:10.224.0.9',
+  '::FFFF:10.224.0.9',
+  '0:0:0:0:0:ffff:10.224.0.9',
+  '::ffff:ae0:9',
+  '0000:0000:0000:0000:0000:ffff:0ae0:0009',
+  '::ffff:0:0',
+  '::ffff:255.255.255.255',
+];
 
 describe('IPv4-mapped IPv6 addresses', () => {
   it.each(MAPPED)('%s is refused by parseIp, exactIp, parseCidr and addressProblem, naming the IPv4 address', (text) => {

@@ -56,12 +56,19 @@ describe('LogFile', () => {
     for (let i = 0; i < 10; i++) a.append(line(i)); // full
     a.append(line(10)); // a rotates: b's descriptor now names shim.log.1, which is full
     b.append(line(11));
-    expect((await readFile(path, 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l).i)).toEqual([10, 11]);
+    expect(
+      (await readFile(path, 'utf8'))
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l).i),
+    ).toEqual([10, 11]);
     // Rotated out of existence (backups 1: .1 dropped at the next rotation): a writer still on it reopens.
     const c = new LogFile(path, { maxBytes: 1000, backups: 1 });
     for (let i = 12; i < 30; i++) a.append(line(i));
     c.append(line(99));
-    const all = [...(await readFile(path, 'utf8')).split('\n'), ...(await readFile(`${path}.1`, 'utf8')).split('\n')].filter(Boolean).map((l) => JSON.parse(l).i);
+    const all = [...(await readFile(path, 'utf8')).split('\n'), ...(await readFile(`${path}.1`, 'utf8')).split('\n')]
+      .filter(Boolean)
+      .map((l) => JSON.parse(l).i);
     expect(all).toContain(99);
   });
 });

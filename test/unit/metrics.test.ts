@@ -2,7 +2,16 @@
 import { describe, expect, it } from 'vitest';
 import { applyUpdate, parseMetrics, renderMetrics, seriesKey, type Update } from '../../src/metrics.js';
 
-const base: Update = { network: 'cilium', verb: 'ADD', code: 0, residueRules: 0, residueNeighbours: 0, gcReleased: 0, ledger: { attachments: 3, agentIps: 1 }, nowSeconds: 1700000000.7 };
+const base: Update = {
+  network: 'cilium',
+  verb: 'ADD',
+  code: 0,
+  residueRules: 0,
+  residueNeighbours: 0,
+  gcReleased: 0,
+  ledger: { attachments: 3, agentIps: 1 },
+  nowSeconds: 1700000000.7,
+};
 const value = (text: string, name: string, labels: Record<string, string>) => parseMetrics(text).get(seriesKey(name, labels))?.value;
 
 describe('applyUpdate', () => {
@@ -51,7 +60,21 @@ describe('applyUpdate', () => {
     // One family block; each label set's buckets ascending by le, then its _sum and _count.
     expect(text.match(/^# TYPE ipam_shim_cni_call_duration_seconds histogram$/gm)).toHaveLength(1);
     const rows = text.split('\n').filter((l) => l.startsWith(h) && l.includes('verb="ADD"'));
-    expect(rows.map((l) => /le="([^"]+)"/.exec(l)?.[1] ?? l.slice(h.length).split('{')[0])).toEqual(['0.025', '0.05', '0.1', '0.25', '0.5', '1', '2.5', '5', '10', '30', '+Inf', '_sum', '_count']);
+    expect(rows.map((l) => /le="([^"]+)"/.exec(l)?.[1] ?? l.slice(h.length).split('{')[0])).toEqual([
+      '0.025',
+      '0.05',
+      '0.1',
+      '0.25',
+      '0.5',
+      '1',
+      '2.5',
+      '5',
+      '10',
+      '30',
+      '+Inf',
+      '_sum',
+      '_count',
+    ]);
     expect(renderMetrics(parseMetrics(text))).toBe(text);
   });
 
@@ -78,7 +101,9 @@ describe('text format', () => {
   });
 
   it('drops comments, garbage and families it does not own', () => {
-    const m = parseMetrics('# HELP x y\nnot a metric line\nother_metric{a="b"} 5\nipam_shim_gc_released_total{network="n"} 2\nipam_shim_gc_released_total{network="m"} NaN\n');
+    const m = parseMetrics(
+      '# HELP x y\nnot a metric line\nother_metric{a="b"} 5\nipam_shim_gc_released_total{network="n"} 2\nipam_shim_gc_released_total{network="m"} NaN\n',
+    );
     expect([...m.keys()]).toEqual(['other_metric{a="b"}', 'ipam_shim_gc_released_total{network="n"}']);
     expect(renderMetrics(m)).not.toContain('other_metric');
   });

@@ -37,9 +37,15 @@ describe('fromHelmValues', () => {
 
   it('reads multi-pool auto-created pools, and refuses malformed values naming the field', async () => {
     const [values] = await docs('values-multipool.yaml');
-    expect(fromHelmValues(values, 'v').autoPools).toEqual([{ name: 'default', source: 'v: autoCreateCiliumPodIPPools.default', v4: { cidrs: ['10.4.0.0/16'], mask: 24 } }]);
-    expect(() => fromHelmValues({ ipam: { operator: { clusterPoolIPv4MaskSize: 'big' } } }, 'v.yaml')).toThrow(/^v\.yaml: ipam\.operator\.clusterPoolIPv4MaskSize: /);
-    expect(() => fromHelmValues({ ipam: { operator: { autoCreateCiliumPodIPPools: { x: { ipv4: { cidrs: ['10.0.0.0/8'] } } } } } }, 'v')).toThrow(/pool x: ipv4\.maskSize is required/);
+    expect(fromHelmValues(values, 'v').autoPools).toEqual([
+      { name: 'default', source: 'v: autoCreateCiliumPodIPPools.default', v4: { cidrs: ['10.4.0.0/16'], mask: 24 } },
+    ]);
+    expect(() => fromHelmValues({ ipam: { operator: { clusterPoolIPv4MaskSize: 'big' } } }, 'v.yaml')).toThrow(
+      /^v\.yaml: ipam\.operator\.clusterPoolIPv4MaskSize: /,
+    );
+    expect(() => fromHelmValues({ ipam: { operator: { autoCreateCiliumPodIPPools: { x: { ipv4: { cidrs: ['10.0.0.0/8'] } } } } } }, 'v')).toThrow(
+      /pool x: ipv4\.maskSize is required/,
+    );
   });
 });
 
@@ -72,8 +78,12 @@ describe('fromCiliumNodes / fromPodIPPools / fromAzureSubnets', () => {
 
   it('refuses the wrong kind of object, naming the file and what it found', async () => {
     const nodes = await docs('ciliumnodes.yaml');
-    expect(() => fromPodIPPools(nodes, 'nodes.yaml')).toThrow(/^nodes\.yaml: expected CiliumPodIPPool objects .*found CiliumNode aks-nodepool1-26519183-vmss000000$/);
-    expect(() => fromCiliumNodes([{ kind: 'CiliumNode', metadata: { name: 'x' }, spec: { ipam: { podCIDRs: '10.0.0.0/24' } } }], 'n')).toThrow(/^n: spec\.ipam\.podCIDRs: /);
+    expect(() => fromPodIPPools(nodes, 'nodes.yaml')).toThrow(
+      /^nodes\.yaml: expected CiliumPodIPPool objects .*found CiliumNode aks-nodepool1-26519183-vmss000000$/,
+    );
+    expect(() => fromCiliumNodes([{ kind: 'CiliumNode', metadata: { name: 'x' }, spec: { ipam: { podCIDRs: '10.0.0.0/24' } } }], 'n')).toThrow(
+      /^n: spec\.ipam\.podCIDRs: /,
+    );
   });
 });
 

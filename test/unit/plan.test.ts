@@ -70,7 +70,9 @@ describe('planPool: known answers', () => {
     expect(f.collidingBlocks).toBe(1n);
     expect(f.safeCapacity).toBe(65535n);
     expect(f.fromStart).toEqual({ firstCollision: { index: 1100n, nodeCidr: '10.4.76.0/24', reserved: '10.4.76.0/24' }, nodesBefore: 1100n });
-    expect(f.collisions).toEqual([{ from: 1100n, to: 1100n, count: 1n, fromCidr: '10.4.76.0/24', toCidr: '10.4.76.0/24', reserved: ['10.4.76.0/24'], reservedCount: 1 }]);
+    expect(f.collisions).toEqual([
+      { from: 1100n, to: 1100n, count: 1n, fromCidr: '10.4.76.0/24', toCidr: '10.4.76.0/24', reserved: ['10.4.76.0/24'], reservedCount: 1 },
+    ]);
     // independent: (10.4.76.0 − 10.0.0.0) / 256
     expect(Number((IPv4.fromString('10.4.76.0').value - IPv4.fromString('10.0.0.0').value) / 256n)).toBe(1100);
   });
@@ -85,13 +87,25 @@ describe('planPool: known answers', () => {
       exhausted: false,
     });
     // inside the 4-block range 1104–1107: the next allocation itself collides
-    expect(only(planPool({ ...base, allocated: 1105 })).fromAllocated).toMatchObject({ firstCollision: { index: 1105n, nodeCidr: '10.4.81.0/24', reserved: '10.4.80.0/22' }, nodesBefore: 0n });
-    expect(only(planPool({ ...base, allocated: 2000 })).fromAllocated).toMatchObject({ firstCollision: null, nodesBefore: 63536n, safeRemaining: 63536n });
+    expect(only(planPool({ ...base, allocated: 1105 })).fromAllocated).toMatchObject({
+      firstCollision: { index: 1105n, nodeCidr: '10.4.81.0/24', reserved: '10.4.80.0/22' },
+      nodesBefore: 0n,
+    });
+    expect(only(planPool({ ...base, allocated: 2000 })).fromAllocated).toMatchObject({
+      firstCollision: null,
+      nodesBefore: 63536n,
+      safeRemaining: 63536n,
+    });
   });
 
   it('reserved larger than the pool: every block collides', () => {
     const f = only(planPool({ pools: ['10.4.0.0/16'], nodeMask: 24, reserved: ['10.0.0.0/8'] }));
-    expect(f).toMatchObject({ totalBlocks: 256n, collidingBlocks: 256n, safeCapacity: 0n, fromStart: { nodesBefore: 0n, firstCollision: { index: 0n } } });
+    expect(f).toMatchObject({
+      totalBlocks: 256n,
+      collidingBlocks: 256n,
+      safeCapacity: 0n,
+      fromStart: { nodesBefore: 0n, firstCollision: { index: 0n } },
+    });
     expect(f.collisions).toMatchObject([{ from: 0n, to: 255n, fromCidr: '10.4.0.0/24', toCidr: '10.4.255.0/24' }]);
   });
 
@@ -110,7 +124,9 @@ describe('planPool: known answers', () => {
 
   it('merges adjacent and overlapping reserved CIDRs into one range', () => {
     const f = only(planPool({ pools: ['10.0.0.0/8'], nodeMask: 24, reserved: ['10.4.77.0/24', '10.4.76.0/24', '10.4.76.0/23', '10.4.78.0/24'] }));
-    expect(f.collisions).toMatchObject([{ from: 1100n, to: 1102n, count: 3n, reserved: ['10.4.77.0/24', '10.4.76.0/24', '10.4.76.0/23', '10.4.78.0/24'], reservedCount: 4 }]);
+    expect(f.collisions).toMatchObject([
+      { from: 1100n, to: 1102n, count: 3n, reserved: ['10.4.77.0/24', '10.4.76.0/24', '10.4.76.0/23', '10.4.78.0/24'], reservedCount: 4 },
+    ]);
     expect(f.collidingBlocks).toBe(3n);
   });
 
@@ -161,7 +177,11 @@ describe('planPool: known answers', () => {
 
   it('node mask equal to the pool prefix gives one block; an exhausted pool is flagged', () => {
     const f = only(planPool({ pools: ['10.4.76.0/24'], nodeMask: 24, reserved: ['10.4.76.9'], allocated: 5 }));
-    expect(f).toMatchObject({ totalBlocks: 1n, collidingBlocks: 1n, fromAllocated: { exhausted: true, nodesBefore: 0n, safeRemaining: 0n, firstCollision: null } });
+    expect(f).toMatchObject({
+      totalBlocks: 1n,
+      collidingBlocks: 1n,
+      fromAllocated: { exhausted: true, nodesBefore: 0n, safeRemaining: 0n, firstCollision: null },
+    });
     expect(f.warnings.join()).toMatch(/exhausted/);
   });
 
@@ -183,8 +203,13 @@ describe('planPool agrees with brute force (property)', () => {
   const v4Case = fc
     .record({
       mask: fc.integer({ min: 22, max: 30 }),
-      entries: fc.array(fc.record({ extra: fc.integer({ min: 0, max: 6 }), base: fc.integer({ min: 0, max: 0xffff }) }), { minLength: 1, maxLength: 3 }),
-      reserved: fc.array(fc.record({ entry: fc.nat(), offset: fc.integer({ min: -64, max: 64 }), prefix: fc.integer({ min: 14, max: 32 }) }), { maxLength: 6 }),
+      entries: fc.array(fc.record({ extra: fc.integer({ min: 0, max: 6 }), base: fc.integer({ min: 0, max: 0xffff }) }), {
+        minLength: 1,
+        maxLength: 3,
+      }),
+      reserved: fc.array(fc.record({ entry: fc.nat(), offset: fc.integer({ min: -64, max: 64 }), prefix: fc.integer({ min: 14, max: 32 }) }), {
+        maxLength: 6,
+      }),
       allocated: fc.integer({ min: 0, max: 200 }),
     })
     .map(({ mask, entries, reserved, allocated }) => {
@@ -218,7 +243,9 @@ describe('planPool agrees with brute force (property)', () => {
     .record({
       mask: fc.integer({ min: 116, max: 128 }),
       extra: fc.array(fc.integer({ min: 0, max: 5 }), { minLength: 1, maxLength: 2 }),
-      reserved: fc.array(fc.record({ entry: fc.nat(), offset: fc.integer({ min: -32, max: 96 }), prefix: fc.integer({ min: 100, max: 128 }) }), { maxLength: 5 }),
+      reserved: fc.array(fc.record({ entry: fc.nat(), offset: fc.integer({ min: -32, max: 96 }), prefix: fc.integer({ min: 100, max: 128 }) }), {
+        maxLength: 5,
+      }),
       allocated: fc.integer({ min: 0, max: 100 }),
     })
     .map(({ mask, extra, reserved, allocated }) => {
@@ -317,7 +344,21 @@ describe('plan command', () => {
 
   it('accepts comma lists, repeated flags and --json; exits 0 when clean', async () => {
     const out = await planCommand.run(
-      ['--pool', '10.0.0.0/16,10.1.0.0/16', '--pool', 'fd00::/104', '--node-mask', '24', '--node-mask-v6', '120', '--reserved', '192.168.0.0/16,', '--reserved', 'fd01::/64', '--json'],
+      [
+        '--pool',
+        '10.0.0.0/16,10.1.0.0/16',
+        '--pool',
+        'fd00::/104',
+        '--node-mask',
+        '24',
+        '--node-mask-v6',
+        '120',
+        '--reserved',
+        '192.168.0.0/16,',
+        '--reserved',
+        'fd01::/64',
+        '--json',
+      ],
       ctx,
     );
     expect(out.exitCode).toBe(0);
@@ -373,4 +414,3 @@ describe('plan command', () => {
     expect(out.text).toContain('no node CIDR touches a reserved subnet; safe capacity 256');
   });
 });
-

@@ -32,7 +32,8 @@ describe('decide', () => {
   });
 
   it('not needed (auto without IPv6, or off): never acts; a drifted table is still reported', () => {
-    for (const f of [facts({ ipv6: false }), facts({ mode: 'off' })]) expect(decide(f)).toEqual({ action: 'none', verdict: 'not-needed', problem: false });
+    for (const f of [facts({ ipv6: false }), facts({ mode: 'off' })])
+      expect(decide(f)).toEqual({ action: 'none', verdict: 'not-needed', problem: false });
     expect(decide(facts({ ipv6: false, table: 'drifted' }))).toEqual({ action: 'none', verdict: 'drifted', problem: true });
     expect(decide(facts({ mode: 'off', table: 'drifted', bpf: undefined })).action).toBe('none');
     expect(decide(facts({ mode: 'off', bpf: true })).verdict).toBe('handled-by-bpf');

@@ -58,7 +58,8 @@ describe('env', () => {
   it('validates container IDs and ifnames by the spec rules', () => {
     expect(codeOf(() => readCniEnv({ ...base, CNI_CONTAINERID: '' }))).toBe(3);
     for (const id of ['-x', 'a b', 'a/b', 'a:b']) expect(codeOf(() => readCniEnv({ ...base, CNI_CONTAINERID: id }))).toBe(4);
-    for (const ifname of ['.', '..', 'a'.repeat(16), 'a:b', 'a b', 'é'.repeat(8)]) expect(codeOf(() => readCniEnv({ ...base, CNI_IFNAME: ifname }))).toBe(4);
+    for (const ifname of ['.', '..', 'a'.repeat(16), 'a:b', 'a b', 'é'.repeat(8)])
+      expect(codeOf(() => readCniEnv({ ...base, CNI_IFNAME: ifname }))).toBe(4);
     expect(readCniEnv({ ...base, CNI_IFNAME: 'a'.repeat(15) }).ifname).toHaveLength(15);
   });
   it('rejects malformed CNI_ARGS', () => {
@@ -82,7 +83,11 @@ describe('versions', () => {
 });
 
 describe('results', () => {
-  const r100 = { cniVersion: '1.0.0', interfaces: [{ name: 'eth0', sandbox: '/n' }], ips: [{ address: '10.0.0.2/24', interface: 0 }, { address: 'fd00::2/64' }] };
+  const r100 = {
+    cniVersion: '1.0.0',
+    interfaces: [{ name: 'eth0', sandbox: '/n' }],
+    ips: [{ address: '10.0.0.2/24', interface: 0 }, { address: 'fd00::2/64' }],
+  };
   it('adds ips[].version going down and drops it going up', () => {
     const down = convertResult(parseResult(r100, 't'), '0.3.1');
     expect(down.ips?.map((i) => i.version)).toEqual(['4', '6']);
@@ -103,13 +108,19 @@ describe('config', () => {
     expect(c.placement).toBe('chained');
     expect(c.settings.stateDir).toBe('/var/lib/cni/ipam-shim');
     expect(c.settings.agentContainerIDs).toEqual(['cilium-agent-*', 'cilium-ingress-*']);
-    expect(parseNetConf({ cniVersion: '1.0.0', name: 'n', type: 'cilium-cni', ipam: { type: 'ipam-shim', delegate: { type: 'azure-ipam' } } }).placement).toBe('ipam');
+    expect(
+      parseNetConf({ cniVersion: '1.0.0', name: 'n', type: 'cilium-cni', ipam: { type: 'ipam-shim', delegate: { type: 'azure-ipam' } } }).placement,
+    ).toBe('ipam');
   });
   it('unknown keys are code 2 naming the key; bad values code 7; foreign main-plugin keys are not ours', () => {
     expect(codeOf(() => parseNetConf({ ...chained, reservedCidrs: [] }))).toBe(2);
     expect(codeOf(() => parseNetConf({ ...chained, residue: { ebtables: true, arp: true } }))).toBe(2);
     expect(codeOf(() => parseNetConf({ ...chained, ipv6ProbeRewrite: 'maybe' }))).toBe(7);
-    expect(codeOf(() => parseNetConf({ cniVersion: '1.0.0', name: 'n', type: 'ptp', mtu: 1400, ipam: { type: 'ipam-shim', delegate: { type: 'host-local' } } }))).toBeUndefined();
+    expect(
+      codeOf(() =>
+        parseNetConf({ cniVersion: '1.0.0', name: 'n', type: 'ptp', mtu: 1400, ipam: { type: 'ipam-shim', delegate: { type: 'host-local' } } }),
+      ),
+    ).toBeUndefined();
   });
   it("bad values are explained in the operator's words: the path, then zod's English message or ours", () => {
     const details = (raw: Record<string, unknown>) => {
@@ -143,7 +154,12 @@ describe('config', () => {
   });
   it('gives the delegate our config with ipam := delegate, minus our keys and the GC lists', () => {
     const c = parseNetConf({ ...chained, delegate: { type: 'host-local', subnet: '10.1.0.0/16' }, 'cni.dev/valid-attachments': [] });
-    expect(delegateConf(c, '1.0.0')).toEqual({ cniVersion: '1.0.0', name: 'net', type: 'ipam-shim', ipam: { type: 'host-local', subnet: '10.1.0.0/16' } });
+    expect(delegateConf(c, '1.0.0')).toEqual({
+      cniVersion: '1.0.0',
+      name: 'net',
+      type: 'ipam-shim',
+      ipam: { type: 'host-local', subnet: '10.1.0.0/16' },
+    });
   });
 });
 
@@ -161,7 +177,12 @@ describe('dispatch', () => {
   };
   const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'c', CNI_NETNS: '/n', CNI_IFNAME: 'eth0' };
   const conf = JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: 'ipam-shim', prevResult: { ips: [] } });
-  const go = (e: Record<string, string>, stdin: string) => dispatch(e, async () => stdin, async () => verbs);
+  const go = (e: Record<string, string>, stdin: string) =>
+    dispatch(
+      e,
+      async () => stdin,
+      async () => verbs,
+    );
   it('prints exactly the result on success', async () => {
     const o = await go(env, conf);
     expect(o.exitCode).toBe(0);
@@ -175,10 +196,14 @@ describe('dispatch', () => {
   });
   it('an env error answers in the cniVersion of the config on stdin, which it reads only for that', async () => {
     let reads = 0;
-    const o = await dispatch({ CNI_COMMAND: 'ADD' }, async () => {
+    const o = await dispatch(
+      { CNI_COMMAND: 'ADD' },
+      async () => {
         reads++;
         return JSON.stringify({ cniVersion: '0.3.1' });
-      }, async () => verbs);
+      },
+      async () => verbs,
+    );
     expect(JSON.parse(o.stdout)).toMatchObject({ code: 4, cniVersion: '0.3.1' });
     expect(reads).toBe(1);
     // stdin that cannot be read or parsed leaves the env error as it was, in the latest version.

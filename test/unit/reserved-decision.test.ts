@@ -29,12 +29,23 @@ describe('reserved decisions', () => {
       }
     })();
     expect(expected).toContain('banana');
-    for (const e of [thrown(() => parseReservedCidrs(bad)), thrown(() => reservedCidrs(conf(bad))), thrown(() => refuseReserved(conf(bad), ['10.1.0.1']))]) {
+    for (const e of [
+      thrown(() => parseReservedCidrs(bad)),
+      thrown(() => reservedCidrs(conf(bad))),
+      thrown(() => refuseReserved(conf(bad), ['10.1.0.1'])),
+    ]) {
       expect([e.code, e.msg, e.details]).toEqual([7, 'invalid reservedCIDRs', expected]);
     }
     // doctor reports the same list problem with the parser's own words.
     const found = await reservedCheck.run({ conf: conf(bad) } as unknown as OpenNetwork);
-    expect(found).toEqual([{ check: 'reserved', verdict: 'problem', summary: expected, fix: 'correct reservedCIDRs in the conflist: every ADD fails with code 7 until then' }]);
+    expect(found).toEqual([
+      {
+        check: 'reserved',
+        verdict: 'problem',
+        summary: expected,
+        fix: 'correct reservedCIDRs in the conflist: every ADD fails with code 7 until then',
+      },
+    ]);
   });
 
   it('parses once per config object', () => {

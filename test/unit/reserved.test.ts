@@ -119,7 +119,9 @@ describe('findReservedHit', () => {
   });
 
   it('agrees with ip-num contains() on random addresses and CIDRs (property)', () => {
-    const cidrArb = fc.tuple(fc.integer({ min: 0, max: 0xffffffff }), fc.integer({ min: 8, max: 32 })).map(([n, p]) => `${new IPv4(BigInt(n)).toString()}/${p}`);
+    const cidrArb = fc
+      .tuple(fc.integer({ min: 0, max: 0xffffffff }), fc.integer({ min: 8, max: 32 }))
+      .map(([n, p]) => `${new IPv4(BigInt(n)).toString()}/${p}`);
     fc.assert(
       fc.property(fc.array(cidrArb, { maxLength: 8 }), fc.integer({ min: 0, max: 0xffffffff }), fc.boolean(), (texts, n, near) => {
         // `near` steers the address into the first CIDR's /8 so hits actually happen.
@@ -183,7 +185,10 @@ describe('rangesInReserved', () => {
   });
 
   it('a range split across two reserved CIDRs is partial in each', () => {
-    const hits = rangesInReserved({ ranges: [[{ subnet: '10.0.0.0/23', rangeStart: '10.0.0.10', rangeEnd: '10.0.1.10' }]] }, parseCidrs(['10.0.0.0/24', '10.0.1.0/24']));
+    const hits = rangesInReserved(
+      { ranges: [[{ subnet: '10.0.0.0/23', rangeStart: '10.0.0.10', rangeEnd: '10.0.1.10' }]] },
+      parseCidrs(['10.0.0.0/24', '10.0.1.0/24']),
+    );
     expect(hits.map((h) => h.fully)).toEqual([false, false]);
   });
 
@@ -198,7 +203,9 @@ describe('rangesInReserved', () => {
     expect(() => rangesInReserved({ ranges: [[{ subnet: 'nope' }]] }, reserved)).toThrow(/ipam\.ranges\[0\]\[0\]\.subnet: invalid CIDR "nope"/);
     expect(() => rangesInReserved({ ranges: [[{}]] }, reserved)).toThrow(/ipam\.ranges\[0\]\[0\]\.subnet: must be a CIDR string/);
     expect(() => rangesInReserved({ ranges: {} }, reserved)).toThrow(/ipam\.ranges: not an array/);
-    expect(() => rangesInReserved({ subnet: '10.0.0.0/24', rangeStart: '10.0.1.1' }, reserved)).toThrow(/^ipam\.rangeStart: 10\.0\.1\.1 is outside subnet 10\.0\.0\.0\/24$/);
+    expect(() => rangesInReserved({ subnet: '10.0.0.0/24', rangeStart: '10.0.1.1' }, reserved)).toThrow(
+      /^ipam\.rangeStart: 10\.0\.1\.1 is outside subnet 10\.0\.0\.0\/24$/,
+    );
     expect(() => rangesInReserved({ subnet: '10.0.0.5' }, reserved)).toThrow(/^ipam\.subnet: "10\.0\.0\.5" has no prefix length$/);
   });
 });

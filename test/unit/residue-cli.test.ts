@@ -11,7 +11,16 @@ const DNAT32 = rule('-p IPv4 -i eth0 --ip-dst 10.240.0.32/32 -j dnat --to-dst 0:
 const DNAT3 = rule('-p IPv4 -i eth0 --ip-dst 10.240.0.3 -j dnat --to-dst a2:96:88:20:cb:c6 --dnat-target ACCEPT');
 const NEIGH32 = { ip: '10.240.0.32', dev: 'azure0', mac: '00:0d:3a:30:47:42', state: ['PERMANENT'] };
 
-const base = { mode: 'scan' as const, apply: false, network: 'azure', conflist: '/etc/cni/net.d/10-azure.conflist', corruptLedgerFiles: [], ebtablesAvailable: true, ebtablesBackends: [], errors: [] };
+const base = {
+  mode: 'scan' as const,
+  apply: false,
+  network: 'azure',
+  conflist: '/etc/cni/net.d/10-azure.conflist',
+  corruptLedgerFiles: [],
+  ebtablesAvailable: true,
+  ebtablesBackends: [],
+  errors: [],
+};
 
 describe('mergeTargets', () => {
   it('normalises CNI notation and IPv6, de-duplicates, keeps both sources and every attachment', () => {
@@ -54,7 +63,13 @@ describe('assemble and summarise', () => {
   });
 
   it('clean --apply: ok only when nothing is left and nothing failed', () => {
-    const cleaned = { ...base, mode: 'clean' as const, apply: true, orphans: [], targets: split.targets.map((t) => ({ ...t, left: { rules: [], neighbours: [] } })) };
+    const cleaned = {
+      ...base,
+      mode: 'clean' as const,
+      apply: true,
+      orphans: [],
+      targets: split.targets.map((t) => ({ ...t, left: { rules: [], neighbours: [] } })),
+    };
     expect(summarise(cleaned)).toMatchObject({ ok: true, counts: { rules: 2, neighbours: 1, leftRules: 0 } });
     const left = { ...cleaned, targets: [{ ...cleaned.targets[0]!, left: { rules: [split.targets[0]!.rules[1]!], neighbours: [] } }] };
     expect(summarise(left)).toMatchObject({ ok: false, counts: { leftRules: 1, ipsWithResidue: 1 } });
@@ -108,7 +123,17 @@ describe('renderResidue', () => {
   });
 
   it('says when ebtables has no nat table and when no conflist was found', () => {
-    const text = renderResidue(summarise({ ...base, network: null, conflist: null, ledgerNote: 'no ipam-shim conflist in /x', ebtablesAvailable: false, targets: [], orphans: [] }));
+    const text = renderResidue(
+      summarise({
+        ...base,
+        network: null,
+        conflist: null,
+        ledgerNote: 'no ipam-shim conflist in /x',
+        ebtablesAvailable: false,
+        targets: [],
+        orphans: [],
+      }),
+    );
     expect(text).toContain('no ipam-shim network');
     expect(text).toContain('note: no ipam-shim conflist in /x');
     expect(text).toContain('ebtables: no bridge nat table');
@@ -119,9 +144,17 @@ describe('renderResidue', () => {
     const backends = [
       { name: 'nft' as const, program: 'ebtables-nft', available: true, rules: 2 },
       { name: 'legacy' as const, program: 'ebtables', available: false, reason: "The kernel doesn't support the ebtables 'nat' table." },
-      { name: 'legacy' as const, available: false, reason: 'ebtables-legacy is not installed but the kernel has its tables (/sys/module/ebtable_nat present): rules there are not seen', blind: true },
+      {
+        name: 'legacy' as const,
+        available: false,
+        reason: 'ebtables-legacy is not installed but the kernel has its tables (/sys/module/ebtable_nat present): rules there are not seen',
+        blind: true,
+      },
     ];
-    const nftRules = [{ ...ARP32, backend: 'nft' as const }, { ...DNAT32, backend: 'nft' as const }];
+    const nftRules = [
+      { ...ARP32, backend: 'nft' as const },
+      { ...DNAT32, backend: 'nft' as const },
+    ];
     const text = renderResidue(summarise({ ...base, ebtablesBackends: backends, ...assemble(targets, { rules: nftRules, neighbours: [] }, []) }));
     expect(text).toContain('ebtables nft (ebtables-nft): read, 2 per-pod rules');
     expect(text).toContain("ebtables legacy (ebtables): unavailable: The kernel doesn't support the ebtables 'nat' table.");

@@ -163,7 +163,10 @@ describe('findResidue: exact matching', () => {
   });
 
   it('accepts CNI interface notation and non-canonical IPv6', () => {
-    expect(brief(findResidue(['10.240.0.3/16'], snap).rules)).toEqual(['arpreply 10.240.0.3 a2:96:88:20:cb:c6', 'dnat4 10.240.0.3 a2:96:88:20:cb:c6']);
+    expect(brief(findResidue(['10.240.0.3/16'], snap).rules)).toEqual([
+      'arpreply 10.240.0.3 a2:96:88:20:cb:c6',
+      'dnat4 10.240.0.3 a2:96:88:20:cb:c6',
+    ]);
     const v6 = findResidue(['FD00:10:240:0::0032/64'], snap);
     expect(brief(v6.rules)).toEqual(['dnat6 fd00:10:240::32 00:0d:3a:30:47:42']);
     expect(v6.neighbours.map((n) => n.dev)).toEqual(['azure0']);
@@ -217,15 +220,18 @@ describe('findOrphans and link MACs', () => {
 });
 
 describe('the pod-own neighbour rule (src/residue/own.ts)', () => {
-  it('an entry on a result host interface or on the device of a host route to that exact address is the pod\'s own; a subnet route proves nothing', async () => {
+  it("an entry on a result host interface or on the device of a host route to that exact address is the pod's own; a subnet route proves nothing", async () => {
     const { hostRouteDevices, isPodOwnNeighbour, resultHostDevices } = await import('../../src/residue/own.js');
     const { parseRoutes } = await import('../../src/effects/routes.js');
     const routes = [
-      ...parseRoutes(JSON.stringify([
-        { dst: '10.240.0.32', dev: 'veth1', scope: 'host', flags: [] },
-        { dst: '10.240.0.0/16', dev: 'azure0', scope: 'link', flags: [] },
-        { dst: '10.240.0.40/32', dev: 'lxc9', table: 'local', type: 'local', flags: [] },
-      ]), 4),
+      ...parseRoutes(
+        JSON.stringify([
+          { dst: '10.240.0.32', dev: 'veth1', scope: 'host', flags: [] },
+          { dst: '10.240.0.0/16', dev: 'azure0', scope: 'link', flags: [] },
+          { dst: '10.240.0.40/32', dev: 'lxc9', table: 'local', type: 'local', flags: [] },
+        ]),
+        4,
+      ),
       ...parseRoutes(JSON.stringify([{ dst: 'fd00::32', dev: 'veth1', flags: [] }]), 6),
     ];
     const routed = hostRouteDevices(routes);

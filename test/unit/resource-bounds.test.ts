@@ -20,17 +20,26 @@ describe('the agent HTTP server', () => {
   });
 
   it(`serves at most ${MAX_CONNECTIONS} connections at once: ${MAX_CONNECTIONS * 2} idle ones leave it at the cap, and it still answers once they go`, async () => {
-    const server = await startHttp({ host: '127.0.0.1', port: 0 }, new AgentMetrics(), { lastPass: { completed: true, at: Date.now() }, entry: async () => ({ inUse: true, path: 'test' }), lastBeat: Date.now(), stallMs: 60_000 });
+    const server = await startHttp({ host: '127.0.0.1', port: 0 }, new AgentMetrics(), {
+      lastPass: { completed: true, at: Date.now() },
+      entry: async () => ({ inUse: true, path: 'test' }),
+      lastBeat: Date.now(),
+      stallMs: 60_000,
+    });
     try {
       const { port } = server.address() as AddressInfo;
       let closedByServer = 0;
       await Promise.all(
-        Array.from({ length: MAX_CONNECTIONS * 2 }, () => new Promise<void>((resolve) => {
-          const s = connect(port, '127.0.0.1', () => resolve());
-          s.on('close', () => closedByServer++);
-          s.on('error', () => resolve());
-          sockets.push(s);
-        })),
+        Array.from(
+          { length: MAX_CONNECTIONS * 2 },
+          () =>
+            new Promise<void>((resolve) => {
+              const s = connect(port, '127.0.0.1', () => resolve());
+              s.on('close', () => closedByServer++);
+              s.on('error', () => resolve());
+              sockets.push(s);
+            }),
+        ),
       );
       await new Promise((r) => setTimeout(r, 300));
       const held = await new Promise<number>((resolve, reject) => server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
@@ -66,7 +75,7 @@ describe('log files', () => {
 });
 
 describe('withDefaultTimeout', () => {
-  it('bounds every call that sets no timeout, keeps a caller\'s own, and runs where the wrapped Run runs', async () => {
+  it("bounds every call that sets no timeout, keeps a caller's own, and runs where the wrapped Run runs", async () => {
     const seen: Array<number | undefined> = [];
     const fake: Run = async (_file, _args, opts = {}) => {
       seen.push(opts.timeoutMs);

@@ -21,7 +21,12 @@ const host: Route[] = [...parseRoutes(fixture('host-v4.json'), 4), ...parseRoute
 
 function capture(routes: Route[], reserved: string[], uplink = 'eth0', uplinkGws?: string[]) {
   const opts = uplinkGws ? { uplink, uplinkGateways: uplinkGws } : { uplink };
-  return findCapturingRoutes(routes, parseCidrs(reserved), opts).map((f) => ({ text: f.text, reserved: f.reserved, overlap: f.overlap, reason: f.reason }));
+  return findCapturingRoutes(routes, parseCidrs(reserved), opts).map((f) => ({
+    text: f.text,
+    reserved: f.reserved,
+    overlap: f.overlap,
+    reason: f.reason,
+  }));
 }
 
 describe('parseRoutes', () => {
@@ -83,10 +88,22 @@ describe('findCapturingRoutes', () => {
     const reserved = ['10.228.0.0/16', 'fd00:228::/64'];
     const inTable100 = (f: { text: string }) => f.text.includes('table 100');
     expect(capture(node, reserved).filter(inTable100)).toHaveLength(2);
-    const mainOnly = { 4: parseRuleTables('[{"priority":0,"src":"all","table":"local"},{"priority":32766,"src":"all","table":"main"},{"priority":32767,"src":"all","table":"default"}]'), 6: parseRuleTables('[{"priority":32766,"src":"all","table":"main"}]') };
+    const mainOnly = {
+      4: parseRuleTables(
+        '[{"priority":0,"src":"all","table":"local"},{"priority":32766,"src":"all","table":"main"},{"priority":32767,"src":"all","table":"default"}]',
+      ),
+      6: parseRuleTables('[{"priority":32766,"src":"all","table":"main"}]'),
+    };
     expect(findCapturingRoutes(node, parseCidrs(reserved), { uplink: 'eth0', activeTables: mainOnly }).filter(inTable100)).toEqual([]);
-    const used = { 4: parseRuleTables('[{"priority":100,"src":"10.1.0.0/16","table":"100"},{"priority":32766,"src":"all","table":"main"}]'), 6: mainOnly[6] };
-    expect(findCapturingRoutes(node, parseCidrs(reserved), { uplink: 'eth0', activeTables: used }).filter(inTable100).map((f) => f.reserved)).toEqual(['10.228.0.0/16']);
+    const used = {
+      4: parseRuleTables('[{"priority":100,"src":"10.1.0.0/16","table":"100"},{"priority":32766,"src":"all","table":"main"}]'),
+      6: mainOnly[6],
+    };
+    expect(
+      findCapturingRoutes(node, parseCidrs(reserved), { uplink: 'eth0', activeTables: used })
+        .filter(inTable100)
+        .map((f) => f.reserved),
+    ).toEqual(['10.228.0.0/16']);
     expect(parseRuleTables('[{"priority":1000,"src":"all","l3mdev":null}]')).toBe('all');
   });
 
@@ -99,13 +116,21 @@ describe('findCapturingRoutes', () => {
   });
 
   it('reports blackhole/unreachable/prohibit, other tables, multipath and RFC 5549 nexthops; skips throw', () => {
-    const found = capture(node.filter((r) => r.dst !== '10.0.0.0/8'), ['10.225.0.0/16', '10.226.0.0/16', '10.227.0.0/17', '10.228.0.0/16', '10.229.0.0/16', '10.230.0.0/16', '10.232.0.0/16']);
+    const found = capture(
+      node.filter((r) => r.dst !== '10.0.0.0/8'),
+      ['10.225.0.0/16', '10.226.0.0/16', '10.227.0.0/17', '10.228.0.0/16', '10.229.0.0/16', '10.230.0.0/16', '10.232.0.0/16'],
+    );
     expect(found).toEqual([
       { text: '10.228.0.0/16 via 10.99.0.2 dev veth1 table 100', reserved: '10.228.0.0/16', overlap: 'full', reason: 'other-device' },
       { text: 'blackhole 10.225.0.0/16', reserved: '10.225.0.0/16', overlap: 'full', reason: 'blackhole' },
       { text: 'unreachable 10.226.0.0/16', reserved: '10.226.0.0/16', overlap: 'full', reason: 'unreachable' },
       { text: 'prohibit 10.227.0.0/16', reserved: '10.227.0.0/17', overlap: 'full', reason: 'prohibit' },
-      { text: '10.229.0.0/16 nexthop via 10.240.0.1 dev eth0 nexthop via 10.99.0.2 dev veth1', reserved: '10.229.0.0/16', overlap: 'full', reason: 'other-device' },
+      {
+        text: '10.229.0.0/16 nexthop via 10.240.0.1 dev eth0 nexthop via 10.99.0.2 dev veth1',
+        reserved: '10.229.0.0/16',
+        overlap: 'full',
+        reason: 'other-device',
+      },
       { text: '10.232.0.0/16 via inet6 fd00:99::2 dev veth1', reserved: '10.232.0.0/16', overlap: 'full', reason: 'other-device' },
     ]);
   });
@@ -155,8 +180,12 @@ describe('findCapturingRoutes', () => {
       '10.224.0.0/24 lies in reserved 10.224.0.0/24 and is routed to another host on the uplink: take it out of the pod pool (see `ipam-shim plan`), then `ip route del 10.224.0.0/24`',
     );
     const broad = findCapturingRoutes(node, parseCidrs(['10.224.0.0/16']), { uplink: 'eth0' }).find((f) => f.text.startsWith('10.0.0.0/8'))!;
-    expect(broad.fix).toBe('add a more specific route for the reserved subnet: `ip route add 10.224.0.0/16 via 10.240.0.1 dev eth0`, or narrow 10.0.0.0/8');
-    expect(fix('blackhole 10.225.0.0/16', '10.225.0.0/16')).toBe('traffic to 10.225.0.0/16 (reserved 10.225.0.0/16) is dropped here: `ip route del blackhole 10.225.0.0/16` if nothing needs it');
+    expect(broad.fix).toBe(
+      'add a more specific route for the reserved subnet: `ip route add 10.224.0.0/16 via 10.240.0.1 dev eth0`, or narrow 10.0.0.0/8',
+    );
+    expect(fix('blackhole 10.225.0.0/16', '10.225.0.0/16')).toBe(
+      'traffic to 10.225.0.0/16 (reserved 10.225.0.0/16) is dropped here: `ip route del blackhole 10.225.0.0/16` if nothing needs it',
+    );
     expect(fix('fd00:224::/64 via fd00:99::2 dev veth1 metric 1024', 'fd00:224::/30')).toMatch(/`ip -6 route del fd00:224::\/64`$/);
     for (const f of found) expect(f.fix).not.toContain('\n');
   });
@@ -187,7 +216,8 @@ describe('listRoutes', () => {
     const noV6 = (async (_f: string, args: readonly string[]) =>
       args.includes('-6') ? result('', 2, 'RTNETLINK answers: Address family not supported by protocol\n') : result(fixture('host-v4.json'))) as Run;
     expect((await listRoutes(noV6)).every((r) => r.family === 4)).toBe(true);
-    const broken = (async (_f: string, args: readonly string[]) => (args.includes('-6') ? result('', 1, 'Error: something else\n') : result('[]'))) as Run;
+    const broken = (async (_f: string, args: readonly string[]) =>
+      args.includes('-6') ? result('', 1, 'Error: something else\n') : result('[]')) as Run;
     await expect(listRoutes(broken)).rejects.toBeInstanceOf(ToolError);
   });
 });

@@ -15,7 +15,17 @@ afterEach(async () => dir && rm(dir, { recursive: true, force: true }));
 
 const old = new Date(Date.now() - 86_400_000).toISOString();
 const rec = (containerID: string, ip: string): LedgerRecord => ({
-  v: 1, containerID, ifname: 'eth0', network: 'net', owner: 'pod', state: 'attached', placement: 'chained', ips: [ip], netns: '', createdAt: old, updatedAt: old,
+  v: 1,
+  containerID,
+  ifname: 'eth0',
+  network: 'net',
+  owner: 'pod',
+  state: 'attached',
+  placement: 'chained',
+  ips: [ip],
+  netns: '',
+  createdAt: old,
+  updatedAt: old,
 });
 
 async function world() {
@@ -25,7 +35,8 @@ async function world() {
   const ledger = await new Ledger(settings.stateDir, 'net').open();
   await ledger.put(rec('leak-a', '10.0.0.1'));
   await ledger.put(rec('leak-b', '10.0.0.2'));
-  const gc = (lockWaitMs: number) => runGc({ conf, ledger, delegate: undefined, run, log: silentLogger, valid: [], apply: true, graceMs: 0, forward: false, lockWaitMs });
+  const gc = (lockWaitMs: number) =>
+    runGc({ conf, ledger, delegate: undefined, run, log: silentLogger, valid: [], apply: true, graceMs: 0, forward: false, lockWaitMs });
   const stat = await readFile('/proc/self/stat', 'utf8');
   const holder = `${process.pid} ${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]}`;
   const lockOf = (cid: string) => join(ledger.dir, `.attach-${cid}:eth0.lock`);

@@ -17,14 +17,18 @@ import { Ledger } from '../../src/effects/ledger.js';
 import { ledgerGauges } from '../../src/metrics.js';
 import { fakes, ipamConf, record, resultWith, verbContext } from '../helpers/verb-context.js';
 
-const codeOf = (p: Promise<unknown>) => p.then(() => 0, (e: unknown) => (e instanceof CniError ? e.code : -1));
+const codeOf = (p: Promise<unknown>) =>
+  p.then(
+    () => 0,
+    (e: unknown) => (e instanceof CniError ? e.code : -1),
+  );
 
 describe('ADD in the IPAM slot', () => {
   it('records the attachment the delegate allocated', async () => {
     const f = fakes();
     const result = await cmdAdd(verbContext('ADD', ipamConf(), f));
     expect(result.ips?.map((i) => i.address)).toEqual(['10.0.0.5/24']);
-    expect((await f.ledger.get({ containerID: 'c1', ifname: 'eth0' }))).toMatchObject({ state: 'attached', ips: ['10.0.0.5'], owner: 'pod' });
+    expect(await f.ledger.get({ containerID: 'c1', ifname: 'eth0' })).toMatchObject({ state: 'attached', ips: ['10.0.0.5'], owner: 'pod' });
   });
 
   it("records an agentContainerIDs match as cilium-agent's (GC keeps it)", async () => {
@@ -51,7 +55,13 @@ describe('ADD in the IPAM slot', () => {
   });
 
   it('keeps the intent record for GC when the undo DEL fails too', async () => {
-    const f = fakes({ delegate: { del: () => { throw new CniError(ErrorCode.DelegateFailed, 'del failed'); } } });
+    const f = fakes({
+      delegate: {
+        del: () => {
+          throw new CniError(ErrorCode.DelegateFailed, 'del failed');
+        },
+      },
+    });
     await codeOf(cmdAdd(verbContext('ADD', ipamConf({ reservedCIDRs: ['10.0.0.0/28'] }), f)));
     expect([...f.ledger.records.values()].map((r) => r.state)).toEqual(['intent']);
   });
@@ -67,8 +77,12 @@ describe('ADD in the IPAM slot', () => {
   });
 
   it('counts the residue it removed on the context, not in a module global', async () => {
-    const EB = 'Bridge chain: PREROUTING, entries: 1, policy: ACCEPT\n-p ARP -i eth0 --arp-op Request --arp-ip-dst 10.0.0.5 -j arpreply --arpreply-mac 12:34:56:78:9a:bc\n';
-    const f = fakes({ run: (file, args) => (file === 'ebtables' ? (args.includes('-L') ? EB : '') : args.includes('neigh') ? '[]' : args.includes('route') ? '[]' : undefined) });
+    const EB =
+      'Bridge chain: PREROUTING, entries: 1, policy: ACCEPT\n-p ARP -i eth0 --arp-op Request --arp-ip-dst 10.0.0.5 -j arpreply --arpreply-mac 12:34:56:78:9a:bc\n';
+    const f = fakes({
+      run: (file, args) =>
+        file === 'ebtables' ? (args.includes('-L') ? EB : '') : args.includes('neigh') ? '[]' : args.includes('route') ? '[]' : undefined,
+    });
     const ctx = verbContext('ADD', ipamConf({ residue: { ebtables: true, neigh: true } }), f);
     await cmdAdd(ctx);
     expect(ctx.counters).toEqual({ residueRules: 1, residueNeighbours: 0, gcReleased: 0 });
@@ -90,7 +104,14 @@ describe('DEL tolerance', () => {
   });
 
   it('keeps the record when the delegate DEL fails, and passes its error through', async () => {
-    const f = fakes({ records: [record('c1')], delegate: { del: () => { throw new CniError(ErrorCode.DelegateFailed, 'busy'); } } });
+    const f = fakes({
+      records: [record('c1')],
+      delegate: {
+        del: () => {
+          throw new CniError(ErrorCode.DelegateFailed, 'busy');
+        },
+      },
+    });
     expect(await codeOf(cmdDel(verbContext('DEL', ipamConf(), f)))).toBe(ErrorCode.DelegateFailed);
     expect(f.ledger.records.size).toBe(1);
   });
@@ -118,7 +139,8 @@ describe('GC keep/release', () => {
         record('alive', { ips: ['10.0.0.3'], netns: aliveNs }),
         record('dead', { ips: ['10.0.0.4'], netns: join(dir, 'gone') }),
       ],
-      run: (file, args) => (file === 'nsenter' && args[0] === `--net=${aliveNs}` ? JSON.stringify([{ addr_info: [{ local: '10.0.0.3' }] }]) : undefined),
+      run: (file, args) =>
+        file === 'nsenter' && args[0] === `--net=${aliveNs}` ? JSON.stringify([{ addr_info: [{ local: '10.0.0.3' }] }]) : undefined,
     });
     const conf = { ...ipamConf(), cniVersion: '1.1.0', 'cni.dev/valid-attachments': [{ containerID: 'valid', ifname: 'eth0' }] };
     const ctx = verbContext('GC', conf, f);
@@ -128,13 +150,23 @@ describe('GC keep/release', () => {
     expect(dels).toEqual(['dead']);
     const gc = f.delegate.calls.find((c) => c.command === 'GC');
     expect(gc).toBeDefined();
-    expect((gc!.conf['cni.dev/valid-attachments'] as Array<{ containerID: string }>).map((a) => a.containerID).sort()).toEqual(['alive', 'cilium-agent-node', 'valid']);
+    expect((gc!.conf['cni.dev/valid-attachments'] as Array<{ containerID: string }>).map((a) => a.containerID).sort()).toEqual([
+      'alive',
+      'cilium-agent-node',
+      'valid',
+    ]);
     expect(ctx.counters.gcReleased).toBe(1);
   });
 });
 
 describe('agent IPs', () => {
-  const deps = (f: ReturnType<typeof fakes>) => ({ conf: parseNetConf(ipamConf()), ledger: f.ledger, delegate: f.delegate, run: f.run, log: silentLogger });
+  const deps = (f: ReturnType<typeof fakes>) => ({
+    conf: parseNetConf(ipamConf()),
+    ledger: f.ledger,
+    delegate: f.delegate,
+    run: f.run,
+    log: silentLogger,
+  });
   const netnsOk = () => '';
 
   it('allocates once and reuses the allocation while the delegate still holds it', async () => {
@@ -149,7 +181,15 @@ describe('agent IPs', () => {
 
   it('allocates again (DEL first) when the delegate no longer holds the recorded address', async () => {
     let n = 5;
-    const f = fakes({ run: netnsOk, delegate: { add: () => resultWith(`10.0.0.${n++}`), check: () => { throw new Error('not held'); } } });
+    const f = fakes({
+      run: netnsOk,
+      delegate: {
+        add: () => resultWith(`10.0.0.${n++}`),
+        check: () => {
+          throw new Error('not held');
+        },
+      },
+    });
     await allocateAgentIp(deps(f), 'node1');
     const again = await allocateAgentIp(deps(f), 'node1');
     expect(again).toMatchObject({ action: 'reallocated', ips: ['10.0.0.6'] });

@@ -140,7 +140,8 @@ export class CriBed implements CriBedDirs {
   }
 
   private async setup(opts: CriBedOptions): Promise<void> {
-    for (const d of ['root', 'state', 'runc', 'pod-logs', 'cni-bin', 'net.d']) await mkdir(path.join(this.baseDir, d), { recursive: true, mode: 0o700 });
+    for (const d of ['root', 'state', 'runc', 'pod-logs', 'cni-bin', 'net.d'])
+      await mkdir(path.join(this.baseDir, d), { recursive: true, mode: 0o700 });
     const pluginDir = opts.pluginDir ?? process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
     for (const p of await readdir(pluginDir)) await symlink(path.join(pluginDir, p), path.join(this.binDir, p));
     await symlink(CRI_SHIM, path.join(this.binDir, 'ipam-shim'));
@@ -183,7 +184,8 @@ export class CriBed implements CriBedDirs {
         await this.client.version(2_000);
         return;
       } catch (e) {
-        if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline) throw new Error(`containerd did not come up: ${(e as Error).message}\n${await this.logTail()}`);
+        if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline)
+          throw new Error(`containerd did not come up: ${(e as Error).message}\n${await this.logTail()}`);
         await sleep(100);
       }
     }
@@ -217,7 +219,8 @@ export class CriBed implements CriBedDirs {
     // 1.6's CRI sees the image when ctr returns; 2.x's image store learns of it from an event a moment later.
     const deadline = Date.now() + 10_000;
     while (!(await this.cri.imageStatus(SANDBOX_IMAGE))) {
-      if (Date.now() > deadline) throw new Error(`CRI does not see the imported sandbox image (containerd ${this.containerd.version})\n${await this.logTail()}`);
+      if (Date.now() > deadline)
+        throw new Error(`CRI does not see the imported sandbox image (containerd ${this.containerd.version})\n${await this.logTail()}`);
       await sleep(50);
     }
   }
@@ -338,11 +341,15 @@ export class CriBed implements CriBedDirs {
 
   /** Runs the built shim's operator CLI on the node (its netns, the host's mount namespace, a node's env). */
   async cli(args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string; json: any }> {
-    const r = await execa('nsenter', [`--net=/run/netns/${this.node}`, CRI_SHIM, ...args, '--conflist', this.confListPath, '--cni-path', this.binDir, '--json'], {
-      env: this.env,
-      extendEnv: false,
-      reject: false,
-    });
+    const r = await execa(
+      'nsenter',
+      [`--net=/run/netns/${this.node}`, CRI_SHIM, ...args, '--conflist', this.confListPath, '--cni-path', this.binDir, '--json'],
+      {
+        env: this.env,
+        extendEnv: false,
+        reject: false,
+      },
+    );
     let json: any;
     try {
       json = JSON.parse(r.stdout);
@@ -454,7 +461,12 @@ export class CriBed implements CriBedDirs {
 
 /** containerd 1.6's shim socket for a task: /run/containerd/s/sha256(<grpc address>/<namespace>/<id>). */
 export function shimSocket(containerdSocket: string, id: string): string {
-  return path.join(SHIM_SOCKETS, createHash('sha256').update(path.join(containerdSocket, K8S_NAMESPACE, id)).digest('hex'));
+  return path.join(
+    SHIM_SOCKETS,
+    createHash('sha256')
+      .update(path.join(containerdSocket, K8S_NAMESPACE, id))
+      .digest('hex'),
+  );
 }
 
 /** Live pids whose command line names `baseDir` or whose cgroup lies below `cgroupParent` (the caller's own excluded). */
@@ -480,7 +492,8 @@ async function removeCgroups(parent: string): Promise<void> {
   const dirs = [path.join(root, parent), ...(await readdir(root).catch(() => [] as string[])).map((c) => path.join(root, c, parent))];
   for (const dir of dirs) {
     if (!existsSync(dir)) continue;
-    for (const child of await readdir(dir, { withFileTypes: true })) if (child.isDirectory()) await rmdir(path.join(dir, child.name)).catch(() => undefined);
+    for (const child of await readdir(dir, { withFileTypes: true }))
+      if (child.isDirectory()) await rmdir(path.join(dir, child.name)).catch(() => undefined);
     await rmdir(dir).catch(() => undefined);
   }
 }

@@ -129,7 +129,12 @@ export class CriClient {
    * every network with its conflist's `Source` text) and `lastCNILoadStatus` ("OK" or the load error), both JSON.
    */
   async statusVerbose(verbose = true, timeoutMs?: number): Promise<{ conditions: RuntimeCondition[]; info: Record<string, string> }> {
-    const r = await this.call<{ status: { conditions: RuntimeCondition[] }; info: Record<string, string> }>(this.runtime, 'Status', { verbose }, timeoutMs);
+    const r = await this.call<{ status: { conditions: RuntimeCondition[] }; info: Record<string, string> }>(
+      this.runtime,
+      'Status',
+      { verbose },
+      timeoutMs,
+    );
     return { conditions: r.status.conditions, info: r.info ?? {} };
   }
 
@@ -155,7 +160,10 @@ export class CriClient {
 
   /** The status, and with `verbose` containerd's info document (pid, runtimeSpec with the netns path, …). */
   async podSandboxStatus(id: string, verbose = true): Promise<{ status: PodSandboxStatus; info: Record<string, any> }> {
-    const r = await this.call<{ status: PodSandboxStatus; info: Record<string, string> }>(this.runtime, 'PodSandboxStatus', { pod_sandbox_id: id, verbose });
+    const r = await this.call<{ status: PodSandboxStatus; info: Record<string, string> }>(this.runtime, 'PodSandboxStatus', {
+      pod_sandbox_id: id,
+      verbose,
+    });
     return { status: r.status, info: r.info?.info ? JSON.parse(r.info.info) : {} };
   }
 

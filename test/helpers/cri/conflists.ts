@@ -45,12 +45,14 @@ export function shimConfList(dirs: CriBedDirs, o: ShimConfListOptions): Record<s
   const delegate = hostLocal(dirs, o.ranges);
   const shim = { stateDir: dirs.stateDir, logFile: dirs.logFile, ...o.shim };
   const main = { type: 'ptp', ipMasq: false, mtu: 1500 };
-  const plugins: Array<Record<string, unknown>> =
-    o.withoutShim
-      ? [{ ...main, ipam: delegate }]
-      : o.placement === 'chained'
-        ? [{ ...main, ipam: delegate }, { type: 'ipam-shim', delegate, ...shim }]
-        : [{ ...main, ipam: { type: 'ipam-shim', delegate, ...shim } }];
+  const plugins: Array<Record<string, unknown>> = o.withoutShim
+    ? [{ ...main, ipam: delegate }]
+    : o.placement === 'chained'
+      ? [
+          { ...main, ipam: delegate },
+          { type: 'ipam-shim', delegate, ...shim },
+        ]
+      : [{ ...main, ipam: { type: 'ipam-shim', delegate, ...shim } }];
   if (o.loggerLog) plugins.push({ type: 'cni-logger', logFile: o.loggerLog });
   return { cniVersion: o.cniVersion, name: dirs.network, plugins };
 }

@@ -96,7 +96,12 @@ export function containerdConfig(build: ContainerdBuild, d: ContainerdConfigDirs
     '  SystemdCgroup = false',
     `  Root = ${q(path.join(d.baseDir, 'runc'))}`,
   ];
-  const sandboxSettings = ['  enable_selinux = false', '  disable_apparmor = true', '  restrict_oom_score_adj = true', '  netns_mounts_under_state_dir = false'];
+  const sandboxSettings = [
+    '  enable_selinux = false',
+    '  disable_apparmor = true',
+    '  restrict_oom_score_adj = true',
+    '  netns_mounts_under_state_dir = false',
+  ];
   if (build.major < 2) {
     const cri = '[plugins."io.containerd.grpc.v1.cri"]';
     return [
