@@ -244,43 +244,6 @@ d('GC', () => {
       },
     );
 
-  it('`ipam-shim gc --apply` releases exactly the uncached pod attachments that are dead', async () => {
-    const w = await world();
-    const uncachedAlive = await pod('pod-uncached-alive');
-    await unlink(b.runner.cacheFilePath('pod-uncached-alive'));
-    await unlink(b.runner.cacheFilePath('pod-dead'));
-    const gc = (apply: boolean) =>
-      execa(
-        'ip',
-        [
-          'netns',
-          'exec',
-          b.node,
-          SHIM,
-          'gc',
-          '--conflist',
-          b.conflistPath,
-          '--cni-path',
-          b.cniPath,
-          '--cache-dir',
-          join(b.s.dir, 'cache'),
-          '--grace-seconds',
-          '0',
-          '--json',
-          ...(apply ? ['--apply'] : []),
-        ],
-        { reject: false },
-      );
-    const dry = await gc(false);
-    expect(dry.exitCode, dry.stderr).toBe(1);
-    expect(JSON.parse(dry.stdout).release.map((r: any) => r.containerID)).toEqual(['pod-dead']);
-    expect(await store()).toContain(w.dead.ip);
-    const applied = await gc(true);
-    expect(applied.exitCode, applied.stderr + applied.stdout).toBe(0);
-    expect(JSON.parse(applied.stdout).released).toEqual([{ containerID: 'pod-dead', ifname: 'eth0' }]);
-    expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip, uncachedAlive.ip].sort());
-  });
-
   /** `ipam-shim gc` on the node, dry run unless --apply is among `extra`. */
   const gcCli = async (cacheDir: string, extra: string[] = []) => {
     const r = await execa(
@@ -306,6 +269,22 @@ d('GC', () => {
     );
     return { ...r, json: r.stdout ? JSON.parse(r.stdout) : undefined };
   };
+
+  it('`ipam-shim gc --apply` releases exactly the uncached pod attachments that are dead', async () => {
+    const w = await world();
+    const uncachedAlive = await pod('pod-uncached-alive');
+    await unlink(b.runner.cacheFilePath('pod-uncached-alive'));
+    await unlink(b.runner.cacheFilePath('pod-dead'));
+    const gc = (apply: boolean) => gcCli(join(b.s.dir, 'cache'), apply ? ['--apply'] : []);
+    const dry = await gc(false);
+    expect(dry.exitCode, dry.stderr).toBe(1);
+    expect(JSON.parse(dry.stdout).release.map((r: any) => r.containerID)).toEqual(['pod-dead']);
+    expect(await store()).toContain(w.dead.ip);
+    const applied = await gc(true);
+    expect(applied.exitCode, applied.stderr + applied.stdout).toBe(0);
+    expect(JSON.parse(applied.stdout).released).toEqual([{ containerID: 'pod-dead', ifname: 'eth0' }]);
+    expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip, uncachedAlive.ip].sort());
+  });
 
   it('a runtime cache out of sight (missing, unreadable, nothing for the network) releases nothing, says why, and exits 1; --allow-empty-cache overrides', async () => {
     const w = await world();

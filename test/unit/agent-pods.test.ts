@@ -6,27 +6,15 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { LedgerRecord } from '../../src/effects/ledger.js';
 import { cachedAttachments } from '../../src/gc/from-cache.js';
 import { podName, viewPods } from '../../src/agent/pods.js';
 import { parseCidrs } from '../../src/net/cidr.js';
+import { podRecord } from '../helpers/ledger-record.js';
 
 let dir: string | undefined;
 afterEach(async () => dir && rm(dir, { recursive: true, force: true }));
 
-const rec = (containerID: string, ip: string): LedgerRecord => ({
-  v: 1,
-  containerID,
-  ifname: 'eth0',
-  network: 'net',
-  owner: 'pod',
-  state: 'attached',
-  placement: 'chained',
-  ips: [ip],
-  netns: '',
-  createdAt: '',
-  updatedAt: '',
-});
+const rec = (containerID: string, ip: string) => podRecord(containerID, ip);
 const args = (ns: string, name: string) => [
   ['IgnoreUnknown', '1'],
   ['K8S_POD_NAMESPACE', ns],

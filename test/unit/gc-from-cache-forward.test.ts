@@ -7,30 +7,19 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ShimSettingsSchema, type NetConf } from '../../src/cni/config.js';
 import { Delegate } from '../../src/effects/delegate.js';
-import { Ledger, type LedgerRecord } from '../../src/effects/ledger.js';
+import { Ledger } from '../../src/effects/ledger.js';
 import { run } from '../../src/effects/exec.js';
 import { silentLogger } from '../../src/log.js';
 import { gcFromCache } from '../../src/gc/from-cache.js';
 import { runGc } from '../../src/gc/run-gc.js';
+import { podRecord } from '../helpers/ledger-record.js';
 
 const FIXTURE_BIN = join(__dirname, '..', 'fixtures', 'bin');
 let dir: string | undefined;
 afterEach(async () => dir && rm(dir, { recursive: true, force: true }));
 
 const old = new Date(Date.now() - 86_400_000).toISOString();
-const rec = (containerID: string, ip: string): LedgerRecord => ({
-  v: 1,
-  containerID,
-  ifname: 'eth0',
-  network: 'net',
-  owner: 'pod',
-  state: 'attached',
-  placement: 'chained',
-  ips: [ip],
-  netns: '',
-  createdAt: old,
-  updatedAt: old,
-});
+const rec = (containerID: string, ip: string) => podRecord(containerID, ip, old);
 
 async function world() {
   dir = await mkdtemp(join(tmpdir(), 'gc-forward-'));
