@@ -88,6 +88,21 @@ export interface Attachment {
   ifname: string;
 }
 
+/**
+ * The one spelling of an attachment as a map key and a ledger file name (`<containerID>:<ifname>`): a container
+ * ID holds no `:` (runtimes use hex or a name), so the last `:` splits it back (attachmentOfKey).
+ */
+export const attachmentKey = (a: Attachment): string => `${a.containerID}:${a.ifname}`;
+
+/** attachmentKey's inverse. */
+export function attachmentOfKey(key: string): Attachment {
+  const at = key.lastIndexOf(':');
+  return { containerID: key.slice(0, at), ifname: key.slice(at + 1) };
+}
+
+/** How an attachment is named to people (logs, errors, doctor): `<containerID>/<ifname>`. */
+export const attachmentName = (a: Attachment): string => `${a.containerID}/${a.ifname}`;
+
 export interface NetConf {
   raw: Record<string, unknown>;
   cniVersion: string;
