@@ -8,26 +8,17 @@ import { writeFileAtomic } from './effects/fs-atomic.js';
 import { Ledger, ownerOf } from './effects/ledger.js';
 import { withLock } from './effects/lock.js';
 import type { Outcome } from './cni/skel.js';
-import { ErrorCode } from './cni/errors.js';
 import type { Logger } from './log.js';
 import type { InvocationCounters } from './verbs/context.js';
+import type { CniFamily, TallySeries } from './fixes/fix.js';
+import { FIXES } from './fixes/registry.js';
 
 export const METRICS_LOCK_TIMEOUT_MS = 2_000;
 
-interface Family {
-  type: 'counter' | 'gauge' | 'histogram';
-  help: string;
-}
-
-/** Every series the shim writes. Names and labels are a contract with dashboards: add, never rename. */
-export const FAMILIES: Record<string, Family> = {
+/** The core's families, then every fix's own (Fix.metrics.families). */
+const CORE_FAMILIES: Record<string, CniFamily> = {
   ipam_shim_invocations_total: { type: 'counter', help: 'CNI invocations by network and verb.' },
   ipam_shim_errors_total: { type: 'counter', help: 'Failed CNI invocations by network, verb and CNI error code.' },
-  ipam_shim_residue_removed_total: {
-    type: 'counter',
-    help: 'azure-vnet residue removed for handed-out addresses, by kind (ebtables rule, neighbour entry).',
-  },
-  ipam_shim_reserved_refusals_total: { type: 'counter', help: 'ADDs refused because the address lies in a reserved CIDR (error 100).' },
   ipam_shim_gc_released_total: { type: 'counter', help: 'Attachments released by the GC verb.' },
   ipam_shim_stale_records_taken_total: {
     type: 'counter',
@@ -45,6 +36,19 @@ export const FAMILIES: Record<string, Family> = {
     help: "CNI calls' wall time by network and verb, process start to the outcome (what the runtime waits for, less the metrics update).",
   },
 };
+
+/** The core's tallies (src/verbs/context.ts InvocationCounters) and the counters they add to. */
+const CORE_TALLIES: TallySeries[] = [
+  { tally: 'gcReleased', family: 'ipam_shim_gc_released_total' },
+  { tally: 'staleTaken', family: 'ipam_shim_stale_records_taken_total' },
+  { tally: 'delRecordsKept', family: 'ipam_shim_del_records_kept_total' },
+];
+
+/** Every series the shim writes. Names and labels are a contract with dashboards: add, never rename. */
+export const FAMILIES: Record<string, CniFamily> = Object.assign({}, CORE_FAMILIES, ...FIXES.map((f) => f.metrics?.families ?? {}));
+
+/** Every tally a call may carry, core's and fixes'. */
+const TALLIES: TallySeries[] = [...CORE_TALLIES, ...FIXES.flatMap((f) => f.metrics?.tallies ?? [])];
 
 /** Upper bounds (seconds) of the duration histogram: an ADD takes ~0.1 s; the delegate's timeout is 30 s by default. */
 export const DURATION_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] as const;
@@ -131,11 +135,8 @@ export interface Update {
   verb: string;
   /** 0 for success, else the CNI error code. */
   code: number;
-  residueRules: number;
-  residueNeighbours: number;
-  gcReleased: number;
-  staleTaken?: number;
-  delRecordsKept?: number;
+  /** What the call did, by tally (src/verbs/context.ts InvocationCounters). */
+  counts: InvocationCounters;
   /** undefined when the ledger could not be read (gauges keep their last value). */
   ledger?: { attachments: number; agentIps: number };
   nowSeconds: number;
@@ -153,22 +154,13 @@ export function applyUpdate(series: Map<string, Series>, u: Update): Map<string,
   const net = { network: u.network };
   add('ipam_shim_invocations_total', { ...net, verb: u.verb }, 1);
   if (u.code !== 0) add('ipam_shim_errors_total', { ...net, verb: u.verb, code: String(u.code) }, 1);
-  if (u.verb === 'ADD' && u.code === ErrorCode.ReservedAddress) add('ipam_shim_reserved_refusals_total', net, 1);
-  if (u.residueRules) add('ipam_shim_residue_removed_total', { ...net, kind: 'ebtables' }, u.residueRules);
-  if (u.residueNeighbours) add('ipam_shim_residue_removed_total', { ...net, kind: 'neigh' }, u.residueNeighbours);
-  if (u.gcReleased) add('ipam_shim_gc_released_total', net, u.gcReleased);
-  if (u.staleTaken) add('ipam_shim_stale_records_taken_total', net, u.staleTaken);
-  if (u.delRecordsKept) add('ipam_shim_del_records_kept_total', net, u.delRecordsKept);
-  // Counters that exist from the first invocation on, so rate() works from zero.
-  for (const [name, labels] of [
-    ['ipam_shim_reserved_refusals_total', net],
-    ['ipam_shim_gc_released_total', net],
-    ['ipam_shim_stale_records_taken_total', net],
-    ['ipam_shim_del_records_kept_total', net],
-    ['ipam_shim_residue_removed_total', { ...net, kind: 'ebtables' }],
-    ['ipam_shim_residue_removed_total', { ...net, kind: 'neigh' }],
-  ] as const)
-    add(name, labels, 0);
+  const counts = { ...u.counts };
+  for (const fix of FIXES) {
+    const t = fix.metrics?.outcome?.(u.verb, u.code);
+    if (t) counts[t] = (counts[t] ?? 0) + 1;
+  }
+  // Every tally's series exists from the first invocation on, so rate() works from zero.
+  for (const t of TALLIES) add(t.family, { ...net, ...t.labels }, counts[t.tally] ?? 0);
   if (u.ledger) {
     set('ipam_shim_ledger_attachments', net, u.ledger.attachments);
     set('ipam_shim_agent_ips', net, u.ledger.agentIps);
@@ -237,11 +229,7 @@ export async function recordInvocation(outcome: Outcome, counters: InvocationCou
         network: conf.name,
         verb: outcome.command,
         code: outcome.error?.code ?? 0,
-        residueRules: counters.residueRules,
-        residueNeighbours: counters.residueNeighbours,
-        gcReleased: counters.gcReleased,
-        staleTaken: counters.staleTaken ?? 0,
-        delRecordsKept: counters.delRecordsKept ?? 0,
+        counts: counters,
         nowSeconds: Date.now() / 1000,
         ...(ms === undefined ? {} : { durationSeconds: ms / 1000 }),
       },

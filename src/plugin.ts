@@ -4,7 +4,7 @@ import { readStdin } from './cni/stdin.js';
 import { createLogger, logBound, silentLogger, type Logger } from './log.js';
 import { DEFAULT_LOG_BACKUPS, DEFAULT_LOG_MAX_BYTES } from './cni/config.js';
 import { parseCniArgs, podOf, type PodRef } from './cni/env.js';
-import { createContext } from './verbs/context.js';
+import { createContext, type InvocationCounters } from './verbs/context.js';
 import type { Run } from './effects/exec.js';
 import { sinceStart, takeSpans } from './spans.js';
 
@@ -70,7 +70,7 @@ export async function runPlugin(
 ): Promise<{ stdout: string; exitCode: number }> {
   const marks: CallMarks = { ...startMarks, started: sinceStart() };
   let log: Logger = silentLogger;
-  const counters = { residueRules: 0, residueNeighbours: 0, gcReleased: 0 };
+  const counters: InvocationCounters = {};
   const verbs = async (): Promise<Verbs> => {
     const ctx = (req: Parameters<Verbs['ADD']>[0]) => createContext(req, log, procEnv, run, counters);
     return {

@@ -4,8 +4,9 @@
 //
 // The sample ADD and DEL are real CNI calls through runPlugin (the dispatcher, the logger on a file, the context
 // builder with the file-backed ledger, the delegate runner, the verbs), with a scripted Run answering for a
-// stand-in delegate and for the node's tools with their real output: every ADD and DEL step is
-// warmed, a new one included, without a copy of the steps here. Code a call runs that the warm-up did not is
+// stand-in delegate and, from each fix's own answers (Fix.warm), for the node's tools with their real output and
+// for the /proc files read instead of starting a tool: every ADD and DEL step of every fix is warmed, a new one
+// included, without a copy of the steps here. Code a call runs that the warm-up did not is
 // parsed and compiled on every call (~0.1 ms per function).
 //
 // Nothing here may leave state a call could see: the snapshot is shared by every invocation. Files: a private
@@ -17,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { scriptedRun } from './effects/scripted-run.js';
 import { takeSpans } from './spans.js';
+import { FIXES } from './fixes/registry.js';
 
 const DELEGATE = 'warm-ipam';
 const conf = (dir: string) => ({
@@ -41,43 +43,37 @@ const RESULT = {
   routes: [{ dst: '0.0.0.0/0' }],
   dns: {},
 };
-const EBTABLES = [
-  'Bridge table: nat',
-  '',
-  'Bridge chain: PREROUTING, entries: 2, policy: ACCEPT',
-  '-p ARP -i eth0 --arp-op Request --arp-ip-dst 10.0.0.2 -j arpreply --arpreply-mac 12:34:56:78:9a:bc',
-  '-p IPv4 -i eth0 --ip-dst 10.0.0.2 -j dnat --to-dst 12:34:56:78:9a:bc --dnat-target ACCEPT',
-  '-p IPv6 -i eth0 --ip6-dst fd00::2 -j dnat --to-dst 12:34:56:78:9a:bc --dnat-target ACCEPT',
-].join('\n');
-// `nft -j list table ip6 azureSLBProbe` as nft 1.0.6 prints the rewrite this shim installs.
-const NFT =
-  '{"nftables": [{"metainfo": {"version": "1.0.6", "release_name": "Lester Gooch #5", "json_schema_version": 1}}, {"table": {"family": "ip6", "name": "azureSLBProbe", "handle": 2}}, {"chain": {"family": "ip6", "table": "azureSLBProbe", "name": "prerouting", "handle": 1, "type": "filter", "hook": "prerouting", "prio": -300, "policy": "accept"}}, {"chain": {"family": "ip6", "table": "azureSLBProbe", "name": "postrouting", "handle": 2, "type": "filter", "hook": "postrouting", "prio": -300, "policy": "accept"}}, {"rule": {"family": "ip6", "table": "azureSLBProbe", "chain": "prerouting", "handle": 4, "expr": [{"match": {"op": "==", "left": {"meta": {"key": "iifname"}}, "right": "eth0"}}, {"match": {"op": "==", "left": {"payload": {"protocol": "icmpv6", "field": "type"}}, "right": {"set": ["nd-router-advert", "nd-neighbor-solicit", "nd-neighbor-advert"]}}}, {"counter": {"packets": 0, "bytes": 0}}, {"accept": null}]}}, {"rule": {"family": "ip6", "table": "azureSLBProbe", "chain": "prerouting", "handle": 5, "expr": [{"match": {"op": "==", "left": {"meta": {"key": "iifname"}}, "right": "eth0"}}, {"match": {"op": "==", "left": {"payload": {"protocol": "ip6", "field": "saddr"}}, "right": "fe80::1234:5678:9abc"}}, {"mangle": {"key": {"payload": {"protocol": "ip6", "field": "saddr"}}, "value": "2603:1062:0:1:fe80:1234:5678:9abc"}}, {"counter": {"packets": 0, "bytes": 0}}]}}, {"rule": {"family": "ip6", "table": "azureSLBProbe", "chain": "postrouting", "handle": 6, "expr": [{"match": {"op": "==", "left": {"meta": {"key": "oifname"}}, "right": "eth0"}}, {"match": {"op": "==", "left": {"payload": {"protocol": "ip6", "field": "daddr"}}, "right": "2603:1062:0:1:fe80:1234:5678:9abc"}}, {"mangle": {"key": {"payload": {"protocol": "ip6", "field": "daddr"}}, "value": "fe80::1234:5678:9abc"}}, {"counter": {"packets": 0, "bytes": 0}}]}}]}';
-const ROUTE6 = '[{"dst":"default","gateway":"fe80::1","dev":"eth0","protocol":"ra","metric":1024,"flags":[],"pref":"medium"}]';
-const NEIGH = '[{"dst":"10.0.0.2","dev":"eth0","lladdr":"12:34:56:78:9a:bc","state":["PERMANENT"]},{"dst":"fd00::2","dev":"eth0","state":["STALE"]}]';
+/** Every fix's /proc answers. */
+const PROC = new Map(FIXES.flatMap((f) => Object.entries(f.warm?.proc ?? {})));
 
 /**
- * The answers of the stand-in delegate (VERSION, ADD with RESULT, DEL) and of the node's tools: the residue listings,
- * the probe table, the uplink; deletions succeed; the rest is absent.
+ * The answers of the stand-in delegate (VERSION, ADD with RESULT, DEL), then every fix's (Fix.warm: the node's
+ * tools as they print, and the /proc files they read), so that each fix's ADD, DEL and STATUS branches a real
+ * call takes are the ones warmed; the rest is absent.
  */
-export const warmRun = scriptedRun((file, args, opts) => {
-  if (file.endsWith(`/${DELEGATE}`)) {
-    const command = opts.env?.CNI_COMMAND;
-    return command === 'VERSION'
-      ? JSON.stringify({ cniVersion: '1.1.0', supportedVersions: ['0.3.1', '0.4.0', '1.0.0', '1.1.0'] })
-      : command === 'ADD'
-        ? JSON.stringify(RESULT)
-        : '';
-  }
-  const cmd = `${file} ${args.join(' ')}`;
-  if (cmd === 'ebtables -t nat -L PREROUTING') return EBTABLES;
-  if (cmd === 'ip -j neigh show') return NEIGH;
-  if (cmd.startsWith('nft -j list table ip6')) return NFT;
-  if (cmd === 'ip -j -6 route show default') return ROUTE6;
-  if (/^ip -j -[46] route show table all$/.test(cmd)) return '[]';
-  if (cmd === 'ip -j link show') return '[{"ifname":"eth0","address":"02:00:00:00:00:09"}]';
-  if (file === 'ebtables' || (file === 'ip' && args[0] === 'neigh')) return '';
-  return undefined;
-});
+export const warmRun = scriptedRun(
+  (file, args, opts) => {
+    if (file.endsWith(`/${DELEGATE}`)) {
+      const command = opts.env?.CNI_COMMAND;
+      return command === 'VERSION'
+        ? JSON.stringify({ cniVersion: '1.1.0', supportedVersions: ['0.3.1', '0.4.0', '1.0.0', '1.1.0'] })
+        : command === 'ADD'
+          ? JSON.stringify(RESULT)
+          : '';
+    }
+    for (const fix of FIXES) {
+      const answer = fix.warm?.run(file, args, opts);
+      if (answer !== undefined) return answer;
+    }
+    return undefined;
+  },
+  [],
+  (path) => {
+    const text = PROC.get(path);
+    if (text === undefined) throw new Error(`snapshot warm-up: no /proc answer for ${path}`);
+    return text;
+  },
+);
 
 export async function warm(): Promise<void> {
   // The one built-in module an ADD needs beyond Node's own start-up: child processes. Its file calls are

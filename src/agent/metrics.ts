@@ -8,11 +8,17 @@ import { hostname } from 'node:os';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { EntryInUse } from '../conflist.js';
 import { FAMILIES, parseMetrics, renderMetrics, type Series, seriesKey } from '../metrics.js';
+import type { AgentFamily } from '../fixes/fix.js';
+import { FIXES } from '../fixes/registry.js';
 
 /** Labels any plugin series may carry (src/metrics.ts applyUpdate). */
 const PLUGIN_LABELS = ['network', 'verb', 'code', 'kind'] as const;
 
-export type Step = 'network' | 'gc' | 'pods' | 'residue' | 'probe';
+/** The pass's own steps; every fix with an agent step adds its own (Fix.agent.step), run after these. */
+const CORE_STEPS = ['network', 'gc', 'pods'] as const;
+
+/** Every step a pass runs, in order. */
+const STEPS: readonly string[] = [...CORE_STEPS, ...FIXES.flatMap((f) => (f.agent ? [f.agent.step] : []))];
 
 export class AgentMetrics {
   readonly registry = new Registry();
@@ -75,23 +81,6 @@ export class AgentMetrics {
     labelNames: ['network'],
     registers: [this.registry],
   });
-  readonly reservedPods = new Gauge({
-    name: 'ipam_shim_agent_reserved_pods',
-    help: "Pods in the runtime's result cache holding an address inside reservedCIDRs (reported, never touched; the log names each pod).",
-    labelNames: ['network'],
-    registers: [this.registry],
-  });
-  readonly residue = new Counter({
-    name: 'ipam_shim_agent_residue_removed_total',
-    help: 'azure-vnet residue removed for ledger addresses and the addresses of pods the shim never saw, by kind.',
-    labelNames: ['network', 'kind'],
-    registers: [this.registry],
-  });
-  readonly probeRestores = new Counter({
-    name: 'ipam_shim_agent_probe_restores_total',
-    help: 'Times the IPv6 probe rewrite table was found missing or drifted and put back.',
-    registers: [this.registry],
-  });
   readonly entryInUse = new Gauge({
     name: 'ipam_shim_agent_conflist_entry_in_use',
     help: "1 when the shim's entry is in the network config the runtime uses now (the first in the conf dir; with installing disabled, the configured conflist), else 0: pods start without the shim. Checked at each scrape.",
@@ -120,11 +109,34 @@ export class AgentMetrics {
 
   constructor() {
     for (const k of ['ok', 'error', 'stopped']) this.passes.inc({ outcome: k }, 0);
-    for (const s of ['network', 'gc', 'pods', 'residue', 'probe']) this.errors.inc({ step: s }, 0);
-    this.probeRestores.inc(0);
+    for (const s of STEPS) this.errors.inc({ step: s }, 0);
+    for (const fam of FIXES.flatMap((f) => f.agent?.families ?? [])) this.fixFamily(fam);
     this.buildInfo.set({ version: process.env.IPAM_SHIM_VERSION ?? 'unbundled', node: process.env.NODE_NAME || hostname() }, 1);
     for (const [name, fam] of Object.entries(FAMILIES)) if (fam.type !== 'histogram') this.pluginFamily(name, fam.type, fam.help);
     this.processGauges();
+  }
+
+  private readonly fixSeries = new Map<string, Counter | Gauge>();
+
+  /** A series a fix declared (Fix.agent.families), created with the registry. */
+  private fixFamily(fam: AgentFamily): void {
+    const opts = { name: fam.name, help: fam.help, labelNames: fam.labelNames ?? [], registers: [this.registry] };
+    const series = fam.type === 'counter' ? new Counter(opts) : new Gauge(opts);
+    if (fam.zero) series instanceof Counter ? series.inc(0) : series.set(0);
+    this.fixSeries.set(fam.name, series);
+  }
+
+  /** A fix's counter by name; throws for a name no fix declared as a counter (a bug, caught by any pass). */
+  counter(name: string): Counter {
+    const s = this.fixSeries.get(name);
+    if (!(s instanceof Counter)) throw new TypeError(`no agent counter ${name} is declared by a fix`);
+    return s;
+  }
+
+  gauge(name: string): Gauge {
+    const s = this.fixSeries.get(name);
+    if (!(s instanceof Gauge)) throw new TypeError(`no agent gauge ${name} is declared by a fix`);
+    return s;
   }
 
   /**

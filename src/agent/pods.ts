@@ -3,7 +3,7 @@
 // cilium-agent or CNS rewrite leaves, during an upgrade) are in the cache only: their residue is the agent's to
 // remove, their count tells the operator that pods start outside the chain, and one holding a reserved address is
 // reported (never touched: the address may be the reserved subnet's real owner's too).
-import type { CachedPod } from '../gc/from-cache.js';
+import type { CachedPod } from '../gc/cached-pod.js';
 import type { LedgerRecord } from '../effects/ledger.js';
 import type { Cidr } from '../net/cidr.js';
 import { findReservedHit } from '../reserved/ranges.js';

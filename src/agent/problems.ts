@@ -3,7 +3,6 @@
 // minified bundle's stack) all day. The counters (ipam_shim_agent_errors_total) still count every pass.
 import { CniError } from '../cni/errors.js';
 import type { Logger } from '../log.js';
-import type { Step } from './metrics.js';
 
 interface Open {
   /** What tells this problem from another of the same step (the log is deduplicated on it; nothing else decides on it). */
@@ -19,10 +18,10 @@ const errorFields = (e: unknown): Record<string, unknown> =>
 const keyOf = (e: unknown): string => (e instanceof CniError ? `${e.code} ${e.msg}` : e instanceof Error ? `${e.name} ${e.message}` : String(e));
 
 export class PersistingProblems {
-  private readonly open = new Map<Step, Open>();
+  private readonly open = new Map<string, Open>();
 
   /** A step failed: logged at error level when this problem is new for the step (or differs from the last one), else at debug. */
-  failed(step: Step, e: unknown, log: Logger): void {
+  failed(step: string, e: unknown, log: Logger): void {
     const key = keyOf(e);
     const known = this.open.get(step);
     if (known?.key === key) {
@@ -35,7 +34,7 @@ export class PersistingProblems {
   }
 
   /** A step ran through: a problem it had is logged as over. */
-  succeeded(step: Step, log: Logger): void {
+  succeeded(step: string, log: Logger): void {
     const known = this.open.get(step);
     if (!known) return;
     this.open.delete(step);
@@ -43,7 +42,7 @@ export class PersistingProblems {
   }
 
   /** The problems still open (the agent's last line names them). */
-  current(): { step: Step; since: string; passes: number; problem: string }[] {
+  current(): { step: string; since: string; passes: number; problem: string }[] {
     return [...this.open].map(([step, o]) => ({ step, since: o.since, passes: o.passes, problem: o.key }));
   }
 }

@@ -1,28 +1,26 @@
 // One reconcile pass of the node agent, on the shim's network as the plugin sees it (src/cli/network.ts):
 //   gc       leaked pod attachments, from the runtime's result cache, with every guard of `ipam-shim gc`
 //            (src/gc/); released only in `apply` mode, reported in `report` mode;
-//   pods     every pod the runtime's result cache holds (GC's source and guards): pods the shim never saw are
-//            counted, a pod holding an address inside reservedCIDRs is reported (never touched);
-//   residue  azure-vnet residue naming a ledger address or the address of a pod the shim never saw, removed
-//            with the function ADD uses;
-//   probe    the IPv6 probe rewrite put back where due (the ledger holds an IPv6 address, or `on`), with ADD's
-//            decision.
+//   pods     every pod the runtime's result cache holds (GC's source and guards), against the ledger: pods the
+//            shim never saw are counted, and the view is what the fixes' steps work on;
+//   then every fix's step (src/fixes/registry.ts, Fix.agent): reserved (pods holding a reserved address are
+//            reported, never touched), residue (removed for ledger addresses and unseen pods, with ADD's
+//            function), probe (the IPv6 probe rewrite put back where due, with ADD's decision).
 // Every step is its own try: one failing step is logged and counted, the others still run. SIGTERM (`signal`)
 // is honoured between steps and between attachments, never inside a release or a cleanup.
-import type { Attachment } from '../cni/config.js';
+import { attachmentKey } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
-import { listNeighbours } from '../effects/neigh.js';
 import type { LedgerRecord } from '../effects/ledger.js';
-import { findResidueOnNode, listPreroutingResidue, nodeBackends } from '../residue/clean.js';
-import { cleanResidueFor, ensureProbeRewriteIfDue } from '../verbs/address-steps.js';
 import { openConflistNetwork, type NetworkSelection, type OpenNetwork } from '../network/open.js';
 import type { Logger } from '../log.js';
 import { sinceStart } from '../spans.js';
-import { cachedAttachments, gcFromCache, type CacheView, type CachedPod } from '../gc/from-cache.js';
+import { cachedAttachments, gcFromCache, type CacheView } from '../gc/from-cache.js';
 import { reservedCidrs } from '../reserved/decision.js';
-import { podName, viewPods } from './pods.js';
-import type { AgentMetrics, Step } from './metrics.js';
-import { AGENT_LOCK_WAIT_MS, AttachmentBusy, exclusiveAttachment } from './lock.js';
+import { FIXES } from '../fixes/registry.js';
+import type { Pass, StepOutcome } from '../fixes/agent-step.js';
+import { podName, viewPods, type PodsView } from './pods.js';
+import type { AgentMetrics } from './metrics.js';
+import { AGENT_LOCK_WAIT_MS } from './lock.js';
 import { PersistingProblems } from './problems.js';
 
 export type GcMode = 'report' | 'apply';
@@ -46,11 +44,9 @@ export interface PassMemory {
   unseen: Set<string>;
 }
 
-type StepOutcome = 'ok' | 'error' | 'skipped' | 'stopped';
-
 export interface PassReport {
   network: string | undefined;
-  steps: Partial<Record<Step, StepOutcome>>;
+  steps: Partial<Record<string, StepOutcome>>;
   /** Attachments left for the next pass because a CNI call held their lock (or re-recorded them). */
   busy: number;
   /** gc: leaked attachments found (released in apply mode). */
@@ -58,12 +54,11 @@ export interface PassReport {
   released: number;
   /** gc, report mode: chained records of provably dead pods forgotten. */
   forgotten: number;
-  residueRemoved: number;
-  /** pods: attachments in the runtime's cache, those not in the ledger, those holding a reserved address; undefined: could not look. */
+  /** pods: attachments in the runtime's cache and those not in the ledger; undefined: could not look. */
   runtimePods?: number;
   unseenPods?: number;
-  reservedPods?: number;
-  probeRestored: boolean;
+  /** What the fixes' steps noted (Pass.note): residueRemoved, probeRestored, reservedPods, … */
+  fixes: Record<string, number | boolean>;
   errors: number;
   durationMs: number;
   stopped: boolean;
@@ -82,14 +77,13 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     leaked: 0,
     released: 0,
     forgotten: 0,
-    residueRemoved: 0,
-    probeRestored: false,
+    fixes: {},
     errors: 0,
     durationMs: 0,
     stopped: false,
   };
   const problems = o.problems ?? new PersistingProblems();
-  const step = async (name: Step, fn: () => Promise<StepOutcome>): Promise<void> => {
+  const step = async (name: string, fn: () => Promise<StepOutcome>): Promise<void> => {
     if (stopped(o)) {
       report.steps[name] = 'stopped';
       return;
@@ -127,14 +121,17 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     // One ledger listing for the pods, residue and probe steps (taken after GC: what it released is gone from it).
     let listing: Promise<LedgerRecord[]> | undefined;
     const records = () => (listing ??= n.ledger.list().then((l) => l.records));
-    let unseen: CachedPod[] = [];
+    let runtime: PodsView | undefined;
     await step('pods', async () => {
       const r = await podsStep(o, n, report, cache, records);
-      unseen = r.targets;
+      runtime = r.view;
       return r.outcome;
     });
-    await step('residue', () => residueStep(o, n, report, records, unseen));
-    await step('probe', () => probeStep(o, n, report, records));
+    for (const fix of FIXES) {
+      if (!fix.agent) continue;
+      const { step: name, load } = fix.agent;
+      await step(name, async () => (await load()).reconcile(passFor(o, n, report, name, records, runtime)));
+    }
   }
 
   report.stopped = stopped(o);
@@ -143,7 +140,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   o.metrics.passes.inc({ outcome });
   o.metrics.lastDuration.set(report.durationMs / 1000);
   o.metrics.lastPass.set(Date.now() / 1000);
-  const { steps, leaked, released, forgotten, residueRemoved, probeRestored, errors, network, busy, runtimePods, unseenPods, reservedPods } = report;
+  const { steps, leaked, released, forgotten, fixes, errors, network, busy, runtimePods, unseenPods } = report;
   o.log.info(
     {
       network,
@@ -153,9 +150,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
       forgotten,
       runtimePods,
       unseenPods,
-      reservedPods,
-      residueRemoved,
-      probeRestored,
+      ...fixes,
       busy,
       errors,
       stopped: report.stopped,
@@ -228,12 +223,12 @@ async function podsStep(
   report: PassReport,
   cache: () => Promise<CacheView>,
   ledger: () => Promise<LedgerRecord[]>,
-): Promise<{ outcome: StepOutcome; targets: CachedPod[] }> {
+): Promise<{ outcome: StepOutcome; view?: PodsView }> {
   const network = net.conf.name;
   const m = o.metrics;
   const blind = () => {
     m.cacheReadable.set({ network }, 0);
-    for (const g of [m.runtimePods, m.unseenPods, m.reservedPods]) g.remove({ network });
+    for (const g of [m.runtimePods, m.unseenPods]) g.remove({ network });
   };
   let view: CacheView;
   try {
@@ -249,29 +244,19 @@ async function podsStep(
       { step: 'pods', why: view.blind.why },
       "pods: the runtime's result cache is out of sight: pods the shim never saw are not looked at (check --cache-dir)",
     );
-    return { outcome: 'skipped', targets: [] };
+    return { outcome: 'skipped' };
   }
   const v = viewPods(view.pods, await ledger(), reservedCidrs(net.conf));
-  const reservedPods = new Set(v.reserved.map((r) => `${r.pod.containerID}:${r.pod.ifname}`)).size;
   m.cacheReadable.set({ network }, 1);
   m.runtimePods.set({ network }, view.pods.length);
   m.unseenPods.set({ network }, v.unseen.length);
-  m.reservedPods.set({ network }, reservedPods);
   report.runtimePods = view.pods.length;
   report.unseenPods = v.unseen.length;
-  report.reservedPods = reservedPods;
-  for (const r of v.reserved) {
-    const { namespace, name, containerID, ifname } = r.pod;
-    net.log.warn(
-      { step: 'pods', pod: podName(r.pod), namespace, name, containerID, ifname, ip: r.ip, reservedCIDR: r.cidr },
-      `pods: pod ${podName(r.pod)} holds ${r.ip}, inside reserved CIDR ${r.cidr}: replies to it are routed to the reserved subnet's owner and lost (reported only: the pod and its address are not touched; recreate it once the IPAM range avoids ${r.cidr})`,
-    );
-  }
   // Unseen pods are logged when they first appear (a pod started before the shim was installed stays unseen
   // until it ends); the gauge tells the rest.
   const before = o.memory?.unseen ?? new Set<string>();
-  const now = new Set(v.unseen.map((p) => `${p.containerID}:${p.ifname}`));
-  const fresh = v.unseen.filter((p) => !before.has(`${p.containerID}:${p.ifname}`));
+  const now = new Set(v.unseen.map(attachmentKey));
+  const fresh = v.unseen.filter((p) => !before.has(attachmentKey(p)));
   if (o.memory) o.memory.unseen = now;
   if (fresh.length) {
     net.log.warn(
@@ -291,98 +276,32 @@ async function podsStep(
       "pods: a cache entry's addresses cannot be read: its residue and reserved addresses are not looked at",
     );
   }
-  return { outcome: v.unreadable.length ? 'error' : 'ok', targets: v.residueTargets };
+  return { outcome: v.unreadable.length ? 'error' : 'ok', view: v };
 }
 
-/** The ledger attachment holding each address. */
-function holders(records: LedgerRecord[]): Map<string, LedgerRecord> {
-  const out = new Map<string, LedgerRecord>();
-  for (const r of records) for (const ip of r.ips) out.set(ip.split('/')[0]!, r);
-  return out;
-}
-
-async function residueStep(
+/** What a fix's step gets from this pass (src/fixes/agent-step.ts). */
+function passFor(
   o: ReconcileOptions,
   net: OpenNetwork,
   report: PassReport,
-  ledger: () => Promise<LedgerRecord[]>,
-  unseen: CachedPod[],
-): Promise<StepOutcome> {
-  const { residue } = net.conf.settings;
-  if (!residue.ebtables && !residue.neigh) return 'skipped';
-  const records = await ledger();
-  const ips = [...records.flatMap((r) => r.ips), ...unseen.flatMap((p) => p.ips)];
-  if (!ips.length) return 'ok';
-  // One look at the node for every ledger address and every address of a pod the shim never saw (ADD looks per
-  // call); only attachments with residue are then cleaned, each under its attachment's lock and with ADD's own
-  // function, after re-reading its record (a pod the shim never saw: its cached addresses, unless an ADD has
-  // recorded it meanwhile).
-  // Every ebtables backend that can hold tables (the image's `ebtables` is nft; azure-vnet may have used legacy).
-  const [eb, neighbours] = await Promise.all([
-    residue.ebtables
-      ? listPreroutingResidue(net.run, undefined, nodeBackends(residue.ebtablesBackends))
-      : { available: false, rules: [], backends: [] },
-    residue.neigh ? listNeighbours(net.run) : [],
-  ]);
-  const blind = eb.backends.filter((b) => b.blind);
-  if (blind.length) net.log.warn({ step: 'residue', backends: blind }, 'residue: an ebtables backend that may hold rules could not be read');
-  // The pod-own neighbour rule (src/residue/own.ts) as cleanResidue applies it: no false 'dirty' every pass.
-  const found = await findResidueOnNode(net.run, ips, { rules: eb.rules, neighbours });
-  const byIp = holders(records);
-  const cachedByIp = new Map(unseen.flatMap((p) => p.ips.map((ip) => [ip, p] as const)));
-  // attachment key → the unseen pod it is (undefined: a ledger attachment)
-  const dirty = new Map<string, CachedPod | undefined>();
-  for (const x of [...found.rules, ...found.neighbours]) {
-    const rec = byIp.get(x.ip);
-    const pod = rec ? undefined : cachedByIp.get(x.ip);
-    if (rec) dirty.set(`${rec.containerID}:${rec.ifname}`, undefined);
-    else if (pod) dirty.set(`${pod.containerID}:${pod.ifname}`, pod);
-  }
-  let failed = 0;
-  for (const [key, pod] of dirty) {
-    if (stopped(o)) return 'stopped';
-    const at = key.lastIndexOf(':');
-    const attachment: Attachment = { containerID: key.slice(0, at), ifname: key.slice(at + 1) };
-    try {
-      const removed = await exclusiveAttachment(net.ledger, attachment, async () => {
-        const current = await net.ledger.get(attachment);
-        const ips = current?.ips.length ? current.ips : pod?.ips;
-        if (!ips?.length) return { rules: 0, neighbours: 0 }; // DEL'd meanwhile: not ours any more
-        if (pod && !current)
-          net.log.info({ step: 'residue', pod: podName(pod), ...attachment, ips }, 'residue: cleaning for a pod the shim never saw');
-        return cleanResidueFor({ conf: net.conf, run: net.run, log: net.log }, ips, { ownDevs: [] });
-      });
-      o.metrics.residue.inc({ network: net.conf.name, kind: 'ebtables' }, removed.rules);
-      o.metrics.residue.inc({ network: net.conf.name, kind: 'neigh' }, removed.neighbours);
-      report.residueRemoved += removed.rules + removed.neighbours;
-    } catch (e) {
-      if (e instanceof AttachmentBusy) {
-        report.busy++;
-        net.log.info({ step: 'residue', ...attachment }, 'residue: the attachment is busy (a CNI call holds it); next pass');
-        continue;
-      }
-      failed++;
+  step: string,
+  records: () => Promise<LedgerRecord[]>,
+  runtime: PodsView | undefined,
+): Pass {
+  return {
+    net,
+    signal: o.signal,
+    records,
+    runtime,
+    counter: (name) => o.metrics.counter(name),
+    gauge: (name) => o.metrics.gauge(name),
+    error: () => {
       report.errors++;
-      o.metrics.errors.inc({ step: 'residue' });
-      net.log.error({ step: 'residue', ...attachment, ...(pod ? { pod: podName(pod), ips: pod.ips } : {}), err: e }, 'residue: cleanup failed');
-    }
-  }
-  return failed ? 'error' : 'ok';
-}
-
-async function probeStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport, ledger: () => Promise<LedgerRecord[]>): Promise<StepOutcome> {
-  const mode = net.conf.settings.ipv6ProbeRewrite;
-  if (mode === 'off') return 'skipped';
-  if (mode === 'auto') {
-    const records = await ledger();
-    if (!records.some((r) => r.ips.some((ip) => ip.includes(':')))) return 'skipped';
-  }
-  const outcome = await ensureProbeRewriteIfDue({ conf: net.conf, run: net.run, log: net.log });
-  if (outcome === 'ensured') {
-    report.probeRestored = true;
-    o.metrics.probeRestores.inc();
-    net.log.warn({ step: 'probe' }, 'probe: the IPv6 probe rewrite table was missing or drifted: put back');
-  }
-  if (outcome === 'failed') throw new Error('IPv6 probe rewrite not ensured (see the warning above)');
-  return 'ok';
+      o.metrics.errors.inc({ step });
+    },
+    busy: () => {
+      report.busy++;
+    },
+    note: (fields) => Object.assign(report.fixes, fields),
+  };
 }

@@ -1,6 +1,6 @@
 // `ipam-shim agent-ip allocate | release | list`: cilium-agent's own IPs through the delegate (CFP #13).
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { agentOwnerOf, allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from '../agent/agent-ip.js';
+import { agentOwnerOf, allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from '../agent-ips/allocate.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
 import { parseArgv, UsageError, type Command } from './command.js';
 

@@ -3,7 +3,7 @@
 // can look without one (the conflist's own finding says why there is none, the main plugin and the shim on the
 // CNI path, the IPv6 probe table, orphaned residue), and says `skipped` for the rest.
 import { dirname } from 'node:path';
-import { CHECKS } from '../doctor/index.js';
+import { doctorChecks } from '../doctor/index.js';
 import { DEFAULT_CACHE_DIR } from '../gc/from-cache.js';
 import { failedCheck, type Finding, type NodeView } from '../doctor/check.js';
 import { DEFAULT_CONF_DIR } from '../conflist.js';
@@ -43,7 +43,7 @@ export const doctorCommand: Command = {
       node = { confDir: values['conf-dir'] ?? (values.conflist ? dirname(values.conflist) : DEFAULT_CONF_DIR), cniPath, run: ctx.run, why: e };
     }
     const findings: Finding[] = [];
-    for (const check of CHECKS) {
+    for (const check of await doctorChecks()) {
       try {
         if (net) findings.push(...(await check.run(net, { cacheDir: values['cache-dir'] })));
         else if (check.withoutNetwork) findings.push(...(await check.withoutNetwork(node!)));

@@ -52,3 +52,8 @@ export function convertResult(result: Result, version: string): Result {
 export function resultAddresses(result: Result): string[] {
   return [...new Set((result.ips ?? []).map(addressOf))];
 }
+
+/** PURE. Host-side interfaces a CNI result names: the ones without a `sandbox`. */
+export function resultHostDevices(result: Pick<Result, 'interfaces'> | undefined): string[] {
+  return (result?.interfaces ?? []).filter((i) => !i.sandbox).map((i) => i.name);
+}

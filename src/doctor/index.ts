@@ -1,10 +1,11 @@
-// The checks `ipam-shim doctor` runs, in order. Each lives in its own module; add new ones here.
+// The checks `ipam-shim doctor` runs, in order: the node's own (the conflists, the shim and its delegate, the
+// state dir, the ledger), every fix's (src/fixes/registry.ts), then the pods the runtime knows.
 import type { DoctorCheck } from './check.js';
 import { NODE_CHECKS } from './node.js';
-import { agentCheck } from './agent.js';
-import { probeCheck } from './probe.js';
-import { reservedCheck } from './routes.js';
-import { residueCheck } from './residue.js';
 import { podsCheck } from './pods.js';
+import { FIXES } from '../fixes/registry.js';
 
-export const CHECKS: DoctorCheck[] = [...NODE_CHECKS, probeCheck, reservedCheck, residueCheck, podsCheck, agentCheck];
+export async function doctorChecks(): Promise<DoctorCheck[]> {
+  const fixes = await Promise.all(FIXES.map((f) => f.doctor?.() ?? []));
+  return [...NODE_CHECKS, ...fixes.flat(), podsCheck];
+}

@@ -1,5 +1,6 @@
 // The single wrapper around child processes: argv arrays only, never a shell.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { ToolError } from '../cni/errors.js';
 import { span as startSpan } from '../spans.js';
 
@@ -210,6 +211,26 @@ export type Run = typeof run;
 const defaultRun: Run = run;
 /** Runs that start programs in this process's own network namespace: the exec wrapper and its prefetching ones. */
 const here = new WeakSet<Run>([defaultRun]);
+/** How what a Run's programs would read can be read from /proc instead: the files here; a warm-up's script. */
+const procFiles = new WeakMap<Run, ProcReader>();
+
+/** Reads one /proc file of the netns a Run's programs run in. */
+export type ProcReader = (path: string) => string;
+
+/**
+ * How to read the /proc files of the network namespace `run`'s programs see (src/effects/neigh.ts reads
+ * /proc/net/arp instead of starting `ip`): this process's own for the exec wrapper and the Runs built on it,
+ * a script's for the build's warm-up (so it takes the branch production takes), none for any other Run (tests,
+ * runInNetns: their programs see another namespace).
+ */
+export const procReaderOf = (run: Run): ProcReader | undefined => procFiles.get(run) ?? (runsHere(run) ? readProcHere : undefined);
+
+const readProcHere: ProcReader = (path) => readFileSync(path, 'utf8');
+
+/** Declares that `run`'s programs see the /proc files `read` answers (scriptedRun, for the warm-up). */
+export function answersProc(run: Run, read: ProcReader): void {
+  procFiles.set(run, read);
+}
 
 /**
  * True when `run` starts programs here, in this process's network namespace, so that what they would read can
@@ -225,6 +246,8 @@ export const runsHere = (run: Run): boolean => here.has(run);
 export function withDefaultTimeout(run: Run, timeoutMs: number): Run {
   const bounded: Run = (file, args, opts = {}) => run(file, args, { ...opts, timeoutMs: opts.timeoutMs ?? timeoutMs });
   if (runsHere(run)) here.add(bounded);
+  const proc = procFiles.get(run);
+  if (proc) procFiles.set(bounded, proc);
   return bounded;
 }
 

@@ -1,7 +1,7 @@
 // A Run that answers from a script instead of starting programs, for the startup-snapshot warm-up (src/warm/)
 // and the verbs' unit tests. Unscripted calls answer as a program that is not installed; every call is recorded.
 import { ToolError } from '../cni/errors.js';
-import type { Run, RunOptions, RunResult } from './exec.js';
+import { answersProc, type ProcReader, type Run, type RunOptions, type RunResult } from './exec.js';
 
 export interface RunRecord {
   file: string;
@@ -12,7 +12,11 @@ export interface RunRecord {
 /** The answer for one call: stdout (exit 0), a fuller result, or undefined for "not installed". */
 export type RunScript = (file: string, args: readonly string[], opts: RunOptions) => string | Partial<RunResult> | undefined;
 
-export function scriptedRun(script: RunScript, calls: RunRecord[] = []): Run & { calls: RunRecord[] } {
+/**
+ * `proc`: the /proc files the scripted programs' netns would show (src/effects/exec.ts procReaderOf), so that
+ * code reading them instead of starting a program takes that branch (the warm-up); absent: no /proc to read.
+ */
+export function scriptedRun(script: RunScript, calls: RunRecord[] = [], proc?: ProcReader): Run & { calls: RunRecord[] } {
   const run = async (file: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> => {
     calls.push({ file, args, input: opts.input });
     const a = script(file, args, opts);
@@ -25,5 +29,7 @@ export function scriptedRun(script: RunScript, calls: RunRecord[] = []): Run & {
     if ((opts.check ?? true) && r.exitCode !== 0) throw new ToolError(file, args, r.exitCode, r.stderr, { timedOut: r.timedOut });
     return r;
   };
-  return Object.assign(run, { calls });
+  const scripted = Object.assign(run, { calls });
+  if (proc) answersProc(scripted, proc);
+  return scripted;
 }

@@ -9,20 +9,7 @@ import * as z from '../cni/zod.js';
 import { addressProblem, canonicalIp } from '../net/ip.js';
 import type { OpenNetwork } from '../network/open.js';
 import { runGc, type GcReport } from './run-gc.js';
-
-/**
- * A pod attachment as the runtime cached it: its addresses (from the cached result) and, when the runtime passed
- * them in CNI_ARGS (kubelet's runtimes do), the pod's namespace and name. The node agent reads these for pods the
- * shim never saw (src/agent/pods.ts).
- */
-export interface CachedPod extends Attachment {
-  /** Canonical addresses, without prefix. */
-  ips: string[];
-  namespace?: string;
-  name?: string;
-  /** Why the cached result's addresses could not be read (ips is then empty: unknown, not none). */
-  unreadable?: string;
-}
+import type { CachedPod } from './cached-pod.js';
 
 /** What the runtime's result cache showed for a network: its attachments, or why it could not be seen. */
 export interface CacheView {

@@ -1,16 +1,14 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf } from '../cni/config.js';
-import { convertResult, type Result } from '../cni/result.js';
+import { convertResult, resultHostDevices, type Result } from '../cni/result.js';
 import { AddressHeldError, ownerOf, type LedgerRecord } from '../effects/ledger.js';
-import { attachmentOf, exclusively, type VerbContext } from './context.js';
-import { prefetchResidue, prepareAddresses, resultIps } from './address-steps.js';
-import { reservedCidrs } from '../reserved/decision.js';
-import { resultHostDevices } from '../residue/own.js';
+import { attachmentOf, exclusively, tally, type VerbContext } from './context.js';
+import { prefetchFixes, prepareAddresses, resultIps, validateFixes } from './address-steps.js';
 import { span, timed } from '../spans.js';
 
 /** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */
 export async function cmdAdd(ctx: VerbContext): Promise<Result> {
-  reservedCidrs(ctx.conf); // a bad reservedCIDRs list fails the ADD before the delegate allocates anything
+  validateFixes(ctx.conf); // a fix's bad setting (reservedCIDRs, …) fails the ADD before the delegate allocates anything
   return ctx.conf.placement === 'ipam' ? addInIpamSlot(ctx) : addChained(ctx);
 }
 
@@ -66,7 +64,7 @@ async function putClaiming(ctx: VerbContext, rec: LedgerRecord): Promise<void> {
       const { takeFromDeadHolder } = await import('../gc/stale.js');
       const verdict = await takeFromDeadHolder(ctx, e.holder, e.ip, rec);
       if (verdict !== 'forgotten' && verdict !== 'dropped') throw e;
-      ctx.counters.staleTaken = (ctx.counters.staleTaken ?? 0) + 1;
+      tally(ctx.counters, 'staleTaken');
     }
   }
 }
@@ -101,7 +99,7 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
     // The intent record comes next: if we die after the delegate allocated, GC still finds the attachment.
     await ctx.ledger.put(record(ctx, 'intent', previous?.ips ?? [], previous));
     intentWritten();
-    const run = prefetchResidue(ctx); // the residue listing runs while the delegate allocates
+    const run = prefetchFixes(ctx); // the fixes' listings run while the delegate allocates
     const conf = delegateConf(ctx.conf, version);
     let result: Result;
     try {

@@ -1,16 +1,11 @@
-// What the shim does with every address it hands out or passes through, in both placements: refuse
-// reserved ones, remove azure-vnet residue naming them, keep the IPv6 probe rewrite in place.
+// What the shim does with every address it hands out or passes through, in both placements: every fix of the
+// registry (src/fixes/registry.ts) refuses, applies and verifies in turn. This module knows no fix by name.
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { delegateRangesVerdict, refuseReserved } from '../reserved/decision.js';
-import { cleanResidue, listResidueFor, nodeBackends } from '../residue/clean.js';
-import { readDefaultUplink } from '../effects/uplink.js';
-import { decide } from '../probe-rewrite/decide.js';
-import { ensureProbeRewrite, isProbeHandledByBpf, listProbeTable, tableState } from '../probe-rewrite/node.js';
-import { resolveOptions, type ProbeRewriteOptions } from '../probe-rewrite/ruleset.js';
-import type { VerbContext } from './context.js';
-import { span } from '../spans.js';
-import { prefetching, type Run } from '../effects/exec.js';
-import { listPreroutingCall } from '../effects/ebtables.js';
+import type { NetConf } from '../cni/config.js';
+import type { Run } from '../effects/exec.js';
+import type { AddressCall } from '../fixes/fix.js';
+import { FIXES } from '../fixes/registry.js';
+import { tally, type VerbContext } from './context.js';
 import { addressProblem, canonicalIp } from '../net/ip.js';
 import type { Result } from '../cni/result.js';
 
@@ -38,133 +33,53 @@ export interface AddressContext {
   ownDevs: string[];
 }
 
-/**
- * IPAM slot: starts the ebtables residue listing now, so it runs while the delegate allocates; prepareAddresses
- * called with the returned Run as `ctx.run` takes the listing from it.
- */
-export function prefetchResidue(ctx: VerbContext): Run {
-  const { ebtables, ebtablesBackends } = ctx.conf.settings.residue;
-  // Not the neighbours: which families to list is only known from the delegate's answer, and IPv4's are a file
-  // read (src/effects/neigh.ts listPermanentNeighbours). One listing per backend that may hold rules.
-  const calls = ebtables ? nodeBackends(ebtablesBackends).read.map((b) => listPreroutingCall(b.program)) : [];
-  return prefetching(ctx.run, calls, 'residue.prefetch');
+/** ADD, first: every fix's check of its settings (code 7), before the delegate allocates anything. */
+export function validateFixes(conf: NetConf): void {
+  for (const fix of FIXES) fix.validate?.(conf);
 }
 
-const residueOpts = (ctx: Pick<VerbContext, 'conf'>) => {
-  const { ebtables, neigh, ebtablesBackends } = ctx.conf.settings.residue;
-  return { ebtables, neigh, backends: ebtablesBackends };
-};
+/** IPAM slot: every fix's early reads, started now so they run while the delegate allocates. */
+export function prefetchFixes(ctx: VerbContext): Run {
+  let run = ctx.run;
+  for (const fix of FIXES) if (fix.prefetch) run = fix.prefetch(ctx.conf, run);
+  return run;
+}
 
-/** ADD: runs the per-address steps; throws a CniError when the address must not be used. */
+const callFor = (ctx: VerbContext, ips: string[], ac: AddressContext): AddressCall => ({
+  conf: ctx.conf,
+  run: ctx.run,
+  log: ctx.log,
+  ips,
+  ownDevs: ac.ownDevs,
+  tally: (name, by) => tally(ctx.counters, name, by),
+});
+
+/**
+ * Every fix's `hook` side by side (they touch different things); the first failure in registry order is
+ * reported, whatever finished first.
+ */
+async function each(call: AddressCall, hook: 'apply' | 'verify'): Promise<void> {
+  const settled = await Promise.allSettled(FIXES.map((fix) => fix[hook]?.(call)));
+  for (const s of settled) if (s.status === 'rejected') throw s.reason;
+}
+
+/** ADD: every fix refuses, then applies; throws a CniError when the address must not be used. */
 export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: AddressContext): Promise<void> {
-  refuseReserved(ctx.conf, ips);
-  // The residue cleanup and the probe-rewrite check touch different things (ebtables/neighbours, one nft table):
-  // they run side by side, and a residue failure is reported first whatever finished first.
-  const [residue, probe] = await Promise.allSettled([
-    cleanResidueFor(ctx, ips, ac),
-    ips.some((ip) => ip.includes(':')) ? ensureProbeRewriteIfDue(ctx) : Promise.resolve('off'),
-  ]);
-  if (residue.status === 'rejected') throw residue.reason;
-  if (probe.status === 'rejected') throw probe.reason;
-  ctx.counters.residueRules += residue.value.rules;
-  ctx.counters.residueNeighbours += residue.value.neighbours;
+  for (const fix of FIXES) fix.refuse?.(ctx.conf, ips);
+  await each(callFor(ctx, ips, ac), 'apply');
 }
 
-/**
- * Removes the residue naming `ips` (the rule ADD applies, and the node agent for ledger addresses); throws
- * CniError 102 when some stays. Returns how many rules and neighbour entries went.
- */
-export async function cleanResidueFor(
-  ctx: Pick<VerbContext, 'conf' | 'run' | 'log'>,
-  ips: string[],
-  ac: AddressContext,
-): Promise<{ rules: number; neighbours: number }> {
-  const { residue } = ctx.conf.settings;
-  if (!residue.ebtables && !residue.neigh) return { rules: 0, neighbours: 0 };
-  const cleaned = await cleanResidue(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
-  const { rules, neighbours } = cleaned.removed;
-  if (rules.length || neighbours.length) {
-    // Which backend held each rule: the operator learns where azure-vnet wrote them.
-    const byBackend = rules.map((r) => ({ backend: r.backend, program: r.program, rule: r.text }));
-    ctx.log.warn(
-      { ips, rules: rules.map((r) => r.text), ebtables: byBackend, neighbours: neighbours.map((n) => `${n.ip} dev ${n.dev}`) },
-      'removed stale residue',
-    );
-  }
-  const blind = cleaned.ebtablesBackends.filter((b) => b.blind);
-  if (blind.length) ctx.log.warn({ ips, backends: blind }, 'an ebtables backend that may hold rules could not be read');
-  return { rules: rules.length, neighbours: neighbours.length };
-}
-
-/** What ensureProbeRewriteIfDue did: nothing to do, installed/restored the table, left it to BPF, or failed. */
-export type ProbeOutcome = 'off' | 'in-place' | 'ensured' | 'bpf' | 'failed';
-
-/**
- * decide() on this call's facts (IPv6 addresses in play): `auto` leaves probes to a BPF handler on the uplink
- * whatever the table's state; `on` keeps the table regardless and its failures throw (they fail the ADD). ADD
- * calls it when it hands out an IPv6 address; the node agent when the ledger holds one.
- */
-export async function ensureProbeRewriteIfDue(ctx: Pick<VerbContext, 'conf' | 'run' | 'log'>): Promise<ProbeOutcome> {
-  const { ipv6ProbeRewrite: mode, uplink: configured, probeSource, probeGlobal } = ctx.conf.settings;
-  if (mode === 'off') return 'off'; // decide() never acts when off: not even a read
-  const probed = span('probe6');
-  try {
-    // The uplink lookup and the table listing are independent reads: one `ip` and one `nft` at once.
-    const [found, listing] = await Promise.allSettled([configured ?? readDefaultUplink(ctx.run), listProbeTable(ctx.run)]);
-    if (found.status === 'rejected') throw found.reason; // the uplink's failure first, as when they ran in turn
-    const uplink = found.value;
-    const opts: ProbeRewriteOptions | null = uplink
-      ? { uplink, ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) }
-      : null;
-    if (opts) resolveOptions(opts); // bad settings are code 7 before anything else
-    if (listing.status === 'rejected') throw listing.reason;
-    const facts = { table: tableState(listing.value, opts), uplink: opts !== null, bpf: undefined as boolean | undefined, mode, ipv6: true };
-    let d = decide(facts);
-    if (d.action === 'look-for-bpf') d = decide({ ...facts, bpf: await isProbeHandledByBpf(ctx.run, opts!.uplink) });
-    switch (d.action) {
-      case 'none':
-        if (d.verdict === 'handled-by-bpf')
-          ctx.log.info({ uplink, table: facts.table }, 'IPv6 probes are handled by a BPF program on the uplink; leaving the nftables rewrite alone');
-        return d.verdict === 'handled-by-bpf' ? 'bpf' : 'in-place';
-      case 'fail':
-        throw d.verdict === 'no-uplink'
-          ? new CniError(ErrorCode.InvalidNetworkConfig, 'no uplink for the IPv6 probe rewrite', { details: 'no default route; set "uplink"' })
-          : new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', {
-              details: listing.value.available ? '' : listing.value.reason,
-            });
-      default: {
-        const r = await ensureProbeRewrite(ctx.run, opts!);
-        if (!r.available)
-          throw new CniError(ErrorCode.InvalidNetworkConfig, 'nftables is not available for the IPv6 probe rewrite', { details: r.reason });
-        ctx.log.info({ uplink, was: d.verdict }, 'ensured the IPv6 probe rewrite');
-        return 'ensured';
-      }
-    }
-  } catch (e) {
-    if (mode === 'on') throw e;
-    ctx.log.warn({ err: e }, 'IPv6 probe rewrite not ensured (ipv6ProbeRewrite=auto: continuing)');
-    return 'failed';
-  } finally {
-    probed();
-  }
-}
-
-/** CHECK: the same conditions, read-only (the pod's own interfaces excepted, as ADD excepts them). */
+/** CHECK: the same refusals, then every fix's read-only verification (the pod's own interfaces excepted). */
 export async function checkAddresses(ctx: VerbContext, ips: string[], ac: AddressContext = { ownDevs: [] }): Promise<void> {
-  refuseReserved(ctx.conf, ips);
-  const { residue } = ctx.conf.settings;
-  if (!residue.ebtables && !residue.neigh) return;
-  const found = await listResidueFor(ctx.run, ips, { ...residueOpts(ctx), excludeDevs: ac.ownDevs });
-  if (found.rules.length || found.neighbours.length) {
-    throw new CniError(ErrorCode.ResidueCleanupFailed, `stale residue is back for ${ips.join(', ')}`, {
-      details: [...found.rules.map((r) => r.text), ...found.neighbours.map((n) => `neigh ${n.ip} dev ${n.dev} lladdr ${n.mac ?? '?'}`)].join('; '),
-    });
-  }
+  for (const fix of FIXES) fix.refuse?.(ctx.conf, ips);
+  await each(callFor(ctx, ips, ac), 'verify');
 }
 
-/** STATUS: a reason ADD cannot succeed now (a delegate range set wholly reserved), or undefined. */
-export async function statusProblems(ctx: VerbContext): Promise<string | undefined> {
-  const { problem, overlapping } = delegateRangesVerdict(ctx.conf);
-  if (overlapping.length) ctx.log.warn({ ranges: overlapping }, 'delegate ranges overlap reserved CIDRs: some ADDs will be refused');
-  return problem;
+/** STATUS: the first reason a fix gives that no ADD can succeed now, or undefined. */
+export function statusProblems(ctx: Pick<VerbContext, 'conf' | 'log'>): string | undefined {
+  for (const fix of FIXES) {
+    const problem = fix.status?.(ctx.conf, ctx.log);
+    if (problem) return problem;
+  }
+  return undefined;
 }

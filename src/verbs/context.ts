@@ -8,17 +8,16 @@ import { networkDeps, type NetworkDeps } from '../network/open.js';
 import { span } from '../spans.js';
 
 /**
- * What the verb did that the metrics file counts: the verb adds to its context's, plugin.ts hands them to
- * src/metrics.ts. Declared here, not there: the verbs must not reach the metrics module (and its fs/promises).
+ * What the verb did that the metrics file counts, by tally: the core's (gcReleased: attachments GC released;
+ * staleTaken: ADD took a provably dead pod's address, src/gc/stale.ts; delRecordsKept: DEL released but could not
+ * forget the record) and each fix's own (Fix.metrics.tallies). The verb adds to its context's, plugin.ts hands them
+ * to src/metrics.ts. Declared here, not there: the verbs must not reach the metrics module (and its fs/promises).
  */
-export interface InvocationCounters {
-  residueRules: number;
-  residueNeighbours: number;
-  gcReleased: number;
-  /** ADD: records of provably dead pods that held this call's address, taken from them (src/gc/stale.ts). */
-  staleTaken?: number;
-  /** DEL: the address was released but the record could not be forgotten (a ledger that cannot be written). */
-  delRecordsKept?: number;
+export type InvocationCounters = Record<string, number>;
+
+/** Adds `by` to tally `name`. */
+export function tally(counters: InvocationCounters, name: string, by = 1): void {
+  counters[name] = (counters[name] ?? 0) + by;
 }
 
 export interface VerbContext extends Request, NetworkDeps {
@@ -32,7 +31,7 @@ export function createContext(
   log: Logger,
   procEnv: NodeJS.ProcessEnv,
   run: Run = defaultRun,
-  counters: InvocationCounters = { residueRules: 0, residueNeighbours: 0, gcReleased: 0 },
+  counters: InvocationCounters = {},
 ): VerbContext {
   return { ...req, ...networkDeps(req.conf, { cniPath: req.env.path, env: procEnv, log, run }), procEnv, counters };
 }

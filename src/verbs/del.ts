@@ -3,7 +3,7 @@ import { convertResult } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { AttachmentLockError } from '../effects/ledger.js';
-import { attachmentOf, exclusively, type VerbContext } from './context.js';
+import { attachmentOf, exclusively, tally, type VerbContext } from './context.js';
 import { timed } from '../spans.js';
 
 /**
@@ -54,7 +54,7 @@ export async function cmdDel(ctx: VerbContext): Promise<void> {
     // The address is released; the record stays for GC (and can never wedge the address: an ADD given it takes
     // it from a provably dead holder). Failing here would fail the chain's DEL, and StopPodSandbox, until an
     // operator fixed the disk: cilium-cni answers a DEL only with errors a retry can fix.
-    ctx.counters.delRecordsKept = (ctx.counters.delRecordsKept ?? 0) + 1;
+    tally(ctx.counters, 'delRecordsKept');
     ctx.log.error(
       { code: e.code, cniMsg: e.msg, details: e.details },
       'DEL released the address but cannot write the ledger: the record stays for GC; fix the state directory',

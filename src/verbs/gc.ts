@@ -1,6 +1,6 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { runGc } from '../gc/run-gc.js';
-import type { VerbContext } from './context.js';
+import { tally, type VerbContext } from './context.js';
 
 /**
  * GC (1.1.0): refused (7) without a valid list; keep = valid ∪ the agent's ∪ provably alive; forward GC to a 1.1.0 delegate with `keep`;
@@ -27,7 +27,7 @@ export async function cmdGc(ctx: VerbContext): Promise<void> {
     graceMs: 0,
     forward: true,
   });
-  ctx.counters.gcReleased += report.released.length;
+  tally(ctx.counters, 'gcReleased', report.released.length);
   ctx.log.info({ released: report.released.length, kept: report.plan.kept.length, errors: report.errors.length, forwarded: report.forwarded }, 'GC');
   if (report.errors.length) {
     throw new CniError(

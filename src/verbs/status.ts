@@ -63,7 +63,7 @@ const iso = (t: number | undefined) => (t === undefined ? undefined : new Date(t
 
 /** The checks after the state dir's, in order; the first failure is the finding. */
 async function look(ctx: VerbContext): Promise<Finding> {
-  const problem = await statusProblems(ctx);
+  const problem = statusProblems(ctx);
   if (problem) return { kind: 'persistent', error: unavailable(problem) };
   if (!ctx.delegate) return { kind: 'ok' };
   const { statusTimeoutMs } = ctx.conf.settings;

@@ -10,7 +10,7 @@ import { invoke, PLUGIN_DIR, scratch, shimBinDir, SHIM } from '../helpers/cni.js
 import { shimConf, shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
 import { routedNode } from '../helpers/routed-node.js';
-import { LEDGER_CHECK, RANGES_CHECK, ROUTES_CHECK, ledgerFindings, rangeFindings, routeFindings } from '../../src/doctor/routes.js';
+import { LEDGER_CHECK, RANGES_CHECK, ROUTES_CHECK, ledgerFindings, rangeFindings, routeFindings } from '../../src/reserved/doctor.js';
 import { hostLocalRanges, unreservedPieces } from '../../src/reserved/ranges.js';
 import { formatIp } from '../../src/net/ip.js';
 import { parseCidrs } from '../../src/net/cidr.js';

@@ -61,7 +61,7 @@ export function verbContext(command: string, raw: Record<string, unknown>, f: Fa
     ledger: f.ledger,
     delegate: f.delegate,
     run: f.run,
-    counters: { residueRules: 0, residueNeighbours: 0, gcReleased: 0 },
+    counters: {},
   };
 }
 

@@ -63,9 +63,7 @@ describe('AgentMetrics', () => {
       network: 'cilium',
       verb: 'ADD',
       code: 0,
-      residueRules: 2,
-      residueNeighbours: 1,
-      gcReleased: 0,
+      counts: { residueRules: 2, residueNeighbours: 1, gcReleased: 0 },
       ledger: { attachments: 3, agentIps: 1 },
       nowSeconds: 1_700_000_000,
     };

@@ -127,9 +127,7 @@ describe.skipIf(!promtoolFound)("the agent's /metrics body (promtool check metri
       network: 'cilium',
       verb: 'ADD',
       code: 0,
-      residueRules: 0,
-      residueNeighbours: 0,
-      gcReleased: 0,
+      counts: { residueRules: 0, residueNeighbours: 0, gcReleased: 0 },
       ledger: { attachments: 2, agentIps: 1 },
       nowSeconds: 1_700_000_000,
     };

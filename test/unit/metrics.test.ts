@@ -6,9 +6,7 @@ const base: Update = {
   network: 'cilium',
   verb: 'ADD',
   code: 0,
-  residueRules: 0,
-  residueNeighbours: 0,
-  gcReleased: 0,
+  counts: { residueRules: 0, residueNeighbours: 0, gcReleased: 0 },
   ledger: { attachments: 3, agentIps: 1 },
   nowSeconds: 1700000000.7,
 };
@@ -29,8 +27,8 @@ describe('applyUpdate', () => {
   it('errors by verb and code; refusals only for ADD with 100; residue and GC add their counts', () => {
     let m = applyUpdate(new Map(), { ...base, code: 100 });
     m = applyUpdate(m, { ...base, verb: 'CHECK', code: 100 });
-    m = applyUpdate(m, { ...base, residueRules: 2, residueNeighbours: 1 });
-    m = applyUpdate(m, { ...base, verb: 'GC', gcReleased: 4 });
+    m = applyUpdate(m, { ...base, counts: { residueRules: 2, residueNeighbours: 1 } });
+    m = applyUpdate(m, { ...base, verb: 'GC', counts: { gcReleased: 4 } });
     const text = renderMetrics(m);
     expect(value(text, 'ipam_shim_errors_total', { network: 'cilium', verb: 'ADD', code: '100' })).toBe(1);
     expect(value(text, 'ipam_shim_errors_total', { network: 'cilium', verb: 'CHECK', code: '100' })).toBe(1);

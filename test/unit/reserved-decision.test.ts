@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { CniError } from '../../src/cni/errors.js';
 import { parseCidrs } from '../../src/net/cidr.js';
 import { parseReservedCidrs, refuseReserved, reservedCidrs } from '../../src/reserved/decision.js';
-import { reservedCheck } from '../../src/doctor/routes.js';
+import { reservedCheck } from '../../src/reserved/doctor.js';
 import type { OpenNetwork } from '../../src/network/open.js';
 
 const conf = (reservedCIDRs: string[]) => ({ name: 'n', settings: { reservedCIDRs } }) as unknown as Parameters<typeof refuseReserved>[0];

@@ -221,7 +221,8 @@ describe('findOrphans and link MACs', () => {
 
 describe('the pod-own neighbour rule (src/residue/own.ts)', () => {
   it("an entry on a result host interface or on the device of a host route to that exact address is the pod's own; a subnet route proves nothing", async () => {
-    const { hostRouteDevices, isPodOwnNeighbour, resultHostDevices } = await import('../../src/residue/own.js');
+    const { hostRouteDevices, isPodOwnNeighbour } = await import('../../src/residue/own.js');
+    const { resultHostDevices } = await import('../../src/cni/result.js');
     const { parseRoutes } = await import('../../src/effects/routes.js');
     const routes = [
       ...parseRoutes(

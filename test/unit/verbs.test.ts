@@ -8,7 +8,7 @@ import { CniError, ErrorCode } from '../../src/cni/errors.js';
 import { cmdAdd } from '../../src/verbs/add.js';
 import { cmdDel } from '../../src/verbs/del.js';
 import { cmdGc } from '../../src/verbs/gc.js';
-import { allocateAgentIp } from '../../src/agent/agent-ip.js';
+import { allocateAgentIp } from '../../src/agent-ips/allocate.js';
 import { parseNetConf } from '../../src/cni/config.js';
 import { silentLogger } from '../../src/log.js';
 import { warm, warmRun } from '../../src/warm.js';
@@ -85,7 +85,7 @@ describe('ADD in the IPAM slot', () => {
     });
     const ctx = verbContext('ADD', ipamConf({ residue: { ebtables: true, neigh: true } }), f);
     await cmdAdd(ctx);
-    expect(ctx.counters).toEqual({ residueRules: 1, residueNeighbours: 0, gcReleased: 0 });
+    expect(ctx.counters).toEqual({ residueRules: 1, residueNeighbours: 0 });
     expect(f.run.calls.some((c) => c.file === 'ebtables' && c.args.includes('-D'))).toBe(true);
   });
 });
@@ -217,5 +217,16 @@ describe('startup-snapshot warm-up', () => {
     await warm();
     expect(warmRun.calls.filter((c) => c.file === 'ebtables' && c.args.includes('-D'))).toHaveLength(3);
     expect(takeSpans()).toEqual([]);
+  });
+
+  it("takes production's neighbour branch: IPv4 from /proc/net/arp, `ip` for IPv6 only", async () => {
+    warmRun.calls.length = 0;
+    await warm();
+    const ip = warmRun.calls.filter((c) => c.file === 'ip').map((c) => c.args.join(' '));
+    // The branch an injected Run takes lists both families with `ip -j neigh show`; a real ADD never does.
+    expect(ip).not.toContain('-j neigh show');
+    expect(ip).toContain('-6 -j neigh show');
+    // Both permanent entries were found, the IPv4 one in the ARP file alone, and deleted.
+    expect(ip).toEqual(expect.arrayContaining(['neigh del 10.0.0.2 dev eth0', 'neigh del fd00::2 dev eth0']));
   });
 });

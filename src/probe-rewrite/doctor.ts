@@ -1,9 +1,9 @@
 // Doctor check `ipv6-probe`: where the shim hands out IPv6 addresses, Azure LB probes must reach the pods, so the
 // node needs the nftables rewrite (table ip6 azureSLBProbe) or a BPF program that does the same (ACN ipv6-hp-bpf).
 // The assessment is the one `ipam-shim probe-rewrite status` prints (src/probe-rewrite/assess.ts).
-import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter } from '../probe-rewrite/assess.js';
-import { PROBE_TABLE } from '../probe-rewrite/ruleset.js';
-import type { DoctorCheck, Finding } from './check.js';
+import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter } from './assess.js';
+import { PROBE_TABLE } from './ruleset.js';
+import type { DoctorCheck, Finding } from '../doctor/check.js';
 
 export const probeCheck: DoctorCheck = {
   name: 'ipv6-probe',

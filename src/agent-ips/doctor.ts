@@ -2,8 +2,8 @@
 // held by it.
 import { delegateConf } from '../cni/config.js';
 import { atLeast } from '../cni/versions.js';
-import { agentOwnerOf, agentPrevResult, listAgentIps } from '../agent/agent-ip.js';
-import type { DoctorCheck, Finding } from './check.js';
+import { agentOwnerOf, agentPrevResult, listAgentIps } from './allocate.js';
+import type { DoctorCheck, Finding } from '../doctor/check.js';
 
 export const agentCheck: DoctorCheck = {
   name: 'agent-ips',

@@ -8,15 +8,15 @@
 // Read-only: every finding carries the command or config change that fixes it; nothing is repaired here.
 import type { OpenNetwork } from '../network/open.js';
 import { defaultUplink, listActiveTables, listRoutes, type ActiveTables, type Route } from '../effects/routes.js';
-import { findCapturingRoutes, type CapturingRoute } from '../reserved/capture.js';
-import { assessRanges, everySetWhollyReserved, findReservedHit, type RangeSetAssessment } from '../reserved/ranges.js';
-import { reservedCidrs } from '../reserved/decision.js';
-import { ipamSources, type IpamSource } from '../reserved/ipam-sources.js';
+import { findCapturingRoutes, type CapturingRoute } from './capture.js';
+import { assessRanges, everySetWhollyReserved, findReservedHit, type RangeSetAssessment } from './ranges.js';
+import { reservedCidrs } from './decision.js';
+import { ipamSources, type IpamSource } from './ipam-sources.js';
 import { formatIp } from '../net/ip.js';
 import type { Cidr, IpRange } from '../net/cidr.js';
 import type { LedgerRecord } from '../effects/ledger.js';
 import { CniError } from '../cni/errors.js';
-import { failedCheck, type DoctorCheck, type Finding } from './check.js';
+import { failedCheck, type DoctorCheck, type Finding } from '../doctor/check.js';
 
 export const ROUTES_CHECK = 'reserved-routes';
 export const LEDGER_CHECK = 'reserved-ledger';

@@ -1,0 +1,38 @@
+// Fix 4, pod addresses inside someone else's subnet: an address inside reservedCIDRs is refused at ADD (100) and
+// fails CHECK; STATUS fails when the delegate can only hand out such addresses; the node agent reports every pod
+// the runtime knows that holds one (never touches it); doctor finds the routes that capture reserved subnets.
+import { ErrorCode } from '../cni/errors.js';
+import type { Fix } from '../fixes/fix.js';
+import { delegateRangesVerdict, refuseReserved, reservedCidrs } from './decision.js';
+
+export const reservedFix: Fix = {
+  name: 'reserved',
+  // A bad reservedCIDRs list fails the ADD before the delegate allocates anything.
+  validate: (conf) => void reservedCidrs(conf),
+  refuse: refuseReserved,
+  status(conf, log) {
+    const { problem, overlapping } = delegateRangesVerdict(conf);
+    if (overlapping.length) log.warn({ ranges: overlapping }, 'delegate ranges overlap reserved CIDRs: some ADDs will be refused');
+    return problem;
+  },
+  metrics: {
+    families: {
+      ipam_shim_reserved_refusals_total: { type: 'counter', help: 'ADDs refused because the address lies in a reserved CIDR (error 100).' },
+    },
+    tallies: [{ tally: 'reservedRefusals', family: 'ipam_shim_reserved_refusals_total' }],
+    outcome: (verb, code) => (verb === 'ADD' && code === ErrorCode.ReservedAddress ? 'reservedRefusals' : undefined),
+  },
+  agent: {
+    step: 'reserved',
+    families: [
+      {
+        name: 'ipam_shim_agent_reserved_pods',
+        type: 'gauge',
+        help: "Pods in the runtime's result cache holding an address inside reservedCIDRs (reported, never touched; the log names each pod).",
+        labelNames: ['network'],
+      },
+    ],
+    load: async () => (await import('./agent-step.js')).reservedStep,
+  },
+  doctor: async () => [(await import('./doctor.js')).reservedCheck],
+};
