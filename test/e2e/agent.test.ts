@@ -153,13 +153,19 @@ function startAgent(bed: Bed, args: string[], env: Record<string, string> = {}):
   return agent;
 }
 
+/** Polls `pred`; a throw counts as "not yet" (the agent's port is not open before it listens) and is named at the timeout. */
 async function waitFor(what: string, pred: () => Promise<boolean> | boolean, ms = 30_000): Promise<void> {
   const end = Date.now() + ms;
+  let last: unknown;
   while (Date.now() < end) {
-    if (await pred()) return;
+    try {
+      if (await pred()) return;
+    } catch (e) {
+      last = e;
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`timed out waiting for ${what}`);
+  throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
 }
 
 /** A real HTTP client (Node's fetch) in the node's netns: the agent listens on the node's loopback. */
