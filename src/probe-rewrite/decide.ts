@@ -1,5 +1,5 @@
 // THE probe-rewrite decision: what to do about table ip6 azureSLBProbe on this node, and what to call its state.
-// ADD (verbs/address-steps.ts), doctor and `probe-rewrite status` (assess.ts) and the node agent all ask here,
+// ADD (ensure.ts, through the fix), doctor and `probe-rewrite status` (assess.ts) and the node agent all ask here,
 // so they cannot disagree. PURE.
 //
 // The rule that used to differ (field notes §3): ACN's ipv6-hp-bpf replaces the table with TC BPF programs on the
