@@ -44,29 +44,9 @@ export function parseIp(text: string): { family: Family; value: bigint } {
   throw new Error(`invalid IP address "${text}": not an IPv4 or IPv6 address`);
 }
 
-/** Formats an address integer (IPv6 compressed per RFC 5952: longest zero run of 2+ groups, lowercase). */
+/** Formats an address integer: a dotted quad, or IPv6 compressed per RFC 5952 (ip-num's collapse). */
 export function formatIp(family: Family, value: bigint): string {
-  if (family === 4) return [24n, 16n, 8n, 0n].map((s) => String((value >> s) & 0xffn)).join('.');
-  const groups: number[] = [];
-  for (let i = 7; i >= 0; i--) groups.push(Number((value >> BigInt(i * 16)) & 0xffffn));
-  let bestStart = -1;
-  let bestLen = 0;
-  for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen) {
-      bestStart = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = groups.map((g) => g.toString(16));
-  if (bestLen < 2) return hex.join(':');
-  return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLen).join(':')}`;
+  return family === 4 ? new IPv4(value).toString() : collapseIPv6Number(new IPv6(value).toString());
 }
 
 /**
