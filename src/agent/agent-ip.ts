@@ -7,7 +7,8 @@ import { resultAddresses } from '../cni/result.js';
 import { canonicalIp } from '../net/ip.js';
 import { atLeast } from '../cni/versions.js';
 import type { IpamDelegate } from '../effects/delegate.js';
-import type { LedgerRecord, LedgerStore } from '../effects/ledger.js';
+import type { LedgerRecord } from '../ledger/record.js';
+import type { LedgerStore } from '../ledger/store.js';
 import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
 

@@ -12,7 +12,7 @@
 import type { Attachment } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
 import { listNeighbours } from '../effects/neigh.js';
-import type { LedgerRecord } from '../effects/ledger.js';
+import type { LedgerRecord } from '../ledger/record.js';
 import { findResidueOnNode, listPreroutingResidue, nodeBackends } from '../residue/clean.js';
 import { cleanResidueFor, ensureProbeRewriteIfDue } from '../verbs/address-steps.js';
 import { openConflistNetwork, type NetworkSelection, type OpenNetwork } from '../network/open.js';

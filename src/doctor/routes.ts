@@ -14,7 +14,7 @@ import { reservedCidrs } from '../reserved/decision.js';
 import { ipamSources, type IpamSource } from '../reserved/ipam-sources.js';
 import { formatIp } from '../net/ip.js';
 import type { Cidr, IpRange } from '../net/cidr.js';
-import type { LedgerRecord } from '../effects/ledger.js';
+import type { LedgerRecord } from '../ledger/record.js';
 import { CniError } from '../cni/errors.js';
 import { failedCheck, type DoctorCheck, type Finding } from './check.js';
 

@@ -6,7 +6,8 @@ import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Ledger, type LedgerRecord } from '../../src/effects/ledger.js';
+import { Ledger } from '../../src/effects/ledger.js';
+import type { LedgerRecord } from '../../src/ledger/record.js';
 import { ROOT, SEA_SHIM } from '../helpers/cni.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
 

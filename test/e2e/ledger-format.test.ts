@@ -7,7 +7,8 @@ import { chmod, cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/pr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ErrorCode } from '../../src/cni/errors.js';
-import { LEDGER_FORMAT, Ledger, type LedgerRecord, NewerLedgerFormatError } from '../../src/effects/ledger.js';
+import { Ledger } from '../../src/effects/ledger.js';
+import { LEDGER_FORMAT, type LedgerRecord, NewerLedgerFormatError } from '../../src/ledger/record.js';
 import { FIXTURE_BIN, ROOT, SEA_SHIM, invoke } from '../helpers/cni.js';
 
 const FIXTURES = join(ROOT, 'test/fixtures/ledger');
