@@ -147,23 +147,6 @@ export function findOrphans(rules: readonly ResidueRule[], localMacs: Iterable<s
   return rules.filter((r) => !local.has(r.mac));
 }
 
-/** MACs of every interface in the current netns (`ip -j link`). Read-only; a failing `ip` throws ToolError. */
-export async function localMacs(run: Run): Promise<Set<string>> {
-  const r = await run('ip', ['-j', 'link', 'show'], { timeoutMs: 10_000 });
-  return parseLinkMacs(r.stdout);
-}
-
-/** PURE: `ip -j link` JSON → normalised MACs (loopback's all-zero address dropped). */
-export function parseLinkMacs(json: string): Set<string> {
-  const out = new Set<string>();
-  const raw: unknown = json.trim() ? JSON.parse(json) : [];
-  for (const l of Array.isArray(raw) ? (raw as Array<Record<string, unknown>>) : []) {
-    const mac = typeof l.address === 'string' ? normaliseMac(l.address) : undefined;
-    if (mac && mac !== '00:00:00:00:00:00') out.add(mac);
-  }
-  return out;
-}
-
 export interface ResidueOptions extends FindOptions {
   /** Look at ebtables nat PREROUTING (default true). */
   ebtables?: boolean;

@@ -4,13 +4,13 @@
 import type { Ledger } from '../effects/ledger.js';
 import type { Run } from '../effects/exec.js';
 import { listNeighbours, type Neighbour } from '../effects/neigh.js';
+import { localMacs } from '../effects/links.js';
 import { exactIp } from '../net/ip.js';
 import {
   cleanResidue,
   findOrphans,
   findResidueOnNode,
   listPreroutingResidue,
-  localMacs,
   nodeBackends,
   type BackendStatus,
   type CleanFailure,
