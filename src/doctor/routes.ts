@@ -7,7 +7,8 @@
 //   that overlap reserved CIDRs: a warning while some addresses are usable, a problem when none is.
 // Read-only: every finding carries the command or config change that fixes it; nothing is repaired here.
 import type { OpenNetwork } from '../network/open.js';
-import { defaultUplink, listActiveTables, listRoutes, type ActiveTables, type Route } from '../effects/routes.js';
+import { defaultUplink, listActiveTables, listRoutes } from '../effects/routes.js';
+import type { ActiveTables, Route } from '../net/route.js';
 import { findCapturingRoutes, type CapturingRoute } from '../reserved/capture.js';
 import { assessRanges, everySetWhollyReserved, findReservedHit, type RangeSetAssessment } from '../reserved/ranges.js';
 import { reservedCidrs } from '../reserved/decision.js';

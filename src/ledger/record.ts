@@ -80,6 +80,12 @@ export class AddressHeldError extends CniError {
 }
 
 /**
+ * Whether a recorded attachment is provably alive (src/effects/netns-probe.ts looks): `dead` only with proof,
+ * `unknown` when it could not look (GC treats it as alive).
+ */
+export type Liveness = 'alive' | 'dead' | 'unknown';
+
+/**
  * Whether a record's writes (and its removal) must outlive a power loss, by its owner: the durability policy of
  * fs-atomic.ts. The agent's own IPs are allocated once and kept across reboots: fsynced. A pod's are not: a power
  * loss ends every pod on the node, and its record only has to survive a SIGKILL, which needs no fsync.

@@ -6,8 +6,8 @@
 //   install). An azure-vnet leftover sits on its bridge (azure0), which carries at most the subnet's route.
 // Callers without the result (doctor, residue scan/clean) rely on the routes; ADD and CHECK have both.
 import type { Result } from '../cni/result.js';
-import type { Neighbour } from '../effects/neigh.js';
-import { routeDst, type Route } from '../effects/routes.js';
+import type { Neighbour } from '../net/neighbour.js';
+import { routeDst, type Route } from '../net/route.js';
 import { exactIp } from '../net/ip.js';
 
 /** PURE. Host-side interfaces a CNI result names: the ones without a `sandbox`. */

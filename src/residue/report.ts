@@ -3,7 +3,8 @@
 // verdict. The CLI (cli/residue.ts) parses flags and renders it; doctor (doctor/residue.ts) reads it.
 import type { Ledger } from '../effects/ledger.js';
 import type { Run } from '../effects/exec.js';
-import { listNeighbours, type Neighbour } from '../effects/neigh.js';
+import { listNeighbours } from '../effects/neigh.js';
+import type { Neighbour } from '../net/neighbour.js';
 import { localMacs } from '../effects/links.js';
 import { exactIp } from '../net/ip.js';
 import {
