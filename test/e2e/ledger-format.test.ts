@@ -179,7 +179,7 @@ describe('a record of a newer format (after a downgrade)', () => {
     // GC with no valid attachment at all would release everything it can prove unused: it refuses instead.
     const gc = await call(stateDir, 'GC', { 'cni.dev/valid-attachments': [] });
     expect(gc.exitCode).toBe(1);
-    expect(gc.json).toMatchObject({ code: 103, msg: 'ledger for network cilium has unreadable records; GC releases nothing' });
+    expect(gc.json).toMatchObject({ code: ErrorCode.LedgerCorrupt, msg: 'ledger for network cilium has unreadable records; GC releases nothing' });
     expect(await snapshot(stateDir)).toEqual(before);
     // Nothing was released through the delegate either.
     const delegateCalls = await readFile(join(dir, 'fake.log'), 'utf8').catch(() => '');
