@@ -1,7 +1,8 @@
 // PURE: which ebtables backends residue detection reads. `ebtables-legacy` and `ebtables-nft` see different
 // tables, and azure-vnet wrote its rules with whichever `ebtables` the node had; so every backend that can hold
-// tables is read (src/effects/ebtables-probe.ts answers the file facts, src/net/backend-probe.ts the question), and none the kernel cannot serve is
-// started: ADD pays one process per backend that may hold rules, not one per backend installed.
+// tables is read (src/net/backend-probe.ts is the question, src/effects/ebtables-probe.ts answers it from files),
+// and none the kernel cannot serve is started: ADD pays one process per backend that may hold rules, not one per
+// backend installed.
 import { basename } from 'node:path';
 import type { BackendProbe, KernelNeed } from '../net/backend-probe.js';
 
