@@ -1,5 +1,5 @@
-// A ledger held in memory, for the verbs' unit tests: the
-// LedgerStore contract without files or locks (one process, calls already serialised by the caller's await).
+// A ledger held in memory, for the verbs' unit tests: the LedgerStore contract without files or locks (one
+// process, calls already serialised by the caller's await).
 import { CniError, ErrorCode } from '../../src/cni/errors.js';
 import type { Attachment } from '../../src/cni/config.js';
 import { sameAttachment, type LedgerRecord } from '../../src/ledger/record.js';
