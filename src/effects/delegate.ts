@@ -49,7 +49,7 @@ export class DelegateNoAnswer extends CniError {
 
 /**
  * What the verbs, GC and the agent-IP code ask of the wrapped IPAM plugin: the narrow interface Delegate
- * implements and a scripted one stands in for (the startup-snapshot warm-up, the verbs' unit tests).
+ * implements and a scripted one (test/helpers/scripted-delegate.ts, the verbs' unit tests) stands in for.
  */
 export interface IpamDelegate {
   readonly type: string;
