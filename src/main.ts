@@ -3,6 +3,7 @@
 // here may import the config schema (zod), the logger (pino) or the verbs at the top (esbuild evaluates a
 // statically imported module before main() runs); the single executable starts from a V8 startup snapshot that
 // already holds them, evaluated (src/snapshot.ts, src/warm.ts).
+import { ErrorCode } from './cni/errors.js';
 import { readInput, versionFast, writeStdout } from './cni/fd-io.js';
 import { buildingSnapshot } from './snapshot.js';
 import { startup } from './startup.js';
@@ -37,7 +38,7 @@ function start(): void {
     (e) => {
       // Unreachable by design (every path returns an outcome); still never crash silently.
       process.stderr.write(`ipam-shim: ${e instanceof Error ? e.stack : String(e)}\n`);
-      process.stdout.write(JSON.stringify({ cniVersion: '1.1.0', code: 999, msg: String(e instanceof Error ? e.message : e) }), () =>
+      process.stdout.write(JSON.stringify({ cniVersion: '1.1.0', code: ErrorCode.Internal, msg: String(e instanceof Error ? e.message : e) }), () =>
         process.exit(1),
       );
     },

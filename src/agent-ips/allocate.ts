@@ -7,8 +7,10 @@ import { resultAddresses } from '../cni/result.js';
 import { canonicalIp } from '../net/ip.js';
 import { atLeast } from '../cni/versions.js';
 import type { IpamDelegate } from '../effects/delegate.js';
-import type { LedgerRecord, LedgerStore } from '../effects/ledger.js';
+import type { LedgerRecord } from '../ledger/record.js';
+import type { LedgerStore } from '../ledger/store.js';
 import type { Run } from '../effects/exec.js';
+import { deleteNetns, ensureNetns } from '../effects/netns.js';
 import type { Logger } from '../log.js';
 
 const AGENT_IFNAME = 'eth0';
@@ -45,14 +47,6 @@ const OWNER = /^[a-z0-9]([a-z0-9.-]{0,40}[a-z0-9])?$/;
 export function validateOwner(owner: string): void {
   if (!OWNER.test(owner))
     throw new CniError(ErrorCode.InvalidEnvironment, `invalid owner ${JSON.stringify(owner)}`, { details: `must match ${OWNER.source}` });
-}
-
-async function ensureNetns(run: Run, name: string): Promise<string> {
-  const path = `/run/netns/${name}`;
-  const r = await run('ip', ['netns', 'add', name], { check: false });
-  if (r.exitCode !== 0 && !/exists/i.test(r.stderr))
-    throw new CniError(ErrorCode.IoFailure, `cannot create netns ${name}`, { details: r.stderr.trim() });
-  return path;
 }
 
 /** The addresses of the requested family (all when none was asked for); a missing family is an error. */
@@ -154,7 +148,7 @@ export async function releaseAgentIp(d: AgentDeps, owner: string): Promise<{ own
     const version = await d.delegate.versionFor(d.conf.cniVersion);
     await d.delegate.del(delegateConf(d.conf, version), { CNI_CONTAINERID: att.containerID, CNI_IFNAME: AGENT_IFNAME, CNI_NETNS: '', CNI_ARGS: '' });
     await d.ledger.remove(att);
-    await d.run('ip', ['netns', 'del', agentNetnsName(owner)], { check: false });
+    await deleteNetns(d.run, agentNetnsName(owner));
     d.log.info({ owner, ips: rec?.ips ?? [] }, 'agent IP released');
     return { owner, released: rec?.ips ?? [] };
   });

@@ -10,7 +10,7 @@
 // is honoured between steps and between attachments, never inside a release or a cleanup.
 import { attachmentKey } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
-import type { LedgerRecord } from '../effects/ledger.js';
+import type { LedgerRecord } from '../ledger/record.js';
 import { openConflistNetwork, type NetworkSelection, type OpenNetwork } from '../network/open.js';
 import type { Logger } from '../log.js';
 import { sinceStart } from '../spans.js';
@@ -18,9 +18,9 @@ import { cachedAttachments, gcFromCache, type CacheView } from '../gc/from-cache
 import { reservedCidrs } from '../reserved/decision.js';
 import { FIXES } from '../fixes/registry.js';
 import type { Pass, StepOutcome } from '../fixes/agent-step.js';
-import { podName, viewPods, type PodsView } from './pods.js';
+import { podName, viewPods, type PodsView } from '../fixes/pods.js';
 import type { AgentMetrics } from './metrics.js';
-import { AGENT_LOCK_WAIT_MS } from './lock.js';
+import { AGENT_LOCK_WAIT_MS } from '../fixes/attachment-lock.js';
 import { PersistingProblems } from './problems.js';
 
 export type GcMode = 'report' | 'apply';

@@ -1,6 +1,6 @@
 // `ipam-shim ledger`: what the shim has recorded on this node, one line per attachment: the pod (from the
 // runtime's CNI_ARGS at ADD), its addresses, owner, placement, state and age. Read-only.
-import type { LedgerRecord } from '../effects/ledger.js';
+import type { LedgerRecord } from '../ledger/record.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
 import { Exit, parseArgv, type Command } from './command.js';
 

@@ -5,6 +5,7 @@ import { isIPv6 } from 'node:net';
 import { ShimConflistMissing } from '../conflist.js';
 import type { Run } from '../effects/exec.js';
 import { readDefaultUplink } from '../effects/uplink.js';
+import { linkExists } from '../effects/links.js';
 import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeAssessment } from '../probe-rewrite/assess.js';
 import { ensureProbeRewrite, removeProbeRewrite } from '../probe-rewrite/node.js';
 import { PROBE_TABLE, safeUplinkName } from '../probe-rewrite/ruleset.js';
@@ -88,8 +89,7 @@ export const probeRewriteCommand: Command = {
     if (!uplink) throw new Error('no uplink: the node has no default route; pass --uplink DEV');
     // nft matches interface names as strings: a rule for a device that does not exist installs fine and never
     // matches. Refuse it instead (a flag typo is a usage error; a bad "uplink" in the conflist a failure).
-    const link = await ctx.run('ip', ['-j', 'link', 'show', 'dev', uplink], { check: false, timeoutMs: 10_000 });
-    if (link.exitCode !== 0) {
+    if (!(await linkExists(ctx.run, uplink))) {
       const why = `uplink ${JSON.stringify(uplink)} is no interface here${flags.uplink ? '' : ` (from ${net?.conf.settings.uplink ? `"uplink" in ${net.shim.path}` : 'the default route'})`}`;
       if (flags.uplink) throw new UsageError(`--uplink: ${why}`);
       throw new Error(why);

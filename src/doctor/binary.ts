@@ -1,6 +1,7 @@
 // Doctor's shim-binary check: the shim is on the CNI path and answers VERSION in the conflist's version.
 import { PLUGIN_TYPE } from '../cni/config.js';
 import { Delegate } from '../effects/delegate.js';
+import { askVersion } from '../effects/shim-binary.js';
 import type { DoctorCheck, Finding } from './check.js';
 import type { Run } from '../effects/exec.js';
 import { silentLogger, type Logger } from '../log.js';
@@ -29,19 +30,8 @@ async function shimBinaryFindings(net: { cniPath: string[]; run: Run; log: Logge
       },
     ];
   }
-  const r = await net.run(path, [], {
-    input: JSON.stringify({ cniVersion: cniVersion ?? LATEST_VERSION }),
-    env: { CNI_COMMAND: 'VERSION', CNI_CONTAINERID: '', CNI_NETNS: 'dummy', CNI_IFNAME: 'dummy', CNI_PATH: 'dummy' },
-    timeoutMs: 10_000,
-    check: false,
-  });
-  let versions: unknown;
-  try {
-    versions = (JSON.parse(r.stdout) as { supportedVersions?: unknown }).supportedVersions;
-  } catch {
-    versions = undefined;
-  }
-  if (r.exitCode !== 0 || !Array.isArray(versions)) {
+  const { result: r, versions } = await askVersion(net.run, path, cniVersion ?? LATEST_VERSION);
+  if (r.exitCode !== 0 || !versions) {
     return [
       {
         check: NAME,

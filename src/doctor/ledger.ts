@@ -1,6 +1,6 @@
 // Doctor's ledger check: the ledger against the delegate's own store (host-local only: its files can be read).
 import { join } from 'node:path';
-import type { LedgerRecord } from '../effects/ledger.js';
+import type { LedgerRecord } from '../ledger/record.js';
 import { HOST_LOCAL_DEFAULT_DATA_DIR, ipKey, readHostLocalStore, type StoreEntry } from '../effects/host-local-store.js';
 import { type DoctorCheck, type Finding, list } from './check.js';
 import { effectiveIpam, typeOf } from './ipam-config.js';

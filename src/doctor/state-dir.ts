@@ -1,5 +1,6 @@
 // Doctor's state-dir check: the state directory is private and ours, and every ledger record is readable.
 import { lstat } from 'node:fs/promises';
+import { ErrorCode } from '../cni/errors.js';
 import { type DoctorCheck, type Finding, list } from './check.js';
 
 export const stateDirCheck: DoctorCheck = {
@@ -20,21 +21,21 @@ export const stateDirCheck: DoctorCheck = {
         out.push({
           check: name,
           verdict: 'problem',
-          summary: `${dir} is not a directory (symlink?): every ADD fails with code 103`,
+          summary: `${dir} is not a directory (symlink?): every ADD fails with code ${ErrorCode.LedgerCorrupt}`,
           fix: `remove ${dir}; the shim recreates it (0700)`,
         });
       } else if (uid !== undefined && st.uid !== uid) {
         out.push({
           check: name,
           verdict: 'problem',
-          summary: `${dir} is owned by uid ${st.uid}, not ${uid}: every ADD fails with code 103`,
+          summary: `${dir} is owned by uid ${st.uid}, not ${uid}: every ADD fails with code ${ErrorCode.LedgerCorrupt}`,
           fix: `chown ${uid} ${dir}`,
         });
       } else if (st.mode & 0o022) {
         out.push({
           check: name,
           verdict: 'problem',
-          summary: `${dir} is writable by group or others (mode ${mode}): every ADD fails with code 103`,
+          summary: `${dir} is writable by group or others (mode ${mode}): every ADD fails with code ${ErrorCode.LedgerCorrupt}`,
           fix: `chmod 700 ${dir}`,
         });
       } else if (st.mode & 0o055) {

@@ -7,7 +7,7 @@ import { parseResult, convertResult, type Result } from '../cni/result.js';
 import { addressProblem } from '../net/ip.js';
 import { bridgeVersion, LATEST_VERSION } from '../cni/versions.js';
 import { assertPrivateDirSync, ensurePrivateDir, readFileNoFollowSync, writeFileAtomic } from './fs-atomic.js';
-import { MAX_OUTPUT_BYTES, run as defaultRun, type Run } from './exec.js';
+import { MAX_OUTPUT_BYTES, run as defaultRun, type Run, type RunResult } from './exec.js';
 import { sinceStart } from '../spans.js';
 import type { Logger } from '../log.js';
 
@@ -26,6 +26,13 @@ export interface DelegateOptions {
 const ETXTBSY_RETRIES = 5;
 
 /**
+ * The delegate's file is still open for writing somewhere (an installer copying it in place): execve refuses it
+ * with ETXTBSY for that moment. Run directly, that is spawn's errno; through `ip netns exec` (runInNetns) it is
+ * that program's stderr.
+ */
+const textFileBusy = (r: RunResult): boolean => r.spawnError === 'ETXTBSY' || /text file busy/i.test(r.stderr);
+
+/**
  * The delegate gave no answer of its own: it timed out (`timedOut`), or exited non-zero without a CNI error
  * object (a crash, a signal). STATUS tells this "could not tell" from a delegate that said it is not available.
  */
@@ -42,7 +49,7 @@ export class DelegateNoAnswer extends CniError {
 
 /**
  * What the verbs, GC and the agent-IP code ask of the wrapped IPAM plugin: the narrow interface Delegate
- * implements and a scripted one stands in for (the startup-snapshot warm-up, the verbs' unit tests).
+ * implements and a scripted one (test/helpers/scripted-delegate.ts, the verbs' unit tests) stands in for.
  */
 export interface IpamDelegate {
   readonly type: string;
@@ -170,7 +177,7 @@ export class Delegate implements IpamDelegate {
     const input = JSON.stringify(conf);
     const started = sinceStart();
     let r = await run(path, [], { input, env, extendEnv: false, timeoutMs: this.o.timeoutMs, check: false });
-    for (let i = 0; i < ETXTBSY_RETRIES && !r.timedOut && /text file busy/i.test(r.stderr) && r.exitCode !== 0; i++) {
+    for (let i = 0; i < ETXTBSY_RETRIES && !r.timedOut && textFileBusy(r) && r.exitCode !== 0; i++) {
       await new Promise((res) => setTimeout(res, 50));
       r = await run(path, [], { input, env, extendEnv: false, timeoutMs: this.o.timeoutMs, check: false });
     }

@@ -6,6 +6,7 @@
 import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { release } from 'node:os';
 import { dirname } from 'node:path';
+import type { BackendProbe } from '../net/backend-probe.js';
 
 /** The file operations the probes use; tests pass a fake node layout. */
 export interface ProbeFiles {
@@ -85,25 +86,6 @@ const nodeFiles: ProbeFiles = {
   kernelConfig,
   release: () => release(),
 };
-
-/** yes: the kernel has it now; no: it cannot (until a module is loaded / another kernel); unknown: could not tell. */
-interface KernelFact {
-  has: 'yes' | 'no' | 'unknown';
-  /** The file evidence, for logs and reports. */
-  evidence: string;
-}
-
-/** What a backend needs in the kernel: the module (modular kernels) or the config symbol (monolithic ones). */
-export interface KernelNeed {
-  module: string;
-  config: string;
-}
-
-export interface BackendProbe {
-  /** The resolved path of `name` found on PATH, or undefined when it is not installed. */
-  program(name: string): string | undefined;
-  kernel(need: KernelNeed): KernelFact;
-}
 
 /**
  * Probes over `files` for a process whose PATH is `path` (the runtime's, as the programs will be run). Lazy and

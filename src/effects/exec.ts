@@ -21,6 +21,8 @@ export interface RunResult {
   timedOut: boolean;
   /** The program was not found or could not be executed (ENOENT/EACCES). */
   notFound: boolean;
+  /** Why it could not be started, as its errno code (ENOENT, EACCES, ETXTBSY, …); absent when it ran. */
+  spawnError?: string;
   /** It wrote more than MAX_OUTPUT_BYTES (stdout and stderr together): its group was killed, the rest not read. */
   overflow?: boolean;
 }
@@ -169,6 +171,7 @@ async function spawnRun(file: string, args: readonly string[], opts: RunOptions)
     timedOut,
     notFound: r.code === 'ENOENT' || r.code === 'EACCES',
     overflow: r.overflow ?? false,
+    ...(r.code ? { spawnError: r.code } : {}),
   };
   return { result, failed: r.failed, message: r.message };
 }

@@ -1,11 +1,13 @@
-// The shim's record of what it handed out: one JSON file per attachment under <stateDir>/<network>/records,
-// plus an index file per IP so a second owner for one address is caught in O(1). Layout and record shape
-// are an upgrade contract: never rename them (records carry `v` so old ones keep reading).
+// The shim's record of what it handed out, kept in files: one JSON file per attachment under
+// <stateDir>/<network>/records, plus an index file per IP so a second owner for one address is caught in O(1).
+// The layout is an upgrade contract: never rename it. What a record is (shape, format, owner, durability) is
+// src/ledger/record.ts.
 import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import * as z from '../cni/zod.js';
-import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
-import type { Attachment } from '../cni/config.js';
+import { CniError, ErrorCode } from '../cni/errors.js';
+import { attachmentKey, type Attachment } from '../cni/config.js';
+import { AddressHeldError, durableFor, NewerLedgerFormatError, parseLedgerRecord, sameAttachment, type LedgerRecord } from '../ledger/record.js';
+import type { LedgerListing, LedgerStore } from '../ledger/store.js';
 import {
   assertPrivateDir,
   ensurePrivateDir,
@@ -17,30 +19,6 @@ import {
   UnsafePathError,
 } from './fs-atomic.js';
 import { breakIfStale, withLock, LockTimeoutError } from './lock.js';
-
-const LedgerRecordSchema = z.object({
-  v: z.literal(1),
-  containerID: z.string(),
-  ifname: z.string(),
-  network: z.string(),
-  owner: z.enum(['pod', 'agent']),
-  /** `intent`: written before a delegate ADD, so a crash after the delegate allocated still leaves a trace for GC. */
-  state: z.enum(['intent', 'attached']),
-  placement: z.enum(['chained', 'ipam', 'cli']),
-  ips: z.array(z.string()),
-  netns: z.string(),
-  createdAt: z.string(),
-  updatedAt: z.string(),
-  note: z.optional(z.string()),
-  /**
-   * The pod, as CNI_ARGS named it at ADD (src/cni/env.ts). Optional and added within format 1: a v1 reader that
-   * does not know it ignores it (the schema strips unknown keys), so no `v` bump (docs/upgrade.md).
-   */
-  pod: z.optional(z.object({ namespace: z.optional(z.string()), name: z.optional(z.string()), uid: z.optional(z.string()) })),
-});
-export type LedgerRecord = z.infer<typeof LedgerRecordSchema>;
-
-export const sameAttachment = (a: Attachment, b: Attachment): boolean => a.containerID === b.containerID && a.ifname === b.ifname;
 
 /**
  * How long a writer waits for the network's lock. Holders keep it for a few file writes, but with many
@@ -80,66 +58,11 @@ function assertLedgerLayout(dir: string): void {
   }
 }
 
-/** Ledger.put refused a record: `ip` is recorded for another attachment, `holder` (code 11). */
-export class AddressHeldError extends CniError {
-  constructor(
-    readonly ip: string,
-    readonly holder: LedgerRecord,
-    network: string,
-  ) {
-    super(ErrorCode.TryAgainLater, `address ${ip} is already recorded for ${keyOf(holder)} (owner ${holder.owner})`, {
-      details: `network ${network}: the IPAM handed out an address the ledger holds for a pod that is not provably gone (its netns exists and holds the address, or cannot be looked into); has the IPAM's store lost state?`,
-    });
-  }
-}
-
-/** The record format this code reads and writes (`v`; docs/upgrade.md). */
-export const LEDGER_FORMAT = 1;
-
-/**
- * A record written by a newer ipam-shim (a higher `v`, after a downgrade): refused with 103 on every path, never
- * rewritten or removed, since it may hold what this version cannot undo. Upgrading again reads it.
- */
-export class NewerLedgerFormatError extends CniError {}
-
 /** Ledger.lockedAttachment could not take the lock (the ledger is unusable, or another call holds it): fn never ran. */
 export class AttachmentLockError extends CniError {}
 
-/**
- * Whether a record's writes (and its removal) must outlive a power loss, by its owner: the durability policy of
- * fs-atomic.ts. The agent's own IPs are allocated once and kept across reboots: fsynced. A pod's are not: a power
- * loss ends every pod on the node, and its record only has to survive a SIGKILL, which needs no fsync.
- */
-const durableFor = (owner: LedgerRecord['owner']): boolean => owner === 'agent';
-
 /** containerID cannot contain ':' (spec regex), so "<cid>:<ifname>" is unambiguous. */
-const keyOf = (a: Attachment): string => `${a.containerID}:${a.ifname}`;
-
-export interface LedgerListing {
-  records: LedgerRecord[];
-  /** Files that did not parse: GC must release nothing while any exist (it cannot prove what they held). */
-  corrupt: string[];
-}
-
-/**
- * What the verbs, GC and the agent-IP code use of a ledger: the narrow interface the file ledger implements and
- * the in-memory one (memory-ledger.ts: the startup-snapshot warm-up and the verbs' unit tests) stands in for.
- */
-export interface LedgerStore {
-  /** Where the records live (named in messages). */
-  readonly dir: string;
-  readonly network: string;
-  open(): Promise<unknown>;
-  get(a: Attachment): Promise<LedgerRecord | undefined>;
-  put(rec: LedgerRecord): Promise<void>;
-  remove(a: Attachment): Promise<LedgerRecord | undefined>;
-  list(): Promise<LedgerListing>;
-  lockedAttachment<T>(a: Attachment, waitMs: number, fn: () => Promise<T>): Promise<T>;
-  /** Runs fn as the only allocate/release of this agent owner's IPs. */
-  lockedAgentOwner<T>(owner: string, fn: () => Promise<T>): Promise<T>;
-  /** Creates the ledger and proves it can be written now (STATUS); throws when not. */
-  assertWritable(): Promise<void>;
-}
+const keyOf = attachmentKey;
 
 export class Ledger implements LedgerStore {
   readonly dir: string;
@@ -219,7 +142,7 @@ export class Ledger implements LedgerStore {
     } catch (e) {
       throw new CniError(ErrorCode.LedgerCorrupt, `ledger record unreadable: ${path}`, { details: (e as Error).message, cause: e });
     }
-    return this.parseRecord(path, text);
+    return parseLedgerRecord(path, text);
   }
 
   /** readRecord, synchronously (list(): thousands of small files in a row). */
@@ -230,30 +153,7 @@ export class Ledger implements LedgerStore {
     } catch (e) {
       throw new CniError(ErrorCode.LedgerCorrupt, `ledger record unreadable: ${path}`, { details: (e as Error).message, cause: e });
     }
-    return this.parseRecord(path, text);
-  }
-
-  private parseRecord(path: string, text: string | undefined): LedgerRecord | undefined {
-    if (text === undefined) return undefined;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch (e) {
-      throw new CniError(ErrorCode.LedgerCorrupt, `ledger record corrupt: ${path}`, { details: (e as Error).message });
-    }
-    const v = (parsed as { v?: unknown } | null)?.v;
-    if (typeof v === 'number' && v > LEDGER_FORMAT) {
-      throw new NewerLedgerFormatError(
-        ErrorCode.LedgerCorrupt,
-        `ledger record written by a newer ipam-shim (format v${v}, this one reads v${LEDGER_FORMAT}): ${path}`,
-        {
-          details: 'left as it is: upgrade ipam-shim again to act on it (docs/upgrade.md)',
-        },
-      );
-    }
-    const r = LedgerRecordSchema.safeParse(parsed);
-    if (!r.success) throw new CniError(ErrorCode.LedgerCorrupt, `ledger record corrupt: ${path}`, { details: formatIssues(r.error.issues) });
-    return r.data;
+    return parseLedgerRecord(path, text);
   }
 
   /**
@@ -436,13 +336,3 @@ export class Ledger implements LedgerStore {
     if (key === keyOf(a)) await removeFile(this.ipPath(ip), { durable });
   }
 }
-
-/** Whose attachment a container ID is: cilium-agent's (it matches one of agentContainerIDs; GC keeps it) or a pod's. */
-export const ownerOf = (containerID: string, agentPatterns: readonly string[]): LedgerRecord['owner'] =>
-  matchesAny(containerID, agentPatterns) ? 'agent' : 'pod';
-
-/** Glob match for agentContainerIDs ("cilium-agent-*"). */
-function matchesAny(id: string, patterns: readonly string[]): boolean {
-  return patterns.some((p) => new RegExp(`^${p.split('*').map(escapeRe).join('.*')}$`).test(id));
-}
-const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

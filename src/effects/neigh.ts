@@ -4,18 +4,9 @@ import { ToolError } from '../cni/errors.js';
 import { exactIp } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
 import { procReaderOf, type Run } from './exec.js';
+import type { Neighbour } from '../net/neighbour.js';
 
 const TIMEOUT_MS = 10_000;
-
-export interface Neighbour {
-  /** Normalised address (canonical IPv6). */
-  ip: string;
-  dev: string;
-  /** Lowercase, zero-padded; absent for INCOMPLETE/FAILED entries. */
-  mac?: string;
-  /** As iproute2 reports it, e.g. ["PERMANENT"], ["REACHABLE"], ["STALE"]. */
-  state: string[];
-}
 
 /**
  * Lists neighbour entries with one `ip -j neigh show` call (both families unless `family` narrows it).

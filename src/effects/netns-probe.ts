@@ -2,7 +2,7 @@
 import { statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Run } from './exec.js';
-import type { Liveness } from '../gc/plan.js';
+import type { Liveness } from '../ledger/record.js';
 
 /**
  * Read-only. `dead` only with proof: the netns path is gone, or it exists and holds none of the IPs (an

@@ -1,35 +1,10 @@
 // The node's routing tables (`ip -j route show table all`, both families) and `ip rule`'s tables, read and parsed
-// into Route objects. What a route means for a fix is decided there (src/reserved/capture.ts: routes capturing a
-// reserved CIDR; src/residue/own.ts: a pod's own host routes); the Route type lives here, with the effect that
-// produces it, so that no effect imports a fix module.
+// into Route objects (src/net/route.ts). What a route means for a fix is decided there (src/reserved/capture.ts:
+// routes capturing a reserved CIDR; src/residue/own.ts: a pod's own host routes).
 import { ToolError } from '../cni/errors.js';
 import type { Run } from './exec.js';
-import { type Cidr, parseCidr } from '../net/cidr.js';
+import type { ActiveTables, Route, RouteNexthop } from '../net/route.js';
 import type { Family } from '../net/ip.js';
-
-export interface RouteNexthop {
-  gateway?: string;
-  dev?: string;
-}
-
-/** One route as `ip -j route` reports it, normalised a little. */
-export interface Route {
-  family: Family;
-  /** `unicast` when ip omits it; else blackhole, unreachable, prohibit, local, broadcast, multicast, throw, … */
-  type: string;
-  /** As ip prints it: `default`, `10.0.0.0/8`, or a host address without prefix. */
-  dst: string;
-  /** `main` when ip omits it. */
-  table: string;
-  dev?: string;
-  gateway?: string;
-  protocol?: string;
-  scope?: string;
-  metric?: number;
-  /** Multipath routes: one entry per nexthop. */
-  nexthops?: RouteNexthop[];
-  flags: string[];
-}
 
 /**
  * Lists every route of every table, IPv4 and IPv6, read concurrently. Read-only. `-4` is explicit because
@@ -48,9 +23,6 @@ export async function listRoutes(run: Run): Promise<Route[]> {
   }
   return [...parseRoutes(v4.stdout, 4), ...v6Routes];
 }
-
-/** Per family, the routing tables some `ip rule` looks up; `all` when any table may be (an l3mdev/VRF rule). */
-export type ActiveTables = Record<Family, ReadonlySet<string> | 'all'>;
 
 /**
  * Reads `ip -j -4 rule show` and `ip -j -6 rule show`: which tables a lookup can reach. Read-only. A family
@@ -132,15 +104,4 @@ export function defaultUplink(routes: readonly Route[], prefer: readonly Family[
     }
   }
   return undefined;
-}
-
-/** The route's destination as a Cidr (`default` = /0, a bare address = host route), or undefined if unparseable. */
-export function routeDst(route: Route): Cidr | undefined {
-  if (route.dst === 'default') return parseCidr(route.family === 4 ? '0.0.0.0/0' : '::/0');
-  try {
-    const c = parseCidr(route.dst);
-    return c.family === route.family ? c : undefined;
-  } catch {
-    return undefined;
-  }
 }

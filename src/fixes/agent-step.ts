@@ -1,9 +1,9 @@
 // What a fix's node-agent step gets from a reconcile pass (src/agent/reconcile.ts runs the network, gc and pods
 // steps, then every fix's step in registry order) and what it answers.
 import type { Counter, Gauge } from 'prom-client';
-import type { LedgerRecord } from '../effects/ledger.js';
+import type { LedgerRecord } from '../ledger/record.js';
 import type { OpenNetwork } from '../network/open.js';
-import type { PodsView } from '../agent/pods.js';
+import type { PodsView } from './pods.js';
 
 export type StepOutcome = 'ok' | 'error' | 'skipped' | 'stopped';
 

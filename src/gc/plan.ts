@@ -1,9 +1,7 @@
 // Which ledger attachments GC may release. Pure: the effects (netns probes, delegate DELs) happen around it,
 // so the GC verb, `ipam-shim gc` and its dry run all decide the same way.
 import type { Attachment } from '../cni/config.js';
-import type { LedgerRecord } from '../effects/ledger.js';
-
-export type Liveness = 'alive' | 'dead' | 'unknown';
+import type { LedgerRecord, Liveness } from '../ledger/record.js';
 
 type KeepReason = 'valid' | 'agent' | 'alive' | 'unknown' | 'recent';
 

@@ -3,11 +3,13 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type Attachment, type NetConf } from '../cni/config.js';
 import type { IpamDelegate } from '../effects/delegate.js';
-import { AttachmentLockError, type LedgerRecord, type LedgerStore } from '../effects/ledger.js';
+import { AttachmentLockError } from '../effects/ledger.js';
+import type { LedgerRecord, Liveness } from '../ledger/record.js';
+import type { LedgerStore } from '../ledger/store.js';
 import { probeAttachment } from '../effects/netns-probe.js';
 import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
-import { attachmentKey, needsProbe, planGc, type GcPlan, type Liveness } from './plan.js';
+import { attachmentKey, needsProbe, planGc, type GcPlan } from './plan.js';
 
 /** Delegate DELs GC runs at once. */
 const RELEASE_PARALLEL = 4;

@@ -5,7 +5,8 @@
 // provably gone, or provably holds none of its addresses, loses the address; a live or unknown holder, or one of
 // cilium-agent's, keeps it and the ADD keeps its 11.
 import type { Attachment } from '../cni/config.js';
-import type { LedgerRecord, LedgerStore } from '../effects/ledger.js';
+import type { LedgerRecord } from '../ledger/record.js';
+import type { LedgerStore } from '../ledger/store.js';
 import { probeAttachment } from '../effects/netns-probe.js';
 import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';

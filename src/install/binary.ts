@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { isSea } from 'node:sea';
 import { PLUGIN_TYPE } from '../cni/config.js';
 import { ABOUT } from '../cni/skel.js';
-import { run } from '../effects/exec.js';
+import { runBare } from '../effects/shim-binary.js';
 import { isErrno, syncDir } from '../effects/fs-atomic.js';
 
 export const BINARY_NAME = PLUGIN_TYPE;
@@ -35,8 +35,7 @@ const ABOUT_PREFIX = ABOUT.slice(0, ABOUT.indexOf(':'));
  * with the about line, as the installed copy will when a runtime or an operator runs it.
  */
 export async function checkSource(source: string): Promise<void> {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CNI_')));
-  const r = await run(source, [], { env, extendEnv: false, timeoutMs: 15_000, check: false });
+  const r = await runBare(source);
   if (r.notFound) throw new Error(`source ${source} cannot be executed`);
   if (r.exitCode !== 0 || !r.stderr.startsWith(ABOUT_PREFIX)) {
     const said = (r.stderr || r.stdout).trim().split('\n')[0]?.slice(0, 120);

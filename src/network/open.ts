@@ -4,7 +4,8 @@
 import { join } from 'node:path';
 import { loadShimConflist, DEFAULT_CONF_DIR, type ShimConflist } from '../conflist.js';
 import { Delegate, type IpamDelegate } from '../effects/delegate.js';
-import { Ledger, type LedgerStore } from '../effects/ledger.js';
+import { Ledger } from '../effects/ledger.js';
+import type { LedgerStore } from '../ledger/store.js';
 import { createLogger, logBound, type Logger } from '../log.js';
 import type { Run } from '../effects/exec.js';
 import type { NetConf } from '../cni/config.js';

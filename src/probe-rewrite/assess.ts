@@ -3,7 +3,7 @@
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import type { ShimSettings } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
-import type { Ledger } from '../effects/ledger.js';
+import type { LedgerStore } from '../ledger/store.js';
 import { decide, probeRewriteNeeded, type ProbeVerdict, type TableState } from './decide.js';
 import { probeRewriteStatus, type ProbeRewriteStatus } from './node.js';
 import { DEFAULT_PROBE_GLOBAL, DEFAULT_PROBE_SOURCE, PROBE_TABLE, type PacketCounter } from './ruleset.js';
@@ -29,7 +29,7 @@ export interface AssessInput {
   /** Settings from the shim's conflist, or undefined for the built-in defaults. */
   settings?: Pick<ShimSettings, 'ipv6ProbeRewrite' | 'uplink' | 'probeSource' | 'probeGlobal'> | undefined;
   settingsFrom?: string | null;
-  ledger?: Ledger | undefined;
+  ledger?: Pick<LedgerStore, 'list'> | undefined;
   /** Operator overrides (CLI flags): win over the settings. */
   uplink?: string | undefined;
   probeSource?: string | undefined;

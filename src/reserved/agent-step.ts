@@ -2,7 +2,7 @@
 // step's view) is logged with its namespace/name and counted. Reported only: the address may be the reserved
 // subnet's real owner's too, so neither the pod nor its address is touched.
 import { attachmentKey } from '../cni/config.js';
-import { podName } from '../agent/pods.js';
+import { podName } from '../fixes/pods.js';
 import type { AgentStep } from '../fixes/agent-step.js';
 
 export const reservedStep: AgentStep = {

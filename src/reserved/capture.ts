@@ -1,6 +1,6 @@
 // PURE: routes that capture a reserved CIDR (field notes §4: a node CIDR over a firewall subnet sends the
 // firewall's replies to a node instead of the VNet). The routes themselves are read by src/effects/routes.ts.
-import { type ActiveTables, type Route, type RouteNexthop, routeDst } from '../effects/routes.js';
+import { type ActiveTables, type Route, type RouteNexthop, routeDst } from '../net/route.js';
 import { type Cidr, intersect, parseCidr, rangeOverlap } from '../net/cidr.js';
 import { type Family, parseIp } from '../net/ip.js';
 

@@ -7,15 +7,16 @@
 //   that overlap reserved CIDRs: a warning while some addresses are usable, a problem when none is.
 // Read-only: every finding carries the command or config change that fixes it; nothing is repaired here.
 import type { OpenNetwork } from '../network/open.js';
-import { defaultUplink, listActiveTables, listRoutes, type ActiveTables, type Route } from '../effects/routes.js';
+import { defaultUplink, listActiveTables, listRoutes } from '../effects/routes.js';
+import type { ActiveTables, Route } from '../net/route.js';
 import { findCapturingRoutes, type CapturingRoute } from './capture.js';
 import { assessRanges, everySetWhollyReserved, findReservedHit, type RangeSetAssessment } from './ranges.js';
 import { reservedCidrs } from './decision.js';
 import { ipamSources, type IpamSource } from './ipam-sources.js';
 import { formatIp } from '../net/ip.js';
 import type { Cidr, IpRange } from '../net/cidr.js';
-import type { LedgerRecord } from '../effects/ledger.js';
-import { CniError } from '../cni/errors.js';
+import type { LedgerRecord } from '../ledger/record.js';
+import { CniError, ErrorCode } from '../cni/errors.js';
 import { failedCheck, type DoctorCheck, type Finding } from '../doctor/check.js';
 
 export const ROUTES_CHECK = 'reserved-routes';
@@ -156,8 +157,8 @@ export function rangeFindings(sources: readonly IpamSource[], reserved: readonly
         const why = !dead
           ? ''
           : allDead
-            ? ': every ADD is refused (STATUS reports 50)'
-            : ': host-local takes an address from every range set, so every ADD is refused (STATUS reports 50)';
+            ? `: every ADD is refused (STATUS reports ${ErrorCode.PluginNotAvailable})`
+            : `: host-local takes an address from every range set, so every ADD is refused (STATUS reports ${ErrorCode.PluginNotAvailable})`;
         out.push({
           check: RANGES_CHECK,
           verdict: dead ? 'problem' : 'warn',
@@ -173,7 +174,7 @@ export function rangeFindings(sources: readonly IpamSource[], reserved: readonly
       out.push({
         check: RANGES_CHECK,
         verdict: 'warn',
-        summary: `${where}: ${reservedCount} of ${r.size} addresses lie in reserved ${listed}; ADDs handed one of them are refused with code 100`,
+        summary: `${where}: ${reservedCount} of ${r.size} addresses lie in reserved ${listed}; ADDs handed one of them are refused with code ${ErrorCode.ReservedAddress}`,
         fix:
           `replace the range in ${src.where} with its unreserved parts (one range set): ${JSON.stringify(pieces)}` +
           (r.unreserved.length > MAX_PIECES ? ` … and ${r.unreserved.length - MAX_PIECES} more pieces` : ''),

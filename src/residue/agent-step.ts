@@ -2,10 +2,10 @@
 // saw (the pods step's residueTargets: reserved addresses excepted), removed with the function ADD uses.
 import { attachmentKey, attachmentOfKey } from '../cni/config.js';
 import { listNeighbours } from '../effects/neigh.js';
-import type { LedgerRecord } from '../effects/ledger.js';
+import type { LedgerRecord } from '../ledger/record.js';
 import type { CachedPod } from '../gc/cached-pod.js';
-import { podName } from '../agent/pods.js';
-import { AttachmentBusy, exclusiveAttachment } from '../agent/lock.js';
+import { podName } from '../fixes/pods.js';
+import { AttachmentBusy, exclusiveAttachment } from '../fixes/attachment-lock.js';
 import type { AgentStep } from '../fixes/agent-step.js';
 import { findResidueOnNode, listPreroutingResidue, nodeBackends } from './clean.js';
 import { cleanResidueFor } from './cure.js';

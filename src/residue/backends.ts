@@ -1,9 +1,10 @@
 // PURE: which ebtables backends residue detection reads. `ebtables-legacy` and `ebtables-nft` see different
 // tables, and azure-vnet wrote its rules with whichever `ebtables` the node had; so every backend that can hold
-// tables is read (src/effects/ebtables-probe.ts supplies the file facts), and none the kernel cannot serve is
-// started: ADD pays one process per backend that may hold rules, not one per backend installed.
+// tables is read (src/net/backend-probe.ts is the question, src/effects/ebtables-probe.ts answers it from files),
+// and none the kernel cannot serve is started: ADD pays one process per backend that may hold rules, not one per
+// backend installed.
 import { basename } from 'node:path';
-import type { BackendProbe, KernelNeed } from '../effects/ebtables-probe.js';
+import type { BackendProbe, KernelNeed } from '../net/backend-probe.js';
 
 /** `ebtables`: the node's `ebtables` when it is neither known backend (a wrapper, an old standalone build). */
 export type BackendName = 'nft' | 'legacy' | 'ebtables';

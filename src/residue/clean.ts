@@ -5,7 +5,8 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { deleteRule, listPrerouting } from '../effects/ebtables.js';
 import { probeBackends } from '../effects/ebtables-probe.js';
 import type { Run } from '../effects/exec.js';
-import { deleteNeighbour, listPermanentNeighbours, type Neighbour } from '../effects/neigh.js';
+import { deleteNeighbour, listPermanentNeighbours } from '../effects/neigh.js';
+import type { Neighbour } from '../net/neighbour.js';
 import { listRoutes } from '../effects/routes.js';
 import { parsePrerouting, type ResidueRule } from './parse.js';
 import { exactIp } from '../net/ip.js';
@@ -145,23 +146,6 @@ export async function findResidueOnNode(
 export function findOrphans(rules: readonly ResidueRule[], localMacs: Iterable<string>): ResidueRule[] {
   const local = new Set([...localMacs].map((m) => normaliseMac(m) ?? m));
   return rules.filter((r) => !local.has(r.mac));
-}
-
-/** MACs of every interface in the current netns (`ip -j link`). Read-only; a failing `ip` throws ToolError. */
-export async function localMacs(run: Run): Promise<Set<string>> {
-  const r = await run('ip', ['-j', 'link', 'show'], { timeoutMs: 10_000 });
-  return parseLinkMacs(r.stdout);
-}
-
-/** PURE: `ip -j link` JSON → normalised MACs (loopback's all-zero address dropped). */
-export function parseLinkMacs(json: string): Set<string> {
-  const out = new Set<string>();
-  const raw: unknown = json.trim() ? JSON.parse(json) : [];
-  for (const l of Array.isArray(raw) ? (raw as Array<Record<string, unknown>>) : []) {
-    const mac = typeof l.address === 'string' ? normaliseMac(l.address) : undefined;
-    if (mac && mac !== '00:00:00:00:00:00') out.add(mac);
-  }
-  return out;
 }
 
 export interface ResidueOptions extends FindOptions {

@@ -5,8 +5,8 @@
 // - the host routes exactly that address through it (a /32 or /128 route: what ptp and cilium's endpoint routes
 //   install). An azure-vnet leftover sits on its bridge (azure0), which carries at most the subnet's route.
 // Callers without the result (doctor, residue scan/clean) rely on the routes; ADD and CHECK have both.
-import type { Neighbour } from '../effects/neigh.js';
-import { routeDst, type Route } from '../effects/routes.js';
+import type { Neighbour } from '../net/neighbour.js';
+import { routeDst, type Route } from '../net/route.js';
 import { exactIp } from '../net/ip.js';
 
 /** PURE. For each address, the devices the host reaches it through by a host route (any table, unicast). */

@@ -1,16 +1,17 @@
 // The residue report of `ipam-shim residue scan | clean` and doctor's residue check: which addresses to look at
 // (ledger and named), what residue each has (or had removed, or still has), orphaned per-pod rules, counts and a
 // verdict. The CLI (cli/residue.ts) parses flags and renders it; doctor (residue/doctor.ts) reads it.
-import type { Ledger } from '../effects/ledger.js';
+import type { LedgerStore } from '../ledger/store.js';
 import type { Run } from '../effects/exec.js';
-import { listNeighbours, type Neighbour } from '../effects/neigh.js';
+import { listNeighbours } from '../effects/neigh.js';
+import type { Neighbour } from '../net/neighbour.js';
+import { localMacs } from '../effects/links.js';
 import { exactIp } from '../net/ip.js';
 import {
   cleanResidue,
   findOrphans,
   findResidueOnNode,
   listPreroutingResidue,
-  localMacs,
   nodeBackends,
   type BackendStatus,
   type CleanFailure,
@@ -161,7 +162,9 @@ async function snapshotResidue(run: Run, backends: BackendSetting): Promise<Back
 }
 
 /** Ledger addresses of a network, with the attachments holding them; corrupt files listed separately. */
-export async function ledgerTargets(ledger: Pick<Ledger, 'list'>): Promise<{ ips: Array<{ ip: string; attachment: string }>; corrupt: string[] }> {
+export async function ledgerTargets(
+  ledger: Pick<LedgerStore, 'list'>,
+): Promise<{ ips: Array<{ ip: string; attachment: string }>; corrupt: string[] }> {
   const { records, corrupt } = await ledger.list();
   const ips = records.flatMap((r) =>
     r.ips.map((ip) => ({ ip, attachment: `${r.containerID}/${r.ifname}${r.state === 'intent' ? ' (intent)' : ''}` })),

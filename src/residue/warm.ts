@@ -1,7 +1,7 @@
 // The build's warm-up answers for what the residue fix reads (src/warm.ts): the nat PREROUTING chain with
 // azure-vnet's three per-pod rules for the sample addresses, a permanent IPv4 neighbour in /proc/net/arp (the file
 // a real call reads) and an IPv6 one from `ip -6 -j neigh show`, no host routes, one link. Deletions succeed.
-import type { RunScript } from '../effects/scripted-run.js';
+import type { RunScript } from '../doubles/scripted-run.js';
 
 const EBTABLES = [
   'Bridge table: nat',

@@ -1,7 +1,7 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf } from '../cni/config.js';
 import { convertResult, resultHostDevices, type Result } from '../cni/result.js';
-import { AddressHeldError, ownerOf, type LedgerRecord } from '../effects/ledger.js';
+import { AddressHeldError, ownerOf, type LedgerRecord } from '../ledger/record.js';
 import { attachmentOf, exclusively, tally, type VerbContext } from './context.js';
 import { prefetchFixes, prepareAddresses, resultIps, validateFixes } from './address-steps.js';
 import { span, timed } from '../spans.js';

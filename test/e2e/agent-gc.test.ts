@@ -10,6 +10,7 @@ import { RUNTIMES, newRuntime, skipRuntime, type CniRuntime } from '../harness/r
 import { TestNet, rootOrSkip, uid } from '../helpers/netns.js';
 import { shimKeys } from '../helpers/shim-conf.js';
 import { FIXTURE_BIN, PLUGIN_DIR, SHIM, hostLocalAllocations, invoke, scratch, shimBinDir } from '../helpers/cni.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 const root = rootOrSkip();
 const d = root ? describe : describe.skip;
@@ -150,7 +151,7 @@ d('agent IPs', () => {
     // the runtime DELs the failed ADD and retries, and the retry gets another address.
     const ns = await b.net.netns('pod');
     await expect(b.runner.add('pod-after-wipe', `/run/netns/${ns}`)).rejects.toMatchObject({
-      code: 11,
+      code: ErrorCode.TryAgainLater,
       msg: expect.stringContaining('cilium-agent-health'),
     });
     await b.runner.del('pod-after-wipe', `/run/netns/${ns}`);
@@ -210,7 +211,7 @@ d('GC', () => {
       const before = await store();
       const out = await gcVerb(key);
       expect(out.exitCode).not.toBe(0);
-      expect(out.json, out.stdout).toMatchObject({ code: 7, msg: expect.stringContaining('cni.dev/valid-attachments') });
+      expect(out.json, out.stdout).toMatchObject({ code: ErrorCode.InvalidNetworkConfig, msg: expect.stringContaining('cni.dev/valid-attachments') });
       expect(await store()).toEqual(before);
       expect(await ledgerIps()).toContain(w.dead.ip);
       expect((await gcVerb({ 'cni.dev/valid-attachments': [] })).exitCode).toBe(0);

@@ -11,6 +11,7 @@ import { PLUGIN_DIR, SEA_SHIM } from '../helpers/cni.js';
 import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 const root = rootOrSkip();
 const { s, net } = useScratchNet();
@@ -148,9 +149,9 @@ describe.runIf(root)('the call log line of the single executable', () => {
     const bad = shimConf({ name: 'calllog', dirs: s, delegate: hostLocal(s.dataDir, '10.93.0.0/24'), keys: { reservedCIDRs: ['10.1.0.0/33'] } });
     const failed = await call(ns, 'ADD', cid, bad);
     expect(failed.exitCode).not.toBe(0);
-    expect(JSON.parse(failed.stdout)).toMatchObject({ code: 7, msg: 'invalid reservedCIDRs' });
+    expect(JSON.parse(failed.stdout)).toMatchObject({ code: ErrorCode.InvalidNetworkConfig, msg: 'invalid reservedCIDRs' });
     const line = await callLine(s.logFile, 'ADD', cid);
-    expect(line).toMatchObject({ msg: 'CNI call failed', outcome: 'error', code: 7 });
+    expect(line).toMatchObject({ msg: 'CNI call failed', outcome: 'error', code: ErrorCode.InvalidNetworkConfig });
     expect(Object.keys(line.timings!)).toEqual(expect.arrayContaining(['boot', 'modules', 'config', 'logger', 'verb', 'total']));
     expectWholeCall(line, failed);
   });
@@ -159,9 +160,9 @@ describe.runIf(root)('the call log line of the single executable', () => {
     const ns = await namespaces();
     const cid = `cl-${uid()}`;
     const failed = await call(ns, 'DEL', cid, '{"cniVersion": ');
-    expect(JSON.parse(failed.stdout)).toMatchObject({ code: 6 });
+    expect(JSON.parse(failed.stdout)).toMatchObject({ code: ErrorCode.DecodingFailure });
     const line = await callLine(DEFAULT_LOG, 'DEL', cid);
-    expect(line).toMatchObject({ msg: 'CNI call failed', outcome: 'error', code: 6 });
+    expect(line).toMatchObject({ msg: 'CNI call failed', outcome: 'error', code: ErrorCode.DecodingFailure });
     expect(Object.keys(line.timings!).sort()).toEqual(['boot', 'config', 'logger', 'modules', 'total']);
     expectWholeCall(line, failed);
   });

@@ -6,9 +6,11 @@ import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Ledger, type LedgerRecord } from '../../src/effects/ledger.js';
+import { Ledger } from '../../src/effects/ledger.js';
+import type { LedgerRecord } from '../../src/ledger/record.js';
 import { ROOT, SEA_SHIM } from '../helpers/cni.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 let dir = '';
 const net = new TestNet();
@@ -103,7 +105,7 @@ describe('exit codes and suggestions', () => {
     expect(cannot.stderr).toMatch(/no conflist with ipam-shim found/);
     const cannotJson = await cli('agent-ip', 'list', '--conf-dir', join(dir, 'missing'), '--json');
     expect(cannotJson.exitCode).toBe(3);
-    expect(JSON.parse(cannotJson.stdout)).toMatchObject({ code: 7 });
+    expect(JSON.parse(cannotJson.stdout)).toMatchObject({ code: ErrorCode.InvalidNetworkConfig });
   });
 });
 

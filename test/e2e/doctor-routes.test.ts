@@ -14,6 +14,7 @@ import { LEDGER_CHECK, RANGES_CHECK, ROUTES_CHECK, ledgerFindings, rangeFindings
 import { hostLocalRanges, unreservedPieces } from '../../src/reserved/ranges.js';
 import { formatIp } from '../../src/net/ip.js';
 import { parseCidrs } from '../../src/net/cidr.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 const root = rootOrSkip();
 
@@ -301,7 +302,7 @@ describe.skipIf(!root)('ipam-shim doctor: reserved subnets', () => {
       { ...slotConf(['10.224.0.0/24', 'fd00:224:1::/121', 'fd00:224:1::80/121'], dual), cniVersion: '1.1.0' },
       { command: 'STATUS', path: [PLUGIN_DIR], inNetns: node },
     );
-    expect(st.json).toMatchObject({ code: 50 });
+    expect(st.json).toMatchObject({ code: ErrorCode.PluginNotAvailable });
   });
 
   it('STATUS and doctor agree, through the built executable, on range sets bounded by rangeStart/rangeEnd, mixed sets and an empty set', async () => {
@@ -334,7 +335,7 @@ describe.skipIf(!root)('ipam-shim doctor: reserved subnets', () => {
           ? 'one set'
           : 'every set';
       expect({ name, status, doctor: doctorSays }).toEqual({ name, status: refused, doctor: refused });
-      if (refused !== 'no') expect(st.json).toMatchObject({ code: 50 });
+      if (refused !== 'no') expect(st.json).toMatchObject({ code: ErrorCode.PluginNotAvailable });
     }
   });
 

@@ -15,6 +15,7 @@ import { FIXTURE_BIN, invoke, PLUGIN_DIR, scratch, SHIM } from '../helpers/cni.j
 import { uid } from '../helpers/netns.js';
 import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { disagreements, envInt, hostLocalStore, pool, readLedger, WRAP_IPAM } from '../helpers/robust.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 const RUNS = envInt('IPAM_SHIM_FUZZ_RUNS', 150);
 const SEED = process.env.IPAM_SHIM_FUZZ_SEED ? Number(process.env.IPAM_SHIM_FUZZ_SEED) : Date.now() % 2 ** 31;
@@ -558,10 +559,10 @@ describe('planted symlinks and a corrupt ledger', () => {
     const rec = join(s.stateDir, net, 'records', 'pod-1:eth0.json');
     await symlink(t, rec);
     const add = await call(net, 'ADD');
-    expect(add.json).toMatchObject({ code: 103 });
+    expect(add.json).toMatchObject({ code: ErrorCode.LedgerCorrupt });
     expect(add.json.msg).toContain(rec);
     expect([...(await hostLocalStore(s.dataDir, net)).values()]).toEqual(['other:eth0']);
-    expect((await call(net, 'CHECK')).json).toMatchObject({ code: 103 });
+    expect((await call(net, 'CHECK')).json).toMatchObject({ code: ErrorCode.LedgerCorrupt });
     // DEL forgets it: the link is removed, not followed.
     expect((await call(net, 'DEL')).exitCode).toBe(0);
     await expect(lstat(rec)).rejects.toMatchObject({ code: 'ENOENT' });
@@ -578,7 +579,7 @@ describe('planted symlinks and a corrupt ledger', () => {
     // The next address host-local hands out is 10.239.0.3: plant its index entry.
     await symlink(t, join(s.stateDir, net, 'ips', '10.239.0.3'));
     const add = await call(net, 'ADD', 'second');
-    expect(add.json).toMatchObject({ code: 103 });
+    expect(add.json).toMatchObject({ code: ErrorCode.LedgerCorrupt });
     expect(add.json.msg).toContain(join(s.stateDir, net, 'ips', '10.239.0.3'));
     expect([...(await hostLocalStore(s.dataDir, net)).values()]).toEqual(['first:eth0']); // released again
     await rm(join(s.stateDir, net, 'ips', '10.239.0.3'));
@@ -613,7 +614,7 @@ describe('planted symlinks and a corrupt ledger', () => {
       await mkdir(join(at, '..'), { recursive: true, mode: 0o700 });
       await symlink(elsewhere, at);
       const add = await call(net, 'ADD');
-      expect(add.json, `${which}: ${add.stdout}`).toMatchObject({ code: 103 });
+      expect(add.json, `${which}: ${add.stdout}`).toMatchObject({ code: ErrorCode.LedgerCorrupt });
       expect(add.json.details ?? add.json.msg).toContain(at);
       expect(await hostLocalStore(s.dataDir, net)).toEqual(new Map());
       expect(await readdir(elsewhere)).toEqual([]);
@@ -636,12 +637,12 @@ describe('planted symlinks and a corrupt ledger', () => {
 
       for (const command of ['ADD', 'CHECK']) {
         const o = await call(net, command);
-        expect(o.json, `${command}: ${o.stdout}`).toMatchObject({ code: 103 });
+        expect(o.json, `${command}: ${o.stdout}`).toMatchObject({ code: ErrorCode.LedgerCorrupt });
         expect(o.json.msg).toContain(corrupt);
       }
       const valid = { 'cni.dev/valid-attachments': [{ containerID: 'live', ifname: 'eth0' }] };
       const refused = await call(net, 'GC', '', valid, '1.1.0');
-      expect(refused.json).toMatchObject({ code: 103 });
+      expect(refused.json).toMatchObject({ code: ErrorCode.LedgerCorrupt });
       expect(refused.json.details).toContain(corrupt);
       expect([...(await hostLocalStore(s.dataDir, net)).values()].sort()).toEqual(['dead:eth0', 'live:eth0']);
 

@@ -11,6 +11,7 @@ import { parseMetrics } from '../../src/metrics.js';
 import { TestNet, inNs, rootOrSkip } from '../helpers/netns.js';
 import { BUNDLE_SHIM, PLUGIN_DIR, ROOT, SHIM, invoke, ledgerRecords, scratch } from '../helpers/cni.js';
 import { hostLocal, shimConf } from '../helpers/shim-conf.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 const SEA = join(ROOT, 'dist/ipam-shim');
 // AKS's /etc/cni/net.d/05-cilium.conflist as a node shows it: tabs, cniVersion 0.3.1, cilium-cni + azure-ipam.
@@ -375,7 +376,9 @@ const root = rootOrSkip();
     expect((await inNs(node, 'ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout).not.toContain('10.97.0.2');
     // A range wholly inside a reserved CIDR: refused twice (code 100), on another network in the same file.
     for (let i = 0; i < 2; i++)
-      expect((await invoke(conf('mres', '10.98.0.0/29', ['10.98.0.0/29']), env('ADD', `r${i}`))).json).toMatchObject({ code: 100 });
+      expect((await invoke(conf('mres', '10.98.0.0/29', ['10.98.0.0/29']), env('ADD', `r${i}`))).json).toMatchObject({
+        code: ErrorCode.ReservedAddress,
+      });
     // An attachment whose netns is gone: GC releases it.
     expect((await invoke(mnet, env('ADD', 'ghost', '/run/netns/does-not-exist'))).exitCode).toBe(0);
     const gc = await invoke(

@@ -3,6 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { hostLocalAllocations, invoke, ledgerRecords, scratch } from '../helpers/cni.js';
 import { hostLocal, shimConf } from '../helpers/shim-conf.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 let s: Awaited<ReturnType<typeof scratch>>;
 beforeEach(async () => {
@@ -59,11 +60,11 @@ describe('version bridging and STATUS', () => {
     c.ipam.delegate.type = 'azure-ipam';
     const out = await invoke(c, { command: 'STATUS', path: ['/usr/lib/cni'] });
     expect(out.exitCode).not.toBe(0);
-    expect(out.json).toMatchObject({ code: 50 });
+    expect(out.json).toMatchObject({ code: ErrorCode.PluginNotAvailable });
   });
   it('CHECK fails for an attachment the shim never recorded', async () => {
     const out = await invoke(conf('1.0.0'), env('CHECK', 'ghost'));
-    expect(out.json).toMatchObject({ code: 3 });
+    expect(out.json).toMatchObject({ code: ErrorCode.UnknownContainer });
   });
   it('two attachments get distinct addresses and separate records', async () => {
     const a = await invoke(conf('1.0.0'), env('ADD', 'pod-c'));

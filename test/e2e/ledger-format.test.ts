@@ -7,7 +7,8 @@ import { chmod, cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/pr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ErrorCode } from '../../src/cni/errors.js';
-import { LEDGER_FORMAT, Ledger, type LedgerRecord, NewerLedgerFormatError } from '../../src/effects/ledger.js';
+import { Ledger } from '../../src/effects/ledger.js';
+import { LEDGER_FORMAT, type LedgerRecord, NewerLedgerFormatError } from '../../src/ledger/record.js';
 import { FIXTURE_BIN, ROOT, SEA_SHIM, invoke } from '../helpers/cni.js';
 
 const FIXTURES = join(ROOT, 'test/fixtures/ledger');
@@ -178,7 +179,7 @@ describe('a record of a newer format (after a downgrade)', () => {
     // GC with no valid attachment at all would release everything it can prove unused: it refuses instead.
     const gc = await call(stateDir, 'GC', { 'cni.dev/valid-attachments': [] });
     expect(gc.exitCode).toBe(1);
-    expect(gc.json).toMatchObject({ code: 103, msg: 'ledger for network cilium has unreadable records; GC releases nothing' });
+    expect(gc.json).toMatchObject({ code: ErrorCode.LedgerCorrupt, msg: 'ledger for network cilium has unreadable records; GC releases nothing' });
     expect(await snapshot(stateDir)).toEqual(before);
     // Nothing was released through the delegate either.
     const delegateCalls = await readFile(join(dir, 'fake.log'), 'utf8').catch(() => '');

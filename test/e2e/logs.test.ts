@@ -9,6 +9,7 @@ import { PLUGIN_DIR, SEA_SHIM, invoke } from '../helpers/cni.js';
 import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 const root = rootOrSkip();
 const { s, net } = useScratchNet();
@@ -151,7 +152,7 @@ async function startAgent() {
     expect(failed.length, JSON.stringify(failed)).toBe(1);
     expect(failed[0]!.level).toBe('error');
     for (const l of lines) expect(LEVELS, JSON.stringify(l)).toContain(l.level);
-    expect(failed[0]!.error).toMatchObject({ code: 7 });
+    expect(failed[0]!.error).toMatchObject({ code: ErrorCode.InvalidNetworkConfig });
     // No stack trace of the bundle on any line.
     expect(String(r.stdout)).not.toMatch(/"stack"/);
     const last = lines.at(-1)!;

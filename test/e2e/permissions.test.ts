@@ -8,6 +8,7 @@ import { invoke, PLUGIN_DIR, scratch } from '../helpers/cni.js';
 import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { rootOrSkip, uid } from '../helpers/netns.js';
 import { hostLocalStore, readLedger } from '../helpers/robust.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 const haveRoot = rootOrSkip();
 
@@ -140,14 +141,14 @@ describe.skipIf(!haveRoot)('state dirs the shim refuses (103), allocating nothin
       const before = await hostLocalStore(s.dataDir, network);
 
       const add = await call('ADD');
-      expect(add.json, add.stdout).toMatchObject({ code: 103 });
+      expect(add.json, add.stdout).toMatchObject({ code: ErrorCode.LedgerCorrupt });
       expect(`${add.json.msg} ${add.json.details ?? ''}`).toContain(dir);
-      expect((await call('CHECK', 'old')).json).toMatchObject({ code: 103 });
+      expect((await call('CHECK', 'old')).json).toMatchObject({ code: ErrorCode.LedgerCorrupt });
       const gc = await call('GC', '', { 'cni.dev/valid-attachments': [] });
-      expect(gc.json, gc.stdout).toMatchObject({ code: 103 });
+      expect(gc.json, gc.stdout).toMatchObject({ code: ErrorCode.LedgerCorrupt });
       expect(await hostLocalStore(s.dataDir, network)).toEqual(before);
       const status = await call('STATUS');
-      expect(status.json, status.stdout).toMatchObject({ code: 50 });
+      expect(status.json, status.stdout).toMatchObject({ code: ErrorCode.PluginNotAvailable });
       expect([...before.values()]).toEqual(['old:eth0']);
       // DEL still releases the delegate's address (the delegate's store is not ours to distrust) and cannot
       // forget the record: it succeeds (the pod's teardown must not wait for an operator), the record stays for GC.
@@ -155,7 +156,7 @@ describe.skipIf(!haveRoot)('state dirs the shim refuses (103), allocating nothin
       expect(del.exitCode, del.stdout).toBe(0);
       expect(del.stdout).toBe('');
       expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
-      expect(await logLine(/cannot write the ledger/)).toMatchObject({ code: 103 });
+      expect(await logLine(/cannot write the ledger/)).toMatchObject({ code: ErrorCode.LedgerCorrupt });
       // Nothing was written into the spoiled directory by any of these calls.
       const ledger = await readLedger(s.stateDir, network);
       expect(ledger.temps).toEqual([]);
@@ -168,7 +169,7 @@ describe.skipIf(!haveRoot)('state dirs the shim refuses (103), allocating nothin
     await chmod(dir, 0o755);
     await writeFile(join(dir, 'passwd'), 'root:x:0:0:root:/root:/bin/sh\n');
     const add = await call('ADD');
-    expect(add.json, add.stdout).toMatchObject({ code: 103 });
+    expect(add.json, add.stdout).toMatchObject({ code: ErrorCode.LedgerCorrupt });
     expect(`${add.json.msg} ${add.json.details ?? ''}`).toContain(dir);
     expect((await stat(dir)).mode & 0o777).toBe(0o755);
     expect(await readdir(dir)).toEqual(['passwd']);
@@ -203,7 +204,7 @@ describe.skipIf(!haveRoot)('a full or read-only disk under the state dir or the 
     await execa('dd', ['if=/dev/zero', `of=${join(s.stateDir, 'filler')}`, 'bs=4k'], { reject: false });
 
     const add = await call('ADD');
-    expect(add.json, add.stdout).toMatchObject({ code: 5 });
+    expect(add.json, add.stdout).toMatchObject({ code: ErrorCode.IoFailure });
     expect(add.json.msg).toContain(join(s.stateDir, network));
     expect(add.json.details).toMatch(/ENOSPC/);
     expect([...(await hostLocalStore(s.dataDir, network)).values()]).toEqual(['old:eth0']);
@@ -212,7 +213,7 @@ describe.skipIf(!haveRoot)('a full or read-only disk under the state dir or the 
     expect(del.exitCode, del.stdout).toBe(0);
     expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
     expect([...(await readLedger(s.stateDir, network)).records.keys()]).toEqual(['old:eth0']);
-    expect(await logLine(/cannot write the ledger/)).toMatchObject({ code: 5 });
+    expect(await logLine(/cannot write the ledger/)).toMatchObject({ code: ErrorCode.IoFailure });
     // No empty lock file left for the next caller to wait out.
     expect((await readLedger(s.stateDir, network)).lockPresent).toBe(false);
 
@@ -232,7 +233,7 @@ describe.skipIf(!haveRoot)('a full or read-only disk under the state dir or the 
     expect(del.exitCode, del.stdout).toBe(0);
     expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
     expect([...(await readLedger(s.stateDir, network)).records.keys()]).toEqual(['old:eth0']);
-    expect(await logLine(/cannot write the ledger/)).toMatchObject({ code: 5, details: expect.stringMatching(/EROFS/) });
+    expect(await logLine(/cannot write the ledger/)).toMatchObject({ code: ErrorCode.IoFailure, details: expect.stringMatching(/EROFS/) });
     // Retried, it answers the same: nothing is released twice, nothing fails.
     expect((await call('DEL', 'old')).exitCode).toBe(0);
   });
@@ -242,10 +243,10 @@ describe.skipIf(!haveRoot)('a full or read-only disk under the state dir or the 
     expect((await call('ADD', 'old')).exitCode).toBe(0);
     await execa('mount', ['-o', 'remount,ro', s.stateDir]);
     const add = await call('ADD');
-    expect(add.json, add.stdout).toMatchObject({ code: 5 });
+    expect(add.json, add.stdout).toMatchObject({ code: ErrorCode.IoFailure });
     expect(add.json.details).toMatch(/EROFS/);
     expect([...(await hostLocalStore(s.dataDir, network)).values()]).toEqual(['old:eth0']);
-    expect((await call('STATUS')).json).toMatchObject({ code: 50 });
+    expect((await call('STATUS')).json).toMatchObject({ code: ErrorCode.PluginNotAvailable });
   });
 
   it('log file on a full disk: every verb still answers correctly (the log line is lost, not the call)', async () => {
@@ -255,7 +256,7 @@ describe.skipIf(!haveRoot)('a full or read-only disk under the state dir or the 
     expect(add.json.ips).toHaveLength(1);
     expect((await call('CHECK', 'pod-1', { prevResult: add.json })).exitCode).toBe(0);
     expect((await call('DEL')).exitCode).toBe(0);
-    expect((await call('ADD', 'bad/id')).json).toMatchObject({ code: 4 });
+    expect((await call('ADD', 'bad/id')).json).toMatchObject({ code: ErrorCode.InvalidEnvironment });
     expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
   });
 });

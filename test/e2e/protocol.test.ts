@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { hostLocalAllocations, invoke, ledgerRecords, scratch, SEA_SHIM, SHIM } from '../helpers/cni.js';
 import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { pidsIn, waitGone } from '../helpers/robust.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 let s: Awaited<ReturnType<typeof scratch>>;
 beforeEach(async () => {
@@ -162,7 +163,11 @@ describe('bad input gets the right CNI error', () => {
     const text = (await readFile(s.logFile, 'utf8')).trim().split('\n').at(-1)!;
     // JSON.parse keeps the last of duplicate keys: count them in the raw text.
     expect(text.match(/"msg":/g)).toHaveLength(1);
-    expect(JSON.parse(text)).toMatchObject({ msg: 'CNI call failed', code: 7, cniMsg: 'failed to find delegate plugin "no-such-ipam" in CNI_PATH' });
+    expect(JSON.parse(text)).toMatchObject({
+      msg: 'CNI call failed',
+      code: ErrorCode.InvalidNetworkConfig,
+      cniMsg: 'failed to find delegate plugin "no-such-ipam" in CNI_PATH',
+    });
   });
   it('logs the failure to the configured log file, nothing to stdout but the error', async () => {
     await invoke(slot({}, { delegate: { type: 'no-such-ipam' } }), add);
@@ -170,7 +175,7 @@ describe('bad input gets the right CNI error', () => {
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l));
-    expect(lines.at(-1)).toMatchObject({ code: 7, containerID: 'c1', command: 'ADD', outcome: 'error' });
+    expect(lines.at(-1)).toMatchObject({ code: ErrorCode.InvalidNetworkConfig, containerID: 'c1', command: 'ADD', outcome: 'error' });
   });
 });
 

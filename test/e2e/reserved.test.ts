@@ -12,6 +12,7 @@ import { shimConf, shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
 import { CniRunner, PluginError, type JsonObject } from '../runner/runner.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 const root = rootOrSkip();
 
@@ -98,7 +99,7 @@ async function expectStores(network: string, hostLocalHeld: Map<string, string>,
 
 /** The refusal names the address, the reserved CIDR and the network. */
 function expectRefusal(err: { code?: unknown; msg?: unknown; details?: unknown }, ip: string, cidr: string, network: string) {
-  expect(err.code).toBe(100);
+  expect(err.code).toBe(ErrorCode.ReservedAddress);
   const msg = String(err.msg);
   expect(msg).toContain(ip);
   expect(msg).toContain(cidr);
@@ -187,7 +188,7 @@ describe.skipIf(!root)('reserved CIDRs in the IPAM slot (the shim invoked as the
     // STATUS at 1.1.0: the IPv6 range set is wholly reserved, so every ADD is refused.
     const st = await invoke({ ...conf, cniVersion: '1.1.0' }, { command: 'STATUS', path: [PLUGIN_DIR], inNetns: node });
     expect(st.exitCode).not.toBe(0);
-    expect(st.json).toMatchObject({ code: 50 });
+    expect(st.json).toMatchObject({ code: ErrorCode.PluginNotAvailable });
   });
 
   it("CHECK fails with 100 once the attachment's address is made reserved (config changed after ADD)", async () => {
@@ -231,7 +232,7 @@ describe.skipIf(!root)('reserved CIDRs in the IPAM slot (the shim invoked as the
       for (const reserved of [wholly, together]) {
         const all = await status(c, [...reserved]);
         expect(all.exitCode, `${c.family} ${reserved.join(',')}`).not.toBe(0);
-        expect(all.json).toMatchObject({ code: 50 });
+        expect(all.json).toMatchObject({ code: ErrorCode.PluginNotAvailable });
         expect(all.json.msg).toContain(`${c.rangeStart}-${c.rangeEnd}`);
       }
     }

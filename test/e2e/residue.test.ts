@@ -17,6 +17,7 @@ import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
 import { hasPodman, PodmanBed } from '../helpers/podman.js';
 import { CniRunner, PluginError } from '../runner/runner.js';
 import { legacyFirstPath, natListing, vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 const POD = '10.240.0.32';
 const DEAD_MAC = '0:d:3a:30:47:42'; // the MAC of the azure-vnet pod that once had 10.240.0.32
@@ -254,7 +255,7 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
         (e: unknown) => e,
       );
       expect(err).toBeInstanceOf(PluginError);
-      expect((err as PluginError).code).toBe(102);
+      expect((err as PluginError).code).toBe(ErrorCode.ResidueCleanupFailed);
       expect((err as PluginError).plugin).toBe(placement === 'chained' ? 'ipam-shim' : 'ptp');
       expect((err as PluginError).details).toContain(`--ip-dst ${POD} -j dnat`);
       expect(await ping(n)).not.toBe(0);
@@ -324,7 +325,7 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
           () => undefined,
           (e: unknown) => e,
         );
-        expect((err as PluginError).code).toBe(102);
+        expect((err as PluginError).code).toBe(ErrorCode.ResidueCleanupFailed);
         expect((err as PluginError).details).toContain(`--ip-dst ${POD} -j dnat`);
         const problem = (await cli(n, ['doctor', '--conflist', conflist], env)).json.findings.find(
           (f: any) => f.check === 'residue' && f.verdict === 'problem',

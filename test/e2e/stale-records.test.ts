@@ -11,6 +11,7 @@ import { invoke, ledgerRecords, scratch } from '../helpers/cni.js';
 import { shimConf } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
 import { parseMetrics, seriesKey } from '../../src/metrics.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 const NET = 'stale';
 
@@ -79,12 +80,12 @@ describe.skipIf(!rootOrSkip())("a provably dead pod's record never wedges its ad
     await inNs(live, 'ip', ['addr', 'add', '10.77.0.7/24', 'dev', 'lo']);
     expect((await add('pod-live', `/run/netns/${live}`, '10.77.0.7/24')).exitCode).toBe(0);
     const out = await add('pod-new', '/run/netns/whatever', '10.77.0.7/24');
-    expect(out.json, out.stdout).toMatchObject({ code: 11 });
+    expect(out.json, out.stdout).toMatchObject({ code: ErrorCode.TryAgainLater });
     expect(await ledgerRecords(s.stateDir, NET)).toEqual(['pod-live:eth0.json']);
 
     // A netns path whose directory this process cannot see proves nothing: kept.
     expect((await add('pod-unseen', '/run/ipam-shim-no-such-dir/ns', '10.77.0.8/24')).exitCode).toBe(0);
-    expect((await add('pod-new', '/run/netns/whatever', '10.77.0.8/24')).json).toMatchObject({ code: 11 });
+    expect((await add('pod-new', '/run/netns/whatever', '10.77.0.8/24')).json).toMatchObject({ code: ErrorCode.TryAgainLater });
     expect(await ledgerRecords(s.stateDir, NET)).toEqual(['pod-live:eth0.json', 'pod-unseen:eth0.json']);
     expect(await taken()).toBe(0);
   });

@@ -12,6 +12,7 @@ import { FIXTURE_BIN, invoke, ROOT, scratch } from '../helpers/cni.js';
 import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { rootOrSkip, uid } from '../helpers/netns.js';
 import { unmountBelow } from '../helpers/mounts.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 /** Reference plugins that speak 1.1.0 (Debian 12's 1.1.1 refuse a 1.1.0 config). */
 const PLUGINS_11 = process.env.CNI_PLUGIN_DIR_11 ?? join(ROOT, '.deps/cni-plugins-1.9');
@@ -66,7 +67,7 @@ const mode = (m: string) => writeFile(modeFile, `${m}\n`);
 async function hungStatus(keys: Record<string, unknown>, boundMs: number) {
   await mode('hang');
   const out = await status(conf({ keys }));
-  expect(out.json).toMatchObject({ code: 50, msg: `delegate status-ipam STATUS did not answer within ${boundMs} ms` });
+  expect(out.json).toMatchObject({ code: ErrorCode.PluginNotAvailable, msg: `delegate status-ipam STATUS did not answer within ${boundMs} ms` });
   // ≈ 0.1 s of start and exit; generous for a loaded machine, far from 30 s (delegateTimeoutMs, the bound before).
   expect(out.ms).toBeLessThan(boundMs + 1_500);
   return out;
@@ -98,7 +99,7 @@ describe.skipIf(!enabled)('STATUS through the built plugin', () => {
     expect(out.stdout).toBe('');
     expect(await delegateCalls()).toEqual([]);
     const gone = await status(conf({ placement: 'chained', delegateType: 'azure-ipam' }));
-    expect(gone.json).toMatchObject({ code: 50, msg: 'delegate azure-ipam is not available' });
+    expect(gone.json).toMatchObject({ code: ErrorCode.PluginNotAvailable, msg: 'delegate azure-ipam is not available' });
   });
 
   it('state dir not writable → 50 naming it and why, at once even right after a success; writable again → 0', async () => {
@@ -108,7 +109,7 @@ describe.skipIf(!enabled)('STATUS through the built plugin', () => {
     await execa('mount', ['-o', 'remount,bind,ro', s.stateDir]);
     const ro = await status();
     expect(ro.exitCode).toBe(1);
-    expect(ro.json).toMatchObject({ code: 50, msg: `state dir ${s.stateDir} is not writable` });
+    expect(ro.json).toMatchObject({ code: ErrorCode.PluginNotAvailable, msg: `state dir ${s.stateDir} is not writable` });
     expect(ro.json.details).toMatch(/EROFS/);
     await execa('mount', ['-o', 'remount,bind,rw', s.stateDir]);
     const back = await status();
@@ -118,7 +119,7 @@ describe.skipIf(!enabled)('STATUS through the built plugin', () => {
   it('delegate missing → 50 naming it and where it was looked for, at once even right after a success', async () => {
     expect((await status()).exitCode).toBe(0);
     const out = await status(conf({ delegateType: 'azure-ipam' }));
-    expect(out.json).toMatchObject({ code: 50, msg: 'delegate azure-ipam is not available' });
+    expect(out.json).toMatchObject({ code: ErrorCode.PluginNotAvailable, msg: 'delegate azure-ipam is not available' });
     expect(out.json.details).toContain('failed to find delegate plugin "azure-ipam"');
     expect(out.json.details).toContain(PLUGINS_11);
   });
@@ -165,7 +166,7 @@ describe.skipIf(!enabled)('STATUS through the built plugin', () => {
     await new Promise((r) => setTimeout(r, Math.max(0, t0 + 2_600 - Date.now())));
     await mode('hang');
     const late = await status(c);
-    expect(late.json).toMatchObject({ code: 50 });
+    expect(late.json).toMatchObject({ code: ErrorCode.PluginNotAvailable });
     expect(late.json.msg).toMatch(/^delegate status-ipam STATUS did not answer within 300 ms \(failing for \d+ s, past statusGraceMs 2500 ms\)$/);
     await mode('pass');
     expect((await status(c)).exitCode).toBe(0);
@@ -180,7 +181,7 @@ describe.skipIf(!enabled)('STATUS through the built plugin', () => {
     expect((await status(c)).exitCode).toBe(0);
     await mode('down');
     const out = await status(c);
-    expect(out.json).toMatchObject({ code: 50, msg: 'status-ipam: the address service is down' });
+    expect(out.json).toMatchObject({ code: ErrorCode.PluginNotAvailable, msg: 'status-ipam: the address service is down' });
   });
 
   it('no grace before the network was ever seen healthy: a fresh node whose delegate hangs reports it on the first STATUS', async () => {
@@ -195,7 +196,7 @@ describe.skipIf(!enabled)('STATUS through the built plugin', () => {
       ['statusGraceMs', 'soon'],
     ] as const) {
       const out = await status(conf({ keys: { [key]: value } }));
-      expect(out.json, `${key}=${value}`).toMatchObject({ code: 7 });
+      expect(out.json, `${key}=${value}`).toMatchObject({ code: ErrorCode.InvalidNetworkConfig });
       expect(out.json.details).toContain(key);
     }
   });

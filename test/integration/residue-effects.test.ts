@@ -8,7 +8,8 @@ import { CniError, ErrorCode } from '../../src/cni/errors.js';
 import { deleteRule } from '../../src/effects/ebtables.js';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
 import { deleteNeighbour, listNeighbours } from '../../src/effects/neigh.js';
-import { cleanResidue, findOrphans, listPreroutingResidue, listResidueFor, localMacs } from '../../src/residue/clean.js';
+import { cleanResidue, findOrphans, listPreroutingResidue, listResidueFor } from '../../src/residue/clean.js';
+import { localMacs } from '../../src/effects/links.js';
 import { rootOrSkip, TestNet, uid } from '../helpers/netns.js';
 import { natListing, vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
 

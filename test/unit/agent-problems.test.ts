@@ -21,7 +21,10 @@ describe('PersistingProblems', () => {
     const missing = () => new CniError(ErrorCode.InvalidNetworkConfig, 'no conflist with ipam-shim found in /etc/cni/net.d');
     for (let i = 0; i < 5; i++) p.failed('network', missing(), log);
     expect(lines.filter((l) => l.level === 'error')).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ step: 'network', error: { code: 7, msg: 'no conflist with ipam-shim found in /etc/cni/net.d' } });
+    expect(lines[0]).toMatchObject({
+      step: 'network',
+      error: { code: ErrorCode.InvalidNetworkConfig, msg: 'no conflist with ipam-shim found in /etc/cni/net.d' },
+    });
     expect(JSON.stringify(lines)).not.toContain('stack');
     expect(lines.filter((l) => l.level === 'debug')).toHaveLength(4);
     expect(p.current()).toMatchObject([{ step: 'network', passes: 5 }]);

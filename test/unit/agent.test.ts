@@ -10,6 +10,7 @@ import { AgentMetrics } from '../../src/agent/metrics.js';
 import { parseMetrics, seriesKey, updateMetricsFile } from '../../src/metrics.js';
 import { parseAgentArgs } from '../../src/cli/agent.js';
 import { UsageError } from '../../src/cli/command.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 describe('parseListen', () => {
   it.each([
@@ -77,7 +78,7 @@ describe('AgentMetrics', () => {
     expect(scraped.get(seriesKey('ipam_shim_residue_removed_total', { network: 'cilium', kind: 'ebtables' }))?.value).toBe(2);
     expect(scraped.get(seriesKey('ipam_shim_ledger_attachments', { network: 'cilium' }))?.value).toBe(3);
     expect(scraped.get(seriesKey('ipam_shim_agent_reconcile_passes_total', { outcome: 'ok' }))?.value).toBe(1);
-    await updateMetricsFile(file, { ...u, code: 100 });
+    await updateMetricsFile(file, { ...u, code: ErrorCode.ReservedAddress });
     const body = (await m.render()).body;
     scraped = parseMetrics(body);
     expect(scraped.get(seriesKey('ipam_shim_invocations_total', { network: 'cilium', verb: 'ADD' }))?.value).toBe(2);

@@ -11,6 +11,7 @@ import { execa } from 'execa';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { AgentMetrics } from '../../src/agent/metrics.js';
 import { applyUpdate, FAMILIES, renderMetrics, type Update } from '../../src/metrics.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const RULES_TEST = join(ROOT, 'test/fixtures/monitoring/alerts.test.yaml');
@@ -133,7 +134,7 @@ describe.skipIf(!promtoolFound)("the agent's /metrics body (promtool check metri
     };
     let series = applyUpdate(new Map(), { ...base, durationSeconds: 0.12 });
     series = applyUpdate(series, { ...base, verb: 'DEL', durationSeconds: 0.07 });
-    series = applyUpdate(series, { ...base, code: 100, durationSeconds: 3.5 });
+    series = applyUpdate(series, { ...base, code: ErrorCode.ReservedAddress, durationSeconds: 3.5 });
     const textfile = join(dir, 'ipam-shim.prom');
     await writeFile(textfile, renderMetrics(series));
     const agent = new AgentMetrics();

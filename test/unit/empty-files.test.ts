@@ -10,7 +10,8 @@ import { ShimSettingsSchema, type NetConf } from '../../src/cni/config.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 import { Delegate } from '../../src/effects/delegate.js';
 import { run, type Run } from '../../src/effects/exec.js';
-import { Ledger, type LedgerRecord } from '../../src/effects/ledger.js';
+import { Ledger } from '../../src/effects/ledger.js';
+import type { LedgerRecord } from '../../src/ledger/record.js';
 import { silentLogger } from '../../src/log.js';
 import { runGc } from '../../src/gc/run-gc.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { needsProbe, planGc, type Liveness } from '../../src/gc/plan.js';
-import type { LedgerRecord } from '../../src/effects/ledger.js';
+import { needsProbe, planGc } from '../../src/gc/plan.js';
+import type { LedgerRecord, Liveness } from '../../src/ledger/record.js';
 
 const rec = (containerID: string, over: Partial<LedgerRecord> = {}): LedgerRecord => ({
   v: 1,

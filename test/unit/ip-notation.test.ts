@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { addressProblem, canonicalIp, exactIp, MappedAddressError, parseIp } from '../../src/net/ip.js';
 import { parseCidr } from '../../src/net/cidr.js';
-import { CniError } from '../../src/cni/errors.js';
+import { CniError, ErrorCode } from '../../src/cni/errors.js';
 import { parseReservedCidrs } from '../../src/reserved/decision.js';
 
 const MAPPED = [
@@ -34,7 +34,7 @@ describe('IPv4-mapped IPv6 addresses', () => {
       err = e;
     }
     expect(err).toBeInstanceOf(CniError);
-    expect(err).toMatchObject({ code: 7 });
+    expect(err).toMatchObject({ code: ErrorCode.InvalidNetworkConfig });
     expect((err as CniError).details).toMatch(/\[1\].*IPv4-mapped/);
   });
   it('neighbours of the mapped range stay IPv6: IPv4-compatible, NAT64, ::fffe:…, ::1:ffff:…', () => {

@@ -1,6 +1,7 @@
 // The metrics file's pure parts: one invocation applied to the series, and the text format both ways.
 import { describe, expect, it } from 'vitest';
 import { applyUpdate, parseMetrics, renderMetrics, seriesKey, type Update } from '../../src/metrics.js';
+import { ErrorCode } from '../../src/cni/errors.js';
 
 const base: Update = {
   network: 'cilium',
@@ -25,8 +26,8 @@ describe('applyUpdate', () => {
   });
 
   it('errors by verb and code; refusals only for ADD with 100; residue and GC add their counts', () => {
-    let m = applyUpdate(new Map(), { ...base, code: 100 });
-    m = applyUpdate(m, { ...base, verb: 'CHECK', code: 100 });
+    let m = applyUpdate(new Map(), { ...base, code: ErrorCode.ReservedAddress });
+    m = applyUpdate(m, { ...base, verb: 'CHECK', code: ErrorCode.ReservedAddress });
     m = applyUpdate(m, { ...base, counts: { residueRules: 2, residueNeighbours: 1 } });
     m = applyUpdate(m, { ...base, verb: 'GC', counts: { gcReleased: 4 } });
     const text = renderMetrics(m);

@@ -2,7 +2,7 @@
 // probe topology (test/fixtures/nft/), plus the effect functions over a scripted Run to pin their tolerances.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CniError, ToolError } from '../../src/cni/errors.js';
+import { CniError, ToolError, ErrorCode } from '../../src/cni/errors.js';
 import type { Run, RunResult } from '../../src/effects/exec.js';
 import { parseDefaultRouteDev } from '../../src/effects/uplink.js';
 import { ensureProbeRewrite, probeRewriteDue, probeRewriteStatus, removeProbeRewrite } from '../../src/probe-rewrite/node.js';
@@ -48,7 +48,7 @@ describe('probeRewriteRuleset', () => {
   ])('rejects a bad %s with code 7 before anything reaches nft', (field, opts) => {
     const err = catchError(() => probeRewriteRuleset(opts));
     expect(err).toBeInstanceOf(CniError);
-    expect((err as CniError).code).toBe(7);
+    expect((err as CniError).code).toBe(ErrorCode.InvalidNetworkConfig);
     expect((err as CniError).details).toMatch(new RegExp(`^${field}: `));
   });
 });

@@ -7,7 +7,7 @@ import { parseNetConf, delegateConf } from '../../src/cni/config.js';
 import { bridgeVersion, assertVersionAllows } from '../../src/cni/versions.js';
 import { dispatch, type Verbs } from '../../src/cni/skel.js';
 import { readStdin } from '../../src/cni/stdin.js';
-import { CniError } from '../../src/cni/errors.js';
+import { CniError, ErrorCode } from '../../src/cni/errors.js';
 
 const codeOf = (fn: () => unknown): number | undefined => {
   try {
@@ -46,7 +46,7 @@ describe('env', () => {
         return err as CniError;
       }
     })();
-    expect(e?.code).toBe(4);
+    expect(e?.code).toBe(ErrorCode.InvalidEnvironment);
     expect(e?.msg).toContain('CNI_NETNS,CNI_IFNAME');
   });
   it('DEL tolerates a missing netns; GC needs CNI_PATH only; STATUS nothing', () => {
@@ -189,10 +189,14 @@ describe('dispatch', () => {
     expect(JSON.parse(o.stdout).ips[0].address).toBe('10.0.0.9/24');
   });
   it('passes a typed CniError through and turns anything else into 999', async () => {
-    expect(JSON.parse((await go({ ...env, CNI_COMMAND: 'DEL' }, conf)).stdout)).toEqual({ cniVersion: '1.0.0', code: 11, msg: 'busy' });
+    expect(JSON.parse((await go({ ...env, CNI_COMMAND: 'DEL' }, conf)).stdout)).toEqual({
+      cniVersion: '1.0.0',
+      code: ErrorCode.TryAgainLater,
+      msg: 'busy',
+    });
     const o = await go({ ...env, CNI_COMMAND: 'CHECK' }, conf);
     expect(o.exitCode).toBe(1);
-    expect(JSON.parse(o.stdout)).toMatchObject({ code: 999, msg: 'boom' });
+    expect(JSON.parse(o.stdout)).toMatchObject({ code: ErrorCode.Internal, msg: 'boom' });
   });
   it('an env error answers in the cniVersion of the config on stdin, which it reads only for that', async () => {
     let reads = 0;
@@ -204,19 +208,19 @@ describe('dispatch', () => {
       },
       async () => verbs,
     );
-    expect(JSON.parse(o.stdout)).toMatchObject({ code: 4, cniVersion: '0.3.1' });
+    expect(JSON.parse(o.stdout)).toMatchObject({ code: ErrorCode.InvalidEnvironment, cniVersion: '0.3.1' });
     expect(reads).toBe(1);
     // stdin that cannot be read or parsed leaves the env error as it was, in the latest version.
     for (const input of [async () => Promise.reject(new Error('EIO')), async () => 'not json']) {
       const bad = await dispatch({ CNI_COMMAND: 'ADD' }, input, async () => verbs);
-      expect(JSON.parse(bad.stdout)).toMatchObject({ code: 4, cniVersion: '1.1.0' });
+      expect(JSON.parse(bad.stdout)).toMatchObject({ code: ErrorCode.InvalidEnvironment, cniVersion: '1.1.0' });
     }
   });
 });
 
 describe('stdin', () => {
   it('refuses more than the limit with code 5', async () => {
-    await expect(readStdin(Readable.from([Buffer.alloc(10)]), 5)).rejects.toMatchObject({ code: 5 });
+    await expect(readStdin(Readable.from([Buffer.alloc(10)]), 5)).rejects.toMatchObject({ code: ErrorCode.IoFailure });
   });
   it('returns "" for a TTY without waiting', async () => {
     const tty = Object.assign(Readable.from([]), { isTTY: true });

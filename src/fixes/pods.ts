@@ -4,7 +4,7 @@
 // remove, their count tells the operator that pods start outside the chain, and one holding a reserved address is
 // reported (never touched: the address may be the reserved subnet's real owner's too).
 import type { CachedPod } from '../gc/cached-pod.js';
-import type { LedgerRecord } from '../effects/ledger.js';
+import type { LedgerRecord } from '../ledger/record.js';
 import type { Cidr } from '../net/cidr.js';
 import { findReservedHit } from '../reserved/ranges.js';
 

@@ -1,7 +1,8 @@
-// A Run that answers from a script instead of starting programs, for the startup-snapshot warm-up (src/warm/)
-// and the verbs' unit tests. Unscripted calls answer as a program that is not installed; every call is recorded.
+// A Run that answers from a script instead of starting programs, for the startup-snapshot warm-up (src/warm.ts)
+// and the verbs' unit tests. Not an effect: it starts nothing. Unscripted calls answer as a program that is not
+// installed; every call is recorded.
 import { ToolError } from '../cni/errors.js';
-import { answersProc, type ProcReader, type Run, type RunOptions, type RunResult } from './exec.js';
+import { answersProc, type ProcReader, type Run, type RunOptions, type RunResult } from '../effects/exec.js';
 
 export interface RunRecord {
   file: string;
