@@ -9,7 +9,7 @@
 //            decision.
 // Every step is its own try: one failing step is logged and counted, the others still run. SIGTERM (`signal`)
 // is honoured between steps and between attachments, never inside a release or a cleanup.
-import type { Attachment } from '../cni/config.js';
+import { type Attachment, attachmentKey, attachmentOfKey } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
 import { listNeighbours } from '../effects/neigh.js';
 import type { LedgerRecord } from '../effects/ledger.js';
@@ -252,7 +252,7 @@ async function podsStep(
     return { outcome: 'skipped', targets: [] };
   }
   const v = viewPods(view.pods, await ledger(), reservedCidrs(net.conf));
-  const reservedPods = new Set(v.reserved.map((r) => `${r.pod.containerID}:${r.pod.ifname}`)).size;
+  const reservedPods = new Set(v.reserved.map((r) => attachmentKey(r.pod))).size;
   m.cacheReadable.set({ network }, 1);
   m.runtimePods.set({ network }, view.pods.length);
   m.unseenPods.set({ network }, v.unseen.length);
@@ -270,8 +270,8 @@ async function podsStep(
   // Unseen pods are logged when they first appear (a pod started before the shim was installed stays unseen
   // until it ends); the gauge tells the rest.
   const before = o.memory?.unseen ?? new Set<string>();
-  const now = new Set(v.unseen.map((p) => `${p.containerID}:${p.ifname}`));
-  const fresh = v.unseen.filter((p) => !before.has(`${p.containerID}:${p.ifname}`));
+  const now = new Set(v.unseen.map(attachmentKey));
+  const fresh = v.unseen.filter((p) => !before.has(attachmentKey(p)));
   if (o.memory) o.memory.unseen = now;
   if (fresh.length) {
     net.log.warn(
@@ -335,14 +335,13 @@ async function residueStep(
   for (const x of [...found.rules, ...found.neighbours]) {
     const rec = byIp.get(x.ip);
     const pod = rec ? undefined : cachedByIp.get(x.ip);
-    if (rec) dirty.set(`${rec.containerID}:${rec.ifname}`, undefined);
-    else if (pod) dirty.set(`${pod.containerID}:${pod.ifname}`, pod);
+    if (rec) dirty.set(attachmentKey(rec), undefined);
+    else if (pod) dirty.set(attachmentKey(pod), pod);
   }
   let failed = 0;
   for (const [key, pod] of dirty) {
     if (stopped(o)) return 'stopped';
-    const at = key.lastIndexOf(':');
-    const attachment: Attachment = { containerID: key.slice(0, at), ifname: key.slice(at + 1) };
+    const attachment: Attachment = attachmentOfKey(key);
     try {
       const removed = await exclusiveAttachment(net.ledger, attachment, async () => {
         const current = await net.ledger.get(attachment);

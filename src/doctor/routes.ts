@@ -15,6 +15,7 @@ import { ipamSources, type IpamSource } from '../reserved/ipam-sources.js';
 import { formatIp } from '../net/ip.js';
 import type { Cidr, IpRange } from '../net/cidr.js';
 import type { LedgerRecord } from '../effects/ledger.js';
+import { attachmentName } from '../cni/config.js';
 import { CniError } from '../cni/errors.js';
 import { failedCheck, type DoctorCheck, type Finding } from './check.js';
 
@@ -87,7 +88,7 @@ export function ledgerFindings(records: readonly LedgerRecord[], reserved: reado
         continue; // an unparseable address is the ledger check's business, not ours
       }
       if (!hit) continue;
-      const who = `${rec.containerID}/${rec.ifname}`;
+      const who = attachmentName(rec);
       const fix =
         rec.owner === 'agent'
           ? `release and re-allocate cilium-agent's address: \`ipam-shim agent-ip release --owner <owner>\` then \`ipam-shim agent-ip allocate --owner <owner>\` (the new address is checked), after moving the delegate's range off ${hit.cidr.text}`

@@ -5,7 +5,7 @@ import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
-import type { Attachment } from '../cni/config.js';
+import { type Attachment, attachmentKey as keyOf, attachmentOfKey } from '../cni/config.js';
 import {
   assertPrivateDir,
   ensurePrivateDir,
@@ -111,9 +111,6 @@ export class AttachmentLockError extends CniError {}
  * loss ends every pod on the node, and its record only has to survive a SIGKILL, which needs no fsync.
  */
 const durableFor = (owner: LedgerRecord['owner']): boolean => owner === 'agent';
-
-/** containerID cannot contain ':' (spec regex), so "<cid>:<ifname>" is unambiguous. */
-const keyOf = (a: Attachment): string => `${a.containerID}:${a.ifname}`;
 
 export interface LedgerListing {
   records: LedgerRecord[];
@@ -386,7 +383,7 @@ export class Ledger implements LedgerStore {
     const names = all.filter((n) => n.endsWith('.json') && !n.startsWith('.'));
     let agentIps = 0;
     for (const n of names) {
-      if (!isAgent(n.slice(0, n.indexOf(':')))) continue;
+      if (!isAgent(attachmentOfKey(n.slice(0, -'.json'.length)).containerID)) continue;
       const rec = JSON.parse((await readFileNoFollow(join(this.recordsDir, n))) ?? '{}') as { ips?: unknown };
       if (Array.isArray(rec.ips)) agentIps += rec.ips.length;
     }
@@ -422,8 +419,7 @@ export class Ledger implements LedgerStore {
       throw new CniError(ErrorCode.LedgerCorrupt, `ledger index entry unreadable: ${path}`, { details: (e as Error).message, cause: e });
     });
     if (!key) return undefined;
-    const sep = key.indexOf(':');
-    const holder = await this.get({ containerID: key.slice(0, sep), ifname: key.slice(sep + 1) }).catch((e) => {
+    const holder = await this.get(attachmentOfKey(key)).catch((e) => {
       if (e instanceof NewerLedgerFormatError) throw e; // its index entry stands
       return undefined;
     });

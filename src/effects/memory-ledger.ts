@@ -1,10 +1,8 @@
 // A ledger held in memory, for the startup-snapshot warm-up (src/warm/) and the verbs' unit tests: the
 // LedgerStore contract without files or locks (one process, calls already serialised by the caller's await).
 import { CniError, ErrorCode } from '../cni/errors.js';
-import type { Attachment } from '../cni/config.js';
+import { type Attachment, attachmentKey as keyOf } from '../cni/config.js';
 import { sameAttachment, type LedgerListing, type LedgerRecord, type LedgerStore } from './ledger.js';
-
-const keyOf = (a: Attachment): string => `${a.containerID}:${a.ifname}`;
 
 export class MemoryLedger implements LedgerStore {
   readonly dir: string;

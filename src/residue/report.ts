@@ -1,6 +1,7 @@
 // The residue report of `ipam-shim residue scan | clean` and doctor's residue check: which addresses to look at
 // (ledger and named), what residue each has (or had removed, or still has), orphaned per-pod rules, counts and a
 // verdict. The CLI (cli/residue.ts) parses flags and renders it; doctor (doctor/residue.ts) reads it.
+import { attachmentName } from '../cni/config.js';
 import type { Ledger } from '../effects/ledger.js';
 import type { Run } from '../effects/exec.js';
 import { listNeighbours, type Neighbour } from '../effects/neigh.js';
@@ -163,9 +164,7 @@ async function snapshotResidue(run: Run, backends: BackendSetting): Promise<Back
 /** Ledger addresses of a network, with the attachments holding them; corrupt files listed separately. */
 export async function ledgerTargets(ledger: Pick<Ledger, 'list'>): Promise<{ ips: Array<{ ip: string; attachment: string }>; corrupt: string[] }> {
   const { records, corrupt } = await ledger.list();
-  const ips = records.flatMap((r) =>
-    r.ips.map((ip) => ({ ip, attachment: `${r.containerID}/${r.ifname}${r.state === 'intent' ? ' (intent)' : ''}` })),
-  );
+  const ips = records.flatMap((r) => r.ips.map((ip) => ({ ip, attachment: `${attachmentName(r)}${r.state === 'intent' ? ' (intent)' : ''}` })));
   return { ips, corrupt };
 }
 

@@ -1,5 +1,5 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { delegateConf } from '../cni/config.js';
+import { attachmentName, delegateConf } from '../cni/config.js';
 import { convertResult, type Result } from '../cni/result.js';
 import { AddressHeldError, ownerOf, type LedgerRecord } from '../effects/ledger.js';
 import { attachmentOf, exclusively, type VerbContext } from './context.js';
@@ -81,7 +81,7 @@ function repeatedAdd(ctx: VerbContext, previous: LedgerRecord): CniError {
   const { containerID, ifname } = attachmentOf(ctx);
   return new CniError(
     ErrorCode.InvalidEnvironment,
-    `${containerID}/${ifname} is already attached to network ${ctx.conf.name} (${previous.ips.join(', ')})`,
+    `${attachmentName({ containerID, ifname })} is already attached to network ${ctx.conf.name} (${previous.ips.join(', ')})`,
     {
       details: `ADD without DEL for the same container ID and interface; nothing was changed (attached ${previous.updatedAt}). DEL it first.`,
     },
