@@ -60,7 +60,10 @@ describe('attachment key', () => {
       }
       // The census reads the container ID back from the file name.
       const seen: string[] = [];
-      await ledger.census((id) => (seen.push(id), true));
+      await ledger.census((id) => {
+        seen.push(id);
+        return true;
+      });
       expect(seen.sort()).toEqual(records.map((r) => r.containerID).sort());
       // A second put of another attachment's address names the holder by its key (the IP index parsed back).
       await expect(ledger.put({ ...podRecord('other', '10.0.0.2'), ifname: 'eth0' })).rejects.toThrow(attachmentKey(records[1]!));
