@@ -5,7 +5,8 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { writeFileAtomic } from './effects/fs-atomic.js';
-import { Ledger, ownerOf } from './effects/ledger.js';
+import { ownerOf } from './agent-ips/identity.js';
+import { Ledger } from './effects/ledger.js';
 import { withLock } from './effects/lock.js';
 import type { Outcome } from './cni/skel.js';
 import { ErrorCode } from './cni/errors.js';

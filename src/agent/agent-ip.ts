@@ -1,6 +1,7 @@
 // cilium-agent's own IPs under delegated IPAM (design-cfps #13): allocate through the delegate with a
 // deterministic container ID, idempotently across restarts, recorded as owner `agent` so GC never
 // releases them.
+import { AGENT_OWNER, agentContainerID } from '../agent-ips/identity.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type NetConf } from '../cni/config.js';
 import { resultAddresses } from '../cni/result.js';
@@ -12,11 +13,6 @@ import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
 
 const AGENT_IFNAME = 'eth0';
-const AGENT_ID_PREFIX = 'cilium-agent-';
-/** The deterministic container ID of an owner's agent IPs, and back. */
-const agentContainerID = (owner: string): string => `${AGENT_ID_PREFIX}${owner}`;
-export const agentOwnerOf = (containerID: string): string =>
-  containerID.startsWith(AGENT_ID_PREFIX) ? containerID.slice(AGENT_ID_PREFIX.length) : containerID;
 /** An empty namespace per owner: the CFP's CNI_NETNS for IPs that live in no pod. */
 const agentNetnsName = (owner: string): string => `ipam-shim-agent-${owner}`;
 
@@ -40,11 +36,9 @@ export interface AgentAllocation {
   note?: string;
 }
 
-const OWNER = /^[a-z0-9]([a-z0-9.-]{0,40}[a-z0-9])?$/;
-
 export function validateOwner(owner: string): void {
-  if (!OWNER.test(owner))
-    throw new CniError(ErrorCode.InvalidEnvironment, `invalid owner ${JSON.stringify(owner)}`, { details: `must match ${OWNER.source}` });
+  if (!AGENT_OWNER.test(owner))
+    throw new CniError(ErrorCode.InvalidEnvironment, `invalid owner ${JSON.stringify(owner)}`, { details: `must match ${AGENT_OWNER.source}` });
 }
 
 async function ensureNetns(run: Run, name: string): Promise<string> {

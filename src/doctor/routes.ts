@@ -15,6 +15,7 @@ import { ipamSources, type IpamSource } from '../reserved/ipam-sources.js';
 import { formatIp } from '../net/ip.js';
 import type { Cidr, IpRange } from '../net/cidr.js';
 import type { LedgerRecord } from '../effects/ledger.js';
+import { agentReplaceFix } from '../agent-ips/identity.js';
 import { attachmentName } from '../cni/config.js';
 import { CniError } from '../cni/errors.js';
 import { failedCheck, type DoctorCheck, type Finding } from './check.js';
@@ -91,7 +92,7 @@ export function ledgerFindings(records: readonly LedgerRecord[], reserved: reado
       const who = attachmentName(rec);
       const fix =
         rec.owner === 'agent'
-          ? `release and re-allocate cilium-agent's address: \`ipam-shim agent-ip release --owner <owner>\` then \`ipam-shim agent-ip allocate --owner <owner>\` (the new address is checked), after moving the delegate's range off ${hit.cidr.text}`
+          ? `release and re-allocate cilium-agent's address: ${agentReplaceFix(rec.containerID)}, after moving the delegate's range off ${hit.cidr.text}`
           : `delete the pod using container ${rec.containerID} (its DEL releases ${hit.ip}); its replacement gets an address outside ${hit.cidr.text} once the range avoids it (see the ${RANGES_CHECK} finding)`;
       out.push({
         check: LEDGER_CHECK,

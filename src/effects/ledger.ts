@@ -432,13 +432,3 @@ export class Ledger implements LedgerStore {
     if (key === keyOf(a)) await removeFile(this.ipPath(ip), { durable });
   }
 }
-
-/** Whose attachment a container ID is: cilium-agent's (it matches one of agentContainerIDs; GC keeps it) or a pod's. */
-export const ownerOf = (containerID: string, agentPatterns: readonly string[]): LedgerRecord['owner'] =>
-  matchesAny(containerID, agentPatterns) ? 'agent' : 'pod';
-
-/** Glob match for agentContainerIDs ("cilium-agent-*"). */
-function matchesAny(id: string, patterns: readonly string[]): boolean {
-  return patterns.some((p) => new RegExp(`^${p.split('*').map(escapeRe).join('.*')}$`).test(id));
-}
-const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -1,7 +1,8 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { attachmentName, delegateConf } from '../cni/config.js';
 import { convertResult, type Result } from '../cni/result.js';
-import { AddressHeldError, ownerOf, type LedgerRecord } from '../effects/ledger.js';
+import { ownerOf } from '../agent-ips/identity.js';
+import { AddressHeldError, type LedgerRecord } from '../effects/ledger.js';
 import { attachmentOf, exclusively, type VerbContext } from './context.js';
 import { prefetchResidue, prepareAddresses, resultIps } from './address-steps.js';
 import { reservedCidrs } from '../reserved/decision.js';
