@@ -7,6 +7,8 @@ import { parseResult, type Result } from './result.js';
 import { validContainerID } from './env.js';
 
 export const PLUGIN_TYPE = 'ipam-shim';
+/** The main plugin the shim chains after (install puts it there; doctor and STATUS look for it): Cilium's. */
+export const ANCHOR_TYPE = 'cilium-cni';
 
 /** The log file's bound when the config does not set one (docs/configuration.md): ~16,000 calls' lines per file. */
 export const DEFAULT_LOG_MAX_BYTES = 10 * 1024 * 1024;
