@@ -2,8 +2,8 @@
 // shim's part of it into the NetConf the verbs use, so operator commands decide exactly as the plugin does.
 // Synchronous reads of small local files: no thread-pool round trips, and no node:fs/promises loaded into the
 // plugin's startup snapshot (the verbs reach this module through network/open.ts).
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { type Dirent, readdirSync, readFileSync, statSync } from 'node:fs';
+import { extname, join } from 'node:path';
 import { CniError, ErrorCode } from './cni/errors.js';
 import { isObject } from './cni/json.js';
 import { parseNetConf, PLUGIN_TYPE, type NetConf } from './cni/config.js';
@@ -38,15 +38,59 @@ class ConflistUnreadable extends CniError {}
 /** No conflist holds the shim (code 7). Its own kind: a caller that can go on without one tests for it. */
 export class ShimConflistMissing extends CniError {}
 
-/** Parses one conflist file and the shim's entry in it; undefined when the shim is not in it. */
-export async function readShimConflist(path: string): Promise<ShimConflist | undefined> {
-  let list: unknown;
+/** One network config file as a runtime reads it: a `.conflist`, or a single-plugin `.conf`/`.json` as a list of one. */
+export interface NetworkConfigFile {
+  path: string;
+  /** The file's bytes (install edits them in place). */
+  text: string;
+  /** The list the runtime runs: the file itself, or for a single-plugin file `{cniVersion, name, plugins: [it]}`. */
+  list: Record<string, unknown> & { plugins: unknown[] };
+  /** A single-plugin `.conf`/`.json` file (nothing can be chained into it). */
+  single: boolean;
+}
+
+/** libcni's single-plugin extensions; every other name (`.conflist`, an explicit path) is read as a list. */
+const isSingleConf = (path: string): boolean => ['.conf', '.json'].includes(extname(path));
+
+/**
+ * THE reader of a network config file, as containerd's go-cni and CRI-O read the conf dir through libcni: a
+ * `.conflist` must hold a non-empty `plugins` list of objects with a `type` (libcni: "no plugins in list",
+ * "missing 'type'"); a `.conf`/`.json` is one plugin config and must have a `type` (go-cni: "network type not
+ * found": a conflist saved as `.conf` is refused, not read as a list). Every reader of the conf dir (the plugin's
+ * CLI and agent, doctor, install) goes through it, so none calls a file usable that the runtime refuses.
+ * Throws ConflistUnreadable (code 6) with the reason in `details`.
+ */
+export function readNetworkConfig(path: string): NetworkConfigFile {
+  const refuse = (why: string) => new ConflistUnreadable(ErrorCode.DecodingFailure, `cannot read conflist ${path}`, { details: why });
+  let text: string;
+  let v: unknown;
   try {
-    list = JSON.parse(readFileSync(path, 'utf8'));
+    text = readFileSync(path, 'utf8');
   } catch (e) {
-    throw new ConflistUnreadable(ErrorCode.DecodingFailure, `cannot read conflist ${path}`, { details: (e as Error).message });
+    throw refuse((e as Error).message);
   }
-  if (!isObject(list) || !Array.isArray(list.plugins)) return undefined;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    throw refuse(`not valid JSON: ${(e as Error).message}`);
+  }
+  if (!isObject(v)) throw refuse('not a JSON object');
+  const typed = (p: unknown) => isObject(p) && typeof p.type === 'string' && p.type !== '';
+  if (isSingleConf(path)) {
+    if (!typed(v))
+      throw refuse(
+        `no "type": not a single-plugin network config${Array.isArray(v.plugins) ? ' (a list of plugins belongs in a .conflist file)' : ''}`,
+      );
+    return { path, text, list: { cniVersion: v.cniVersion, name: v.name, plugins: [v] }, single: true };
+  }
+  if (!(Array.isArray(v.plugins) && v.plugins.length && v.plugins.every(typed)))
+    throw refuse('"plugins" must be a non-empty list of objects with a "type"');
+  return { path, text, list: v as NetworkConfigFile['list'], single: false };
+}
+
+/** Parses one network config file and the shim's entry in it; undefined when the shim is not in it. */
+export async function readShimConflist(path: string): Promise<ShimConflist | undefined> {
+  const { list } = readNetworkConfig(path);
   const index = list.plugins.findIndex(holdsShim);
   if (index < 0) return undefined;
   const entry = list.plugins[index] as Record<string, unknown>;
@@ -54,17 +98,22 @@ export async function readShimConflist(path: string): Promise<ShimConflist | und
   return { path, list, index, conf };
 }
 
-/** Conflist files in a directory, in the order runtimes read them (lexical). */
+/**
+ * The network config files of a conf dir, in the order runtimes read them: libcni's ConfFiles (entries named
+ * `*.conflist`, `*.conf`, `*.json` that are not directories: `05-cilium.conflist.cilium_bak`, the name Cilium
+ * gives the configs it disables, is none) in lexical order. An unreadable or missing dir gives [] (confDirProblem says why).
+ */
 export async function conflistFiles(dir: string): Promise<string[]> {
-  let names: string[];
+  let entries: Dirent[];
   try {
-    names = readdirSync(dir);
+    entries = readdirSync(dir, { withFileTypes: true });
   } catch {
-    names = [];
+    entries = [];
   }
-  return names
-    .filter((n) => /\.(conflist|conf|json)$/.test(n))
-    .sort()
+  return entries
+    .filter((e) => !e.isDirectory() && /\.(conflist|conf|json)$/.test(e.name))
+    .map((e) => e.name)
+    .sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))) // Go's sort.Strings: byte order
     .map((n) => join(dir, n));
 }
 

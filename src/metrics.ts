@@ -5,8 +5,8 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { writeFileAtomic } from './effects/fs-atomic.js';
+import { ownerOf } from './ledger/owner.js';
 import { Ledger } from './effects/ledger.js';
-import { ownerOf } from './ledger/record.js';
 import { withLock } from './effects/lock.js';
 import type { Outcome } from './cni/skel.js';
 import type { Logger } from './log.js';

@@ -1,6 +1,7 @@
 // cilium-agent's own IPs under delegated IPAM (design-cfps #13): allocate through the delegate with a
 // deterministic container ID, idempotently across restarts, recorded as owner `agent` so GC never
 // releases them.
+import { AGENT_OWNER, agentContainerID } from '../ledger/owner.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type NetConf } from '../cni/config.js';
 import { resultAddresses } from '../cni/result.js';
@@ -14,11 +15,6 @@ import { deleteNetns, ensureNetns } from '../effects/netns.js';
 import type { Logger } from '../log.js';
 
 const AGENT_IFNAME = 'eth0';
-const AGENT_ID_PREFIX = 'cilium-agent-';
-/** The deterministic container ID of an owner's agent IPs, and back. */
-const agentContainerID = (owner: string): string => `${AGENT_ID_PREFIX}${owner}`;
-export const agentOwnerOf = (containerID: string): string =>
-  containerID.startsWith(AGENT_ID_PREFIX) ? containerID.slice(AGENT_ID_PREFIX.length) : containerID;
 /** An empty namespace per owner: the CFP's CNI_NETNS for IPs that live in no pod. */
 const agentNetnsName = (owner: string): string => `ipam-shim-agent-${owner}`;
 
@@ -42,11 +38,9 @@ export interface AgentAllocation {
   note?: string;
 }
 
-const OWNER = /^[a-z0-9]([a-z0-9.-]{0,40}[a-z0-9])?$/;
-
 export function validateOwner(owner: string): void {
-  if (!OWNER.test(owner))
-    throw new CniError(ErrorCode.InvalidEnvironment, `invalid owner ${JSON.stringify(owner)}`, { details: `must match ${OWNER.source}` });
+  if (!AGENT_OWNER.test(owner))
+    throw new CniError(ErrorCode.InvalidEnvironment, `invalid owner ${JSON.stringify(owner)}`, { details: `must match ${AGENT_OWNER.source}` });
 }
 
 /** The addresses of the requested family (all when none was asked for); a missing family is an error. */

@@ -2,7 +2,8 @@
 // held by it.
 import { delegateConf } from '../cni/config.js';
 import { atLeast } from '../cni/versions.js';
-import { agentOwnerOf, agentPrevResult, listAgentIps } from './allocate.js';
+import { agentReallocateFix } from '../ledger/owner.js';
+import { agentPrevResult, listAgentIps } from './allocate.js';
 import type { DoctorCheck, Finding } from '../doctor/check.js';
 
 export const agentCheck: DoctorCheck = {
@@ -13,8 +14,7 @@ export const agentCheck: DoctorCheck = {
     const version = net.delegate ? await net.delegate.versionFor(net.conf.cniVersion).catch(() => undefined) : undefined;
     const findings: Finding[] = [];
     for (const r of records) {
-      const owner = agentOwnerOf(r.containerID);
-      const fix = `ipam-shim agent-ip allocate --owner ${owner} (re-checks and re-allocates if needed)`;
+      const fix = agentReallocateFix(r.containerID);
       if (r.state !== 'attached' || !r.ips.length) {
         findings.push({ check: this.name, verdict: 'problem', summary: `${r.containerID}: allocation never completed`, fix });
         continue;

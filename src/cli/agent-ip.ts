@@ -1,6 +1,7 @@
 // `ipam-shim agent-ip allocate | release | list`: cilium-agent's own IPs through the delegate (CFP #13).
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { agentOwnerOf, allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from '../agent-ips/allocate.js';
+import { agentIpOwner } from '../ledger/owner.js';
+import { allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from '../agent-ips/allocate.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
 import { parseArgv, UsageError, type Command } from './command.js';
 
@@ -54,7 +55,7 @@ export const agentIpCommand: Command = {
     if (action === 'list') {
       const records = await listAgentIps(net.ledger);
       const rows = records.map((r) => ({
-        owner: agentOwnerOf(r.containerID),
+        owner: agentIpOwner(r.containerID) ?? null, // null: cilium-agent allocated it itself (cilium-ingress-<node>)
         containerID: r.containerID,
         ips: r.ips,
         state: r.state,
@@ -62,7 +63,10 @@ export const agentIpCommand: Command = {
         note: r.note,
       }));
       const text = rows.length
-        ? ['OWNER\tIPS\tSTATE\tUPDATED', ...rows.map((r) => `${r.owner}\t${r.ips.join(',') || '-'}\t${r.state}\t${r.updatedAt}`)].join('\n')
+        ? [
+            'OWNER\tIPS\tSTATE\tUPDATED',
+            ...rows.map((r) => `${r.owner ?? `(${r.containerID})`}\t${r.ips.join(',') || '-'}\t${r.state}\t${r.updatedAt}`),
+          ].join('\n')
         : `no agent IPs in network ${net.conf.name}`;
       return { data: { network: net.conf.name, agentIPs: rows }, text, exitCode: 0 };
     }

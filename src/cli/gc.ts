@@ -1,5 +1,6 @@
 // `ipam-shim gc`: the GC a runtime never sends (0.3.1 conflists): valid = the runtime's result cache,
 // then the GC verb's own algorithm and guards. Dry run unless --apply.
+import { attachmentName } from '../cni/config.js';
 import { DEFAULT_CACHE_DIR, gcFromCache } from '../gc/from-cache.js';
 import type { GcReport } from '../gc/run-gc.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
@@ -80,8 +81,8 @@ export const gcCommand: Command = {
     const text = [
       `network ${net.conf.name}: ${valid.length} cached attachment(s), ${report.plan.kept.length} kept, ${report.plan.release.length} ${apply ? 'to release' : refused ? 'would be released, but nothing is (refused)' : 'would be released (dry run; --apply to release)'}`,
       ...(refused ? [`REFUSED: ${refused}`] : []),
-      ...rows.map((r) => `${r.action.padEnd(13)} ${r.containerID}/${r.ifname}  ${r.ips.join(',') || '-'}  (${r.why})`),
-      ...report.errors.map((e) => `error ${e.code}: ${e.attachment ? `${e.attachment.containerID}/${e.attachment.ifname}: ` : ''}${e.error}`),
+      ...rows.map((r) => `${r.action.padEnd(13)} ${attachmentName(r)}  ${r.ips.join(',') || '-'}  (${r.why})`),
+      ...report.errors.map((e) => `error ${e.code}: ${e.attachment ? `${attachmentName(e.attachment)}: ` : ''}${e.error}`),
     ].join('\n');
     return {
       data: {

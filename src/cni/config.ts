@@ -7,6 +7,8 @@ import { parseResult, type Result } from './result.js';
 import { validContainerID } from './env.js';
 
 export const PLUGIN_TYPE = 'ipam-shim';
+/** The main plugin the shim chains after (install puts it there; doctor and STATUS look for it): Cilium's. */
+export const ANCHOR_TYPE = 'cilium-cni';
 
 /** The log file's bound when the config does not set one (docs/configuration.md): ~16,000 calls' lines per file. */
 export const DEFAULT_LOG_MAX_BYTES = 10 * 1024 * 1024;
@@ -90,13 +92,14 @@ export interface Attachment {
 
 /**
  * The one spelling of an attachment as a map key and a ledger file name (`<containerID>:<ifname>`): a container
- * ID holds no `:` (runtimes use hex or a name), so the last `:` splits it back (attachmentOfKey).
+ * ID holds no `:` (the spec's regex, checked on every CNI call), so the FIRST `:` splits it back (attachmentOfKey);
+ * an ifname may hold one (libcni forbids it in CNI_IFNAME, but a GC valid list's ifname is any string).
  */
 export const attachmentKey = (a: Attachment): string => `${a.containerID}:${a.ifname}`;
 
 /** attachmentKey's inverse. */
 export function attachmentOfKey(key: string): Attachment {
-  const at = key.lastIndexOf(':');
+  const at = key.indexOf(':');
   return { containerID: key.slice(0, at), ifname: key.slice(at + 1) };
 }
 

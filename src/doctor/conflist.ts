@@ -1,11 +1,11 @@
 // Doctor's conflist check: the conflists and the shim's place in them, and its delegate against the allocator's ipam.
-import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { isObject } from '../cni/json.js';
 import { CniError } from '../cni/errors.js';
-import { conflistFiles, holdsShim } from '../conflist.js';
+import { ANCHOR_TYPE } from '../cni/config.js';
+import { conflistFiles, holdsShim, readNetworkConfig } from '../conflist.js';
 import type { DoctorCheck, Finding } from './check.js';
-import { ANCHOR, allocator, typeOf } from './ipam-config.js';
+import { allocator, typeOf } from './ipam-config.js';
 
 function sameJson(a: unknown, b: unknown): boolean {
   if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((x, i) => sameJson(x, b[i]));
@@ -38,15 +38,12 @@ export const conflistCheck: DoctorCheck = {
     const files = await conflistFiles(dir);
     for (const f of files) {
       try {
-        const v = JSON.parse(await readFile(f, 'utf8')) as unknown;
-        if (!isObject(v)) throw new Error('not a JSON object');
-        if (f.endsWith('.conflist') && !(Array.isArray(v.plugins) && v.plugins.length && v.plugins.every((p) => typeOf(p))))
-          throw new Error('"plugins" must be a non-empty list of objects with a "type"');
+        readNetworkConfig(f);
       } catch (e) {
         out.push({
           check: name,
           verdict: 'problem',
-          summary: `${f} is not a valid network config: ${(e as Error).message}`,
+          summary: `${f} is not a valid network config: ${e instanceof CniError && e.details ? e.details : (e as Error).message}`,
           fix: 'fix or remove the file: runtimes stop at configs they cannot parse',
         });
       }
@@ -65,7 +62,7 @@ export const conflistCheck: DoctorCheck = {
     const types = plugins.map((p) => typeOf(p) ?? '?');
     if (net.conf.placement === 'chained') {
       const i = net.shim.index;
-      const ciliumAt = types.indexOf(ANCHOR);
+      const ciliumAt = types.indexOf(ANCHOR_TYPE);
       const prev = plugins[i - 1];
       if (i === 0) {
         out.push({

@@ -1,5 +1,6 @@
 // Doctor's ledger check: the ledger against the delegate's own store (host-local only: its files can be read).
 import { join } from 'node:path';
+import { attachmentName } from '../cni/config.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import { HOST_LOCAL_DEFAULT_DATA_DIR, ipKey, readHostLocalStore, type StoreEntry } from '../effects/host-local-store.js';
 import { type DoctorCheck, type Finding, list } from './check.js';
@@ -68,12 +69,11 @@ export const ledgerCheck: DoctorCheck = {
     }
     const cmp = compareWithStore(records, store);
     const out: Finding[] = [];
-    const att = (r: LedgerRecord) => `${r.containerID}/${r.ifname}`;
     if (cmp.missing.length) {
       out.push({
         check: name,
         verdict: 'problem',
-        summary: `${cmp.missing.length} ledger address(es) have no reservation in ${storeDir}: ${list(cmp.missing.map((m) => `${m.ip} (${att(m.record)})`))}`,
+        summary: `${cmp.missing.length} ledger address(es) have no reservation in ${storeDir}: ${list(cmp.missing.map((m) => `${m.ip} (${attachmentName(m.record)})`))}`,
         fix: `host-local may hand these out again (duplicate IPs). If the container is gone: ipam-shim gc --network ${net.conf.name} --apply; if it runs, recreate the pod`,
         data: cmp.missing.map((m) => ({ ip: m.ip, containerID: m.record.containerID, ifname: m.record.ifname })),
       });
@@ -82,9 +82,13 @@ export const ledgerCheck: DoctorCheck = {
       out.push({
         check: name,
         verdict: 'problem',
-        summary: `${cmp.conflicting.length} address(es) are reserved in ${storeDir} for another attachment: ${list(cmp.conflicting.map((c) => `${c.ip} ledger ${att(c.record)}, store ${c.holder.containerID}/${c.holder.ifname ?? '?'}`))}`,
+        summary: `${cmp.conflicting.length} address(es) are reserved in ${storeDir} for another attachment: ${list(cmp.conflicting.map((c) => `${c.ip} ledger ${attachmentName(c.record)}, store ${attachmentName({ containerID: c.holder.containerID, ifname: c.holder.ifname ?? '?' })}`))}`,
         fix: 'two attachments claim one address: find which pod really has it (ip addr in its netns) and recreate the other',
-        data: cmp.conflicting.map((c) => ({ ip: c.ip, ledger: att(c.record), store: `${c.holder.containerID}/${c.holder.ifname ?? ''}` })),
+        data: cmp.conflicting.map((c) => ({
+          ip: c.ip,
+          ledger: attachmentName(c.record),
+          store: attachmentName({ containerID: c.holder.containerID, ifname: c.holder.ifname ?? '' }),
+        })),
       });
     }
     if (cmp.unknown.length && corrupt.length) {
@@ -93,7 +97,7 @@ export const ledgerCheck: DoctorCheck = {
       out.push({
         check: name,
         verdict: 'warn',
-        summary: `${cmp.unknown.length} reservation(s) in ${storeDir} match no readable ledger record, and ${corrupt.length} record(s) are unreadable and may own them: ${list(cmp.unknown.map((u) => `${u.ip} (${u.containerID}/${u.ifname ?? '?'})`))}`,
+        summary: `${cmp.unknown.length} reservation(s) in ${storeDir} match no readable ledger record, and ${corrupt.length} record(s) are unreadable and may own them: ${list(cmp.unknown.map((u) => `${u.ip} (${attachmentName({ containerID: u.containerID, ifname: u.ifname ?? '?' })})`))}`,
         fix: `fix the unreadable ledger records first (see the state-dir check: ${list(corrupt, 3)}); leave the reservations alone until then`,
         data: { unknown: cmp.unknown, corrupt },
       });
@@ -101,7 +105,7 @@ export const ledgerCheck: DoctorCheck = {
       out.push({
         check: name,
         verdict: 'warn',
-        summary: `${cmp.unknown.length} reservation(s) in ${storeDir} for attachments the ledger does not know: ${list(cmp.unknown.map((u) => `${u.ip} (${u.containerID}/${u.ifname ?? '?'})`))}`,
+        summary: `${cmp.unknown.length} reservation(s) in ${storeDir} for attachments the ledger does not know: ${list(cmp.unknown.map((u) => `${u.ip} (${attachmentName({ containerID: u.containerID, ifname: u.ifname ?? '?' })})`))}`,
         fix: `allocated before the shim was installed, by another caller, or leaked. If no container uses one, remove its file in ${storeDir} by hand (ipam-shim never edits the delegate's store)`,
         data: cmp.unknown,
       });
@@ -110,7 +114,7 @@ export const ledgerCheck: DoctorCheck = {
       out.push({
         check: name,
         verdict: 'warn',
-        summary: `${cmp.intents.length} unfinished ADD(s) (intent records): ${list(cmp.intents.map(att))}`,
+        summary: `${cmp.intents.length} unfinished ADD(s) (intent records): ${list(cmp.intents.map(attachmentName))}`,
         fix: "an ADD is running or died midway; if it persists, the runtime's DEL (or ipam-shim gc --apply) clears it",
       });
     }

@@ -2,13 +2,12 @@
 // before the shim, or the plugin whose IPAM slot it sits in) are on the CNI path. A runtime that cannot find one
 // fails every pod's ADD before the shim is even called. Without a shim conflist it looks at the conflist the
 // shim would be chained into: the one holding cilium-cni, else the first the runtime reads.
-import { accessSync, constants, readFileSync, statSync } from 'node:fs';
+import { accessSync, constants, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { isObject } from '../cni/json.js';
-import { PLUGIN_TYPE } from '../cni/config.js';
-import { conflistFiles } from '../conflist.js';
+import { ANCHOR_TYPE, PLUGIN_TYPE } from '../cni/config.js';
+import { conflistFiles, readNetworkConfig } from '../conflist.js';
 import type { DoctorCheck, Finding } from './check.js';
-import { ANCHOR, typeOf } from './ipam-config.js';
+import { typeOf } from './ipam-config.js';
 
 const NAME = 'main-plugin';
 
@@ -46,7 +45,7 @@ function pluginFindings(path: string, plugins: unknown[], cniPath: readonly stri
       verdict: 'problem',
       summary: `${type}, listed in ${path}, is not on the CNI path (${cniPath.join(':') || 'empty'}): every pod ADD of that network fails`,
       fix:
-        type === ANCHOR
+        type === ANCHOR_TYPE
           ? "install Cilium (cilium-agent copies cilium-cni into the runtime's bin dir), or pass the runtime's bin dir as --cni-path"
           : `install ${type} into the runtime's bin dir, or pass that dir as --cni-path`,
     };
@@ -62,14 +61,12 @@ export const mainPluginCheck: DoctorCheck = {
     const lists: { path: string; plugins: unknown[] }[] = [];
     for (const f of await conflistFiles(node.confDir)) {
       try {
-        const v = JSON.parse(readFileSync(f, 'utf8')) as unknown;
-        if (isObject(v) && Array.isArray(v.plugins)) lists.push({ path: f, plugins: v.plugins });
-        else if (isObject(v) && typeof v.type === 'string') lists.push({ path: f, plugins: [v] });
+        lists.push({ path: f, plugins: readNetworkConfig(f).list.plugins });
       } catch {
         // the conflist check names files that do not parse
       }
     }
-    const chosen = lists.find((l) => l.plugins.some((p) => typeOf(p) === ANCHOR)) ?? lists[0];
+    const chosen = lists.find((l) => l.plugins.some((p) => typeOf(p) === ANCHOR_TYPE)) ?? lists[0];
     if (!chosen) {
       return [
         {

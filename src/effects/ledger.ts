@@ -5,7 +5,7 @@
 import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { attachmentKey, type Attachment } from '../cni/config.js';
+import { attachmentKey, attachmentOfKey, type Attachment } from '../cni/config.js';
 import { AddressHeldError, durableFor, NewerLedgerFormatError, parseLedgerRecord, sameAttachment, type LedgerRecord } from '../ledger/record.js';
 import type { LedgerListing, LedgerStore } from '../ledger/store.js';
 import {
@@ -61,7 +61,6 @@ function assertLedgerLayout(dir: string): void {
 /** Ledger.lockedAttachment could not take the lock (the ledger is unusable, or another call holds it): fn never ran. */
 export class AttachmentLockError extends CniError {}
 
-/** containerID cannot contain ':' (spec regex), so "<cid>:<ifname>" is unambiguous. */
 const keyOf = attachmentKey;
 
 export class Ledger implements LedgerStore {
@@ -286,7 +285,7 @@ export class Ledger implements LedgerStore {
     const names = all.filter((n) => n.endsWith('.json') && !n.startsWith('.'));
     let agentIps = 0;
     for (const n of names) {
-      if (!isAgent(n.slice(0, n.indexOf(':')))) continue;
+      if (!isAgent(attachmentOfKey(n.slice(0, -'.json'.length)).containerID)) continue;
       const rec = JSON.parse((await readFileNoFollow(join(this.recordsDir, n))) ?? '{}') as { ips?: unknown };
       if (Array.isArray(rec.ips)) agentIps += rec.ips.length;
     }
@@ -322,8 +321,7 @@ export class Ledger implements LedgerStore {
       throw new CniError(ErrorCode.LedgerCorrupt, `ledger index entry unreadable: ${path}`, { details: (e as Error).message, cause: e });
     });
     if (!key) return undefined;
-    const sep = key.indexOf(':');
-    const holder = await this.get({ containerID: key.slice(0, sep), ifname: key.slice(sep + 1) }).catch((e) => {
+    const holder = await this.get(attachmentOfKey(key)).catch((e) => {
       if (e instanceof NewerLedgerFormatError) throw e; // its index entry stands
       return undefined;
     });

@@ -1,24 +1,26 @@
-// The node's uplink as the default route names it: `ip -j [-6] route show default`, read with the one uplink
-// rule (defaultUplink in routes.ts), so the probe rewrite and the route checks never disagree on it.
+// The node's uplink as the default route names it: `ip -j [-6] route show default`, read family by family in
+// UPLINK_FAMILIES order and judged by the one uplink rule (defaultUplink in routes.ts), so the probe rewrite and
+// the route checks never disagree on it.
 import { ToolError } from '../cni/errors.js';
 import type { Run } from './exec.js';
 import type { Family } from '../net/ip.js';
-import { defaultUplink, parseRoutes } from './routes.js';
+import { defaultUplink, parseRoutes, UPLINK_FAMILIES } from './routes.js';
 
 const TIMEOUT_MS = 5_000;
 
 /** PURE: the uplink in `ip -j [-6] route show default` stdout (main table, lowest metric, multipath per nexthop), or null. */
 export function parseDefaultRouteDev(stdout: string, family: Family = 6): string | null {
-  return defaultUplink(parseRoutes(stdout, family), [family]) ?? null;
+  return defaultUplink(parseRoutes(stdout, family)) ?? null;
 }
 
 /**
- * The interface of the default route, families tried in `prefer` order (IPv6 first: the probe rewrite's
- * traffic is IPv6); null when there is none (or `ip` is missing). Read-only, one `ip` call per family tried.
+ * The interface of the default route, by defaultUplink's rule (IPv6 first, see UPLINK_FAMILIES); null when there
+ * is none (or `ip` is missing). Read-only, one `ip` call per family tried (a family is read only when the ones
+ * before it have no default route, so the answer is defaultUplink's over both families' routes).
  * Throws ToolError when `ip` itself fails.
  */
-export async function readDefaultUplink(run: Run, prefer: readonly Family[] = [6, 4]): Promise<string | null> {
-  for (const family of prefer) {
+export async function readDefaultUplink(run: Run): Promise<string | null> {
+  for (const family of UPLINK_FAMILIES) {
     const args = ['-j', ...(family === 6 ? ['-6'] : []), 'route', 'show', 'default'];
     const r = await run('ip', args, { check: false, timeoutMs: TIMEOUT_MS });
     if (r.notFound) return null;

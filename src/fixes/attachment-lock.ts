@@ -1,7 +1,7 @@
 // The agent touches an attachment only as the only ADD, DEL or CHECK of it would: under the attachment's own lock
 // (Ledger.lockedAttachment, the one the verbs take through `exclusively`). It waits briefly: a CNI call holding
 // the lock is working on that attachment right now, and the next pass will look again.
-import type { Attachment } from '../cni/config.js';
+import { type Attachment, attachmentName } from '../cni/config.js';
 import { ErrorCode } from '../cni/errors.js';
 import { AttachmentLockError, type Ledger } from '../effects/ledger.js';
 
@@ -16,7 +16,7 @@ export async function exclusiveAttachment<T>(ledger: Ledger, a: Attachment, fn: 
     return await ledger.lockedAttachment(a, waitMs, fn);
   } catch (e) {
     if (e instanceof AttachmentLockError && e.code === ErrorCode.TryAgainLater)
-      throw new AttachmentBusy(`${a.containerID}/${a.ifname} is busy`, { cause: e });
+      throw new AttachmentBusy(`${attachmentName(a)} is busy`, { cause: e });
     throw e;
   }
 }

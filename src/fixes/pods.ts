@@ -3,6 +3,7 @@
 // cilium-agent or CNS rewrite leaves, during an upgrade) are in the cache only: their residue is the agent's to
 // remove, their count tells the operator that pods start outside the chain, and one holding a reserved address is
 // reported (never touched: the address may be the reserved subnet's real owner's too).
+import { attachmentKey, attachmentName } from '../cni/config.js';
 import type { CachedPod } from '../gc/cached-pod.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { Cidr } from '../net/cidr.js';
@@ -25,14 +26,12 @@ export interface PodsView {
   residueTargets: CachedPod[];
 }
 
-const key = (a: { containerID: string; ifname: string }) => `${a.containerID}:${a.ifname}`;
-
 /** A pod's name for logs and doctor: namespace/name from CNI_ARGS, else its attachment. */
 export const podName = (p: CachedPod): string =>
-  p.namespace && p.name ? `${p.namespace}/${p.name}` : `${p.containerID}/${p.ifname} (no K8S_POD_NAME in its CNI_ARGS)`;
+  p.namespace && p.name ? `${p.namespace}/${p.name}` : `${attachmentName(p)} (no K8S_POD_NAME in its CNI_ARGS)`;
 
 export function viewPods(cached: readonly CachedPod[], records: readonly LedgerRecord[], reserved: readonly Cidr[]): PodsView {
-  const known = new Set(records.map(key));
+  const known = new Set(records.map(attachmentKey));
   const out: PodsView = { unseen: [], reserved: [], unreadable: [], residueTargets: [] };
   for (const pod of cached) {
     if (pod.unreadable) out.unreadable.push(pod);
@@ -41,7 +40,7 @@ export function viewPods(cached: readonly CachedPod[], records: readonly LedgerR
       return hit ? [{ pod, ip: hit.ip, cidr: hit.cidr.text }] : [];
     });
     out.reserved.push(...hits);
-    if (known.has(key(pod))) continue;
+    if (known.has(attachmentKey(pod))) continue;
     out.unseen.push(pod);
     const ips = pod.ips.filter((ip) => !hits.some((h) => h.ip === ip));
     if (ips.length) out.residueTargets.push({ ...pod, ips });

@@ -1,6 +1,6 @@
 // Which ledger attachments GC may release. Pure: the effects (netns probes, delegate DELs) happen around it,
 // so the GC verb, `ipam-shim gc` and its dry run all decide the same way.
-import type { Attachment } from '../cni/config.js';
+import { type Attachment, attachmentKey } from '../cni/config.js';
 import type { LedgerRecord, Liveness } from '../ledger/record.js';
 
 type KeepReason = 'valid' | 'agent' | 'alive' | 'unknown' | 'recent';
@@ -21,8 +21,6 @@ export interface GcInputs {
   /** Records younger than this are kept (an ADD may be in flight when GC is not exclusive). */
   graceMs: number;
 }
-
-export const attachmentKey = (a: Attachment): string => `${a.containerID}:${a.ifname}`;
 
 /** Records that need a liveness probe: not valid, not the agent's. */
 export function needsProbe(records: LedgerRecord[], valid: Attachment[]): LedgerRecord[] {

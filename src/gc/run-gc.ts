@@ -1,7 +1,7 @@
 // GC end to end for one network: probe, plan, forward GC to a delegate that speaks 1.1.0 (the GC verb only),
 // release the rest with delegate DELs. Shared by the GC verb and `ipam-shim gc`.
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { delegateConf, type Attachment, type NetConf } from '../cni/config.js';
+import { attachmentKey, delegateConf, type Attachment, type NetConf } from '../cni/config.js';
 import type { IpamDelegate } from '../effects/delegate.js';
 import { AttachmentLockError } from '../effects/ledger.js';
 import type { LedgerRecord, Liveness } from '../ledger/record.js';
@@ -9,7 +9,7 @@ import type { LedgerStore } from '../ledger/store.js';
 import { probeAttachment } from '../effects/netns-probe.js';
 import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
-import { attachmentKey, needsProbe, planGc, type GcPlan } from './plan.js';
+import { needsProbe, planGc, type GcPlan } from './plan.js';
 
 /** Delegate DELs GC runs at once. */
 const RELEASE_PARALLEL = 4;

@@ -4,7 +4,7 @@
 // gives the same address. GC's rule decides (src/effects/netns-probe.ts): only a pod's record whose netns is
 // provably gone, or provably holds none of its addresses, loses the address; a live or unknown holder, or one of
 // cilium-agent's, keeps it and the ADD keeps its 11.
-import type { Attachment } from '../cni/config.js';
+import { type Attachment, attachmentName } from '../cni/config.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { probeAttachment } from '../effects/netns-probe.js';
@@ -40,7 +40,7 @@ export async function takeFromDeadHolder(
       await o.ledger.remove(att);
       return 'forgotten';
     }
-    const note = `${ip} taken by ${claimant.containerID}/${claimant.ifname}: this pod was provably gone`;
+    const note = `${ip} taken by ${attachmentName(claimant)}: this pod was provably gone`;
     await o.ledger.put({ ...current, ips: rest, updatedAt: new Date().toISOString(), note });
     return 'dropped';
   });

@@ -3,10 +3,8 @@
 // is scanned for the spans of the `plugins` elements and only our element (with its separator) is spliced in
 // or out, in the file's own indentation, line endings and spacing. Insert-then-remove gives back the
 // original bytes exactly.
-import { PLUGIN_TYPE } from '../cni/config.js';
+import { ANCHOR_TYPE, PLUGIN_TYPE } from '../cni/config.js';
 import { isObject } from '../cni/json.js';
-
-export const DEFAULT_ANCHOR = 'cilium-cni';
 
 /** What is wrong with a conflist (callers branch on it, never on the message). */
 export type ConflistEditKind = 'not-json' | 'not-object' | 'single-plugin' | 'bad-entry' | 'no-anchor' | 'internal';
@@ -148,7 +146,7 @@ class Scanner {
 }
 
 /** Parses a conflist and locates its plugins. Throws ConflistEditError for anything that is not one. */
-export function inspectConflist(text: string, anchorType = DEFAULT_ANCHOR): ConflistShape {
+export function inspectConflist(text: string, anchorType = ANCHOR_TYPE): ConflistShape {
   let list: unknown;
   try {
     list = JSON.parse(text);
@@ -259,7 +257,7 @@ function insertAfter(text: string, shape: ConflistShape, i: number, entry: Recor
  * type `anchorType`. Unchanged text when it already does (idempotent). When the shim already sits in a
  * plugin's IPAM slot, nothing is changed (`ipam-slot`): that placement is the operator's choice.
  */
-export function upsertShimEntry(text: string, entry: Record<string, unknown>, anchorType = DEFAULT_ANCHOR): UpsertResult {
+export function upsertShimEntry(text: string, entry: Record<string, unknown>, anchorType = ANCHOR_TYPE): UpsertResult {
   if (entry.type !== PLUGIN_TYPE) throw new ConflistEditError('bad-entry', `the entry's type must be "${PLUGIN_TYPE}"`);
   let shape = inspectConflist(text, anchorType);
   if (shape.ipamSlot >= 0) return { text, action: 'ipam-slot', changed: false, index: shape.ipamSlot };
@@ -291,6 +289,6 @@ function removeAll(text: string, shape: ConflistShape, anchorType: string): { te
 /** Takes every chained shim entry out, and nothing else. */
 export function removeShimEntry(text: string): RemoveResult {
   const shape = inspectConflist(text);
-  const out = removeAll(text, shape, DEFAULT_ANCHOR);
+  const out = removeAll(text, shape, ANCHOR_TYPE);
   return { text: out.text, changed: shape.chained.length > 0, removed: shape.chained.length, ipamSlotLeft: shape.ipamSlot >= 0 };
 }

@@ -1,12 +1,13 @@
 import { chmod, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config.js';
+import { ANCHOR_TYPE, parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config.js';
 import { isObject } from '../cni/json.js';
 import { parseReservedCidrs } from '../reserved/decision.js';
 import { checkProbeSettings } from '../probe-rewrite/ruleset.js';
-import { conflistFiles } from '../conflist.js';
+import { CniError } from '../cni/errors.js';
+import { conflistFiles, readNetworkConfig } from '../conflist.js';
 import { syncDir, writeFileAtomic } from '../effects/fs-atomic.js';
-import { ConflistEditError, DEFAULT_ANCHOR, inspectConflist, upsertShimEntry, type ConflistShape, type UpsertAction } from './conflist-edit.js';
+import { inspectConflist, upsertShimEntry, type ConflistShape, type UpsertAction } from './conflist-edit.js';
 
 /**
  * The shim's keys checked as the plugin checks them: its config schema (unknown key → 2, bad value → 7), the
@@ -49,7 +50,7 @@ interface Target {
  */
 async function findTargetConflist(
   confDir: string,
-  anchorType = DEFAULT_ANCHOR,
+  anchorType = ANCHOR_TYPE,
 ): Promise<{ target?: Target; unreadable: Unreadable[]; before: string[] }> {
   const unreadable: Unreadable[] = [];
   const before: string[] = [];
@@ -57,11 +58,15 @@ async function findTargetConflist(
     let text: string;
     let shape: ConflistShape;
     try {
-      text = await readFile(path, 'utf8');
+      const file = readNetworkConfig(path);
+      if (file.single) {
+        before.push(path); // a single-plugin config: nothing to chain into, but the runtime may use it
+        continue;
+      }
+      text = file.text;
       shape = inspectConflist(text, anchorType);
     } catch (e) {
-      if (e instanceof ConflistEditError && e.kind === 'single-plugin') before.push(path);
-      else if (!(e instanceof ConflistEditError) || e.kind !== 'not-object') unreadable.push({ path, error: (e as Error).message });
+      unreadable.push({ path, error: e instanceof CniError && e.details ? e.details : (e as Error).message });
       continue;
     }
     if (shape.anchor >= 0 || shape.chained.length || shape.ipamSlot >= 0) return { target: { path, text, shape }, unreadable, before };
@@ -89,7 +94,7 @@ function warningsFor(target: Target, before: string[], entry: Record<string, unk
   const anchor = target.shape.plugins[target.shape.anchor]?.value;
   if (isObject(anchor) && !isObject(anchor.ipam) && entry.delegate === undefined) {
     out.push(
-      `${DEFAULT_ANCHOR} in ${target.path} has no "ipam": the shim's entry has no delegate, so GC, STATUS and agent IPs cannot reach the IPAM plugin (give "delegate" in --shim-config)`,
+      `${ANCHOR_TYPE} in ${target.path} has no "ipam": the shim's entry has no delegate, so GC, STATUS and agent IPs cannot reach the IPAM plugin (give "delegate" in --shim-config)`,
     );
   }
   return out;

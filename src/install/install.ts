@@ -1,10 +1,9 @@
 // Putting the shim on a node and taking it off: `watchInstall` keeps the executable (binary.ts) and the conflist
 // entry (conflist.ts) in place while cilium-agent rewrites its conflist; `uninstall` removes both.
 import { watch, type FSWatcher } from 'node:fs';
-import { readFile, stat, unlink } from 'node:fs/promises';
+import { stat, unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { isObject } from '../cni/json.js';
-import { conflistFiles, holdsShim } from '../conflist.js';
+import { conflistFiles, holdsShim, readNetworkConfig } from '../conflist.js';
 import { isErrno, syncDir } from '../effects/fs-atomic.js';
 import type { Logger } from '../log.js';
 import { inspectConflist, removeShimEntry, type ConflistShape } from './conflist-edit.js';
@@ -26,10 +25,12 @@ export async function uninstall(o: { binDir: string; confDir: string; keepBinary
   const out: UninstallOutcome = { conflists: [], binary: { path: join(o.binDir, BINARY_NAME), action: 'kept' }, stillReferenced: [] };
   for (const path of await conflistFiles(o.confDir)) {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const text = await readFile(path, 'utf8').catch(() => undefined);
-      if (text === undefined) break;
       let shape: ConflistShape;
+      let text: string;
       try {
+        const file = readNetworkConfig(path);
+        if (file.single) break;
+        text = file.text;
         shape = inspectConflist(text);
       } catch {
         break;
@@ -43,10 +44,13 @@ export async function uninstall(o: { binDir: string; confDir: string; keepBinary
     }
   }
   for (const path of await conflistFiles(o.confDir)) {
-    const list = await readFile(path, 'utf8')
-      .then((t) => JSON.parse(t) as unknown)
-      .catch(() => undefined);
-    if (isObject(list) && Array.isArray(list.plugins) ? list.plugins.some(holdsShim) : holdsShim(list)) out.stillReferenced.push(path);
+    let plugins: unknown[] = [];
+    try {
+      plugins = readNetworkConfig(path).list.plugins;
+    } catch {
+      // a file the runtime cannot read runs nothing
+    }
+    if (plugins.some(holdsShim)) out.stillReferenced.push(path);
   }
   if (!o.keepBinary && out.stillReferenced.length === 0) {
     try {

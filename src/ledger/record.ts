@@ -91,13 +91,3 @@ export type Liveness = 'alive' | 'dead' | 'unknown';
  * loss ends every pod on the node, and its record only has to survive a SIGKILL, which needs no fsync.
  */
 export const durableFor = (owner: LedgerRecord['owner']): boolean => owner === 'agent';
-
-/** Whose attachment a container ID is: cilium-agent's (it matches one of agentContainerIDs; GC keeps it) or a pod's. */
-export const ownerOf = (containerID: string, agentPatterns: readonly string[]): LedgerRecord['owner'] =>
-  matchesAny(containerID, agentPatterns) ? 'agent' : 'pod';
-
-/** Glob match for agentContainerIDs ("cilium-agent-*"). */
-function matchesAny(id: string, patterns: readonly string[]): boolean {
-  return patterns.some((p) => new RegExp(`^${p.split('*').map(escapeRe).join('.*')}$`).test(id));
-}
-const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

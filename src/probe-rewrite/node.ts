@@ -33,8 +33,6 @@ export type ProbeRewriteStatus =
       matchesExpected: boolean;
     };
 
-export type ProbeRewriteDue = NftUnavailable | { available: true; due: boolean; tablePresent: boolean };
-
 /** One `nft -j list table ip6 azureSLBProbe`, parsed. null table = absent. Other nft failures throw ToolError. */
 export async function listProbeTable(run: Run): Promise<ProbeListing> {
   const listed = await listNftTable(run, 'ip6', PROBE_TABLE);
@@ -67,23 +65,6 @@ export async function ensureProbeRewrite(run: Run, opts: ProbeRewriteOptions): P
  */
 export async function removeProbeRewrite(run: Run): Promise<NftUnavailable | { available: true }> {
   return deleteNftTable(run, 'ip6', PROBE_TABLE);
-}
-
-/**
- * The cheap check: exactly one `nft -j list table` call; `due` = the table is absent or not exactly what
- * ensureProbeRewrite(opts) would install. Read-only, owns nothing. Tolerates an absent table (due) and nft
- * missing (`{available: false}`). Throws CniError(7) on bad options, ToolError on other nft failures.
- */
-export async function probeRewriteDue(run: Run, opts: ProbeRewriteOptions): Promise<ProbeRewriteDue> {
-  resolveOptions(opts); // bad options must fail before we spend a process on them
-  return probeDue(await listProbeTable(run), opts);
-}
-
-/** PURE. probeRewriteDue's verdict on a listing already made. */
-function probeDue(listed: ProbeListing, opts: ProbeRewriteOptions): ProbeRewriteDue {
-  resolveOptions(opts);
-  if (!listed.available) return listed;
-  return { available: true, tablePresent: listed.table !== null, due: tableState(listed, opts) !== 'matching' };
 }
 
 /**

@@ -16,6 +16,8 @@ import { ipamSources, type IpamSource } from './ipam-sources.js';
 import { formatIp } from '../net/ip.js';
 import type { Cidr, IpRange } from '../net/cidr.js';
 import type { LedgerRecord } from '../ledger/record.js';
+import { agentReplaceFix } from '../ledger/owner.js';
+import { attachmentName } from '../cni/config.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { failedCheck, type DoctorCheck, type Finding } from '../doctor/check.js';
 
@@ -88,10 +90,10 @@ export function ledgerFindings(records: readonly LedgerRecord[], reserved: reado
         continue; // an unparseable address is the ledger check's business, not ours
       }
       if (!hit) continue;
-      const who = `${rec.containerID}/${rec.ifname}`;
+      const who = attachmentName(rec);
       const fix =
         rec.owner === 'agent'
-          ? `release and re-allocate cilium-agent's address: \`ipam-shim agent-ip release --owner <owner>\` then \`ipam-shim agent-ip allocate --owner <owner>\` (the new address is checked), after moving the delegate's range off ${hit.cidr.text}`
+          ? `release and re-allocate cilium-agent's address: ${agentReplaceFix(rec.containerID)}, after moving the delegate's range off ${hit.cidr.text}`
           : `delete the pod using container ${rec.containerID} (its DEL releases ${hit.ip}); its replacement gets an address outside ${hit.cidr.text} once the range avoids it (see the ${RANGES_CHECK} finding)`;
       out.push({
         check: LEDGER_CHECK,

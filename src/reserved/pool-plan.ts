@@ -409,20 +409,6 @@ function blockRange(entries: PoolEntryPlan[], pools: Cidr[], index: bigint, shif
   return { first, last: first + (1n << shift) - 1n };
 }
 
-/** The node CIDR handed out at global block `index` (for tests and the CLI). */
-export function nodeCidrAt(pools: string[], nodeMask: number, index: bigint): string {
-  const cidrs = parseCidrs(pools);
-  const family = cidrs[0]?.family;
-  if (!family) throw new Error('no pool given');
-  let offset = 0n;
-  for (const p of cidrs.filter((c) => c.family === family)) {
-    const blocks = 1n << BigInt(nodeMask - p.prefix);
-    if (index < offset + blocks) return makeCidr(family, p.first + ((index - offset) << BigInt(BITS[family] - nodeMask)), nodeMask).text;
-    offset += blocks;
-  }
-  throw new Error(`block index ${index} outside the pool`);
-}
-
 /** JSON-safe copy: every bigint becomes a decimal string (IPv6 counts exceed 2^53). */
 export function planToJson(plan: Plan): unknown {
   return JSON.parse(JSON.stringify(plan, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)));

@@ -25,7 +25,7 @@ export function findReservedHit(ip: string, cidrs: readonly Cidr[]): ReservedHit
 }
 
 /** One host-local range (after host-local's defaults), as configured and as integers. */
-export interface HostLocalRange extends IpRange {
+interface HostLocalRange extends IpRange {
   subnet: string;
   rangeStart?: string;
   rangeEnd?: string;
@@ -33,41 +33,10 @@ export interface HostLocalRange extends IpRange {
   text: string;
 }
 
-export interface RangeInReserved {
-  range: HostLocalRange;
-  /** Every address host-local may hand out from `range` lies in `cidr`. */
-  fully: boolean;
-  cidr: Cidr;
-}
-
-/**
- * host-local ranges of an IPAM config that lie wholly or partly inside reserved CIDRs: one entry per
- * (range, reserved CIDR) pair that intersect, ranges in host-local's order (top-level `subnet` first, then
- * `ranges` sets in order). Range bounds follow host-local: rangeStart defaults to network+1, rangeEnd to the
- * last address (IPv4: minus broadcast). `fully` is per CIDR: a range split across two reserved CIDRs gives two
- * `fully: false` entries. A config without `subnet`/`ranges` (another IPAM type) gives []. Malformed subnets or
- * bounds throw an Error naming the path.
- */
-export function rangesInReserved(ipamConfig: unknown, cidrs: readonly Cidr[]): RangeInReserved[] {
-  const out: RangeInReserved[] = [];
-  for (const range of hostLocalRanges(ipamConfig)) {
-    for (const cidr of cidrs) {
-      const o = rangeOverlap(range, cidr);
-      if (o !== 'none') out.push({ range, fully: o === 'full', cidr });
-    }
-  }
-  return out;
-}
-
-/** The ranges host-local would allocate from, in its order. */
-export function hostLocalRanges(ipamConfig: unknown): HostLocalRange[] {
-  return hostLocalRangeSets(ipamConfig).flat();
-}
-
 /**
  * host-local's range sets, in its order: the top-level `subnet` (with its rangeStart/rangeEnd) is set 0 when
  * present, then each `ranges[i]`. host-local hands out one address from EVERY set. The one reader of the
- * `subnet`/`ranges` shape: STATUS, doctor and rangesInReserved all go through it. Errors name the real path.
+ * `subnet`/`ranges` shape: STATUS and doctor go through it (assessRanges). Errors name the real path.
  */
 function hostLocalRangeSets(ipamConfig: unknown): HostLocalRange[][] {
   if (!isObject(ipamConfig)) return [];

@@ -1,6 +1,7 @@
 // The residue report of `ipam-shim residue scan | clean` and doctor's residue check: which addresses to look at
 // (ledger and named), what residue each has (or had removed, or still has), orphaned per-pod rules, counts and a
 // verdict. The CLI (cli/residue.ts) parses flags and renders it; doctor (residue/doctor.ts) reads it.
+import { attachmentName } from '../cni/config.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { Run } from '../effects/exec.js';
 import { listNeighbours } from '../effects/neigh.js';
@@ -166,9 +167,7 @@ export async function ledgerTargets(
   ledger: Pick<LedgerStore, 'list'>,
 ): Promise<{ ips: Array<{ ip: string; attachment: string }>; corrupt: string[] }> {
   const { records, corrupt } = await ledger.list();
-  const ips = records.flatMap((r) =>
-    r.ips.map((ip) => ({ ip, attachment: `${r.containerID}/${r.ifname}${r.state === 'intent' ? ' (intent)' : ''}` })),
-  );
+  const ips = records.flatMap((r) => r.ips.map((ip) => ({ ip, attachment: `${attachmentName(r)}${r.state === 'intent' ? ' (intent)' : ''}` })));
   return { ips, corrupt };
 }
 

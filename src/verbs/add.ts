@@ -1,7 +1,8 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { delegateConf } from '../cni/config.js';
+import { attachmentName, delegateConf } from '../cni/config.js';
 import { convertResult, resultHostDevices, type Result } from '../cni/result.js';
-import { AddressHeldError, ownerOf, type LedgerRecord } from '../ledger/record.js';
+import { ownerOf } from '../ledger/owner.js';
+import { AddressHeldError, type LedgerRecord } from '../ledger/record.js';
 import { attachmentOf, exclusively, tally, type VerbContext } from './context.js';
 import { prefetchFixes, prepareAddresses, resultIps, validateFixes } from './address-steps.js';
 import { span, timed } from '../spans.js';
@@ -79,7 +80,7 @@ function repeatedAdd(ctx: VerbContext, previous: LedgerRecord): CniError {
   const { containerID, ifname } = attachmentOf(ctx);
   return new CniError(
     ErrorCode.InvalidEnvironment,
-    `${containerID}/${ifname} is already attached to network ${ctx.conf.name} (${previous.ips.join(', ')})`,
+    `${attachmentName({ containerID, ifname })} is already attached to network ${ctx.conf.name} (${previous.ips.join(', ')})`,
     {
       details: `ADD without DEL for the same container ID and interface; nothing was changed (attached ${previous.updatedAt}). DEL it first.`,
     },

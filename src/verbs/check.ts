@@ -1,5 +1,5 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { delegateConf } from '../cni/config.js';
+import { attachmentName, delegateConf } from '../cni/config.js';
 import { convertResult, resultHostDevices } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
 import { attachmentOf, exclusively, type VerbContext } from './context.js';
@@ -18,7 +18,7 @@ async function requireAttached(ctx: VerbContext) {
   const att = attachmentOf(ctx);
   const rec = await ctx.ledger.get(att);
   if (rec?.state !== 'attached') {
-    throw new CniError(ErrorCode.UnknownContainer, `ipam-shim has no attachment ${att.containerID}/${att.ifname} in network ${ctx.conf.name}`, {
+    throw new CniError(ErrorCode.UnknownContainer, `ipam-shim has no attachment ${attachmentName(att)} in network ${ctx.conf.name}`, {
       details: rec ? 'only an intent record: the ADD did not complete' : `no record in ${ctx.ledger.dir}`,
     });
   }

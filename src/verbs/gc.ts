@@ -1,3 +1,4 @@
+import { attachmentName } from '../cni/config.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { runGc } from '../gc/run-gc.js';
 import { tally, type VerbContext } from './context.js';
@@ -34,7 +35,7 @@ export async function cmdGc(ctx: VerbContext): Promise<void> {
       report.errors[0]!.code === ErrorCode.TryAgainLater ? ErrorCode.TryAgainLater : ErrorCode.DelegateFailed,
       `GC finished with ${report.errors.length} error(s)`,
       {
-        details: report.errors.map((e) => `${e.attachment ? `${e.attachment.containerID}/${e.attachment.ifname}: ` : ''}${e.error}`).join('; '),
+        details: report.errors.map((e) => `${e.attachment ? `${attachmentName(e.attachment)}: ` : ''}${e.error}`).join('; '),
       },
     );
   }

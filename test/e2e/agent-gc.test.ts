@@ -168,6 +168,33 @@ d('agent IPs', () => {
     expect(new Set(ips).size).toBe(ips.length);
     expect((await store()).sort()).toEqual([podIp, again.json.ips[0]].sort());
   });
+
+  it("cilium-ingress-<node> (cilium-agent's own call through the protocol) is the agent's, but no agent-ip owner: doctor and list say so", async () => {
+    const health = await agentIp('allocate', 'health');
+    expect(health.exitCode, health.stderr + health.stdout).toBe(0);
+    const ns = await b.net.netns('ingress');
+    await b.runner.add('cilium-ingress-node1', `/run/netns/${ns}`);
+    await rm(join(b.s.dataDir, b.network), { recursive: true, force: true }); // the delegate forgets both
+    const doctor = await execa('ip', ['netns', 'exec', b.node, SHIM, 'doctor', '--conflist', b.conflistPath, '--cni-path', b.cniPath, '--json'], {
+      reject: false,
+    });
+    const findings: Array<{ check: string; verdict: string; summary: string; fix?: string }> = JSON.parse(doctor.stdout).findings;
+    const agentFindings = findings.filter((f) => f.check === 'agent-ips');
+    expect(agentFindings.map((f) => [f.summary.split(':')[0], f.verdict])).toEqual([
+      ['cilium-agent-health', 'problem'],
+      ['cilium-ingress-node1', 'problem'],
+    ]);
+    expect(agentFindings[0]!.fix).toContain('ipam-shim agent-ip allocate --owner health');
+    // agent-ip cannot re-allocate what cilium-agent allocated itself: `--owner cilium-ingress-node1` would make
+    // cilium-agent-cilium-ingress-node1, a second address nobody uses.
+    expect(agentFindings[1]!.fix).not.toContain('--owner');
+    expect(agentFindings[1]!.fix).toContain('restart cilium-agent');
+    const list = await execa('ip', ['netns', 'exec', b.node, SHIM, 'agent-ip', 'list', '--conflist', b.conflistPath, '--json']);
+    expect(JSON.parse(list.stdout).agentIPs.map((r: { owner: string | null; containerID: string }) => [r.owner, r.containerID])).toEqual([
+      ['health', 'cilium-agent-health'],
+      [null, 'cilium-ingress-node1'],
+    ]);
+  });
 });
 
 d('GC', () => {

@@ -11,7 +11,7 @@ import { shimConf, shimKeys } from '../helpers/shim-conf.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
 import { routedNode } from '../helpers/routed-node.js';
 import { LEDGER_CHECK, RANGES_CHECK, ROUTES_CHECK, ledgerFindings, rangeFindings, routeFindings } from '../../src/reserved/doctor.js';
-import { hostLocalRanges, unreservedPieces } from '../../src/reserved/ranges.js';
+import { assessRanges, unreservedPieces } from '../../src/reserved/ranges.js';
 import { formatIp } from '../../src/net/ip.js';
 import { parseCidrs } from '../../src/net/cidr.js';
 import { ErrorCode } from '../../src/cni/errors.js';
@@ -349,7 +349,7 @@ describe.skipIf(!root)('ipam-shim doctor: reserved subnets', () => {
 // The pure parts behind the findings, on inputs the node tests above do not reach.
 describe('reserved-subnet findings (pure)', () => {
   const cidrs = (...xs: string[]) => parseCidrs(xs);
-  const range = (text: string) => hostLocalRanges({ subnet: text })[0]!;
+  const range = (text: string) => assessRanges({ subnet: text }, [])[0]!.ranges[0]!.range;
   const texts = (rs: Array<{ family: 4 | 6; first: bigint; last: bigint }>) =>
     rs.map((r) => `${formatIp(r.family, r.first)}-${formatIp(r.family, r.last)}`);
 

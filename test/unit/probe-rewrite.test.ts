@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { CniError, ToolError, ErrorCode } from '../../src/cni/errors.js';
 import type { Run, RunResult } from '../../src/effects/exec.js';
 import { parseDefaultRouteDev } from '../../src/effects/uplink.js';
-import { ensureProbeRewrite, probeRewriteDue, probeRewriteStatus, removeProbeRewrite } from '../../src/probe-rewrite/node.js';
+import { ensureProbeRewrite, listProbeTable, probeRewriteStatus, removeProbeRewrite, tableState } from '../../src/probe-rewrite/node.js';
 import { parseBpfProbeHandler, parseProbeTable, probeCounters, probeRewriteRuleset, probeTableMatches } from '../../src/probe-rewrite/ruleset.js';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/nft/${name}`, import.meta.url), 'utf8');
@@ -126,22 +126,26 @@ describe('effects over a scripted Run', () => {
   }
   const LIST = 'nft -j list table ip6 azureSLBProbe';
 
-  it('probeRewriteDue costs exactly one nft call and answers from it', async () => {
+  // The table's state as ADD judges it (address-steps: one listing, then tableState).
+  const tableNow = async (run: Run) => tableState(await listProbeTable(run), { uplink: 'eth0' });
+
+  it("ADD's look at the table costs exactly one nft call and answers from it", async () => {
     const present = scripted({ [LIST]: ok(fixture('list-table-after-probes.json')) });
-    await expect(probeRewriteDue(present.run, { uplink: 'eth0' })).resolves.toEqual({ available: true, tablePresent: true, due: false });
+    await expect(tableNow(present.run)).resolves.toBe('matching');
     expect(present.calls).toEqual([LIST]);
 
     const absent = scripted({ [LIST]: fail(fixture('list-table-absent.stderr')) });
-    await expect(probeRewriteDue(absent.run, { uplink: 'eth0' })).resolves.toEqual({ available: true, tablePresent: false, due: true });
+    await expect(tableNow(absent.run)).resolves.toBe('absent');
 
     const drifted = scripted({ [LIST]: ok(fixture('list-table-drifted.json')) });
-    await expect(probeRewriteDue(drifted.run, { uplink: 'eth0' })).resolves.toMatchObject({ due: true, tablePresent: true });
+    await expect(tableNow(drifted.run)).resolves.toBe('drifted');
   });
 
   it('reports nft missing as a result, directly or through ip netns exec', async () => {
     for (const answer of [missing, fail('exec of "nft" failed: No such file or directory', 255)]) {
       const { run } = scripted({ [LIST]: answer, 'nft -f -': answer });
-      await expect(probeRewriteDue(run, { uplink: 'eth0' })).resolves.toEqual({ available: false, reason: 'nft not found' });
+      await expect(listProbeTable(run)).resolves.toEqual({ available: false, reason: 'nft not found' });
+      await expect(tableNow(run)).resolves.toBe('nft-unavailable');
       await expect(ensureProbeRewrite(run, { uplink: 'eth0' })).resolves.toMatchObject({ available: false });
       await expect(removeProbeRewrite(run)).resolves.toMatchObject({ available: false });
       await expect(probeRewriteStatus(run, { uplink: 'eth0' })).resolves.toMatchObject({ available: false });
@@ -150,7 +154,7 @@ describe('effects over a scripted Run', () => {
 
   it('throws ToolError for other nft failures', async () => {
     const { run } = scripted({ [LIST]: fail('Error: cache initialization failed: Operation not permitted') });
-    await expect(probeRewriteDue(run, { uplink: 'eth0' })).rejects.toBeInstanceOf(ToolError);
+    await expect(tableNow(run)).rejects.toBeInstanceOf(ToolError);
   });
 
   it('status: uplink from the default route, BPF wins, tc missing means no BPF', async () => {

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { IPv4, IPv4CidrRange, IPv6, IPv6CidrRange } from 'ip-num';
 import { isIPv6 } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { findReservedHit, hostLocalRanges, rangesInReserved } from '../../src/reserved/ranges.js';
+import { assessRanges, findReservedHit } from '../../src/reserved/ranges.js';
 import { formatIp, parseIp } from '../../src/net/ip.js';
 import { parseCidr, parseCidrs, rangeOverlap } from '../../src/net/cidr.js';
 
@@ -149,17 +149,21 @@ describe('rangeOverlap', () => {
   });
 });
 
-describe('rangesInReserved', () => {
+// host-local's ranges as the reserved-range decision (assessRanges, STATUS and doctor) reads them.
+describe('assessRanges: host-local ranges against reserved CIDRs', () => {
   const reserved = parseCidrs(['10.240.0.32/27', '10.240.0.0/26', 'fd00:10:240::/120']);
+  const pieces = (rs: Array<{ family: 4 | 6; first: bigint; last: bigint }>) =>
+    rs.map((r) => `${formatIp(r.family, r.first)}-${formatIp(r.family, r.last)}`);
+  const view = (ipam: unknown, cidrs = reserved) =>
+    assessRanges(ipam, cidrs).map((set) => set.ranges.map((r) => [r.range.text, r.reserved.map((c) => c.text), pieces(r.unreserved)]));
 
   it('reads a top-level subnet with host-local defaults (network+1 .. broadcast-1)', () => {
-    const [r] = hostLocalRanges({ type: 'host-local', subnet: '10.240.0.0/16' });
+    const r = assessRanges({ type: 'host-local', subnet: '10.240.0.0/16' }, [])[0]!.ranges[0]!.range;
     expect(r).toMatchObject({ subnet: '10.240.0.0/16', text: '10.240.0.1-10.240.255.254' });
-    const [v6] = hostLocalRanges({ subnet: 'fd00::/64' });
-    expect(v6!.text).toBe('fd00::1-fd00::ffff:ffff:ffff:ffff');
+    expect(assessRanges({ subnet: 'fd00::/64' }, [])[0]!.ranges[0]!.range.text).toBe('fd00::1-fd00::ffff:ffff:ffff:ffff');
   });
 
-  it('reports per (range, reserved CIDR) whether the range lies wholly inside it', () => {
+  it('names, per range, the reserved CIDRs over it and what is left of it', () => {
     const ipam = {
       type: 'host-local',
       ranges: [
@@ -167,45 +171,49 @@ describe('rangesInReserved', () => {
         [{ subnet: '10.241.0.0/16' }, { subnet: 'fd00:10:240::/64', rangeStart: 'fd00:10:240::10', rangeEnd: 'fd00:10:240::1ff' }],
       ],
     };
-    const hits = rangesInReserved(ipam, reserved);
-    expect(hits.map((h) => [h.range.text, h.cidr.text, h.fully])).toEqual([
-      ['10.240.0.32-10.240.0.63', '10.240.0.32/27', true],
-      ['10.240.0.32-10.240.0.63', '10.240.0.0/26', true],
-      ['fd00:10:240::10-fd00:10:240::1ff', 'fd00:10:240::/120', false],
+    expect(view(ipam)).toEqual([
+      [['10.240.0.32-10.240.0.63', ['10.240.0.32/27', '10.240.0.0/26'], []]],
+      [
+        ['10.241.0.1-10.241.255.254', [], ['10.241.0.1-10.241.255.254']],
+        ['fd00:10:240::10-fd00:10:240::1ff', ['fd00:10:240::/120'], ['fd00:10:240::100-fd00:10:240::1ff']],
+      ],
     ]);
-    expect(hits[0]!.range).toMatchObject({ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' });
+    const sets = assessRanges(ipam, reserved);
+    expect(sets.map((x) => x.whollyReserved)).toEqual([true, false]);
+    expect(sets[0]!.ranges[0]!.range).toMatchObject({ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' });
   });
 
-  it('puts the top-level subnet first, then ranges; a range partly reserved is not fully', () => {
-    const hits = rangesInReserved({ subnet: '10.240.0.0/24', ranges: [[{ subnet: '10.9.0.0/24' }]] }, reserved);
-    expect(hits.map((h) => [h.range.text, h.fully])).toEqual([
-      ['10.240.0.1-10.240.0.254', false],
-      ['10.240.0.1-10.240.0.254', false],
+  it('puts the top-level subnet first, then ranges; a range partly reserved keeps its other addresses', () => {
+    expect(view({ subnet: '10.240.0.0/24', ranges: [[{ subnet: '10.9.0.0/24' }]] })).toEqual([
+      [['10.240.0.1-10.240.0.254', ['10.240.0.32/27', '10.240.0.0/26'], ['10.240.0.64-10.240.0.254']]],
+      [['10.9.0.1-10.9.0.254', [], ['10.9.0.1-10.9.0.254']]],
     ]);
   });
 
-  it('a range split across two reserved CIDRs is partial in each', () => {
-    const hits = rangesInReserved(
-      { ranges: [[{ subnet: '10.0.0.0/23', rangeStart: '10.0.0.10', rangeEnd: '10.0.1.10' }]] },
-      parseCidrs(['10.0.0.0/24', '10.0.1.0/24']),
-    );
-    expect(hits.map((h) => h.fully)).toEqual([false, false]);
+  it('a range split across two reserved CIDRs is partial in each and covered by both together', () => {
+    const cidrs = parseCidrs(['10.0.0.0/24', '10.0.1.0/24']);
+    const [set] = assessRanges({ ranges: [[{ subnet: '10.0.0.0/23', rangeStart: '10.0.0.10', rangeEnd: '10.0.1.10' }]] }, cidrs);
+    const [r] = set!.ranges;
+    expect(cidrs.map((c) => rangeOverlap(r!.range, c))).toEqual(['partial', 'partial']);
+    expect(r!.reserved.map((c) => c.text)).toEqual(['10.0.0.0/24', '10.0.1.0/24']);
+    expect(r!.usable).toBe(0n);
+    expect(set!.whollyReserved).toBe(true);
   });
 
   it('gives nothing for configs that are not host-local shaped', () => {
-    expect(rangesInReserved({ type: 'azure-ipam' }, reserved)).toEqual([]);
-    expect(rangesInReserved(null, reserved)).toEqual([]);
-    expect(rangesInReserved('host-local', reserved)).toEqual([]);
-    expect(rangesInReserved({ subnet: '192.168.0.0/24' }, reserved)).toEqual([]);
+    expect(assessRanges({ type: 'azure-ipam' }, reserved)).toEqual([]);
+    expect(assessRanges(null, reserved)).toEqual([]);
+    expect(assessRanges('host-local', reserved)).toEqual([]);
+    expect(view({ subnet: '192.168.0.0/24' })).toEqual([[['192.168.0.1-192.168.0.254', [], ['192.168.0.1-192.168.0.254']]]]);
   });
 
   it('throws naming the path for malformed ranges', () => {
-    expect(() => rangesInReserved({ ranges: [[{ subnet: 'nope' }]] }, reserved)).toThrow(/ipam\.ranges\[0\]\[0\]\.subnet: invalid CIDR "nope"/);
-    expect(() => rangesInReserved({ ranges: [[{}]] }, reserved)).toThrow(/ipam\.ranges\[0\]\[0\]\.subnet: must be a CIDR string/);
-    expect(() => rangesInReserved({ ranges: {} }, reserved)).toThrow(/ipam\.ranges: not an array/);
-    expect(() => rangesInReserved({ subnet: '10.0.0.0/24', rangeStart: '10.0.1.1' }, reserved)).toThrow(
+    expect(() => assessRanges({ ranges: [[{ subnet: 'nope' }]] }, reserved)).toThrow(/ipam\.ranges\[0\]\[0\]\.subnet: invalid CIDR "nope"/);
+    expect(() => assessRanges({ ranges: [[{}]] }, reserved)).toThrow(/ipam\.ranges\[0\]\[0\]\.subnet: must be a CIDR string/);
+    expect(() => assessRanges({ ranges: {} }, reserved)).toThrow(/ipam\.ranges: not an array/);
+    expect(() => assessRanges({ subnet: '10.0.0.0/24', rangeStart: '10.0.1.1' }, reserved)).toThrow(
       /^ipam\.rangeStart: 10\.0\.1\.1 is outside subnet 10\.0\.0\.0\/24$/,
     );
-    expect(() => rangesInReserved({ subnet: '10.0.0.5' }, reserved)).toThrow(/^ipam\.subnet: "10\.0\.0\.5" has no prefix length$/);
+    expect(() => assessRanges({ subnet: '10.0.0.5' }, reserved)).toThrow(/^ipam\.subnet: "10\.0\.0\.5" has no prefix length$/);
   });
 });
