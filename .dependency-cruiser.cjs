@@ -28,6 +28,9 @@ const FIX_PARTS = [
   'doubles/',
 ];
 
+/** What every caller of the fixes (verbs, doctor, the agent, the CLI) may use. */
+const CALLER_BASE = ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts', 'fixes/'];
+
 /** Who may import whom: key = the importing folder (or file) under src/, value = what it may import. */
 const MAY_IMPORT = {
   // The CNI protocol (env, stdin, versions, config, results, the one error type) and the address helpers: leaves.
@@ -53,59 +56,18 @@ const MAY_IMPORT = {
   // install validates the fixes' settings it writes into the conflist.
   'install/': ['cni/', 'net/', 'effects/', 'conflist\\.ts', 'log\\.ts', ...FIXES],
   'plan/': ['cni/', 'net/', 'reserved/'],
-  'verbs/': ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'status/', 'gc/', 'log\\.ts', 'spans\\.ts', 'fixes/', ...FIXES],
-  'doctor/': [
-    'cni/',
-    'net/',
-    'ledger/',
-    'effects/',
-    'network/',
-    'conflist\\.ts',
-    'log\\.ts',
-    'spans\\.ts',
-    'gc/',
-    'fixes/',
-    ...FIXES,
-  ],
-  'agent/': [
-    'cni/',
-    'net/',
-    'ledger/',
-    'effects/',
-    'network/',
-    'conflist\\.ts',
-    'log\\.ts',
-    'spans\\.ts',
-    'metrics\\.ts',
-    'gc/',
-    'install/',
-    'fixes/',
-    ...FIXES,
-  ],
-  // The CLI: every operator command over the modules below it. Nothing but main.ts imports it.
-  'cli/': [
-    'cni/',
-    'net/',
-    'ledger/',
-    'effects/',
-    'network/',
-    'conflist\\.ts',
-    'log\\.ts',
-    'spans\\.ts',
-    'startup\\.ts',
-    'gc/',
-    'install/',
-    'plan/',
-    'doctor/',
-    'agent/',
-    'fixes/',
-    ...FIXES,
-  ],
+  // The verbs, doctor and the agent reach the fixes through the registry (src/fixes/), never a fix folder.
+  'verbs/': [...CALLER_BASE, 'status/', 'gc/'],
+  'doctor/': [...CALLER_BASE, 'conflist\\.ts', 'gc/'],
+  'agent/': [...CALLER_BASE, 'conflist\\.ts', 'metrics\\.ts', 'gc/', 'install/'],
+  // The CLI: every operator command over the modules below it, a fix's own commands (residue, probe-rewrite,
+  // agent-ip, plan) over that fix's folder. Nothing but main.ts imports it.
+  'cli/': [...CALLER_BASE, 'conflist\\.ts', 'startup\\.ts', 'gc/', 'install/', 'plan/', 'doctor/', 'agent/', ...FIXES],
   // The per-call tallies come from the verbs' context; the families and tallies from the fixes' registry.
-  'metrics\\.ts': ['cni/', 'ledger/', 'effects/', 'log\\.ts', 'verbs/context\\.ts', 'fixes/', ...FIXES],
+  'metrics\\.ts': ['cni/', 'ledger/', 'effects/', 'log\\.ts', 'verbs/context\\.ts', 'fixes/'],
   'plugin\\.ts': ['cni/', 'effects/', 'log\\.ts', 'spans\\.ts', 'metrics\\.ts', 'verbs/', 'fixes/'],
   // The startup-snapshot warm-up: the real plugin over scripted stand-ins.
-  'warm\\.ts': ['doubles/', 'plugin\\.ts', 'spans\\.ts', 'verbs/', 'fixes/', ...FIXES],
+  'warm\\.ts': ['doubles/', 'plugin\\.ts', 'spans\\.ts', 'verbs/', 'fixes/'],
   'snapshot\\.ts': ['warm\\.ts'],
   'main\\.ts': ['cni/', 'cli/', 'plugin\\.ts', 'snapshot\\.ts', 'spans\\.ts', 'startup\\.ts'],
 };

@@ -15,10 +15,9 @@ import { openConflistNetwork, type NetworkSelection, type OpenNetwork } from '..
 import type { Logger } from '../log.js';
 import { sinceStart } from '../spans.js';
 import { cachedAttachments, gcFromCache, type CacheView } from '../gc/from-cache.js';
-import { reservedCidrs } from '../reserved/decision.js';
 import { FIXES } from '../fixes/registry.js';
 import type { Pass, StepOutcome } from '../fixes/agent-step.js';
-import { podName, viewPods, type PodsView } from '../fixes/pods.js';
+import { podName, viewNetworkPods, type PodsView } from '../fixes/pods.js';
 import type { AgentMetrics } from './metrics.js';
 import { AGENT_LOCK_WAIT_MS } from '../fixes/attachment-lock.js';
 import { PersistingProblems } from './problems.js';
@@ -246,7 +245,7 @@ async function podsStep(
     );
     return { outcome: 'skipped' };
   }
-  const v = viewPods(view.pods, await ledger(), reservedCidrs(net.conf));
+  const v = viewNetworkPods(net.conf, view.pods, await ledger());
   m.cacheReadable.set({ network }, 1);
   m.runtimePods.set({ network }, view.pods.length);
   m.unseenPods.set({ network }, v.unseen.length);

@@ -2,8 +2,7 @@
 // and guards as GC, src/gc/from-cache.ts), against the ledger: pods the shim never saw (started outside the chain)
 // and pods holding an address inside reservedCIDRs. "Could not look" is its own finding, never "no pods".
 import { cachedAttachments, DEFAULT_CACHE_DIR } from '../gc/from-cache.js';
-import { reservedCidrs } from '../reserved/decision.js';
-import { podName, viewPods } from '../fixes/pods.js';
+import { podName, viewNetworkPods } from '../fixes/pods.js';
 import { type DoctorCheck, type Finding, list } from './check.js';
 
 const NAME = 'runtime-pods';
@@ -22,7 +21,7 @@ export const podsCheck: DoctorCheck = {
     if (view.blind && view.blind.kind !== 'empty')
       return [{ check: NAME, verdict: 'warn', summary: `could not look at the pods the runtime knows: ${view.blind.why}`, fix }];
     const { records } = await net.ledger.list();
-    const v = viewPods(view.pods, records, reservedCidrs(net.conf));
+    const v = viewNetworkPods(net.conf, view.pods, records);
     const out: Finding[] = v.reserved.map((r) => ({
       check: NAME,
       verdict: 'problem' as const,

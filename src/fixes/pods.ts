@@ -8,6 +8,8 @@ import type { CachedPod } from '../gc/cached-pod.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { Cidr } from '../net/cidr.js';
 import { findReservedHit } from '../reserved/ranges.js';
+import { reservedCidrs } from '../reserved/decision.js';
+import type { NetConf } from '../cni/config.js';
 
 interface ReservedPod {
   pod: CachedPod;
@@ -47,3 +49,7 @@ export function viewPods(cached: readonly CachedPod[], records: readonly LedgerR
   }
   return out;
 }
+
+/** viewPods for a network, with its reservedCIDRs (the agent's pods step and doctor's runtime-pods check). */
+export const viewNetworkPods = (conf: Pick<NetConf, 'settings'>, cached: readonly CachedPod[], records: readonly LedgerRecord[]): PodsView =>
+  viewPods(cached, records, reservedCidrs(conf));
