@@ -69,7 +69,9 @@ describe.skipIf(!root)('the uplink on a dual-stack node with one interface per f
 
   it('doctor, probe-rewrite status/ensure and the ADD all name the same interface (the IPv6 default route’s)', async () => {
     // The ADD path: ipv6ProbeRewrite on, an IPv6 address handed out → the rewrite is ensured on the uplink.
-    const add = await invoke(conf, { command: 'ADD', containerID: 'c-upl', netns: `/run/netns/${node}`, ifname: 'eth0', inNetns: node });
+    // A pod netns of its own: host-local ≥ 1.9 refuses a CNI_NETNS that is the netns it runs in (code 8).
+    const pod = await net.netns('uplp');
+    const add = await invoke(conf, { command: 'ADD', containerID: 'c-upl', netns: `/run/netns/${pod}`, ifname: 'eth0', inNetns: node });
     expect(add.exitCode, add.stdout + add.stderr).toBe(0);
     const fromAdd = await tableUplinks();
 
