@@ -117,7 +117,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     let reading: Promise<CacheView> | undefined;
     const cache = () => (reading ??= cachedAttachments(o.gc.cacheDir, n.conf.name));
     await step('gc', () => gcStep(o, n, report, cache));
-    // One ledger listing for the pods, residue and probe steps (taken after GC: what it released is gone from it).
+    // One ledger listing for the pods step and the fixes' steps (taken after GC: what it released is gone from it).
     let listing: Promise<LedgerRecord[]> | undefined;
     const records = () => (listing ??= n.ledger.list().then((l) => l.records));
     let runtime: PodsView | undefined;
