@@ -26,6 +26,9 @@ const FIX_PARTS = [
   // The runtime's view of a pod (a type alone) and the warm-up's scripted-answer type.
   'gc/cached-pod\\.ts',
   'doubles/',
+  // A fix's own operator command (Fix.commands): the CLI's command shape and network flags.
+  'cli/command\\.ts',
+  'cli/network\\.ts',
 ];
 
 /** What every caller of the fixes (verbs, doctor, the agent, the CLI) may use. */
@@ -60,9 +63,9 @@ const MAY_IMPORT = {
   'verbs/': [...CALLER_BASE, 'status/', 'gc/'],
   'doctor/': [...CALLER_BASE, 'conflist\\.ts', 'gc/'],
   'agent/': [...CALLER_BASE, 'conflist\\.ts', 'metrics\\.ts', 'gc/', 'install/'],
-  // The CLI: every operator command over the modules below it, a fix's own commands (residue, probe-rewrite,
-  // agent-ip, plan) over that fix's folder. Nothing but main.ts imports it.
-  'cli/': [...CALLER_BASE, 'conflist\\.ts', 'startup\\.ts', 'gc/', 'install/', 'plan/', 'doctor/', 'agent/', ...FIXES],
+  // The CLI: the node's operator commands over the modules below it (a fix's own are in its folder, found through
+  // the registry; `plan` reads the reserved fix's pool planner). Nothing but main.ts imports it.
+  'cli/': [...CALLER_BASE, 'conflist\\.ts', 'startup\\.ts', 'gc/', 'install/', 'plan/', 'doctor/', 'agent/', 'reserved/'],
   // The per-call tallies come from the verbs' context; the families and tallies from the fixes' registry.
   'metrics\\.ts': ['cni/', 'ledger/', 'effects/', 'log\\.ts', 'verbs/context\\.ts', 'fixes/'],
   'plugin\\.ts': ['cni/', 'effects/', 'log\\.ts', 'spans\\.ts', 'metrics\\.ts', 'verbs/', 'fixes/'],

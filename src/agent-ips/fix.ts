@@ -6,4 +6,5 @@ import type { Fix } from '../fixes/fix.js';
 export const agentIpsFix: Fix = {
   name: 'agent-ips',
   doctor: async () => [(await import('./doctor.js')).agentCheck],
+  commands: { 'agent-ip': async () => (await import('./cli.js')).agentIpCommand },
 };

@@ -4,14 +4,16 @@ import { run } from '../effects/exec.js';
 import { commandHelp, Exit, ProblemFound, UsageError, type Command } from './command.js';
 import { ABOUT } from '../cni/skel.js';
 import { versionJson, versionText } from './version.js';
+import { FIXES } from '../fixes/registry.js';
 
-/** Each command's module, loaded only when it runs (none of them is on the CNI call's path: src/main.ts). */
+/**
+ * Each command's module, loaded only when it runs (none of them is on the CNI call's path: src/main.ts): the
+ * node's commands here, each fix's own from the registry (Fix.commands).
+ */
 const COMMANDS: Record<string, () => Promise<Command>> = {
+  ...Object.assign({}, ...FIXES.map((f) => f.commands ?? {})),
   plan: async () => (await import('./plan.js')).planCommand,
   doctor: async () => (await import('./doctor.js')).doctorCommand,
-  residue: async () => (await import('./residue.js')).residueCommand,
-  'probe-rewrite': async () => (await import('./probe-rewrite.js')).probeRewriteCommand,
-  'agent-ip': async () => (await import('./agent-ip.js')).agentIpCommand,
   gc: async () => (await import('./gc.js')).gcCommand,
   install: async () => (await import('./install.js')).installCommand,
   agent: async () => (await import('./agent.js')).agentCommand,

@@ -10,6 +10,7 @@ import type { Run } from '../effects/exec.js';
 import type { RunScript } from '../doubles/scripted-run.js';
 import type { Logger } from '../log.js';
 import type { DoctorCheck } from '../doctor/check.js';
+import type { Command } from '../cli/command.js';
 import type { AgentStep } from './agent-step.js';
 
 /** What a fix's address hooks get at ADD and CHECK. */
@@ -74,6 +75,8 @@ export interface Fix {
   agent?: { step: string; families: AgentFamily[]; load(): Promise<AgentStep> };
   /** doctor's checks for this fix. */
   doctor?(): Promise<DoctorCheck[]>;
+  /** Its operator commands (`ipam-shim <name>`), each loaded only when it runs (src/cli/index.ts). */
+  commands?: Record<string, () => Promise<Command>>;
   /**
    * The build's warm-up (src/warm.ts): the node's tools this fix runs, answered as they print, and the /proc files
    * it reads, so that the sample calls take the branches a real call takes.

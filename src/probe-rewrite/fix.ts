@@ -26,4 +26,5 @@ export const probeRewriteFix: Fix = {
   },
   doctor: async () => [(await import('./doctor.js')).probeCheck],
   warm: { run: warmRun },
+  commands: { 'probe-rewrite': async () => (await import('./cli.js')).probeRewriteCommand },
 };

@@ -58,4 +58,5 @@ export const residueFix: Fix = {
   },
   doctor: async () => [(await import('./doctor.js')).residueCheck],
   warm: { run: warmRun, proc: warmProc },
+  commands: { residue: async () => (await import('./cli.js')).residueCommand },
 };

@@ -1,6 +1,6 @@
 // The residue report of `ipam-shim residue scan | clean` and doctor's residue check: which addresses to look at
 // (ledger and named), what residue each has (or had removed, or still has), orphaned per-pod rules, counts and a
-// verdict. The CLI (cli/residue.ts) parses flags and renders it; doctor (residue/doctor.ts) reads it.
+// verdict. The CLI (residue/cli.ts) parses flags and renders it; doctor (residue/doctor.ts) reads it.
 import { attachmentName } from '../cni/config.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { Run } from '../effects/exec.js';

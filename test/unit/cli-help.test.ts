@@ -6,14 +6,14 @@ import { describe, expect, it } from 'vitest';
 import { runCli, suggest } from '../../src/cli/index.js';
 import type { Command } from '../../src/cli/command.js';
 import { agentCommand } from '../../src/cli/agent.js';
-import { agentIpCommand } from '../../src/cli/agent-ip.js';
+import { agentIpCommand } from '../../src/agent-ips/cli.js';
 import { doctorCommand } from '../../src/cli/doctor.js';
 import { gcCommand } from '../../src/cli/gc.js';
 import { installCommand, uninstallCommand } from '../../src/cli/install.js';
 import { ledgerCommand } from '../../src/cli/ledger.js';
 import { planCommand } from '../../src/cli/plan.js';
-import { probeRewriteCommand } from '../../src/cli/probe-rewrite.js';
-import { residueCommand } from '../../src/cli/residue.js';
+import { probeRewriteCommand } from '../../src/probe-rewrite/cli.js';
+import { residueCommand } from '../../src/residue/cli.js';
 import { versionCommand } from '../../src/cli/version.js';
 
 const ALL: Command[] = [

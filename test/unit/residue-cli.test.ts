@@ -1,6 +1,6 @@
 // `ipam-shim residue`: target merging, per-IP split, verdicts and the human rendering (pure parts).
 import { describe, expect, it } from 'vitest';
-import { renderResidue, residueCommand } from '../../src/cli/residue.js';
+import { renderResidue, residueCommand } from '../../src/residue/cli.js';
 import { assemble, mergeTargets, summarise, type ResidueReport } from '../../src/residue/report.js';
 import { UsageError } from '../../src/cli/command.js';
 import { classifyRule, type ResidueRule } from '../../src/residue/parse.js';

@@ -6,11 +6,11 @@ import { ShimConflistMissing } from '../conflist.js';
 import type { Run } from '../effects/exec.js';
 import { readDefaultUplink } from '../effects/uplink.js';
 import { linkExists } from '../effects/links.js';
-import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeAssessment } from '../probe-rewrite/assess.js';
-import { ensureProbeRewrite, removeProbeRewrite } from '../probe-rewrite/node.js';
-import { PROBE_TABLE, safeUplinkName } from '../probe-rewrite/ruleset.js';
-import { parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
+import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeAssessment } from './assess.js';
+import { ensureProbeRewrite, removeProbeRewrite } from './node.js';
+import { PROBE_TABLE, safeUplinkName } from './ruleset.js';
+import { parseArgv, UsageError, type Command, type CommandOutput } from '../cli/command.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from '../cli/network.js';
 import type { OpenNetwork } from '../network/open.js';
 
 const USAGE = [

@@ -1,9 +1,9 @@
 // `ipam-shim agent-ip allocate | release | list`: cilium-agent's own IPs through the delegate (CFP #13).
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { agentIpOwner } from '../ledger/owner.js';
-import { allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from '../agent-ips/allocate.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
-import { parseArgv, UsageError, type Command } from './command.js';
+import { allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from './allocate.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../cli/network.js';
+import { parseArgv, UsageError, type Command } from '../cli/command.js';
 
 const USAGE = `ipam-shim agent-ip allocate --owner NAME [--family 4|6|dual (default: whatever the delegate hands out)] [--wait SECONDS]
 ipam-shim agent-ip release  --owner NAME

@@ -12,15 +12,15 @@ import {
   type NeighbourView,
   type ResidueReport,
   type RuleView,
-} from '../residue/report.js';
-import type { BackendSetting } from '../residue/backends.js';
+} from './report.js';
+import type { BackendSetting } from './backends.js';
 import { EbtablesBackends } from '../cni/config.js';
 import { formatIssues } from '../cni/errors.js';
 import { addressProblem, exactIp } from '../net/ip.js';
 import { confDirProblem, DEFAULT_CONF_DIR } from '../conflist.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from './network.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from '../cli/network.js';
 import type { OpenNetwork } from '../network/open.js';
-import { parseArgv, UsageError, type Command, type CommandOutput } from './command.js';
+import { parseArgv, UsageError, type Command, type CommandOutput } from '../cli/command.js';
 
 const USAGE = [
   'ipam-shim residue scan  [--ip IP …] [--ebtables-backend LIST] [--conflist PATH | --conf-dir DIR] [--network NAME] [--json]',
