@@ -35,7 +35,7 @@ export function createLogger(opts: { file?: string; level?: string; base?: Recor
   let dest: pino.DestinationStream;
   try {
     if (!opts.file) throw new Error('no log file');
-    dest = toFile(logFile(opts.file, opts.bound));
+    dest = toFile(logFile(opts.file, opts.bound), neverThrows(2));
   } catch {
     // The log file cannot be opened: stderr is the only other place that is not the protocol.
     dest = neverThrows(2);
@@ -59,15 +59,19 @@ export function stdoutLogger(level: string, base: Record<string, unknown>): Logg
   return loggerTo(neverThrows(1), { level, base: { pid: process.pid, ...base } });
 }
 
-/** Lines into the (bounded) log file; a failing write costs the line, never the call (as neverThrows). */
-function toFile(file: LogFile): pino.DestinationStream {
+/**
+ * Lines into the (bounded) log file; a line the file cannot take within its bound, or whose write fails (ENOSPC,
+ * EIO, a log directory made read-only), goes to `elsewhere` (stderr): it costs neither the call nor the bound.
+ */
+function toFile(file: LogFile, elsewhere: pino.DestinationStream): pino.DestinationStream {
   return {
     write(line: string) {
       try {
-        file.append(Buffer.from(line));
+        if (file.append(Buffer.from(line))) return;
       } catch {
-        // dropped: ENOSPC, EIO, a log directory made read-only
+        // the file system's failure: the line goes elsewhere
       }
+      elsewhere.write(line);
     },
   };
 }

@@ -60,7 +60,7 @@ const parseLines = (text: string) =>
     for (const l of lines) expect(l.pod, JSON.stringify(l)).toEqual(POD);
   });
 
-  it('is bounded with rotated backups; 48 concurrent calls leave every line whole and none lost', async () => {
+  it('is bounded with rotated backups: no file past logMaxBytes; 48 concurrent calls leave every line whole and none lost', async () => {
     const name = `lr${uid()}`;
     const maxBytes = 8192;
     const backups = 12;
@@ -92,7 +92,11 @@ const parseLines = (text: string) =>
       // Each line parses on its own: a line interleaved with another, or cut, would not.
       all.push(...parseLines(text));
     }
-    for (const id of ids) expect(all.filter((l) => l.containerID === id && l.msg === 'CNI call done').length, id).toBe(1);
+    // A line the file could not take within the bound (its lock not had within 200 ms, on a loaded machine) is on
+    // the call's stderr instead: still whole, still there.
+    const onStderr = outs.flatMap((o) => parseLines(o.stderr));
+    for (const id of ids) expect([...all, ...onStderr].filter((l) => l.containerID === id && l.msg === 'CNI call done').length, id).toBe(1);
+    if (onStderr.length) console.log(`${onStderr.length} of ${all.length + onStderr.length} lines on stderr (the rotate lock not had in time)`);
   });
 });
 

@@ -1,6 +1,8 @@
-// The bounded log file (src/effects/log-file.ts) in one process: rotation order and count, a line larger than the
-// bound, no backups, a rotation that fails (the line still written), and a descriptor whose file another writer
-// rotated away. The many-process case runs the built executable: test/e2e/logs.test.ts.
+// The bounded log file (src/effects/log-file.ts) in one process: rotation order and count, the hard bound (a line
+// larger than the bound, a rotation that fails, the lock not had in time: the line is refused, for the caller to
+// send to stderr), no backups, and a descriptor whose file another writer rotated away. The many-process case runs
+// the built executable: test/e2e/logs.test.ts.
+import { execa } from 'execa';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,23 +32,54 @@ describe('LogFile', () => {
     expect([await first('shim.log.2'), await first('shim.log.1'), await first('shim.log')]).toEqual([20, 30, 40]);
   });
 
-  it('a line larger than the bound goes into an empty file; backups 0 drops the full file', async () => {
+  it('backups 0 drops the full file', async () => {
     const path = join(dir, 'shim.log');
     const f = new LogFile(path, { maxBytes: 4096, backups: 0 });
-    f.append(line(0, 5000));
-    f.append(line(1, 5000));
+    for (let i = 0; i < 45; i++) expect(f.append(line(i))).toBe(true);
     expect(await files()).toEqual(['shim.log']);
-    expect((await readFile(path, 'utf8')).startsWith('{"i":1')).toBe(true);
+    // Lines 0–40 fill 4,008 of the 4,096 bytes: dropped with their file when line 41 came.
+    expect((await readFile(path, 'utf8')).startsWith('{"i":41,')).toBe(true);
   });
 
-  it('a rotation that fails leaves the line in the file, beyond the bound', async () => {
+  it('a line larger than the bound is refused (false): no file can hold it within the bound', async () => {
+    const path = join(dir, 'shim.log');
+    const f = new LogFile(path, { maxBytes: 4096, backups: 1 });
+    const exact = Buffer.from(`{"i":2,"pad":"${'x'.repeat(4096 - 17)}"}\n`); // the bound itself: rotated into an empty file
+    const written = [f.append(line(0)), f.append(line(1, 5000)), f.append(exact)];
+    expect(await files()).toEqual(['shim.log', 'shim.log.1']);
+    expect((await readFile(path)).length).toBe(4096);
+    expect(JSON.parse(await readFile(`${path}.1`, 'utf8')).i).toBe(0);
+    expect(written).toEqual([true, false, true]);
+  });
+
+  it('a rotation that fails: the line is refused (false), the file stays within the bound', async () => {
     const path = join(dir, 'shim.log');
     await mkdir(join(dir, 'shim.log.1'));
     await writeFile(join(dir, 'shim.log.1', 'keep'), ''); // rename onto a non-empty directory fails
     const f = new LogFile(path, { maxBytes: 1000, backups: 1 });
-    for (let i = 0; i < 15; i++) f.append(line(i));
-    expect((await readFile(path, 'utf8')).split('\n').filter(Boolean)).toHaveLength(15);
+    const written = Array.from({ length: 15 }, (_, i) => f.append(line(i)));
+    expect((await readFile(path, 'utf8')).split('\n').filter(Boolean)).toHaveLength(10); // 970 bytes: line 10 would pass 1000
     expect(await files()).toEqual(['shim.log', 'shim.log.1']); // no lock left behind
+    expect(written).toEqual([...Array(10).fill(true), ...Array(5).fill(false)]);
+  });
+
+  it('the lock not had within its wait (a live holder): the line is refused (false), never written past the bound', async () => {
+    const path = join(dir, 'shim.log');
+    const f = new LogFile(path, { maxBytes: 1000, backups: 1 });
+    for (let i = 0; i < 10; i++) f.append(line(i)); // full (970 bytes): the next line must rotate first
+    const full = await readFile(path);
+    const holder = execa('sleep', ['30'], { reject: false });
+    try {
+      await writeFile(`${path}.rotate.lock`, `${holder.pid} ?`);
+      const r = timed(() => f.append(line(10)));
+      expect((await readFile(path)).equals(full)).toBe(true);
+      expect(await files()).toEqual(['shim.log', 'shim.log.rotate.lock']);
+      expect(r.ms).toBeLessThan(2000);
+      expect(r.value).toBe(false);
+    } finally {
+      holder.kill('SIGKILL');
+      await holder;
+    }
   });
 
   it('a writer whose file another writer rotated away writes to the new file', async () => {
@@ -72,3 +105,14 @@ describe('LogFile', () => {
     expect(all).toContain(99);
   });
 });
+
+/** Runs `fn`, timing it; what it threw, if anything. */
+function timed(fn: () => unknown): { ms: number; error?: unknown; value?: unknown } {
+  const started = performance.now();
+  try {
+    const value = fn();
+    return { ms: performance.now() - started, value };
+  } catch (error) {
+    return { ms: performance.now() - started, error };
+  }
+}
