@@ -10,10 +10,15 @@
 //     that fails) is refused: `append` says so and the caller sends it to stderr (src/log.ts), never dropped and
 //     never past the bound (written anyway after a 200 ms wait, one line ended a file 677 bytes past an 8 KiB
 //     bound on a machine at load 17).
-import { closeSync, fstatSync, mkdirSync, openSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+// The log path is never followed nor waited on: a symlink there would append into a file elsewhere, a FIFO with
+// no reader would block every call (STATUS too: the node goes NotReady). The rotation renames and unlinks names
+// (a symlink at a backup is moved, never written through); the lock is read the same way (src/effects/lock.ts).
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { isErrno } from './fs-atomic.js';
+import { isErrno, UnsafePathError } from './fs-atomic.js';
 import { withLockSync } from './lock.js';
+
+const { O_WRONLY, O_APPEND, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = constants;
 
 export interface LogBound {
   /** No file holds more than this many bytes: the file is rotated before a line would take it past. */
@@ -35,6 +40,7 @@ class WriteFailed extends Error {
 export class LogFile {
   private fd: number;
 
+  /** Throws when `path` cannot be the log: see openLog. */
   constructor(
     readonly path: string,
     public bound: LogBound | undefined,
@@ -58,19 +64,19 @@ export class LogFile {
       return withLockSync(`${this.path}.rotate.lock`, () => this.makeRoomAndWrite(buf, bound), ROTATE_LOCK_WAIT_MS);
     } catch (e) {
       if (e instanceof WriteFailed) throw e.cause;
-      // Rotation failed (a read-only or bind-mounted log file cannot be renamed, no room for the lock): writing
-      // would pass the bound.
+      // Rotation failed (a read-only or bind-mounted log file cannot be renamed, no room for the lock, something
+      // that is not our log put at the path): writing would pass the bound.
       return false;
     }
   }
 
   /** Under the lock: `path` is the file writers append to now; rotated first when the line would not fit. */
   private makeRoomAndWrite(buf: Buffer, { maxBytes, backups }: LogBound): void {
-    const current = statQuiet(this.path);
+    const current = lstatQuiet(this.path);
     if (current && current.size + buf.length > maxBytes) {
       rotate(this.path, backups);
       this.reopen();
-    } else if (!current || current.ino !== fstatSync(this.fd).ino) this.reopen(); // rotated away by another process
+    } else if (!current || !sameFile(current, fstatSync(this.fd))) this.reopen(); // rotated away by another process
     try {
       this.write(buf);
     } catch (e) {
@@ -93,17 +99,36 @@ export class LogFile {
   }
 }
 
-const openLog = (path: string): number => openSync(path, 'a', 0o640);
-
-function statQuiet(path: string) {
+/**
+ * Opens `path` to append, 0640 when created. Never through a symlink (O_NOFOLLOW: ELOOP) and never waiting
+ * (O_NONBLOCK: a FIFO with no reader is ENXIO at once); then regular files with one link only: a FIFO with a reader,
+ * a socket, a device, a directory (EISDIR) or a hard link to a file elsewhere is refused (UnsafePathError).
+ */
+function openLog(path: string): number {
+  const fd = openSync(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o640);
   try {
-    return statSync(path);
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new UnsafePathError(path, 'is not a regular file');
+    if (st.nlink > 1) throw new UnsafePathError(path, `has ${st.nlink} links (a hard link to a file elsewhere?)`);
+    return fd;
+  } catch (e) {
+    closeSync(fd);
+    throw e;
+  }
+}
+
+const sameFile = (a: { dev: number; ino: number }, b: { dev: number; ino: number }) => a.dev === b.dev && a.ino === b.ino;
+
+/** What is at `path` itself (a symlink is not followed: it is not the file we hold, so it gets reopened, and refused). */
+function lstatQuiet(path: string) {
+  try {
+    return lstatSync(path);
   } catch {
     return undefined;
   }
 }
 
-/** `file.(N-1)` → `file.N`, …, `file` → `file.1`; with no backups, `file` is dropped. */
+/** `file.(N-1)` → `file.N`, …, `file` → `file.1`; with no backups, `file` is dropped. Names only: nothing is opened. */
 function rotate(path: string, backups: number): void {
   if (backups === 0) {
     unlinkSync(path);
