@@ -32,15 +32,23 @@ export const logBound = (s: { logMaxBytes: number; logBackups: number }): LogBou
 
 export function createLogger(opts: { file?: string; level?: string; base?: Record<string, unknown>; bound?: LogBound }): Logger {
   const level = opts.level ?? 'info';
-  let dest: pino.DestinationStream;
+  const base = { pid: process.pid, ...opts.base };
+  // stderr: the only other place that is not the protocol (the runtime's own log keeps a plugin's stderr).
+  const stderr = neverThrows(2);
+  if (!opts.file) return loggerTo(stderr, { level, base });
+  let file: LogFile;
   try {
-    if (!opts.file) throw new Error('no log file');
-    dest = toFile(logFile(opts.file, opts.bound));
-  } catch {
-    // The log file cannot be opened: stderr is the only other place that is not the protocol.
-    dest = neverThrows(2);
+    file = logFile(opts.file, opts.bound);
+  } catch (e) {
+    // Cannot be opened, or not ours to write (a symlink, a FIFO, a device: src/effects/log-file.ts): said once, first.
+    const log = loggerTo(stderr, { level, base });
+    log.warn(
+      { logFile: opts.file, error: { code: (e as { code?: string }).code, message: (e as Error).message } },
+      'log file not used: logging to stderr',
+    );
+    return log;
   }
-  return loggerTo(dest, { level, base: { pid: process.pid, ...opts.base } });
+  return loggerTo(toFile(file, stderr), { level, base });
 }
 
 /** `"level":"info"`, not pino's number (30): what an operator greps for and a log pipeline maps without a table. */
@@ -59,15 +67,19 @@ export function stdoutLogger(level: string, base: Record<string, unknown>): Logg
   return loggerTo(neverThrows(1), { level, base: { pid: process.pid, ...base } });
 }
 
-/** Lines into the (bounded) log file; a failing write costs the line, never the call (as neverThrows). */
-function toFile(file: LogFile): pino.DestinationStream {
+/**
+ * Lines into the (bounded) log file; a line the file cannot take within its bound, or whose write fails (ENOSPC,
+ * EIO, a log directory made read-only), goes to `elsewhere` (stderr): it costs neither the call nor the bound.
+ */
+function toFile(file: LogFile, elsewhere: pino.DestinationStream): pino.DestinationStream {
   return {
     write(line: string) {
       try {
-        file.append(Buffer.from(line));
+        if (file.append(Buffer.from(line))) return;
       } catch {
-        // dropped: ENOSPC, EIO, a log directory made read-only
+        // the file system's failure: the line goes elsewhere
       }
+      elsewhere.write(line);
     },
   };
 }

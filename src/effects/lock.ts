@@ -2,10 +2,10 @@
 // timeout) is detected by pid + start time and its lock broken under a second, short-lived lock.
 // File operations are synchronous (see fs-atomic.ts: thread-pool hops cost more than these tiny calls); only the
 // wait between attempts yields.
-import { closeSync, constants, openSync, readFileSync, statSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, statSync, writeSync } from 'node:fs';
 import { isErrno, unlinkQuiet } from './fs-atomic.js';
 
-const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW } = constants;
+const { O_CREAT, O_EXCL, O_WRONLY, O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = constants;
 
 export class LockTimeoutError extends Error {
   constructor(
@@ -45,11 +45,24 @@ function holderAlive(content: string): boolean {
   return actual !== undefined && (start === '?' || actual === start);
 }
 
+/**
+ * A lock file's content; undefined when there is none or it is not a regular file. Never through a symlink, never
+ * waiting: something else put at the lock path (a FIFO without a writer blocked the open forever, /dev/zero never
+ * ends) is no holder's, so it is waited out like a live holder and never broken.
+ */
 const readQuiet = (path: string): string | undefined => {
+  let fd: number;
   try {
-    return readFileSync(path, 'utf8');
+    fd = openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch {
     return undefined;
+  }
+  try {
+    return fstatSync(fd).isFile() ? readFileSync(fd, 'utf8') : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
   }
 };
 const statQuiet = (path: string) => {

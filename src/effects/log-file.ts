@@ -1,25 +1,33 @@
 // The plugin's log file, bounded in size with a few rotated backups (`logMaxBytes`, `logBackups`): `file` →
-// `file.1` → … → `file.N`, the oldest dropped. Many plugin processes append to one file at once, so:
+// `file.1` → … → `file.N`, the oldest dropped. The bound is hard: no file ever holds more than `logMaxBytes`.
+// Many plugin processes append to one file at once, so:
 //   - every line is one write(2) on an O_APPEND descriptor: the kernel appends it whole (no interleaving);
 //   - each line is checked and written under a lock file (`file.rotate.lock`, microseconds per line): the check
 //     sees `file` as it is, so a line that would take it past the bound rotates first, and two writers can never
 //     both see room for their line in the last bytes (checked without the lock, 48 concurrent calls ended a file
 //     237 bytes past an 8 KiB bound); a descriptor whose file another process rotated away is reopened on `file`;
-//   - a line that cannot get the lock in time, or whose rotation fails, is written anyway (beyond the bound,
-//     never dropped).
-import { closeSync, fstatSync, mkdirSync, openSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+//   - a line the file cannot take within the bound (larger than the bound, the lock not had in time, a rotation
+//     that fails) is refused: `append` says so and the caller sends it to stderr (src/log.ts), never dropped and
+//     never past the bound (written anyway after a 200 ms wait, one line ended a file 677 bytes past an 8 KiB
+//     bound on a machine at load 17).
+// The log path is never followed nor waited on: a symlink there would append into a file elsewhere, a FIFO with
+// no reader would block every call (STATUS too: the node goes NotReady). The rotation renames and unlinks names
+// (a symlink at a backup is moved, never written through); the lock is read the same way (src/effects/lock.ts).
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { isErrno } from './fs-atomic.js';
+import { isErrno, UnsafePathError } from './fs-atomic.js';
 import { withLockSync } from './lock.js';
 
+const { O_WRONLY, O_APPEND, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = constants;
+
 export interface LogBound {
-  /** The file is rotated before a line would take it past this many bytes. */
+  /** No file holds more than this many bytes: the file is rotated before a line would take it past. */
   maxBytes: number;
   /** How many rotated files are kept (`file.1` … `file.N`); 0: the full file is dropped. */
   backups: number;
 }
 
-/** How long a line waits for another process's rotation (microseconds of work); then it is written beyond the bound, never dropped. */
+/** How long a line waits for another process's rotation (microseconds of work); then it is refused (stderr). */
 const ROTATE_LOCK_WAIT_MS = 200;
 
 /** A write that failed under the lock (not a rotation): rethrown as the file system's error. */
@@ -32,6 +40,7 @@ class WriteFailed extends Error {
 export class LogFile {
   private fd: number;
 
+  /** Throws when `path` cannot be the log: see openLog. */
   constructor(
     readonly path: string,
     public bound: LogBound | undefined,
@@ -40,29 +49,34 @@ export class LogFile {
     this.fd = openLog(path);
   }
 
-  /** Appends one line (one write), rotating first when it would pass the bound. Throws what the file system throws. */
-  append(buf: Buffer): void {
+  /**
+   * Appends one line (one write), rotating first when it would pass the bound. False: the line was not written, the
+   * file cannot take it within the bound (see the header). Throws what the file system throws on the write itself.
+   */
+  append(buf: Buffer): boolean {
     const bound = this.bound;
-    if (bound) {
-      try {
-        if (withLockSync(`${this.path}.rotate.lock`, () => this.makeRoomAndWrite(buf, bound), ROTATE_LOCK_WAIT_MS)) return;
-      } catch (e) {
-        if (e instanceof WriteFailed) throw e.cause;
-        // Rotation failed (a read-only or bind-mounted log file cannot be renamed, no room for the lock): the line
-        // goes into the file as it is, beyond the bound, rather than nowhere.
-      }
+    if (!bound) {
+      this.write(buf);
+      return true;
     }
-    this.write(buf);
+    if (buf.length > bound.maxBytes) return false; // no file within the bound can hold it
+    try {
+      return withLockSync(`${this.path}.rotate.lock`, () => this.makeRoomAndWrite(buf, bound), ROTATE_LOCK_WAIT_MS);
+    } catch (e) {
+      if (e instanceof WriteFailed) throw e.cause;
+      // Rotation failed (a read-only or bind-mounted log file cannot be renamed, no room for the lock, something
+      // that is not our log put at the path): writing would pass the bound.
+      return false;
+    }
   }
 
   /** Under the lock: `path` is the file writers append to now; rotated first when the line would not fit. */
   private makeRoomAndWrite(buf: Buffer, { maxBytes, backups }: LogBound): void {
-    const current = statQuiet(this.path);
-    // Rotated only when the file at `path` itself is full (a line larger than the bound still goes into an empty file).
-    if (current && current.size > 0 && current.size + buf.length > maxBytes) {
+    const current = lstatQuiet(this.path);
+    if (current && current.size + buf.length > maxBytes) {
       rotate(this.path, backups);
       this.reopen();
-    } else if (!current || current.ino !== fstatSync(this.fd).ino) this.reopen(); // rotated away by another process
+    } else if (!current || !sameFile(current, fstatSync(this.fd))) this.reopen(); // rotated away by another process
     try {
       this.write(buf);
     } catch (e) {
@@ -85,17 +99,36 @@ export class LogFile {
   }
 }
 
-const openLog = (path: string): number => openSync(path, 'a', 0o640);
-
-function statQuiet(path: string) {
+/**
+ * Opens `path` to append, 0640 when created. Never through a symlink (O_NOFOLLOW: ELOOP) and never waiting
+ * (O_NONBLOCK: a FIFO with no reader is ENXIO at once); then regular files with one link only: a FIFO with a reader,
+ * a socket, a device, a directory (EISDIR) or a hard link to a file elsewhere is refused (UnsafePathError).
+ */
+function openLog(path: string): number {
+  const fd = openSync(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o640);
   try {
-    return statSync(path);
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new UnsafePathError(path, 'is not a regular file');
+    if (st.nlink > 1) throw new UnsafePathError(path, `has ${st.nlink} links (a hard link to a file elsewhere?)`);
+    return fd;
+  } catch (e) {
+    closeSync(fd);
+    throw e;
+  }
+}
+
+const sameFile = (a: { dev: number; ino: number }, b: { dev: number; ino: number }) => a.dev === b.dev && a.ino === b.ino;
+
+/** What is at `path` itself (a symlink is not followed: it is not the file we hold, so it gets reopened, and refused). */
+function lstatQuiet(path: string) {
+  try {
+    return lstatSync(path);
   } catch {
     return undefined;
   }
 }
 
-/** `file.(N-1)` → `file.N`, …, `file` → `file.1`; with no backups, `file` is dropped. */
+/** `file.(N-1)` → `file.N`, …, `file` → `file.1`; with no backups, `file` is dropped. Names only: nothing is opened. */
 function rotate(path: string, backups: number): void {
   if (backups === 0) {
     unlinkSync(path);

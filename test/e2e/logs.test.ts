@@ -1,11 +1,13 @@
 // The plugin's and the agent's logs as an operator reads them, from the BUILT single executable: named levels, the
 // pod from CNI_ARGS on every call's line and in the ledger record, the log file's size bound under many
-// concurrent calls (every line whole, none lost), and the agent's persisting problem logged once, not every pass.
+// concurrent calls (every line whole, none lost), a log path that is no regular file of its own (a FIFO, a symlink),
+// and the agent's persisting problem logged once, not every pass.
 import { execa } from 'execa';
-import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, readdir, readFile, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { PLUGIN_DIR, SEA_SHIM, invoke } from '../helpers/cni.js';
+import { PLUGIN_DIR, ROOT, SEA_SHIM, invoke } from '../helpers/cni.js';
 import { hostLocal, shimConf } from '../helpers/shim-conf.js';
 import { rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
@@ -60,7 +62,7 @@ const parseLines = (text: string) =>
     for (const l of lines) expect(l.pod, JSON.stringify(l)).toEqual(POD);
   });
 
-  it('is bounded with rotated backups; 48 concurrent calls leave every line whole and none lost', async () => {
+  it('is bounded with rotated backups: no file past logMaxBytes; 48 concurrent calls leave every line whole and none lost', async () => {
     const name = `lr${uid()}`;
     const maxBytes = 8192;
     const backups = 12;
@@ -92,7 +94,97 @@ const parseLines = (text: string) =>
       // Each line parses on its own: a line interleaved with another, or cut, would not.
       all.push(...parseLines(text));
     }
-    for (const id of ids) expect(all.filter((l) => l.containerID === id && l.msg === 'CNI call done').length, id).toBe(1);
+    // A line the file could not take within the bound (its lock not had within 200 ms, on a loaded machine) is on
+    // the call's stderr instead: still whole, still there.
+    const onStderr = outs.flatMap((o) => parseLines(o.stderr));
+    for (const id of ids) expect([...all, ...onStderr].filter((l) => l.containerID === id && l.msg === 'CNI call done').length, id).toBe(1);
+    if (onStderr.length) console.log(`${onStderr.length} of ${all.length + onStderr.length} lines on stderr (the rotate lock not had in time)`);
+  });
+});
+
+/** Reference plugins that speak 1.1.0 (STATUS), as in status.test.ts. */
+const PLUGINS_11 = process.env.CNI_PLUGIN_DIR_11 ?? join(ROOT, '.deps/cni-plugins-1.9');
+/** What a call may take when its log path cannot be used: the shim's ~50 ms, with room for a loaded machine. */
+const CALL_BOUND_MS = 5_000;
+
+(root && existsSync(join(PLUGINS_11, 'host-local')) ? describe : describe.skip)('a logFile that is not a regular file', () => {
+  /** STATUS, ADD, DEL of the shim in ptp's IPAM slot logging to `logFile`, each killed after CALL_BOUND_MS. */
+  async function calls(logFile: string) {
+    const node = await net.netns('node');
+    const pod = await net.netns('pod');
+    const name = `lf${uid()}`;
+    const conf = shimConf({
+      cniVersion: '1.1.0',
+      name,
+      dirs: { stateDir: s.stateDir, logFile },
+      probeRewrite: false,
+      delegate: hostLocal(s.dataDir, '10.92.0.0/24'),
+    });
+    const ipamConf = { cniVersion: '1.1.0', name, ipam: conf.ipam, type: 'ptp' };
+    const attachment = { containerID: 'c-pod', ifname: 'eth0', netns: `/run/netns/${pod}`, args: POD_ARGS };
+    const call = async (command: string) => {
+      const started = performance.now();
+      const r = await invoke(ipamConf, {
+        command,
+        ...(command === 'STATUS' ? {} : attachment),
+        inNetns: node,
+        bin: SEA_SHIM,
+        path: [PLUGINS_11],
+        timeoutMs: CALL_BOUND_MS,
+      });
+      return { ...r, ms: Math.round(performance.now() - started) };
+    };
+    const status = await call('STATUS');
+    const add = await call('ADD');
+    const del = await call('DEL');
+    return { status, add, del };
+  }
+
+  /** Each call answered as usual within the bound; its lines, the reason first, are on its stderr. */
+  function expectAnsweredWithLinesOnStderr(out: Awaited<ReturnType<typeof calls>>, logFile: string) {
+    expect(out.status.exitCode, `STATUS after ${out.status.ms} ms: ${out.status.stdout}`).toBe(0);
+    expect(out.status.stdout).toBe('');
+    expect(out.add.exitCode, `ADD after ${out.add.ms} ms: ${out.add.stdout}`).toBe(0);
+    expect(out.add.json.ips).toHaveLength(1);
+    expect(out.del.exitCode, `DEL after ${out.del.ms} ms: ${out.del.stdout}`).toBe(0);
+    for (const [command, o] of [
+      ['STATUS', out.status],
+      ['ADD', out.add],
+      ['DEL', out.del],
+    ] as const) {
+      expect(o.ms, command).toBeLessThan(CALL_BOUND_MS);
+      const lines = parseLines(o.stderr);
+      expect(lines[0], o.stderr).toMatchObject({ level: 'warn', msg: 'log file not used: logging to stderr', logFile });
+      expect(
+        lines.filter((l) => l.msg === 'CNI call done').map((l) => l.command),
+        o.stderr,
+      ).toEqual([command]);
+    }
+  }
+
+  it('a FIFO with no reader: STATUS, ADD and DEL answer as usual within 5 s, their lines on stderr', async () => {
+    const logFile = join(s.dir, 'logs', 'shim.log');
+    await mkdir(join(s.dir, 'logs'));
+    await execa('mkfifo', [logFile]);
+    const out = await calls(logFile);
+    expectAnsweredWithLinesOnStderr(out, logFile);
+    expect((await stat(logFile)).isFIFO()).toBe(true);
+  });
+
+  it('a symlink: the file it points to stays byte-identical; the calls succeed, their lines on stderr', async () => {
+    const logFile = join(s.dir, 'logs', 'shim.log');
+    const target = join(s.dir, 'elsewhere', 'private');
+    await mkdir(join(s.dir, 'logs'));
+    await mkdir(join(s.dir, 'elsewhere'));
+    const before = Buffer.from('a file that is not the log\n');
+    await writeFile(target, before, { mode: 0o600 });
+    await chmod(target, 0o600);
+    await symlink(target, logFile);
+    const out = await calls(logFile);
+    const after = await readFile(target);
+    expect(after.equals(before), `${after.length} bytes: ${after.toString('utf8', 0, 300)}`).toBe(true);
+    expect((await stat(target)).mode & 0o777).toBe(0o600);
+    expectAnsweredWithLinesOnStderr(out, logFile);
   });
 });
 
