@@ -103,7 +103,7 @@ export async function probeAttachment(run: Run, record: Pick<LedgerRecord, 'netn
   if (!netns) return 'dead';
   const sight = lookAtNetns(netns);
   const pid = procPidOf(netns);
-  const verdict = netnsVerdict(record, sight, readerView(), sight.kind === 'missing' && pid ? procPidState(pid) : 'unknown');
+  const verdict = netnsVerdict(record, sight, readerView, sight.kind === 'missing' && pid ? procPidState(pid) : 'unknown');
   if (verdict !== 'look') return verdict === 'gone' ? 'dead' : 'unknown';
   if (ips.length === 0) return 'unknown';
   const r = await run('nsenter', [`--net=${netns}`, 'ip', '-j', 'addr', 'show'], { check: false, timeoutMs: 5000 });

@@ -71,14 +71,18 @@ export function sameView(netns: string, recorded: NetnsIdentity | undefined, rea
  */
 export type NetnsVerdict = 'gone' | 'look' | 'unknown';
 
+/**
+ * `reader` is asked only when a newer proof is at stake: the common cases (a missing path in sight, the recorded
+ * namespace still there) cost no more reads than before.
+ */
 export function netnsVerdict(
   record: { netns: string; netnsId?: NetnsIdentity | undefined },
   sight: NetnsSight,
-  reader: ReaderView,
+  reader: () => ReaderView,
   procPid: ProcPid = 'unknown',
 ): NetnsVerdict {
   if (!record.netns) return 'gone';
-  const view = () => sameView(record.netns, record.netnsId, reader);
+  const view = () => sameView(record.netns, record.netnsId, reader());
   switch (sight.kind) {
     case 'missing':
       if (sight.dirInSight) return 'gone';

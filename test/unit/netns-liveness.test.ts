@@ -17,41 +17,41 @@ const rec = (netns: string, netnsId?: NetnsIdentity) => ({ netns, netnsId });
 
 describe('netnsVerdict', () => {
   it('keeps the old rules: a missing path is gone only with its directory in sight; a namespace is looked into', () => {
-    expect(netnsVerdict(rec(''), { kind: 'unreadable' }, view)).toBe('gone');
-    expect(netnsVerdict(rec(path), { kind: 'missing', dirInSight: true }, other)).toBe('gone');
-    expect(netnsVerdict(rec(path), { kind: 'missing', dirInSight: false }, view)).toBe('unknown');
-    expect(netnsVerdict(rec(path), { kind: 'unreadable' }, view)).toBe('unknown');
-    expect(netnsVerdict(rec(path), { kind: 'netns', dev: NSFS, ino: 4026532500 }, view)).toBe('look');
+    expect(netnsVerdict(rec(''), { kind: 'unreadable' }, () => view)).toBe('gone');
+    expect(netnsVerdict(rec(path), { kind: 'missing', dirInSight: true }, () => other)).toBe('gone');
+    expect(netnsVerdict(rec(path), { kind: 'missing', dirInSight: false }, () => view)).toBe('unknown');
+    expect(netnsVerdict(rec(path), { kind: 'unreadable' }, () => view)).toBe('unknown');
+    expect(netnsVerdict(rec(path), { kind: 'netns', dev: NSFS, ino: 4026532500 }, () => view)).toBe('look');
   });
 
   it('a path that names no namespace (a regular file, a directory) is gone, seen from the ADD’s mount namespace only', () => {
-    expect(netnsVerdict(rec(path, id), { kind: 'not-netns' }, view)).toBe('gone');
+    expect(netnsVerdict(rec(path, id), { kind: 'not-netns' }, () => view)).toBe('gone');
     // Elsewhere, the empty mount-point file is what a namespace mounted after this process started looks like.
-    expect(netnsVerdict(rec(path, id), { kind: 'not-netns' }, other)).toBe('unknown');
-    expect(netnsVerdict(rec(path, id), { kind: 'not-netns' }, { procOwn: true })).toBe('unknown');
-    expect(netnsVerdict(rec(path, { dev: NSFS, ino: 1 }), { kind: 'not-netns' }, view)).toBe('unknown'); // no mntns recorded
+    expect(netnsVerdict(rec(path, id), { kind: 'not-netns' }, () => other)).toBe('unknown');
+    expect(netnsVerdict(rec(path, id), { kind: 'not-netns' }, () => ({ procOwn: true }))).toBe('unknown');
+    expect(netnsVerdict(rec(path, { dev: NSFS, ino: 1 }), { kind: 'not-netns' }, () => view)).toBe('unknown'); // no mntns recorded
   });
 
   it('a path that names another namespace is gone; the same one is looked into (a freed number is reused)', () => {
-    expect(netnsVerdict(rec(path, id), { kind: 'netns', dev: NSFS, ino: 4026532777 }, view)).toBe('gone');
-    expect(netnsVerdict(rec(path, id), { kind: 'netns', dev: 9, ino: 4026532500 }, view)).toBe('gone');
-    expect(netnsVerdict(rec(path, id), { kind: 'netns', dev: NSFS, ino: 4026532500 }, view)).toBe('look');
-    expect(netnsVerdict(rec(path, id), { kind: 'netns', dev: NSFS, ino: 4026532777 }, other)).toBe('look');
-    expect(netnsVerdict(rec(path), { kind: 'netns', dev: NSFS, ino: 4026532777 }, view)).toBe('look'); // no identity
+    expect(netnsVerdict(rec(path, id), { kind: 'netns', dev: NSFS, ino: 4026532777 }, () => view)).toBe('gone');
+    expect(netnsVerdict(rec(path, id), { kind: 'netns', dev: 9, ino: 4026532500 }, () => view)).toBe('gone');
+    expect(netnsVerdict(rec(path, id), { kind: 'netns', dev: NSFS, ino: 4026532500 }, () => view)).toBe('look');
+    expect(netnsVerdict(rec(path, id), { kind: 'netns', dev: NSFS, ino: 4026532777 }, () => other)).toBe('look');
+    expect(netnsVerdict(rec(path), { kind: 'netns', dev: NSFS, ino: 4026532777 }, () => view)).toBe('look'); // no identity
   });
 
   it('/proc/<pid>/ns/net of an exited process is gone when /proc is ours and numbers pids as the ADD’s did', () => {
     const missing = { kind: 'missing', dirInSight: false } as const;
-    expect(netnsVerdict(rec(proc, id), missing, view, 'vanished')).toBe('gone');
-    expect(netnsVerdict(rec(proc, id), missing, view, 'present')).toBe('unknown');
-    expect(netnsVerdict(rec(proc, id), missing, view, 'unknown')).toBe('unknown'); // /proc could not be read
-    expect(netnsVerdict(rec(proc, id), missing, view)).toBe('unknown');
-    expect(netnsVerdict(rec(proc, id), missing, other, 'vanished')).toBe('unknown'); // another pid namespace
-    expect(netnsVerdict(rec(proc, id), missing, { ...view, procOwn: false }, 'vanished')).toBe('unknown'); // a /proc not ours
+    expect(netnsVerdict(rec(proc, id), missing, () => view, 'vanished')).toBe('gone');
+    expect(netnsVerdict(rec(proc, id), missing, () => view, 'present')).toBe('unknown');
+    expect(netnsVerdict(rec(proc, id), missing, () => view, 'unknown')).toBe('unknown'); // /proc could not be read
+    expect(netnsVerdict(rec(proc, id), missing, () => view)).toBe('unknown');
+    expect(netnsVerdict(rec(proc, id), missing, () => other, 'vanished')).toBe('unknown'); // another pid namespace
+    expect(netnsVerdict(rec(proc, id), missing, () => ({ ...view, procOwn: false }), 'vanished')).toBe('unknown'); // a /proc not ours
     // A reused pid: its /proc/<pid>/ns/net names that process's namespace, another one.
-    expect(netnsVerdict(rec(proc, id), { kind: 'netns', dev: NSFS, ino: 4026531840 }, view)).toBe('gone');
-    expect(netnsVerdict(rec(proc, id), { kind: 'netns', dev: NSFS, ino: 4026531840 }, other)).toBe('look');
-    expect(netnsVerdict(rec(path, id), missing, view, 'vanished')).toBe('unknown'); // not a /proc path
+    expect(netnsVerdict(rec(proc, id), { kind: 'netns', dev: NSFS, ino: 4026531840 }, () => view)).toBe('gone');
+    expect(netnsVerdict(rec(proc, id), { kind: 'netns', dev: NSFS, ino: 4026531840 }, () => other)).toBe('look');
+    expect(netnsVerdict(rec(path, id), missing, () => view, 'vanished')).toBe('unknown'); // not a /proc path
   });
 
   it('a record without the identity (an older shim’s): the newer proofs only from the node’s own view', () => {
@@ -62,17 +62,26 @@ describe('netnsVerdict', () => {
       initMntns: { dev: NSFS, ino: 4026531832 },
     };
     const missing = { kind: 'missing', dirInSight: false } as const;
-    expect(netnsVerdict(rec(path), { kind: 'not-netns' }, node)).toBe('gone');
-    expect(netnsVerdict(rec(proc), missing, node, 'vanished')).toBe('gone');
+    expect(netnsVerdict(rec(path), { kind: 'not-netns' }, () => node)).toBe('gone');
+    expect(netnsVerdict(rec(proc), missing, () => node, 'vanished')).toBe('gone');
     // pid 1's mount namespace is not ours, or unreadable: a regular file proves nothing; /proc still numbers as the node's.
-    expect(netnsVerdict(rec(path), { kind: 'not-netns' }, { ...node, initMntns: { dev: NSFS, ino: 1 } })).toBe('unknown');
-    expect(netnsVerdict(rec(path), { kind: 'not-netns' }, { ...node, initMntns: undefined })).toBe('unknown');
-    expect(netnsVerdict(rec(proc), missing, { ...node, initMntns: undefined }, 'vanished')).toBe('gone');
+    expect(netnsVerdict(rec(path), { kind: 'not-netns' }, () => ({ ...node, initMntns: { dev: NSFS, ino: 1 } }))).toBe('unknown');
+    expect(netnsVerdict(rec(path), { kind: 'not-netns' }, () => ({ ...node, initMntns: undefined }))).toBe('unknown');
+    expect(netnsVerdict(rec(proc), missing, () => ({ ...node, initMntns: undefined }), 'vanished')).toBe('gone');
     // Not the initial pid namespace (a container, a kind node): nothing new is proven.
     const nested = { ...node, pidns: { dev: NSFS, ino: 4026532901 } };
-    expect(netnsVerdict(rec(path), { kind: 'not-netns' }, nested)).toBe('unknown');
-    expect(netnsVerdict(rec(proc), missing, nested, 'vanished')).toBe('unknown');
-    expect(netnsVerdict(rec(proc), missing, { ...node, procOwn: false }, 'vanished')).toBe('unknown');
+    expect(netnsVerdict(rec(path), { kind: 'not-netns' }, () => nested)).toBe('unknown');
+    expect(netnsVerdict(rec(proc), missing, () => nested, 'vanished')).toBe('unknown');
+    expect(netnsVerdict(rec(proc), missing, () => ({ ...node, procOwn: false }), 'vanished')).toBe('unknown');
+  });
+  it('asks for the reader’s view only when a newer proof is at stake', () => {
+    const never = () => {
+      throw new Error('the view was read');
+    };
+    expect(netnsVerdict(rec(path, id), { kind: 'missing', dirInSight: true }, never)).toBe('gone');
+    expect(netnsVerdict(rec(path, id), { kind: 'netns', dev: NSFS, ino: 4026532500 }, never)).toBe('look');
+    expect(netnsVerdict(rec(path), { kind: 'netns', dev: NSFS, ino: 4026532777 }, never)).toBe('look');
+    expect(netnsVerdict(rec(path, id), { kind: 'unreadable' }, never)).toBe('unknown');
   });
 });
 
