@@ -58,7 +58,7 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
     });
   }
   const liveness = new Map<string, Liveness>();
-  await Promise.all(needsProbe(records, o.valid).map(async (r) => liveness.set(attachmentKey(r), await probeAttachment(o.run, r.netns, r.ips))));
+  await Promise.all(needsProbe(records, o.valid).map(async (r) => liveness.set(attachmentKey(r), await probeAttachment(o.run, r))));
   const plan = planGc({ records, valid: o.valid, liveness, now: Date.now(), graceMs: o.graceMs });
   for (const k of plan.kept.filter((k) => k.reason === 'alive')) {
     o.log.warn(

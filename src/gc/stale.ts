@@ -1,9 +1,10 @@
 // An ADD whose address the ledger already holds for another attachment. The holder may be a dead pod's record (its
 // sandbox went without a DEL: a power loss, a runtime that lost track): the IPAM, which handed the address out
 // again, no longer counts it as that pod's, and a refusal (11) would repeat for every pod a lowest-free allocator
-// gives the same address. GC's rule decides (src/effects/netns-probe.ts): only a pod's record whose netns is
-// provably gone, or provably holds none of its addresses, loses the address; a live or unknown holder, or one of
-// cilium-agent's, keeps it and the ADD keeps its 11.
+// gives the same address. GC's rule decides (src/effects/netns-probe.ts, src/ledger/netns-liveness.ts): only a pod's
+// record whose netns is provably gone (the path gone, or naming another namespace or none), or provably holds none
+// of its addresses, loses the address; a live or unknown holder, or one of cilium-agent's, keeps it and the ADD keeps
+// its 11.
 import { type Attachment, attachmentName } from '../cni/config.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { LedgerStore } from '../ledger/store.js';
@@ -29,7 +30,7 @@ export async function takeFromDeadHolder(
   claimant: Attachment,
 ): Promise<HolderVerdict> {
   if (holder.owner === 'agent') return 'agent';
-  const liveness = await probeAttachment(o.run, holder.netns, holder.ips);
+  const liveness = await probeAttachment(o.run, holder);
   if (liveness !== 'dead') return liveness;
   const att = { containerID: holder.containerID, ifname: holder.ifname };
   const verdict = await o.ledger.lockedAttachment(att, HOLDER_LOCK_WAIT_MS, async (): Promise<HolderVerdict> => {

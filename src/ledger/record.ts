@@ -6,6 +6,20 @@ import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
 import { attachmentKey, type Attachment } from '../cni/config.js';
 
+/**
+ * The namespace CNI_NETNS named at ADD (src/effects/netns-probe.ts `readNetnsIdentity`): its nsfs device and inode,
+ * and the namespaces the ADD saw the path from (its mount namespace; its pid namespace when /proc was its own), by
+ * inode on the same nsfs device. GC and a later ADD tell from it that the path now names another namespace
+ * (src/ledger/netns-liveness.ts).
+ */
+const NetnsIdentitySchema = z.object({
+  dev: z.number(),
+  ino: z.number(),
+  mntns: z.optional(z.number()),
+  pidns: z.optional(z.number()),
+});
+export type NetnsIdentity = z.infer<typeof NetnsIdentitySchema>;
+
 const LedgerRecordSchema = z.object({
   v: z.literal(1),
   containerID: z.string(),
@@ -25,6 +39,8 @@ const LedgerRecordSchema = z.object({
    * does not know it ignores it (the schema strips unknown keys), so no `v` bump (docs/upgrade.md).
    */
   pod: z.optional(z.object({ namespace: z.optional(z.string()), name: z.optional(z.string()), uid: z.optional(z.string()) })),
+  /** Optional and added within format 1 like `pod`: a record without it (an older shim's) keeps the older rules. */
+  netnsId: z.optional(NetnsIdentitySchema),
 });
 export type LedgerRecord = z.infer<typeof LedgerRecordSchema>;
 

@@ -3,6 +3,7 @@ import { attachmentName, delegateConf } from '../cni/config.js';
 import { convertResult, resultHostDevices, type Result } from '../cni/result.js';
 import { ownerOf } from '../ledger/owner.js';
 import { AddressHeldError, type LedgerRecord } from '../ledger/record.js';
+import { readNetnsIdentity } from '../effects/netns-probe.js';
 import { attachmentOf, exclusively, tally, type VerbContext } from './context.js';
 import { prefetchFixes, prepareAddresses, resultIps, validateFixes } from './address-steps.js';
 import { span, timed } from '../spans.js';
@@ -15,6 +16,8 @@ export async function cmdAdd(ctx: VerbContext): Promise<Result> {
 
 function record(ctx: VerbContext, state: LedgerRecord['state'], ips: string[], previous?: LedgerRecord): LedgerRecord {
   const now = new Date().toISOString();
+  // Which namespace the path names now: GC and a later ADD then tell a path that names another one (src/gc/stale.ts).
+  const netnsId = readNetnsIdentity(ctx.env.netns);
   return {
     v: 1,
     ...attachmentOf(ctx),
@@ -27,6 +30,7 @@ function record(ctx: VerbContext, state: LedgerRecord['state'], ips: string[], p
     createdAt: previous?.createdAt ?? now,
     updatedAt: now,
     ...(ctx.env.pod && { pod: ctx.env.pod }),
+    ...(netnsId && { netnsId }),
   };
 }
 
@@ -61,7 +65,7 @@ async function putClaiming(ctx: VerbContext, rec: LedgerRecord): Promise<void> {
     } catch (e) {
       // Each address can be taken once; a holder that is back for the same one is not dead.
       if (!(e instanceof AddressHeldError) || taken >= rec.ips.length) throw e;
-      // Loaded only here: an ADD that meets no holder never evaluates GC's netns probe.
+      // Loaded only here: an ADD that meets no holder never evaluates GC's rule.
       const { takeFromDeadHolder } = await import('../gc/stale.js');
       const verdict = await takeFromDeadHolder(ctx, e.holder, e.ip, rec);
       if (verdict !== 'forgotten' && verdict !== 'dropped') throw e;

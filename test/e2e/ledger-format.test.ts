@@ -92,7 +92,7 @@ describe(`a ledger in today's format (v${LEDGER_FORMAT})`, () => {
 });
 
 describe('optional fields within format 1 (docs/upgrade.md: no `v` bump)', () => {
-  it('a record with the pod (this version) and a field this version does not know (a later v1 writer) reads, and the executable DELs it', async () => {
+  it('a record with the pod and the netns identity (this version) and a field this version does not know (a later v1 writer) reads, and the executable DELs it', async () => {
     const stateDir = await stateDirFrom('v1');
     const ledger = new Ledger(stateDir, 'cilium');
     const att = { containerID: 'a0a1a2a3', ifname: 'eth0' };
@@ -109,11 +109,12 @@ describe('optional fields within format 1 (docs/upgrade.md: no `v` bump)', () =>
       createdAt: '2026-11-25T00:00:00.000Z',
       updatedAt: '2026-11-25T00:00:00.000Z',
       pod,
+      netnsId: { dev: 4, ino: 4026532500, mntns: 4026531832, pidns: 4026531836 },
     };
     await ledger.put(rec);
     const path = join(stateDir, 'cilium/records', `${att.containerID}:eth0.json`);
     const written = JSON.parse(await readFile(path, 'utf8'));
-    expect(written).toMatchObject({ v: 1, pod });
+    expect(written).toMatchObject({ v: 1, pod, netnsId: rec.netnsId });
     await writeFile(path, `${JSON.stringify({ ...written, laterField: { any: 'thing' } })}\n`);
     expect(await ledger.get(att)).toEqual(rec);
     expect((await ledger.list()).corrupt).toEqual([]);

@@ -84,8 +84,8 @@ describe('probeAttachment (netns liveness)', () => {
     const { join } = await import('node:path');
     const dir = await mkdtemp(join((await import('node:os')).tmpdir(), 'netns-probe-'));
     try {
-      expect(await probeAttachment(noRun, join(dir, 'cni-gone'), ['10.0.0.1'])).toBe('dead');
-      expect(await probeAttachment(noRun, join(dir, 'not-mounted', 'cni-1234'), ['10.0.0.1'])).toBe('unknown');
+      expect(await probeAttachment(noRun, { netns: join(dir, 'cni-gone'), ips: ['10.0.0.1'] })).toBe('dead');
+      expect(await probeAttachment(noRun, { netns: join(dir, 'not-mounted', 'cni-1234'), ips: ['10.0.0.1'] })).toBe('unknown');
     } finally {
       await rm(dir, { recursive: true });
     }
