@@ -1,13 +1,17 @@
 // The node agent's residue step: azure-vnet residue naming a ledger address or the address of a pod the shim never
-// saw (the pods step's residueTargets: reserved addresses excepted), removed with the function ADD uses.
+// saw (the pods step's residueTargets: reserved addresses excepted), removed with the function ADD uses. A cache
+// entry is the runtime's word and may name anything: an unseen pod's address is a target only when THE rule
+// (src/residue/cleanable.ts) allows it, judged against the node's addresses read this pass; when they cannot be
+// read, no unseen pod's address is cleaned this pass.
 import { attachmentKey, attachmentOfKey } from '../cni/config.js';
 import { listNeighbours } from '../effects/neigh.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { CachedPod } from '../gc/cached-pod.js';
-import { podName } from '../fixes/pods.js';
+import { networkPodRanges, podName } from '../fixes/pods.js';
 import { AttachmentBusy, exclusiveAttachment } from '../fixes/attachment-lock.js';
 import type { AgentStep } from '../fixes/agent-step.js';
-import { findResidueOnNode, listPreroutingResidue, nodeBackends } from './clean.js';
+import { findResidueOnNode, listPreroutingResidue, nodeBackends, readNodeFacts } from './clean.js';
+import { refusal, type NodeFacts, type Refusal } from './cleanable.js';
 import { cleanResidueFor } from './cure.js';
 
 /** The ledger attachment holding each address. */
@@ -24,9 +28,33 @@ export const residueStep: AgentStep = {
     pass.note({ residueRemoved: 0 });
     if (!residue.ebtables && !residue.neigh) return 'skipped';
     const records = await pass.records();
-    const unseen = pass.runtime?.residueTargets ?? [];
+    const candidates = pass.runtime?.residueTargets ?? [];
+    if (!records.some((r) => r.ips.length) && !candidates.length) return 'ok';
+    // The node's own addresses, MACs and next hops: what no address of a pod can be. Could not look: no unseen pod's
+    // address is cleaned (ledger addresses still go to cleanResidueFor, which reads them again and fails loudly).
+    let node: NodeFacts | undefined;
+    try {
+      node = await readNodeFacts(net.run);
+    } catch (e) {
+      pass.error();
+      net.log.error(
+        { step: 'residue', err: e },
+        "residue: the node's addresses could not be read: the addresses of pods the shim never saw are not cleaned this pass",
+      );
+    }
+    const unseen = node
+      ? admitted(
+          candidates,
+          node,
+          networkPodRanges(
+            net,
+            records.flatMap((r) => r.ips),
+          ),
+          pass,
+        )
+      : [];
     const ips = [...records.flatMap((r) => r.ips), ...unseen.flatMap((p) => p.ips)];
-    if (!ips.length) return 'ok';
+    if (!ips.length) return node ? 'ok' : 'error';
     // One look at the node for every ledger address and every address of a pod the shim never saw (ADD looks per
     // call); only attachments with residue are then cleaned, each under its attachment's lock and with ADD's own
     // function, after re-reading its record (a pod the shim never saw: its cached addresses, unless an ADD has
@@ -41,7 +69,7 @@ export const residueStep: AgentStep = {
     const blind = eb.backends.filter((b) => b.blind);
     if (blind.length) net.log.warn({ step: 'residue', backends: blind }, 'residue: an ebtables backend that may hold rules could not be read');
     // The pod-own neighbour rule (src/residue/own.ts) as cleanResidue applies it: no false 'dirty' every pass.
-    const found = await findResidueOnNode(net.run, ips, { rules: eb.rules, neighbours });
+    const found = await findResidueOnNode(net.run, ips, { rules: eb.rules, neighbours }, node ? { node } : {});
     const byIp = holders(records);
     const cachedByIp = new Map(unseen.flatMap((p) => p.ips.map((ip) => [ip, p] as const)));
     // attachment key → the unseen pod it is (undefined: a ledger attachment)
@@ -82,6 +110,35 @@ export const residueStep: AgentStep = {
         net.log.error({ step: 'residue', ...attachment, ...(pod ? { pod: podName(pod), ips: pod.ips } : {}), err: e }, 'residue: cleanup failed');
       }
     }
-    return failed ? 'error' : 'ok';
+    return failed || !node ? 'error' : 'ok';
   },
 };
+
+/**
+ * Unseen pods with only the addresses THE rule lets the agent clean: never the node's own, never outside the
+ * network's pod ranges. What is left out is logged (the pod, the address, why) and counted in the pass's line.
+ */
+function admitted(
+  pods: readonly CachedPod[],
+  node: NodeFacts,
+  ranges: ReturnType<typeof networkPodRanges>,
+  pass: Parameters<AgentStep['reconcile']>[0],
+): CachedPod[] {
+  const out: CachedPod[] = [];
+  const refused: Array<Refusal & { pod: string }> = [];
+  for (const pod of pods) {
+    const ips = pod.ips.filter((ip) => {
+      const r = refusal(ip, node, ranges);
+      if (r) refused.push({ ...r, pod: podName(pod) });
+      return !r;
+    });
+    if (ips.length) out.push({ ...pod, ips });
+  }
+  pass.note({ residueRefused: refused.length });
+  if (refused.length)
+    pass.net.log.warn(
+      { step: 'residue', refused: refused.slice(0, 20), count: refused.length },
+      "residue: addresses in the runtime's cache that cannot be a pod's of this network are not cleaned",
+    );
+  return out;
+}

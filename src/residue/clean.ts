@@ -8,10 +8,13 @@ import type { Run } from '../effects/exec.js';
 import { deleteNeighbour, listPermanentNeighbours } from '../effects/neigh.js';
 import type { Neighbour } from '../net/neighbour.js';
 import { listRoutes } from '../effects/routes.js';
+import type { Route } from '../net/route.js';
 import { parsePrerouting, type ResidueRule } from './parse.js';
 import { exactIp } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
 import { hostRouteDevices, isPodOwnNeighbour } from './own.js';
+import { readNodeAddresses } from '../effects/node-addresses.js';
+import { pointsAtNode, refusal, routeGateways, type NodeFacts } from './cleanable.js';
 import { chooseBackends, type BackendChoice, type BackendName, type BackendSetting } from './backends.js';
 import { span, timed } from '../spans.js';
 
@@ -97,46 +100,81 @@ export interface FindOptions {
   excludeDevs?: string[];
   /** hostRouteDevices of the node's routes; the effectful functions below read them when a neighbour needs it. */
   routed?: ReadonlyMap<string, ReadonlySet<string>>;
+  /** The node's addresses, MACs and next hops (readNodeFacts); the effectful functions read them when residue is found. */
+  node?: NodeFacts;
+}
+
+/** Residue-shaped rules and entries left alone because they are the node's own (src/residue/cleanable.ts). */
+export interface Spared {
+  target: string;
+  why: string;
 }
 
 /**
  * PURE. The per-pod rules and PERMANENT neighbour entries for exactly `ips`. `ips` may be plain addresses or
  * CNI interface notation (`10.240.0.32/16`: the prefix is the subnet, the address is what is matched).
  * Dynamic neighbour entries are left alone: the kernel revalidates them, only PERMANENT ones outlive a pod.
- * Throws on a string that is not an address, so a typo cannot silently match nothing.
+ * With `opts.node`, the node's own plumbing (cleanable.ts: its addresses, next hops, rules to its MACs) is left
+ * out and listed in `spared`. Throws on a string that is not an address, so a typo cannot silently match nothing.
  */
-export function findResidue(ips: readonly string[], snapshot: ResidueSnapshot, opts: FindOptions = {}): ResidueSnapshot {
+export function findResidue(ips: readonly string[], snapshot: ResidueSnapshot, opts: FindOptions = {}): ResidueSnapshot & { spared: Spared[] } {
   const targets = new Set(ips.map(hostAddress));
   const own = { devs: opts.excludeDevs ?? [], ...(opts.routed ? { routed: opts.routed } : {}) };
+  const spared: Spared[] = [];
+  const node = opts.node;
+  const nodeOwn = (ip: string, mac: string | undefined, target: string): boolean => {
+    if (!node) return false;
+    const r = refusal(ip, node);
+    const why =
+      r?.why ?? (mac && pointsAtNode({ mac }, node) ? `${mac} is a MAC of this node (${node.macs.get(mac)}): it delivers to the node` : undefined);
+    if (why) spared.push({ target, why });
+    return why !== undefined;
+  };
   return {
-    rules: snapshot.rules.filter((r) => targets.has(r.ip)),
-    neighbours: snapshot.neighbours.filter((n) => targets.has(n.ip) && n.state.includes('PERMANENT') && !isPodOwnNeighbour(n, own)),
+    rules: snapshot.rules.filter((r) => targets.has(r.ip) && !nodeOwn(r.ip, r.mac, ruleTarget(r))),
+    neighbours: snapshot.neighbours.filter(
+      (n) =>
+        targets.has(n.ip) && n.state.includes('PERMANENT') && !isPodOwnNeighbour(n, own) && !nodeOwn(n.ip, undefined, `neigh ${n.ip} dev ${n.dev}`),
+    ),
+    spared,
   };
 }
 
+/** The node's own addresses, MACs (`ip -j addr`) and next hops (its routes, read unless given), concurrently. */
+export async function readNodeFacts(run: Run, routes?: readonly Route[]): Promise<NodeFacts> {
+  const [addrs, listed] = await Promise.all([readNodeAddresses(run), routes ?? listRoutes(run)]);
+  return { ...addrs, gateways: routeGateways(listed) };
+}
+
 /**
- * findResidue with the pod-own rule applied in full: when a PERMANENT entry for a target is left, the node's
- * routes are read (only then: most calls find none) and entries on the interface the host routes that exact
- * address through are dropped (src/residue/own.ts). A failing route listing throws CniError 102.
+ * findResidue with the pod-own rule and the node-own rule applied in full: when anything is found, the node's
+ * addresses and routes are read (only then: most calls find none), entries on the interface the host routes that
+ * exact address through are dropped (src/residue/own.ts), and the node's own plumbing is spared
+ * (src/residue/cleanable.ts). A failing read throws CniError 102: what could not be told apart is never removed.
  */
 export async function findResidueOnNode(
   run: Run,
   ips: readonly string[],
   snapshot: ResidueSnapshot,
   opts: FindOptions = {},
-): Promise<ResidueSnapshot> {
+): Promise<ResidueSnapshot & { spared: Spared[] }> {
   const found = findResidue(ips, snapshot, opts);
-  if (!found.neighbours.length || opts.routed) return found;
-  let routed;
+  const needRoutes = found.neighbours.length > 0 && !opts.routed;
+  const needNode = found.rules.length + found.neighbours.length > 0 && !opts.node;
+  if (!needRoutes && !needNode) return found;
+  let routed = opts.routed;
+  let node = opts.node;
   try {
-    routed = hostRouteDevices(await listRoutes(run));
+    const routes = await listRoutes(run);
+    if (needRoutes) routed = hostRouteDevices(routes);
+    if (needNode) node = await readNodeFacts(run, routes);
   } catch (e) {
-    throw new CniError(ErrorCode.ResidueCleanupFailed, "listing routes to tell a pod's own neighbour entries from residue", {
+    throw new CniError(ErrorCode.ResidueCleanupFailed, "reading the node's addresses and routes to tell residue from the node's own", {
       details: messageOf(e),
       cause: e,
     });
   }
-  return findResidue(ips, snapshot, { ...opts, routed });
+  return findResidue(ips, snapshot, { ...opts, ...(routed ? { routed } : {}), ...(node ? { node } : {}) });
 }
 
 /**
@@ -185,6 +223,8 @@ export interface CleanResult {
   ebtablesBackends: BackendStatus[];
   removed: ResidueSnapshot;
   errors: CleanFailure[];
+  /** Residue-shaped, but the node's own: left alone. */
+  spared: Spared[];
 }
 
 /**
@@ -246,7 +286,7 @@ export async function cleanResidue(run: Run, ips: readonly string[], opts: Clean
       details: errors.map((f) => `${f.target}: ${f.message}`).join('; '),
     });
   }
-  return { ebtablesAvailable: snap.ebtablesAvailable, ebtablesBackends: snap.backends, removed, errors };
+  return { ebtablesAvailable: snap.ebtablesAvailable, ebtablesBackends: snap.backends, removed, errors, spared: found.spared };
 }
 
 /** A rule as reports and errors name it: its text, prefixed with the backend when it is not the node's plain one. */

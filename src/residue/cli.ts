@@ -21,6 +21,8 @@ import { confDirProblem, DEFAULT_CONF_DIR } from '../conflist.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from '../cli/network.js';
 import type { OpenNetwork } from '../network/open.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from '../cli/command.js';
+import { readNodeFacts } from './clean.js';
+import { refusal } from './cleanable.js';
 
 const USAGE = [
   'ipam-shim residue scan  [--ip IP …] [--ebtables-backend LIST] [--conflist PATH | --conf-dir DIR] [--network NAME] [--json]',
@@ -30,6 +32,7 @@ const USAGE = [
   '  clean   remove the residue for those IPs (dry run unless --apply); orphans are never touched',
   '',
   'Without a shim conflist, only the --ip IPs are looked at; a --conf-dir that does not exist is an error (exit 3).',
+  "The node's own addresses and next hops are never residue: such an --ip is refused (exit 2).",
 ].join('\n');
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -99,7 +102,7 @@ export const residueCommand: Command = {
   },
   examples: ['ipam-shim residue scan', 'ipam-shim residue scan --ip 10.224.1.7 --json', 'ipam-shim residue clean --apply'],
   exitStatus:
-    '0 no residue (left) for those IPs; 1 residue found / would be removed / left or failed; 2 usage; 3 could not run (a --conf-dir that does not exist, ebtables or ip missing)',
+    "0 no residue (left) for those IPs; 1 residue found / would be removed / left or failed; 2 usage (an --ip the node holds or routes through is refused); 3 could not run (a --conf-dir that does not exist, ebtables or ip missing, the node's addresses unreadable)",
   async run(argv, ctx): Promise<CommandOutput> {
     const { mode, flags, named, backends: flagBackends } = parseFlags(argv);
     const apply = mode === 'clean' && !!flags.apply;
@@ -119,7 +122,15 @@ export const residueCommand: Command = {
       ledgerNote = `no ipam-shim conflist in ${flags['conf-dir'] ?? DEFAULT_CONF_DIR}: ledger IPs not looked at (${(e as Error).message})`;
     }
     const ledger = net ? await ledgerTargets(net.ledger) : { ips: [], corrupt: [] };
-    const targets = mergeTargets(ledger.ips, named);
+    const all = mergeTargets(ledger.ips, named);
+    // THE rule (src/residue/cleanable.ts): the node's own addresses and next hops are never residue. A named one is
+    // refused (exit 2); a ledger one (a delegate that handed out the node's address) is reported, not looked at.
+    // The node's addresses that cannot be read fail the command (exit 3): nothing is judged without them.
+    const node = all.length ? await readNodeFacts(ctx.run) : undefined;
+    const refused = node ? all.flatMap((t) => refusal(t.ip, node) ?? []) : [];
+    const namedOwn = refused.find((r) => all.find((t) => t.ip === r.ip)!.sources.includes('named'));
+    if (namedOwn) throw new UsageError(`--ip ${namedOwn.ip}: ${namedOwn.why}, never residue: refused`);
+    const targets = all.filter((t) => !refused.some((r) => r.ip === t.ip));
 
     const base = {
       mode,
@@ -128,19 +139,20 @@ export const residueCommand: Command = {
       conflist: net?.shim.path ?? null,
       ...(ledgerNote ? { ledgerNote } : {}),
       corruptLedgerFiles: ledger.corrupt,
+      refused: refused.map((r) => ({ ip: r.ip, attachments: all.find((t) => t.ip === r.ip)!.attachments, why: r.why })),
     };
     // The flag, else the network's setting, else auto.
     const backends = flagBackends ?? net?.conf.settings.residue.ebtablesBackends ?? 'auto';
     let report: ResidueReport;
     if (apply) {
-      const r = await cleanTargets(ctx.run, targets, backends);
+      const r = await cleanTargets(ctx.run, targets, backends, node);
       report = summarise({ ...base, ...r });
       net?.log.warn(
         { removed: report.targets.filter((t) => t.rules.length + t.neighbours.length).map((t) => t.ip), errors: r.errors },
         'residue clean --apply',
       );
     } else {
-      report = summarise({ ...base, ...(await scanTargets(ctx.run, targets, backends)), errors: [] });
+      report = summarise({ ...base, ...(await scanTargets(ctx.run, targets, backends, node)), errors: [] });
     }
     return { data: report, text: renderResidue(report), exitCode: report.ok ? 0 : 1 };
   },
@@ -191,6 +203,8 @@ export function renderResidue(r: ResidueReport): string {
     for (const n of t.left?.neighbours ?? []) lines.push(`    ${'LEFT'.padEnd(12)}  neigh ${neighText(n)}`);
   }
   for (const e of r.errors) lines.push(`FAILED  ${e.target}: ${e.message}`);
+  for (const x of r.refused ?? []) lines.push(`not looked at: ${x.ip} (ledger ${x.attachments.join(', ')}): ${x.why}`);
+  for (const x of r.spared ?? []) lines.push(`left alone (the node's own): ${x.target}: ${x.why}`);
 
   if (r.orphans.length) {
     lines.push(

@@ -33,6 +33,8 @@ export async function cleanResidueFor(
       'removed stale residue',
     );
   }
+  // The delegate handed out (or the agent was given) an address of the node's own plumbing: never residue.
+  if (cleaned.spared.length) c.log.warn({ ips, spared: cleaned.spared }, "residue: left the node's own rules and neighbours alone");
   const blind = cleaned.ebtablesBackends.filter((b) => b.blind);
   if (blind.length) c.log.warn({ ips, backends: blind }, 'an ebtables backend that may hold rules could not be read');
   return { rules: rules.length, neighbours: neighbours.length };

@@ -17,7 +17,9 @@ import {
   type BackendStatus,
   type CleanFailure,
   type ResidueSnapshot,
+  type Spared,
 } from './clean.js';
+import type { NodeFacts } from './cleanable.js';
 import type { BackendName, BackendSetting } from './backends.js';
 import type { ResidueRule } from './parse.js';
 
@@ -76,6 +78,10 @@ export interface ResidueReport {
   orphans: RuleView[];
   /** clean --apply: deletions that failed. */
   errors: CleanFailure[];
+  /** Ledger addresses that are the node's own (an address it holds, a next hop): never looked at as residue. */
+  refused?: Array<{ ip: string; attachments: string[]; why: string }>;
+  /** Residue-shaped rules and entries for a target that are the node's own (a rule to a local MAC): left alone. */
+  spared?: Spared[];
   counts: { rules: number; neighbours: number; ipsWithResidue: number; orphans: number; leftRules: number; leftNeighbours: number; errors: number };
   /** No residue (left) for any target and no failure. Orphans do not count: clean cannot remove them. */
   ok: boolean;
@@ -176,14 +182,16 @@ export async function scanTargets(
   run: Run,
   targets: readonly Target[],
   backends: BackendSetting = 'auto',
-): Promise<Backends & { targets: TargetReport[]; orphans: RuleView[] }> {
+  node?: NodeFacts,
+): Promise<Backends & { targets: TargetReport[]; orphans: RuleView[]; spared: Spared[] }> {
   const { ebtablesAvailable, ebtablesBackends, snapshot, macs } = await snapshotResidue(run, backends);
   const found = await findResidueOnNode(
     run,
     targets.map((t) => t.ip),
     snapshot,
+    node ? { node } : {},
   );
-  return { ebtablesAvailable, ebtablesBackends, ...assemble(targets, found, findOrphans(snapshot.rules, macs)) };
+  return { ebtablesAvailable, ebtablesBackends, spared: found.spared, ...assemble(targets, found, findOrphans(snapshot.rules, macs)) };
 }
 
 /** clean --apply: remove, keep going past failures, then look again to report what is left. */
@@ -191,10 +199,13 @@ export async function cleanTargets(
   run: Run,
   targets: readonly Target[],
   backends: BackendSetting = 'auto',
-): Promise<Backends & { targets: TargetReport[]; orphans: RuleView[]; errors: CleanFailure[] }> {
+  node?: NodeFacts,
+): Promise<Backends & { targets: TargetReport[]; orphans: RuleView[]; errors: CleanFailure[]; spared: Spared[] }> {
   const ips = targets.map((t) => t.ip);
-  const cleaned = ips.length ? await cleanResidue(run, ips, { keepGoing: true, backends }) : { removed: { rules: [], neighbours: [] }, errors: [] };
-  const after = await scanTargets(run, targets, backends);
+  const cleaned = ips.length
+    ? await cleanResidue(run, ips, { keepGoing: true, backends, ...(node ? { node } : {}) })
+    : { removed: { rules: [], neighbours: [] }, errors: [], spared: [] };
+  const after = await scanTargets(run, targets, backends, node);
   const removed = assemble(targets, cleaned.removed, []).targets;
   return {
     ebtablesAvailable: after.ebtablesAvailable,
@@ -202,5 +213,6 @@ export async function cleanTargets(
     targets: removed.map((t, i) => ({ ...t, left: { rules: after.targets[i]!.rules, neighbours: after.targets[i]!.neighbours } })),
     orphans: after.orphans,
     errors: cleaned.errors,
+    spared: cleaned.spared,
   };
 }

@@ -1,6 +1,7 @@
 // The build's warm-up answers for what the residue fix reads (src/warm.ts): the nat PREROUTING chain with
 // azure-vnet's three per-pod rules for the sample addresses, a permanent IPv4 neighbour in /proc/net/arp (the file
-// a real call reads) and an IPv6 one from `ip -6 -j neigh show`, no host routes, one link. Deletions succeed.
+// a real call reads) and an IPv6 one from `ip -6 -j neigh show`, no host routes, one link holding the node's own
+// addresses (not the samples': the cleanup's node-own check passes). Deletions succeed.
 import type { RunScript } from '../doubles/scripted-run.js';
 
 const EBTABLES = [
@@ -25,6 +26,10 @@ const ANSWERS = new Map([
   ['ip -j -4 route show table all', '[]'],
   ['ip -j -6 route show table all', '[]'],
   ['ip -j link show', '[{"ifname":"eth0","address":"02:00:00:00:00:09"}]'],
+  [
+    'ip -j addr show',
+    '[{"ifname":"eth0","address":"02:00:00:00:00:09","addr_info":[{"family":"inet","local":"10.0.0.9","prefixlen":24},{"family":"inet6","local":"fd00::9","prefixlen":64}]}]',
+  ],
 ]);
 
 export const warmRun: RunScript = (file, args) =>

@@ -732,3 +732,125 @@ describe.skipIf(!enabled)('ipam-shim agent: every pod the runtime knows, not onl
     await stopWithin(a, 3_000);
   });
 });
+
+describe.skipIf(!enabled)("ipam-shim agent: a cache entry cannot make it remove the node's own plumbing", () => {
+  const net = new TestNet();
+  afterEach(() => net.cleanup());
+
+  /** A cache entry for `id` naming `ips`: a copy of a real one (libcni's shape) with the addresses replaced. */
+  async function rogueEntry(bed: Bed, from: string, id: string, ips: string[]): Promise<void> {
+    const dir = join(bed.cacheDir, 'results');
+    const entry = JSON.parse(await readFile(join(dir, `${bed.network}-${from}-eth0`), 'utf8'));
+    entry.containerId = id;
+    entry.cniArgs = [];
+    entry.result.ips = ips.map((ip) => ({ address: `${ip}/${ip.includes(':') ? 64 : 16}` }));
+    await writeFile(join(dir, `${bed.network}-${id}-eth0`), JSON.stringify(entry));
+  }
+
+  /**
+   * The node's plumbing, residue-shaped: the node IP's ARP responder (azure0's MAC), a second node address inside
+   * the pod range (10.240.0.60 and fd00:10:240::ff on azure0) with rules to a foreign MAC and a PERMANENT entry, an
+   * in-range address answered with the node's own MAC (10.240.0.61), the gateway's rule and PERMANENT entry (10.240.0.1:
+   * ptp gives the node's end of each pod's veth the range's gateway), an in-range router the node routes through
+   * (10.240.0.62), another network's PERMANENT entry and rule (192.168.77.7 on other0).
+   */
+  async function nodePlumbing(bed: Bed): Promise<{ ips: string[] }> {
+    const r = bed.r;
+    const azureMac = (JSON.parse((await r('ip', ['-j', 'link', 'show', 'azure0'])).stdout) as Array<{ address: string }>)[0]!.address;
+    await r('ip', ['addr', 'add', '10.240.0.60/32', 'dev', 'azure0']);
+    await r('ip', ['addr', 'add', 'fd00:10:240::ff/128', 'dev', 'azure0', 'nodad']);
+    // A router inside the pod range: a next hop of the node, which holds no such address.
+    await r('ip', ['route', 'add', '198.51.100.0/24', 'via', '10.240.0.62', 'dev', 'azure0']);
+    await r('ip', ['link', 'add', 'other0', 'type', 'bridge']);
+    await r('ip', ['addr', 'add', '192.168.77.1/24', 'dev', 'other0']);
+    await r('ip', ['link', 'set', 'other0', 'up']);
+    const rules = [
+      ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', '10.240.0.5', '-j', 'arpreply', '--arpreply-mac', azureMac],
+      ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', '10.240.0.61', '-j', 'arpreply', '--arpreply-mac', azureMac],
+      ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', '10.240.0.1', '-j', 'arpreply', '--arpreply-mac', '12:34:56:78:9a:bc'],
+      ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', '10.240.0.62', '-j', 'arpreply', '--arpreply-mac', '12:34:56:78:9a:bd'],
+      ...podRules('10.240.0.60', '0:d:3a:30:47:60'),
+      ['-p', 'IPv6', '-i', 'eth0', '--ip6-dst', 'fd00:10:240::ff', '-j', 'dnat', '--to-dst', '0:d:3a:30:47:61', '--dnat-target', 'ACCEPT'],
+      ...podRules('192.168.77.7', '0:d:3a:30:47:77'),
+    ];
+    for (const rule of rules) await r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    for (const [ip, mac, dev] of [
+      ['10.240.0.1', '12:34:56:78:9a:bc', 'azure0'],
+      ['10.240.0.62', '12:34:56:78:9a:bd', 'azure0'],
+      ['10.240.0.60', '0:d:3a:30:47:60', 'azure0'],
+      ['192.168.77.7', '0:d:3a:30:47:77', 'other0'],
+    ] as const)
+      await r('ip', ['neigh', 'add', ip, 'lladdr', mac, 'dev', dev, 'nud', 'permanent']);
+    return { ips: ['10.240.0.5', '10.240.0.60', 'fd00:10:240::ff', '10.240.0.61', '10.240.0.1', '10.240.0.62', '192.168.77.7'] };
+  }
+
+  const permanent = async (bed: Bed) => (await bed.r('ip', ['neigh', 'show', 'nud', 'permanent'])).stdout;
+  const nat = async (bed: Bed) => (await bed.r('ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout;
+
+  it("the node's addresses, its gateway, rules to its MACs and another network's entries stay; a real unseen pod is still cured", async () => {
+    // Before: the agent cleaned for every address the entry named: the plumbing went with the pod's residue.
+    const bed = await makeBed(net);
+    const outside = await podOutsideChain(bed, 'pod-outside', 'team-a', 'web-1');
+    const plumbing = await nodePlumbing(bed);
+    await rogueEntry(bed, 'pod-outside', 'pod-rogue', plumbing.ips);
+    for (const rule of podRules(outside.ip, DEAD_MAC)) await bed.r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    await bed.r('ip', ['neigh', 'add', outside.ip, 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
+    const natBefore = await nat(bed);
+    const neighBefore = await permanent(bed);
+    expect(await ping(bed, outside.ip)).not.toBe(0);
+
+    const a = startAgent(bed, ['--interval', '3600']);
+    await waitFor('the first pass', () => a.passes().length >= 1);
+    expect(a.passes()[0]).toMatchObject({ unseenPods: 2, residueRemoved: 3, residueRefused: 6, errors: 0 });
+    const podLine = (l: string) => new RegExp(`--(arp-)?ip-dst ${outside.ip.replaceAll('.', '\\.')}(/32)? `).test(l);
+    const natAfter = await nat(bed);
+    expect(natAfter.split('\n').filter(podLine)).toEqual([]);
+    const others = (t: string) => t.split('\n').filter((l) => !podLine(l) && !l.startsWith('Bridge chain'));
+    expect(others(natAfter)).toEqual(others(natBefore));
+    const neighOthers = (t: string) => t.split('\n').filter((l) => !l.startsWith(`${outside.ip} `));
+    expect(neighOthers(await permanent(bed))).toEqual(neighOthers(neighBefore));
+    expect(await permanent(bed)).not.toContain(`${outside.ip} dev azure0`);
+    expect(await ping(bed, outside.ip)).toBe(0);
+    // Why each address was left: logged with the pod it came from.
+    const refused = a.lines().find((l) => /cannot be a pod's of this network/.test(l.msg));
+    expect(Object.fromEntries(refused!.refused.map((x: any) => [x.ip, x.kind]))).toEqual({
+      '10.240.0.5': 'node-address',
+      '10.240.0.60': 'node-address',
+      'fd00:10:240::ff': 'node-address',
+      '10.240.0.1': 'node-address',
+      '10.240.0.62': 'next-hop',
+      '192.168.77.7': 'outside-ranges',
+    });
+    // 10.240.0.61 is in range and the node's own by none of its addresses: judged, and its one rule (to azure0's MAC) spared.
+    expect(natAfter).toContain('--arp-ip-dst 10.240.0.61 ');
+    await stopWithin(a, 3_000);
+  });
+
+  it("the node's addresses cannot be read: no unseen pod's address is cleaned that pass, and the pass says so", async () => {
+    const bed = await makeBed(net);
+    const outside = await podOutsideChain(bed, 'pod-outside', 'team-a', 'web-1');
+    for (const rule of podRules(outside.ip, DEAD_MAC)) await bed.r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    const natBefore = await nat(bed);
+    // An `ip` that fails to list addresses (and runs everything else): first on the agent's PATH.
+    const dir = join(bed.s.dir, 'broken-ip');
+    await mkdir(dir);
+    const real = (await execa('sh', ['-c', 'command -v ip'])).stdout.trim();
+    await writeFile(
+      join(dir, 'ip'),
+      `#!/bin/sh\nfor a; do [ "$a" = addr ] && { echo "ip: cannot list addresses" >&2; exit 2; }; done\nexec ${real} "$@"\n`,
+      {
+        mode: 0o755,
+      },
+    );
+    const a = startAgent(bed, ['--interval', '3600'], { PATH: `${dir}:${process.env.PATH}` });
+    await waitFor('the first pass', () => a.passes().length >= 1);
+    expect(a.passes()[0]).toMatchObject({ residueRemoved: 0, steps: { residue: 'error' } });
+    expect(await nat(bed)).toBe(natBefore);
+    expect(
+      a
+        .lines()
+        .some((l) => l.level === 'error' && /addresses could not be read: the addresses of pods the shim never saw are not cleaned/.test(l.msg)),
+    ).toBe(true);
+    await stopWithin(a, 3_000);
+  });
+});

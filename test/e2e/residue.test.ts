@@ -198,6 +198,67 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
     expect((await cli(n, ['residue', 'scan', '--ip', POD, '--conf-dir', confDir])).exitCode).toBe(0);
   });
 
+  it("`residue clean --ip <node IP> --apply` is refused (exit 2): the node IP's ARP responder and neighbours stay", async () => {
+    // Before: it removed them (exit 0), like any per-pod-shaped rule for a named address.
+    const n = await azureNode();
+    await plantResidue(n);
+    // The node IP answered with a foreign MAC too, and a PERMANENT entry for it: only its being the node's protects them.
+    await n.r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...podRules('10.240.0.5', '0:d:3a:30:47:5')[1]!]);
+    await n.r('ip', ['neigh', 'add', '10.240.0.5', 'lladdr', '0:d:3a:30:47:5', 'dev', 'eth0', 'nud', 'permanent']);
+    const before = await natListing(n.r);
+    const neighBefore = await permanentNeigh(n.r);
+    const confDir = join(n.dir.dir, 'empty-net.d');
+    await mkdir(confDir, { recursive: true });
+    for (const args of [
+      ['residue', 'clean', '--apply', '--ip', '10.240.0.5', '--conf-dir', confDir],
+      ['residue', 'clean', '--apply', '--ip', POD, '--ip', '10.240.0.5', '--conf-dir', confDir],
+      ['residue', 'scan', '--ip', '10.240.0.5', '--conf-dir', confDir],
+    ]) {
+      const r = await cli(n, args);
+      expect(r.exitCode, `${args.join(' ')}: ${r.stdout}`).toBe(2);
+      expect(r.stderr).toContain('--ip 10.240.0.5: 10.240.0.5 is an address of this node (on azure0)');
+    }
+    expect(await natListing(n.r)).toBe(before);
+    expect(await permanentNeigh(n.r)).toBe(neighBefore);
+    // The cure still works for a pod's address.
+    const applied = await cli(n, ['residue', 'clean', '--apply', '--ip', POD, '--conf-dir', confDir]);
+    expect(applied.exitCode, applied.stdout).toBe(0);
+    expect(applied.json.counts).toMatchObject({ rules: 2, neighbours: 1, leftRules: 0, leftNeighbours: 0, errors: 0 });
+    expect(await natListing(n.r)).toBe(withoutLines(before, before.split('\n').filter(isPodLine)));
+  });
+
+  it("ADD of an address the node holds (a delegate range over the node's IP) removes none of the node's rules or neighbours", async () => {
+    // Behaviour change: before, ADD removed the node IP's rules and entries as residue of the address it handed out.
+    const n = await azureNode();
+    await plantResidue(n);
+    await n.r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...podRules('10.240.0.60', DEAD_MAC)[1]!]);
+    await n.r('ip', ['neigh', 'add', '10.240.0.60', 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
+    // The node also holds 10.240.0.60 (a secondary address), and the delegate's range is that one address.
+    await n.r('ip', ['addr', 'add', '10.240.0.60/32', 'dev', 'azure0']);
+    const before = await natListing(n.r);
+    const neighBefore = await permanentNeigh(n.r);
+    const hostLocal = { type: 'host-local', dataDir: n.dir.dataDir, ranges: [[{ ...RANGE, rangeStart: '10.240.0.60', rangeEnd: '10.240.0.60' }]] };
+    const list = {
+      cniVersion: '1.0.0',
+      name: 'azure',
+      plugins: [{ type: 'ptp', ipMasq: false, ipam: shimKeys({ dirs: n.dir, delegate: hostLocal }) }],
+    };
+    const runner = new CniRunner({ confList: list, pluginDirs: [n.shimBin, PLUGIN_DIR], cacheDir: join(n.dir.dir, 'cache'), netns: n.node });
+    const { result } = await pod(runner);
+    expect(result.ips[0].address).toBe('10.240.0.60/16');
+    expect(await natListing(n.r)).toBe(before);
+    expect(await permanentNeigh(n.r)).toBe(neighBefore);
+    const log = (await readFile(n.dir.logFile, 'utf8'))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, any>);
+    const spared = log.find((l) => /node's own rules and neighbours alone/.test(l.msg));
+    expect(spared?.spared.map((x: any) => x.why)).toEqual([
+      expect.stringContaining('10.240.0.60 is an address of this node (on azure0)'),
+      expect.stringContaining('10.240.0.60 is an address of this node (on azure0)'),
+    ]);
+  });
+
   it("a PERMANENT neighbour on the pod's own host-side interface is not residue: ADD, CHECK, doctor, scan and clean agree", async () => {
     const n = await azureNode();
     const { runner, conflist } = await runtime(n, 'chained');

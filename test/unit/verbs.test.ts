@@ -81,7 +81,8 @@ describe('ADD in the IPAM slot', () => {
       'Bridge chain: PREROUTING, entries: 1, policy: ACCEPT\n-p ARP -i eth0 --arp-op Request --arp-ip-dst 10.0.0.5 -j arpreply --arpreply-mac 12:34:56:78:9a:bc\n';
     const f = fakes({
       run: (file, args) =>
-        file === 'ebtables' ? (args.includes('-L') ? EB : '') : args.includes('neigh') ? '[]' : args.includes('route') ? '[]' : undefined,
+        // `ip -j addr show`: the node's own addresses, read once residue is found (none of them is 10.0.0.5).
+        file === 'ebtables' ? (args.includes('-L') ? EB : '') : ['neigh', 'route', 'addr'].some((a) => args.includes(a)) ? '[]' : undefined,
     });
     const ctx = verbContext('ADD', ipamConf({ residue: { ebtables: true, neigh: true } }), f);
     await cmdAdd(ctx);
