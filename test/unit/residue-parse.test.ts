@@ -174,7 +174,7 @@ describe('findResidue: exact matching', () => {
   });
 
   it('an address nobody has finds nothing; garbage throws', () => {
-    expect(findResidue(['10.240.0.4'], snap)).toEqual({ rules: [], neighbours: [] });
+    expect(findResidue(['10.240.0.4'], snap)).toEqual({ rules: [], neighbours: [], spared: [] });
     expect(() => findResidue(['10.240.0.3x'], snap)).toThrow(/not an IP address/);
   });
 
