@@ -227,25 +227,39 @@ d('GC', () => {
     });
   }
 
-  // No list is no evidence (upstream `cnitool gc` omits it): refused with 7, nothing released, as a malformed list is.
-  for (const [label, key] of [
-    ['a missing key', {}],
-    ['a null list', { 'cni.dev/valid-attachments': null }],
-    ['a null legacy list', { 'cni.dev/attachments': null }],
+  // No list is no attachment valid (issue 36), as typed Go plugins read it: CRI-O's nil slice after a reboot (libcni
+  // sends null), upstream `cnitool gc` (the key absent). The liveness guard keeps the living and the agent's.
+  for (const [label, key, form] of [
+    ['a missing key', {}, 'absent'],
+    ['a null list', { 'cni.dev/valid-attachments': null, 'cni.dev/attachments': null }, 'null'],
+    ['a null legacy list', { 'cni.dev/attachments': null }, 'null'],
   ] as const) {
-    it(`with ${label}: refused (7), nothing released; the same GC with a list then releases the dead`, async () => {
+    it(`with ${label}: no attachment valid: keeps the agent's and the living, releases the dead; the log says "${form}"`, async () => {
       const w = await world();
-      const before = await store();
       const out = await gcVerb(key);
-      expect(out.exitCode).not.toBe(0);
-      expect(out.json, out.stdout).toMatchObject({ code: ErrorCode.InvalidNetworkConfig, msg: expect.stringContaining('cni.dev/valid-attachments') });
-      expect(await store()).toEqual(before);
-      expect(await ledgerIps()).toContain(w.dead.ip);
-      expect((await gcVerb({ 'cni.dev/valid-attachments': [] })).exitCode).toBe(0);
-      expect(await store()).not.toContain(w.dead.ip);
-      expect(await store()).toContain(w.alive.ip);
+      expect(out.exitCode, out.stdout).toBe(0);
+      expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip].sort());
+      expect(await ledgerIps()).not.toContain(w.dead.ip);
+      const gcLines = (await readFile(b.s.logFile, 'utf8'))
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+        .filter((l) => l.msg === 'GC');
+      expect(gcLines.at(-1)).toMatchObject({ validList: form, released: 1, kept: 3, errors: 0 });
+      // Idempotent.
+      expect((await gcVerb(key)).exitCode).toBe(0);
+      expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip].sort());
     });
   }
+
+  it('a malformed list is still 7, nothing released', async () => {
+    const w = await world();
+    const before = await store();
+    const out = await gcVerb({ 'cni.dev/valid-attachments': 'all' });
+    expect(out.json, out.stdout).toMatchObject({ code: ErrorCode.InvalidNetworkConfig, msg: expect.stringContaining('cni.dev/valid-attachments') });
+    expect(await store()).toEqual(before);
+    expect(await ledgerIps()).toContain(w.dead.ip);
+  });
 
   it('a valid list without the agent never releases it; listed attachments are kept even if their netns is gone', async () => {
     const w = await world();
