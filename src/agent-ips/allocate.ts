@@ -1,6 +1,6 @@
 // cilium-agent's own IPs under delegated IPAM (design-cfps #13): allocate through the delegate with a
 // deterministic container ID, idempotently across restarts, recorded as owner `agent` so GC never
-// releases them.
+// releases them. Every address it answers with got every fix's cure, as a pod's at ADD (src/fixes/address-steps.ts).
 import { AGENT_OWNER, agentContainerID } from '../ledger/owner.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type NetConf } from '../cni/config.js';
@@ -12,6 +12,7 @@ import type { LedgerRecord } from '../ledger/record.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { Run } from '../effects/exec.js';
 import { deleteNetns, ensureNetns } from '../effects/netns.js';
+import { prepareAddresses, validateFixes } from '../fixes/address-steps.js';
 import type { Logger } from '../log.js';
 
 const AGENT_IFNAME = 'eth0';
@@ -59,9 +60,27 @@ function pickFamily(ips: string[], family: Family | undefined): string[] {
   return picked;
 }
 
-/** Allocate (or keep) the owner's IPs. Serialised per owner, so two agents never double-allocate. */
+/**
+ * Every fix's refusal and cure for the addresses, as ADD runs them for a pod's (the agent's namespace has no
+ * host-side interface of its own): reserved ones refused (100), azure-vnet residue removed, the IPv6 probe rewrite
+ * ensured. Returns what the fixes tallied (residue removed, …), for the log.
+ */
+async function cureAddresses(d: AgentDeps, ips: string[]): Promise<Record<string, number>> {
+  const cured: Record<string, number> = {};
+  const tally = (name: string, by: number) => {
+    if (by) cured[name] = (cured[name] ?? 0) + by;
+  };
+  await prepareAddresses({ conf: d.conf, run: d.run, log: d.log, ips, ownDevs: [], tally });
+  return cured;
+}
+
+/**
+ * Allocate (or keep) the owner's IPs. Serialised per owner, so two agents never double-allocate. A refused or
+ * failed cure releases the allocation through the delegate and forgets the record: nothing leaked, nothing recorded.
+ */
 export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Family): Promise<AgentAllocation> {
   validateOwner(owner);
+  validateFixes(d.conf); // a fix's bad setting (reservedCIDRs, …) is 7 before the delegate allocates anything
   return d.ledger.lockedAgentOwner(owner, async () => {
     const containerID = agentContainerID(owner);
     const att = { containerID, ifname: AGENT_IFNAME };
@@ -69,10 +88,22 @@ export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Fami
     const version = await d.delegate.versionFor(d.conf.cniVersion);
     const env = { CNI_CONTAINERID: containerID, CNI_IFNAME: AGENT_IFNAME, CNI_NETNS: netns, CNI_ARGS: '' };
     const existing = await d.ledger.get(att);
+    // A refused or failed allocation leaves nothing: the delegate's DEL, the record forgotten, then the error.
+    const undo = async (ips: string[], e: unknown): Promise<never> => {
+      await d.delegate.del(delegateConf(d.conf, version), env).catch(() => undefined);
+      await d.ledger.remove(att).catch(() => undefined);
+      d.log.warn({ owner, ips, err: e }, 'agent IP not handed out: released');
+      throw e;
+    };
     let note: string | undefined;
     if (existing?.state === 'attached' && existing.ips.length) {
       const verdict = await verifyWithDelegate(d, existing, version, env);
-      if (verdict === true) return { owner, network: d.conf.name, containerID, ips: pickFamily(existing.ips, family), action: 'reused' };
+      if (verdict === true) {
+        // Kept, and cured again: residue may be back since, and reservedCIDRs may now cover it.
+        const cured = await cureAddresses(d, existing.ips).catch((e: unknown) => undo(existing.ips, e));
+        if (Object.keys(cured).length) d.log.info({ owner, ips: existing.ips, cured }, 'agent IP cured');
+        return { owner, network: d.conf.name, containerID, ips: pickFamily(existing.ips, family), action: 'reused' };
+      }
       note = `delegate no longer holds ${existing.ips.join(', ')} (${verdict}); released and allocated again`;
       d.log.warn({ owner, ips: existing.ips, reason: verdict }, 'agent IP lost by the delegate: DEL then ADD');
     } else if (existing) {
@@ -101,14 +132,13 @@ export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Fami
     const ips = resultAddresses(result).map(canonicalIp);
     try {
       if (!ips.length) throw new CniError(ErrorCode.DelegateFailed, `delegate ${d.delegate.type} returned no IP addresses`);
+      const cured = await cureAddresses(d, ips);
       await d.ledger.put({ ...base, state: 'attached', ips, updatedAt: new Date().toISOString() });
       const picked = pickFamily(ips, family);
-      d.log.info({ owner, ips, note }, 'agent IP allocated');
+      d.log.info({ owner, ips, note, cured }, 'agent IP allocated');
       return { owner, network: d.conf.name, containerID, ips: picked, action: existing ? 'reallocated' : 'allocated', ...(note ? { note } : {}) };
     } catch (e) {
-      await d.delegate.del(delegateConf(d.conf, version), env).catch(() => undefined);
-      await d.ledger.remove(att).catch(() => undefined);
-      throw e;
+      return undo(ips, e);
     }
   });
 }

@@ -25,7 +25,7 @@ export const agentIpCommand: Command = {
   },
   examples: ['ipam-shim agent-ip allocate --owner health --json', 'ipam-shim agent-ip list', 'ipam-shim agent-ip release --owner health'],
   exitStatus:
-    '0 done; 1 never (nothing here is a finding); 2 usage (an invalid --owner included); 3 could not run: the delegate or the ledger failed',
+    '0 done; 1 never (nothing here is a finding); 2 usage (an invalid --owner included); 3 could not run: the delegate or the ledger failed, or allocate refused the address (code 100: inside reservedCIDRs) or could not cure it (102: residue stays), and released it',
   async run(argv, ctx) {
     const parsed = parseArgv({
       args: argv,

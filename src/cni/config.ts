@@ -114,10 +114,10 @@ export interface NetConf {
   settings: ShimSettings;
   prevResult: Result | undefined;
   /**
-   * GC: the runtime's valid list; undefined when the key is absent or null (no evidence at all: GC refuses, code 7).
-   * libcni's GCNetworkList always sends it (an empty list is its word that nothing is valid).
+   * GC: the runtime's valid list as it came: undefined when the key is absent, null when it is null. GC reads both as
+   * an empty list, as every typed Go plugin does (issue 36): libcni sends null for CRI-O's nil slice (no pod left).
    */
-  validAttachments: Attachment[] | undefined;
+  validAttachments: Attachment[] | null | undefined;
   /** DEL only (parseNetConfForDel): the config's mistake, read around; `settings` holds defaults for `unreadable`. */
   mistake?: ConfigMistake;
 }
@@ -191,9 +191,10 @@ export function parseShimSettings(keys: Record<string, unknown>, where: string):
 
 const AttachmentListSchema = z.array(z.looseObject({ containerID: z.string(), ifname: z.string() }));
 
-function readValidAttachments(raw: Record<string, unknown>): Attachment[] | undefined {
+/** The valid list (the legacy key when the current one holds none); null when a key is null, undefined when both are absent. */
+function readValidAttachments(raw: Record<string, unknown>): Attachment[] | null | undefined {
   const list = raw['cni.dev/valid-attachments'] ?? raw['cni.dev/attachments'];
-  if (list === undefined || list === null) return undefined;
+  if (list === undefined || list === null) return raw['cni.dev/valid-attachments'] === null || raw['cni.dev/attachments'] === null ? null : undefined;
   const r = AttachmentListSchema.safeParse(list);
   if (!r.success) throw new CniError(ErrorCode.InvalidNetworkConfig, 'invalid cni.dev/valid-attachments', { details: formatIssues(r.error.issues) });
   return r.data.map(({ containerID, ifname }) => ({ containerID, ifname }));

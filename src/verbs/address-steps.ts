@@ -1,10 +1,11 @@
-// What the shim does with every address it hands out or passes through, in both placements: every fix of the
-// registry (src/fixes/registry.ts) refuses, applies and verifies in turn. This module knows no fix by name.
+// What the verbs do with every address they hand out or pass through, in both placements: the registry's loop
+// (src/fixes/address-steps.ts, shared with `agent-ip allocate`) over this call's context, and the addresses a result
+// holds. This module knows no fix by name.
 import { CniError, ErrorCode } from '../cni/errors.js';
 import type { NetConf } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
 import type { AddressCall } from '../fixes/fix.js';
-import { FIXES } from '../fixes/registry.js';
+import * as steps from '../fixes/address-steps.js';
 import { tally, type VerbContext } from './context.js';
 import { addressProblem, canonicalIp } from '../net/ip.js';
 import type { Result } from '../cni/result.js';
@@ -35,14 +36,12 @@ export interface AddressContext {
 
 /** ADD, first: every fix's check of its settings (code 7), before the delegate allocates anything. */
 export function validateFixes(conf: NetConf): void {
-  for (const fix of FIXES) fix.validate?.(conf);
+  steps.validateFixes(conf);
 }
 
 /** IPAM slot: every fix's early reads, started now so they run while the delegate allocates. */
 export function prefetchFixes(ctx: VerbContext): Run {
-  let run = ctx.run;
-  for (const fix of FIXES) if (fix.prefetch) run = fix.prefetch(ctx.conf, run);
-  return run;
+  return steps.prefetchFixes(ctx.conf, ctx.run);
 }
 
 const callFor = (ctx: VerbContext, ips: string[], ac: AddressContext): AddressCall => ({
@@ -54,32 +53,17 @@ const callFor = (ctx: VerbContext, ips: string[], ac: AddressContext): AddressCa
   tally: (name, by) => tally(ctx.counters, name, by),
 });
 
-/**
- * Every fix's `hook` side by side (they touch different things); the first failure in registry order is
- * reported, whatever finished first.
- */
-async function each(call: AddressCall, hook: 'apply' | 'verify'): Promise<void> {
-  const settled = await Promise.allSettled(FIXES.map((fix) => fix[hook]?.(call)));
-  for (const s of settled) if (s.status === 'rejected') throw s.reason;
-}
-
 /** ADD: every fix refuses, then applies; throws a CniError when the address must not be used. */
 export async function prepareAddresses(ctx: VerbContext, ips: string[], ac: AddressContext): Promise<void> {
-  for (const fix of FIXES) fix.refuse?.(ctx.conf, ips);
-  await each(callFor(ctx, ips, ac), 'apply');
+  await steps.prepareAddresses(callFor(ctx, ips, ac));
 }
 
 /** CHECK: the same refusals, then every fix's read-only verification (the pod's own interfaces excepted). */
 export async function checkAddresses(ctx: VerbContext, ips: string[], ac: AddressContext = { ownDevs: [] }): Promise<void> {
-  for (const fix of FIXES) fix.refuse?.(ctx.conf, ips);
-  await each(callFor(ctx, ips, ac), 'verify');
+  await steps.checkAddresses(callFor(ctx, ips, ac));
 }
 
 /** STATUS: the first reason a fix gives that no ADD can succeed now, or undefined. */
 export function statusProblems(ctx: Pick<VerbContext, 'conf' | 'log'>): string | undefined {
-  for (const fix of FIXES) {
-    const problem = fix.status?.(ctx.conf, ctx.log);
-    if (problem) return problem;
-  }
-  return undefined;
+  return steps.statusProblems(ctx.conf, ctx.log);
 }

@@ -7,7 +7,9 @@ import { mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promise
 import { join } from 'node:path';
 import { CniRunner } from '../runner/runner.js';
 import { RUNTIMES, newRuntime, skipRuntime, type CniRuntime } from '../harness/runtimes.js';
-import { TestNet, rootOrSkip, uid } from '../helpers/netns.js';
+import { TestNet, inNs, rootOrSkip, uid } from '../helpers/netns.js';
+import { vnetBridge } from '../helpers/azure-vnet.js';
+import { runInNetns } from '../../src/effects/exec.js';
 import { shimKeys } from '../helpers/shim-conf.js';
 import { FIXTURE_BIN, PLUGIN_DIR, SHIM, hostLocalAllocations, invoke, scratch, shimBinDir } from '../helpers/cni.js';
 import { ErrorCode } from '../../src/cni/errors.js';
@@ -197,6 +199,112 @@ d('agent IPs', () => {
   });
 });
 
+d("agent IPs get every cure at allocation, as a pod's address at ADD", () => {
+  /** The shim's entry (chained, plugins[1]) with these keys and this delegate; the conflist rewritten. */
+  async function shimEntry(keys: Record<string, unknown>, delegate?: Record<string, unknown>) {
+    if (delegate) b.confList.plugins[0].ipam = delegate;
+    b.confList.plugins[1] = shimKeys({ dirs: b.s, keys, delegate: delegate ?? b.confList.plugins[1].delegate });
+    await writeFile(b.conflistPath, JSON.stringify(b.confList));
+  }
+  const recordFiles = async () =>
+    (await readdir(join(b.s.stateDir, b.network, 'records')).catch(() => [] as string[])).filter((n) => n.endsWith('.json'));
+
+  it('an address inside reservedCIDRs is refused (100) and released through the delegate: nothing leaked, nothing recorded', async () => {
+    const owner = `cure-${uid()}`;
+    // host-local hands out 10.77.0.10 first.
+    await shimEntry({ residue: { ebtables: false, neigh: false }, reservedCIDRs: ['10.77.0.10/32'] });
+    const refused = await agentIp('allocate', owner);
+    expect(refused.exitCode, refused.stderr + refused.stdout).toBe(3);
+    expect(refused.json).toMatchObject({ code: ErrorCode.ReservedAddress, error: expect.stringContaining('10.77.0.10') });
+    expect(await store()).toEqual([]);
+    expect(await recordFiles()).toEqual([]);
+    // The next allocate gets the next address, outside the reserved CIDR.
+    const next = await agentIp('allocate', owner);
+    expect(next.exitCode, next.stderr + next.stdout).toBe(0);
+    expect(next.json.ips).toEqual(['10.77.0.11']);
+    // Reserved since: the kept allocation is refused on the next allocate (a restart) and released too.
+    await shimEntry({ residue: { ebtables: false, neigh: false }, reservedCIDRs: ['10.77.0.8/29'] });
+    const later = await agentIp('allocate', owner);
+    expect(later.json).toMatchObject({ code: ErrorCode.ReservedAddress, error: expect.stringContaining('10.77.0.11') });
+    expect(await store()).toEqual([]);
+    expect(await recordFiles()).toEqual([]);
+  });
+
+  it("azure-vnet residue for the health address is removed: the peer's pings are lost before, answered after", async () => {
+    const owner = `cure-${uid()}`;
+    // The node: azure0 over the VNet's uplink (a client in `vnet`), host-local from 10.240.0.32, residue cure on.
+    const vnet = await vnetBridge(b.net, b.node);
+    const ipam = {
+      type: 'host-local',
+      dataDir: b.s.dataDir,
+      ranges: [[{ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' }]],
+    };
+    await shimEntry({}, ipam);
+    // azure-vnet's per-pod rules and PERMANENT neighbours for .32 (what the delegate will hand out) and .33.
+    const inNode = runInNetns(b.node);
+    const podRules = (ip: string, mac: string) => [
+      `-A PREROUTING -p ARP --arp-op Request --arp-ip-dst ${ip} -j arpreply --arpreply-mac ${mac} --arpreply-target DROP`,
+      `-A PREROUTING -p IPv4 -i eth0 --ip-dst ${ip} -j dnat --to-dst ${mac} --dnat-target ACCEPT`,
+    ];
+    const save = ['*nat', ...podRules('10.240.0.32', '0:d:3a:30:47:42'), ...podRules('10.240.0.33', '0:d:3a:30:47:33'), 'COMMIT', ''];
+    await inNode('ebtables-restore', ['--noflush'], { input: save.join('\n') });
+    await inNode('ip', ['neigh', 'add', '10.240.0.32', 'lladdr', '0:d:3a:30:47:42', 'dev', 'azure0', 'nud', 'permanent']);
+    await inNode('ip', ['neigh', 'add', '10.240.0.33', 'lladdr', '0:d:3a:30:47:33', 'dev', 'azure0', 'nud', 'permanent']);
+    // The health endpoint as cilium-agent wires it: a veth from the node into the owner's namespace.
+    const agentNs = `ipam-shim-agent-${owner}`;
+    b.owners.push(owner);
+    await execa('ip', ['netns', 'add', agentNs]);
+    await b.net.veth(agentNs, 'eth0', b.node, `hh${uid(4)}`);
+    const hostDev = (JSON.parse((await inNode('ip', ['-j', 'link', 'show', 'type', 'veth'])).stdout) as Array<{ ifname: string }>).find((l) =>
+      l.ifname.startsWith('hh'),
+    )!.ifname;
+    for (const args of [
+      ['link', 'set', 'lo', 'up'],
+      ['addr', 'add', '10.240.0.32/32', 'dev', 'eth0'],
+      ['route', 'add', '169.254.1.1', 'dev', 'eth0'],
+      ['route', 'add', 'default', 'via', '169.254.1.1', 'dev', 'eth0'],
+    ])
+      await inNs(agentNs, 'ip', args);
+    await inNode('ip', ['addr', 'add', '169.254.1.1/32', 'dev', hostDev]);
+    await inNode('ip', ['route', 'add', '10.240.0.32/32', 'dev', hostDev]);
+    const ping = async () => inNs(vnet, 'ping', ['-c', '3', '-i', '0.2', '-W', '1', '-q', '10.240.0.32'], { reject: false });
+
+    const before = await ping();
+    expect(before.exitCode).not.toBe(0);
+    expect(before.stdout).toContain('100% packet loss');
+
+    const out = await agentIp('allocate', owner);
+    expect(out.exitCode, out.stderr + out.stdout).toBe(0);
+    expect(out.json.ips).toEqual(['10.240.0.32']);
+    const after = await ping();
+    expect(after.exitCode, after.stdout).toBe(0);
+    expect(after.stdout).toContain(' 0% packet loss');
+    // .32's rules and neighbour are gone; .33's stay (not ours to touch).
+    const listing = (await inNode('ebtables', ['-t', 'nat', '-L', 'PREROUTING'])).stdout;
+    expect(listing).not.toMatch(/10\.240\.0\.32 /);
+    expect(listing.match(/10\.240\.0\.33 /g)).toHaveLength(2);
+    const neigh = (await inNode('ip', ['neigh', 'show', 'nud', 'permanent'])).stdout;
+    expect(neigh).not.toContain('10.240.0.32 ');
+    expect(neigh).toContain('10.240.0.33 ');
+  });
+
+  it('an IPv6 address gets the probe rewrite ensured', async () => {
+    const owner = `cure-${uid()}`;
+    const inNode = runInNetns(b.node);
+    await b.net.veth(b.node, 'eth0', await b.net.netns('lb'), 'eth0'); // the node's uplink
+    const ipam = { type: 'host-local', dataDir: b.s.dataDir, ranges: [[{ subnet: 'fd00:77::/64' }]] };
+    await shimEntry({ residue: { ebtables: false, neigh: false }, ipv6ProbeRewrite: 'on', uplink: 'eth0' }, ipam);
+    const table = () => inNode('nft', ['list', 'table', 'ip6', 'azureSLBProbe'], { check: false });
+    expect((await table()).exitCode).not.toBe(0);
+    const out = await agentIp('allocate', owner, ['--family', '6']);
+    expect(out.exitCode, out.stderr + out.stdout).toBe(0);
+    expect(out.json.ips[0]).toMatch(/^fd00:77::/);
+    const listed = await table();
+    expect(listed.exitCode, listed.stderr).toBe(0);
+    expect(listed.stdout).toContain('iifname "eth0"');
+  });
+});
+
 d('GC', () => {
   async function world(rt: CniRuntime = b.runner) {
     const agent = await agentIp('allocate', 'health');
@@ -227,25 +335,39 @@ d('GC', () => {
     });
   }
 
-  // No list is no evidence (upstream `cnitool gc` omits it): refused with 7, nothing released, as a malformed list is.
-  for (const [label, key] of [
-    ['a missing key', {}],
-    ['a null list', { 'cni.dev/valid-attachments': null }],
-    ['a null legacy list', { 'cni.dev/attachments': null }],
+  // No list is no attachment valid (issue 36), as typed Go plugins read it: CRI-O's nil slice after a reboot (libcni
+  // sends null), upstream `cnitool gc` (the key absent). The liveness guard keeps the living and the agent's.
+  for (const [label, key, form] of [
+    ['a missing key', {}, 'absent'],
+    ['a null list', { 'cni.dev/valid-attachments': null, 'cni.dev/attachments': null }, 'null'],
+    ['a null legacy list', { 'cni.dev/attachments': null }, 'null'],
   ] as const) {
-    it(`with ${label}: refused (7), nothing released; the same GC with a list then releases the dead`, async () => {
+    it(`with ${label}: no attachment valid: keeps the agent's and the living, releases the dead; the log says "${form}"`, async () => {
       const w = await world();
-      const before = await store();
       const out = await gcVerb(key);
-      expect(out.exitCode).not.toBe(0);
-      expect(out.json, out.stdout).toMatchObject({ code: ErrorCode.InvalidNetworkConfig, msg: expect.stringContaining('cni.dev/valid-attachments') });
-      expect(await store()).toEqual(before);
-      expect(await ledgerIps()).toContain(w.dead.ip);
-      expect((await gcVerb({ 'cni.dev/valid-attachments': [] })).exitCode).toBe(0);
-      expect(await store()).not.toContain(w.dead.ip);
-      expect(await store()).toContain(w.alive.ip);
+      expect(out.exitCode, out.stdout).toBe(0);
+      expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip].sort());
+      expect(await ledgerIps()).not.toContain(w.dead.ip);
+      const gcLines = (await readFile(b.s.logFile, 'utf8'))
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+        .filter((l) => l.msg === 'GC');
+      expect(gcLines.at(-1)).toMatchObject({ validList: form, released: 1, kept: 3, errors: 0 });
+      // Idempotent.
+      expect((await gcVerb(key)).exitCode).toBe(0);
+      expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip].sort());
     });
   }
+
+  it('a malformed list is still 7, nothing released', async () => {
+    const w = await world();
+    const before = await store();
+    const out = await gcVerb({ 'cni.dev/valid-attachments': 'all' });
+    expect(out.json, out.stdout).toMatchObject({ code: ErrorCode.InvalidNetworkConfig, msg: expect.stringContaining('cni.dev/valid-attachments') });
+    expect(await store()).toEqual(before);
+    expect(await ledgerIps()).toContain(w.dead.ip);
+  });
 
   it('a valid list without the agent never releases it; listed attachments are kept even if their netns is gone', async () => {
     const w = await world();

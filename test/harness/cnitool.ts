@@ -122,14 +122,18 @@ export class CnitoolRuntime {
   }
 
   /**
-   * libcni's GCNetworkList; `valid` undefined sends no list (the keys absent). libcni reports nothing but errors:
-   * `deleted` is what left this network's cache, `gcSent` whether the trace shows a GC verb.
+   * libcni's GCNetworkList; `valid` undefined passes no GCArgs (the keys absent), null GCArgs with a nil slice
+   * (`-valid null`: the keys null, as CRI-O's ocicni sends when no pod of the network survived). libcni reports
+   * nothing but errors: `deleted` is what left this network's cache, `gcSent` whether the trace shows a GC verb.
    */
-  async gc(valid?: Attachment[]): Promise<GcReport> {
+  async gc(valid?: Attachment[] | null): Promise<GcReport> {
     const key = (a: { containerID: string; ifname: string }) => `${a.containerID}\0${a.ifname}`;
     const before = (await this.cachedAttachments()).filter((c) => c.networkName === this.name);
     const seen = this.invocations.length;
-    const flags = valid === undefined ? [] : ['-valid', JSON.stringify(valid.map((a) => ({ containerID: a.containerID, ifname: a.ifname })))];
+    const flags =
+      valid === undefined
+        ? []
+        : ['-valid', valid === null ? 'null' : JSON.stringify(valid.map((a) => ({ containerID: a.containerID, ifname: a.ifname })))];
     let failure: unknown;
     await this.run('gc', flags).catch((e: unknown) => {
       failure = e;

@@ -140,13 +140,18 @@ describe('config', () => {
       'ipam.delegate.type: must be a plain plugin name (no "/")',
     );
   });
-  it('reads valid-attachments, falls back to the legacy key; absent or null is no list at all (GC refuses it), [] is an empty one', () => {
+  it('reads valid-attachments, falls back to the legacy key; absent (undefined) and null (null) are told apart for the log, [] is an empty list', () => {
     const a = [{ containerID: 'c', ifname: 'eth0' }];
     expect(parseNetConf({ ...chained, 'cni.dev/valid-attachments': a }).validAttachments).toEqual(a);
     expect(parseNetConf({ ...chained, 'cni.dev/attachments': a }).validAttachments).toEqual(a);
+    expect(parseNetConf({ ...chained, 'cni.dev/valid-attachments': null, 'cni.dev/attachments': a }).validAttachments).toEqual(a);
     expect(parseNetConf({ ...chained, 'cni.dev/valid-attachments': [] }).validAttachments).toEqual([]);
     expect(parseNetConf(chained).validAttachments).toBeUndefined();
-    expect(parseNetConf({ ...chained, 'cni.dev/valid-attachments': null }).validAttachments).toBeUndefined();
+    // libcni's GCArgs{ValidAttachments: nil} (CRI-O after a reboot) sends both keys null.
+    expect(parseNetConf({ ...chained, 'cni.dev/valid-attachments': null, 'cni.dev/attachments': null }).validAttachments).toBeNull();
+    expect(parseNetConf({ ...chained, 'cni.dev/valid-attachments': null }).validAttachments).toBeNull();
+    expect(parseNetConf({ ...chained, 'cni.dev/attachments': null }).validAttachments).toBeNull();
+    expect(codeOf(() => parseNetConf({ ...chained, 'cni.dev/valid-attachments': 'all' }))).toBe(7);
   });
   it('a network name is at most 255 bytes (it names the ledger directory): longer is 7', () => {
     expect(parseNetConf({ ...chained, name: 'n'.repeat(255) }).name).toHaveLength(255);

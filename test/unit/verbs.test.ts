@@ -196,6 +196,21 @@ describe('agent IPs', () => {
     expect(again).toMatchObject({ action: 'reallocated', ips: ['10.0.0.6'] });
     expect(f.delegate.calls.map((c) => c.command)).toEqual(['DEL', 'ADD', 'CHECK', 'DEL', 'ADD']);
   });
+
+  it("refuses an address inside reservedCIDRs (100), as ADD does: the delegate's allocation released, nothing recorded", async () => {
+    const f = fakes({ run: netnsOk });
+    const d = { ...deps(f), conf: parseNetConf(ipamConf({ reservedCIDRs: ['10.0.0.0/29'] })) };
+    expect(await codeOf(allocateAgentIp(d, 'node1'))).toBe(ErrorCode.ReservedAddress);
+    expect(f.delegate.calls.map((c) => c.command)).toEqual(['DEL', 'ADD', 'DEL']);
+    expect(f.ledger.records.size).toBe(0);
+  });
+
+  it('a bad fix setting is 7 before the delegate is asked anything', async () => {
+    const f = fakes({ run: netnsOk });
+    const d = { ...deps(f), conf: parseNetConf(ipamConf({ reservedCIDRs: ['10.0.0.0/33'] })) };
+    expect(await codeOf(allocateAgentIp(d, 'node1'))).toBe(ErrorCode.InvalidNetworkConfig);
+    expect(f.delegate.calls).toEqual([]);
+  });
 });
 
 describe('metrics gauges from the file ledger', () => {
