@@ -1,6 +1,6 @@
 // deploy/monitoring/ against the code and the DaemonSet, with the real promtool (Debian's `prometheus` package,
 // scripts/install-deps.sh): the PrometheusRule's rules pass `promtool check rules`, every alert passes its
-// `promtool test rules` case (test/fixtures/monitoring/alerts.test.yaml), every series an alert
+// `promtool test rules` case (test/fixtures/monitoring/alerts.test.yaml), every series an alert or a dashboard panel
 // reads is one the shim exposes (or the agents' `up`, under the job the PodMonitor gives them), the shipped shim
 // config writes the plugin's metrics where the agent reads them, the PodMonitor selects the DaemonSet's pods on its
 // `metrics` port, and the agent's /metrics body (its own series, build_info, the plugin's textfile with the duration
@@ -166,6 +166,61 @@ describe('deploy/shim-config.json: the plugin series every plugin alert reads ex
     const { metricsFile } = shippedSettings();
     for (const dir of ['/var/lib/node_exporter', '/var/lib/node-exporter', '/var/lib/prometheus/node-exporter'])
       expect(metricsFile!.startsWith(`${dir}/`), dir).toBe(false);
+  });
+});
+
+/** How every panel names its data source: Grafana's `${datasource}` variable (Grafana's syntax, not a JS template). */
+// biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's variable reference, kept literally
+const DATASOURCE = { type: 'prometheus', uid: '${datasource}' };
+
+describe('deploy/monitoring/grafana-dashboard.json', () => {
+  const dashboard = async (): Promise<Obj> => JSON.parse(await readFile(join(ROOT, 'deploy/monitoring/grafana-dashboard.json'), 'utf8')) as Obj;
+  const panels = async () => ((await dashboard()).panels as Obj[]).filter((p) => p.type !== 'row');
+
+  it("is a current Grafana's model with a datasource variable every panel and query uses", async () => {
+    const d = await dashboard();
+    expect(d.schemaVersion).toBeGreaterThanOrEqual(41);
+    expect(d.uid).toBe('ipam-shim');
+    const vars = d.templating.list as Obj[];
+    expect(vars.find((v) => v.name === 'datasource')).toMatchObject({ type: 'datasource', query: 'prometheus' });
+    for (const v of vars.filter((x) => x.type === 'query')) expect(v.datasource, v.name).toEqual(DATASOURCE);
+    const all = d.panels as Obj[];
+    expect(new Set(all.map((p) => p.id)).size).toBe(all.length);
+    for (const p of await panels()) {
+      expect(p.datasource, p.title).toEqual(DATASOURCE);
+      expect((p.targets as Obj[]).length, p.title).toBeGreaterThan(0);
+      for (const t of p.targets as Obj[]) expect(t.datasource, p.title).toEqual(DATASOURCE);
+      expect(p.gridPos.x + p.gridPos.w, p.title).toBeLessThanOrEqual(24);
+    }
+  });
+
+  it('reads only series the shim exposes, and shows calls, errors, p99, refusals, leaks, residue, passes, entry and up', async () => {
+    const job = await agentJob();
+    const read = new Set<string>();
+    for (const p of await panels())
+      for (const t of p.targets as Obj[]) {
+        const names = seriesRead(String(t.expr));
+        expect(names.length, p.title).toBeGreaterThan(0);
+        for (const n of names) {
+          expect(exposed(), `${p.title} reads ${n}`).toContain(n);
+          read.add(n);
+        }
+        for (const m of String(t.expr).matchAll(/\bup\{([^}]*)\}/g)) expect(m[1], p.title).toContain(`job="${job}"`);
+      }
+    for (const n of [
+      'ipam_shim_invocations_total',
+      'ipam_shim_errors_total',
+      'ipam_shim_cni_call_duration_seconds',
+      'ipam_shim_reserved_refusals_total',
+      'ipam_shim_agent_gc_leaked',
+      'ipam_shim_residue_removed_total',
+      'ipam_shim_agent_residue_removed_total',
+      'ipam_shim_agent_reconcile_passes_total',
+      'ipam_shim_agent_errors_total',
+      'ipam_shim_agent_conflist_entry_in_use',
+      'up',
+    ])
+      expect(read, n).toContain(n);
   });
 });
 
