@@ -45,6 +45,9 @@ const missing = enabled ? [...(await Promise.all([PROMETHEUS, NODE_EXPORTER].map
 if (missing.length && process.env.CI === 'true') throw new Error(`CI must have ${missing.join(', ')} (scripts/install-deps.sh installs them)`);
 if (missing.length) console.warn(`skipping monitoring e2e: ${missing.join(', ')} not installed (scripts/install-deps.sh)`);
 
+/** Set to a directory to also render the main panels' queries from this run's data to a PNG there (Debian's chromium). */
+const PNG_DIR = process.env.IPAM_SHIM_MONITORING_PNG;
+
 const port = () => 20_000 + Math.floor(Math.random() * 20_000);
 
 interface Proc {
@@ -254,6 +257,39 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
     const last = (await readFile(join(s.dataDir, network, 'last_reserved_ip.0'), 'utf8')).trim();
     const n = Number(last.split('.')[3]);
     return `10.240.0.${n >= 63 ? 32 : n + 1}`;
+  }
+
+  /**
+   * The main panels' queries on Prometheus' own graph page, rendered by headless chromium in the node netns (the
+   * docs' picture: the test's real data, not Grafana's rendering). Opt-in: IPAM_SHIM_MONITORING_PNG=<dir>.
+   */
+  async function screenshot(targets: Array<{ panel: string; expr: string }>, dir: string): Promise<void> {
+    const main = ['Calls by verb', 'Failed calls by code', 'Reserved refusals', 'Residue removed', 'Leaked addresses', 'Agent passes and errors'];
+    const picked = main.map((title) => targets.find((t) => t.panel === title)!);
+    const params = picked.flatMap((t, i) => {
+      const expr = t.expr.replaceAll('$__rate_interval', '30s').replaceAll('$job', AGENT_JOB).replaceAll('$instance', '.*');
+      return [`g${i}.expr=${encodeURIComponent(expr)}`, `g${i}.tab=0`, `g${i}.range_input=1m`];
+    });
+    const out = resolve(dir, 'monitoring-e2e.png');
+    await execa(
+      'ip',
+      [
+        'netns',
+        'exec',
+        node,
+        'chromium',
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        `--user-data-dir=${join(s.dir, 'chromium')}`,
+        '--window-size=1200,4450',
+        '--virtual-time-budget=10000',
+        `--screenshot=${out}`,
+        `http://127.0.0.1:${promPort}/classic/graph?${params.join('&')}`,
+      ],
+      { timeout: 60_000 },
+    );
+    console.log(`monitoring e2e: ${out} (${picked.map((t) => t.panel).join(', ')})`);
   }
 
   it('every alert returns nothing on a healthy node, and fires once its condition holds: on the agent and on node-exporter', async () => {
@@ -472,6 +508,7 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
       expect(out!.data, v.name).not.toEqual([]);
       if (v.name === 'job') expect(out!.data).toEqual([AGENT_JOB, 'node-exporter']);
     }
+    if (PNG_DIR) await screenshot(targets, PNG_DIR);
   });
 
   it('IpamShimAgentDown fires once the agent stops answering, IpamShimAgentAbsent once no agent target is left', async () => {
