@@ -1,9 +1,12 @@
 // deploy/monitoring/ against the code and the DaemonSet, with the real promtool (Debian's `prometheus` package,
 // scripts/install-deps.sh): the PrometheusRule's rules pass `promtool check rules`, every alert passes its
-// `promtool test rules` case (test/fixtures/monitoring/alerts.test.yaml), every series an alert reads is one the
-// shim exposes, the PodMonitor selects the DaemonSet's pods on its `metrics` port, and the agent's /metrics body
-// (its own series, build_info, the plugin's textfile with the duration histogram) passes `promtool check metrics`.
+// `promtool test rules` case (test/fixtures/monitoring/alerts.test.yaml), every series an alert or a dashboard panel
+// reads is one the shim exposes (or the agents' `up`, under the job the PodMonitor gives them), the shipped shim
+// config writes the plugin's metrics where the agent reads them, the PodMonitor selects the DaemonSet's pods on its
+// `metrics` port, and the agent's /metrics body (its own series, build_info, the plugin's textfile with the duration
+// histogram) passes `promtool check metrics`. test/e2e/monitoring.test.ts runs all of it in a real Prometheus.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -12,6 +15,9 @@ import { parse, parseAllDocuments, stringify } from 'yaml';
 import { AgentMetrics } from '../../src/agent/metrics.js';
 import { applyUpdate, FAMILIES, renderMetrics, type Update } from '../../src/metrics.js';
 import { ErrorCode } from '../../src/cni/errors.js';
+import { ShimSettingsSchema } from '../../src/cni/config.js';
+import { parseShimConfig } from '../../src/cli/install.js';
+import { daemonSet } from '../helpers/daemonset.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const RULES_TEST = join(ROOT, 'test/fixtures/monitoring/alerts.test.yaml');
@@ -96,14 +102,125 @@ describe('deploy/monitoring/prometheusrule.yaml against the code', () => {
     }
   });
 
-  it("reads only series the shim exposes (the plugin textfile's families, the agent's registry)", async () => {
-    const agent = new AgentMetrics();
-    const exposed = new Set([...Object.keys(FAMILIES), ...agent.registry.getMetricsAsArray().map((m) => m.name)]);
+  it("reads only series the shim exposes (the plugin textfile's families, the agent's registry), or its agents' up", async () => {
+    const job = await agentJob();
     for (const a of await alerts()) {
-      const names = [...String(a.expr).matchAll(/\b(ipam_shim_[a-z0-9_]+)/g)].map((m) => m[1]!.replace(/_(bucket|sum|count)$/, ''));
+      const names = seriesRead(String(a.expr));
       expect(names.length, a.alert).toBeGreaterThan(0);
-      for (const n of names) expect(exposed, `${a.alert} reads ${n}`).toContain(n);
+      for (const n of names) expect(exposed(), `${a.alert} reads ${n}`).toContain(n);
+      // `up` is every target's: only the agents' job is ours.
+      for (const m of String(a.expr).matchAll(/\bup\{([^}]*)\}/g)) expect(m[1], a.alert).toBe(`job="${job}"`);
     }
+  });
+
+  it('has an alert for an agent that does not answer and for no agent at all, and a `for:` on the agent-errors alert', async () => {
+    const job = await agentJob();
+    const byName = new Map((await alerts()).map((a) => [a.alert as string, a]));
+    expect(byName.get('IpamShimAgentDown')?.expr).toBe(`up{job="${job}"} == 0`);
+    expect(byName.get('IpamShimAgentAbsent')?.expr).toBe(`absent(up{job="${job}"})`);
+    // A new node's passes fail until cilium-agent writes its conflist (the startup probe allows 10 minutes).
+    expect(byName.get('IpamShimAgentErrors')?.for).toBe('20m');
+  });
+
+  it("names the DaemonSet's log file, never the plugin's default one", async () => {
+    const text = await readFile(join(ROOT, 'deploy/monitoring/prometheusrule.yaml'), 'utf8');
+    const logFile = shippedSettings().logFile;
+    expect(logFile).toBe('/var/log/ipam-shim/ipam-shim.log');
+    expect(text).not.toMatch(/\/var\/log\/ipam-shim\.log/);
+    expect(text).toContain(logFile);
+  });
+});
+
+const exposed = (() => {
+  let set: Set<string> | undefined;
+  return () => (set ??= new Set(['up', ...Object.keys(FAMILIES), ...new AgentMetrics().registry.getMetricsAsArray().map((m) => m.name)]));
+})();
+/** The series an expression reads (histogram suffixes dropped). */
+const seriesRead = (expr: string): string[] =>
+  [...expr.matchAll(/\b(ipam_shim_[a-z0-9_]+|up)\b/g)].map((m) => m[1]!.replace(/_(bucket|sum|count)$/, ''));
+/** deploy/shim-config.json as the plugin reads it (the ConfigMap's shim-config.json). */
+const shippedSettings = () => ShimSettingsSchema.parse(parseShimConfig(readFileSync(join(ROOT, 'deploy/shim-config.json'), 'utf8')));
+/** The job the PodMonitor gives the agents' series: the value of the pod label its jobLabel names. */
+async function agentJob(): Promise<string> {
+  const [pm] = await yamlDocs('deploy/monitoring/podmonitor.yaml');
+  const { ds } = await daemonSet();
+  const job = ds.spec.template.metadata.labels[pm!.spec.jobLabel as string] as string | undefined;
+  expect(job, `the pods' ${pm!.spec.jobLabel} label`).toBeTruthy();
+  return job!;
+}
+
+describe('deploy/shim-config.json: the plugin series every plugin alert reads exist', () => {
+  it("sets metricsFile to a .prom file on a host path the agent's container mounts (the agent serves it at /metrics)", async () => {
+    const { metricsFile } = shippedSettings();
+    expect(metricsFile, 'metricsFile unset: the plugin writes no series, and every alert on them watches nothing').toBeTruthy();
+    expect(metricsFile).toMatch(/\.prom$/);
+    const { mounts } = await daemonSet();
+    const mount = mounts.find((m) => m.volume.hostPath && metricsFile!.startsWith(`${m.mountPath}/`));
+    expect(mount, `${metricsFile} under a hostPath mount of the agent`).toBeTruthy();
+    // The same path on the host and in the container: the plugin (on the host) writes what the agent reads.
+    expect(mount!.volume.hostPath.path).toBe(mount!.mountPath);
+    expect(mount!.readOnly).toBe(false);
+  });
+
+  it("is not in a node-exporter textfile directory: the agent's /metrics is the one place (no series counted twice)", () => {
+    const { metricsFile } = shippedSettings();
+    for (const dir of ['/var/lib/node_exporter', '/var/lib/node-exporter', '/var/lib/prometheus/node-exporter'])
+      expect(metricsFile!.startsWith(`${dir}/`), dir).toBe(false);
+  });
+});
+
+/** How every panel names its data source: Grafana's `${datasource}` variable (Grafana's syntax, not a JS template). */
+// biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's variable reference, kept literally
+const DATASOURCE = { type: 'prometheus', uid: '${datasource}' };
+
+describe('deploy/monitoring/grafana-dashboard.json', () => {
+  const dashboard = async (): Promise<Obj> => JSON.parse(await readFile(join(ROOT, 'deploy/monitoring/grafana-dashboard.json'), 'utf8')) as Obj;
+  const panels = async () => ((await dashboard()).panels as Obj[]).filter((p) => p.type !== 'row');
+
+  it("is a current Grafana's model with a datasource variable every panel and query uses", async () => {
+    const d = await dashboard();
+    expect(d.schemaVersion).toBeGreaterThanOrEqual(41);
+    expect(d.uid).toBe('ipam-shim');
+    const vars = d.templating.list as Obj[];
+    expect(vars.find((v) => v.name === 'datasource')).toMatchObject({ type: 'datasource', query: 'prometheus' });
+    for (const v of vars.filter((x) => x.type === 'query')) expect(v.datasource, v.name).toEqual(DATASOURCE);
+    const all = d.panels as Obj[];
+    expect(new Set(all.map((p) => p.id)).size).toBe(all.length);
+    for (const p of await panels()) {
+      expect(p.datasource, p.title).toEqual(DATASOURCE);
+      expect((p.targets as Obj[]).length, p.title).toBeGreaterThan(0);
+      for (const t of p.targets as Obj[]) expect(t.datasource, p.title).toEqual(DATASOURCE);
+      expect(p.gridPos.x + p.gridPos.w, p.title).toBeLessThanOrEqual(24);
+    }
+  });
+
+  it('reads only series the shim exposes, and shows calls, errors, p99, refusals, leaks, residue, passes, entry and up', async () => {
+    const job = await agentJob();
+    const read = new Set<string>();
+    for (const p of await panels())
+      for (const t of p.targets as Obj[]) {
+        const names = seriesRead(String(t.expr));
+        expect(names.length, p.title).toBeGreaterThan(0);
+        for (const n of names) {
+          expect(exposed(), `${p.title} reads ${n}`).toContain(n);
+          read.add(n);
+        }
+        for (const m of String(t.expr).matchAll(/\bup\{([^}]*)\}/g)) expect(m[1], p.title).toContain(`job="${job}"`);
+      }
+    for (const n of [
+      'ipam_shim_invocations_total',
+      'ipam_shim_errors_total',
+      'ipam_shim_cni_call_duration_seconds',
+      'ipam_shim_reserved_refusals_total',
+      'ipam_shim_agent_gc_leaked',
+      'ipam_shim_residue_removed_total',
+      'ipam_shim_agent_residue_removed_total',
+      'ipam_shim_agent_reconcile_passes_total',
+      'ipam_shim_agent_errors_total',
+      'ipam_shim_agent_conflist_entry_in_use',
+      'up',
+    ])
+      expect(read, n).toContain(n);
   });
 });
 
@@ -113,6 +230,8 @@ describe('deploy/monitoring/podmonitor.yaml', () => {
     const ds = (await yamlDocs('deploy/daemonset.yaml')).find((m) => m.kind === 'DaemonSet')!;
     expect(pm).toMatchObject({ apiVersion: 'monitoring.coreos.com/v1', kind: 'PodMonitor' });
     expect(pm!.spec.namespaceSelector.matchNames).toEqual([ds.metadata.namespace]);
+    // The job the rules and the dashboard read (up{job="ipam-shim"}): a label every agent pod carries.
+    expect(ds.spec.template.metadata.labels[pm!.spec.jobLabel]).toBe('ipam-shim');
     expect(ds.spec.template.metadata.labels).toMatchObject(pm!.spec.selector.matchLabels);
     const ports = (ds.spec.template.spec.containers as Obj[]).flatMap((c) => (c.ports ?? []) as Obj[]);
     for (const ep of pm!.spec.podMetricsEndpoints as Obj[]) {
