@@ -17,6 +17,8 @@ const FIX_PARTS = [
   'conflist\\.ts',
   'log\\.ts',
   'spans\\.ts',
+  // How a value from outside is shown on an operator's terminal (a fix's doctor check and command print them).
+  'terminal\\.ts',
   // OpenNetwork, which a fix's doctor check is handed.
   'network/',
   'doctor/check\\.ts',
@@ -32,7 +34,7 @@ const FIX_PARTS = [
 ];
 
 /** What every caller of the fixes (verbs, doctor, the agent, the CLI) may use. */
-const CALLER_BASE = ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts', 'fixes/'];
+const CALLER_BASE = ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts', 'terminal\\.ts', 'fixes/'];
 
 /** Who may import whom: key = the importing folder (or file) under src/, value = what it may import. */
 const MAY_IMPORT = {
@@ -40,6 +42,8 @@ const MAY_IMPORT = {
   'cni/': [],
   'net/': [],
   'spans\\.ts': [],
+  // Escaping what reaches an operator's terminal: a leaf the CLI, doctor and the fixes' printers share.
+  'terminal\\.ts': [],
   'startup\\.ts': [],
   // The ledger's domain: what a record is, whose it is, the store's interface. No file is touched here.
   'ledger/': ['cni/', 'net/'],

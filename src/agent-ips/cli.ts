@@ -4,6 +4,7 @@ import { agentIpOwner } from '../ledger/owner.js';
 import { allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from './allocate.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../cli/network.js';
 import { parseArgv, UsageError, type Command } from '../cli/command.js';
+import { shown } from '../terminal.js';
 
 const USAGE = `ipam-shim agent-ip allocate --owner NAME [--family 4|6|dual (default: whatever the delegate hands out)] [--wait SECONDS]
 ipam-shim agent-ip release  --owner NAME
@@ -65,9 +66,9 @@ export const agentIpCommand: Command = {
       const text = rows.length
         ? [
             'OWNER\tIPS\tSTATE\tUPDATED',
-            ...rows.map((r) => `${r.owner ?? `(${r.containerID})`}\t${r.ips.join(',') || '-'}\t${r.state}\t${r.updatedAt}`),
+            ...rows.map((r) => [r.owner ?? `(${r.containerID})`, r.ips.join(',') || '-', r.state, r.updatedAt].map(shown).join('\t')),
           ].join('\n')
-        : `no agent IPs in network ${net.conf.name}`;
+        : `no agent IPs in network ${shown(net.conf.name)}`;
       return { data: { network: net.conf.name, agentIPs: rows }, text, exitCode: 0 };
     }
     if (!net.delegate) {
@@ -81,12 +82,14 @@ export const agentIpCommand: Command = {
       const out = await releaseAgentIp(deps, values.owner!);
       return {
         data: out,
-        text: out.released.length ? `released ${out.released.join(', ')}` : `nothing recorded for owner ${out.owner}; delegate DEL sent anyway`,
+        text: out.released.length
+          ? `released ${out.released.join(', ')}`
+          : `nothing recorded for owner ${shown(out.owner)}; delegate DEL sent anyway`,
         exitCode: 0,
       };
     }
     const out = await allocateAgentIp(deps, values.owner!, family);
-    const text = `${out.ips.join(' ')}\n${out.action}${out.note ? `: ${out.note}` : ''} (container ID ${out.containerID}, network ${out.network})`;
+    const text = `${out.ips.join(' ')}\n${out.action}${out.note ? `: ${shown(out.note)}` : ''} (container ID ${shown(out.containerID)}, network ${shown(out.network)})`;
     return { data: out, text, exitCode: 0 };
   },
 };

@@ -2,7 +2,9 @@
 // /readyz (the shim is installed where the runtime reads it and the last pass completed; a JSON body says why
 // not). Loopback by default: the DaemonSet's hostNetwork pod sets the port.
 import { createServer, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 import type { EntryInUse } from '../conflist.js';
+import { admit, type Held } from './admission.js';
 import type { AgentMetrics } from './metrics.js';
 
 /** The last pass as readiness sees it: completed = the shim's network opened and the pass ran to its end. */
@@ -42,17 +44,23 @@ export function parseListen(text: string): { host: string; port: number } {
 }
 
 /**
- * Connections served at once; more are closed as they arrive (Node's server.maxConnections). Prometheus and the
- * kubelet's probes need a few; without a cap every open connection costs the agent a descriptor (toward its
- * RLIMIT_NOFILE) and a socket for as long as the client keeps it.
+ * Connections open at once. Prometheus and the kubelet's probes need a few; without a cap every open connection
+ * costs the agent a descriptor (toward its RLIMIT_NOFILE) and a socket for as long as the client keeps it. A
+ * full port makes room by closing an idle connection of the heaviest source (src/agent/admission.ts).
  */
 export const MAX_CONNECTIONS = 64;
 /**
- * A connection that has not sent a whole request within this, or has been idle this long, is closed: idle or
- * trickling clients hold no slot for long. One value for the three: with a header timeout shorter than the idle
- * timeout, Node 24 never closed a connection that sent nothing at all (measured).
+ * Connections one address may hold at once: a pod flooding the port (it is on the node's address) holds this
+ * many, the kubelet's probes come from the node's own address and Prometheus from its pod's.
  */
-const CLIENT_TIMEOUT_MS = 10_000;
+export const MAX_PER_SOURCE = 16;
+/**
+ * A connection that has not sent a whole request within this, or has been idle this long, is closed: idle or
+ * trickling clients hold no slot for long (the kubelet sends its probe at once). One value for the three: with a
+ * header timeout shorter than the idle timeout, Node 24 never closed a connection that sent nothing at all
+ * (measured).
+ */
+const CLIENT_TIMEOUT_MS = 5_000;
 
 /** Why the agent is not ready (the JSON body's `reason`), checked in this order. */
 type NotReady = 'not-installed' | 'no-pass-yet' | 'pass-incomplete';
@@ -110,9 +118,9 @@ export async function startHttp(listen: { host: string; port: number }, metrics:
     },
   );
   server.keepAliveTimeout = 5_000;
-  server.maxConnections = MAX_CONNECTIONS;
   // A connection that sends nothing at all is not a request the header timeout sees: closed when idle as long.
   server.timeout = CLIENT_TIMEOUT_MS;
+  limitConnections(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(listen.port, listen.host, () => {
@@ -121,4 +129,48 @@ export async function startHttp(listen: { host: string; port: number }, metrics:
     });
   });
   return server;
+}
+
+/** An open connection: its socket, its peer, whether a request is being served on it. */
+interface Conn extends Held {
+  socket: Socket;
+  requests: number;
+}
+
+/**
+ * Admission (src/agent/admission.ts) on every connection the server accepts. Node's own server.maxConnections
+ * closes the newcomer, whoever it is: 64 idle clients of one pod kept the kubelet's probes out.
+ */
+function limitConnections(server: Server): void {
+  // Oldest activity first: a connection moves to the end when it arrives and when its last request ends.
+  const open = new Map<Socket, Conn>();
+  server.on('connection', (socket: Socket) => {
+    const source = socket.remoteAddress ?? '?';
+    const victim = admit([...open.values()], source, { total: MAX_CONNECTIONS, perSource: MAX_PER_SOURCE });
+    if (victim === 'newcomer') {
+      socket.destroy();
+      return;
+    }
+    if (victim) {
+      open.delete(victim.socket);
+      victim.socket.destroy();
+    }
+    const conn: Conn = { socket, source, busy: false, requests: 0 };
+    open.set(socket, conn);
+    socket.once('close', () => open.delete(socket));
+  });
+  server.on('request', (req, res) => {
+    const conn = open.get(req.socket as Socket);
+    if (!conn) return;
+    conn.requests++;
+    conn.busy = true;
+    res.once('close', () => {
+      conn.requests--;
+      conn.busy = conn.requests > 0;
+      if (!conn.busy && open.has(conn.socket)) {
+        open.delete(conn.socket);
+        open.set(conn.socket, conn);
+      }
+    });
+  });
 }

@@ -9,6 +9,7 @@ import { failedCheck, type Finding, type NodeView } from '../doctor/check.js';
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { CniError } from '../cni/errors.js';
 import { DEFAULT_CNI_PATH, type OpenNetwork } from '../network/open.js';
+import { shown } from '../terminal.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
 import { Exit, parseArgv, type Command } from './command.js';
 
@@ -67,12 +68,13 @@ export const doctorCommand: Command = {
 
 const MARK: Record<Finding['verdict'], string> = { ok: 'ok     ', warn: 'WARN   ', problem: 'PROBLEM', skipped: 'skipped' };
 
+/** The findings as text: a finding's summary and fix are one line each, whatever pod or file name they quote. */
 function render(network: string | null, path: string, findings: Finding[]): string {
-  const lines = [network ? `network ${network} (${path})` : `no shim network (looked in ${path})`, ''];
+  const lines = [network ? `network ${shown(network)} (${shown(path)})` : `no shim network (looked in ${shown(path)})`, ''];
   const width = Math.max(5, ...findings.map((f) => f.check.length));
   for (const f of findings) {
-    lines.push(`${MARK[f.verdict]}  ${f.check.padEnd(width)}  ${f.summary}`);
-    if (f.fix && f.verdict !== 'ok') lines.push(`${' '.repeat(9 + width)}  fix: ${f.fix}`);
+    lines.push(`${MARK[f.verdict]}  ${f.check.padEnd(width)}  ${shown(f.summary)}`);
+    if (f.fix && f.verdict !== 'ok') lines.push(`${' '.repeat(9 + width)}  fix: ${shown(f.fix)}`);
   }
   const bad = findings.filter((f) => f.verdict === 'problem' || f.verdict === 'warn').length;
   lines.push('', bad ? `${bad} finding(s) need attention` : 'all checks passed');

@@ -3,6 +3,7 @@
 import { attachmentName } from '../cni/config.js';
 import { DEFAULT_CACHE_DIR, gcFromCache } from '../gc/from-cache.js';
 import type { GcReport } from '../gc/run-gc.js';
+import { shown } from '../terminal.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
 import { parseArgv, UsageError, type Command } from './command.js';
 
@@ -79,10 +80,11 @@ export const gcCommand: Command = {
       })),
     ];
     const text = [
-      `network ${net.conf.name}: ${valid.length} cached attachment(s), ${report.plan.kept.length} kept, ${report.plan.release.length} ${apply ? 'to release' : refused ? 'would be released, but nothing is (refused)' : 'would be released (dry run; --apply to release)'}`,
-      ...(refused ? [`REFUSED: ${refused}`] : []),
-      ...rows.map((r) => `${r.action.padEnd(13)} ${attachmentName(r)}  ${r.ips.join(',') || '-'}  (${r.why})`),
-      ...report.errors.map((e) => `error ${e.code}: ${e.attachment ? `${attachmentName(e.attachment)}: ` : ''}${e.error}`),
+      `network ${shown(net.conf.name)}: ${valid.length} cached attachment(s), ${report.plan.kept.length} kept, ${report.plan.release.length} ${apply ? 'to release' : refused ? 'would be released, but nothing is (refused)' : 'would be released (dry run; --apply to release)'}`,
+      ...(refused ? [`REFUSED: ${shown(refused)}`] : []),
+      // The container IDs and interface names are the runtime's cache's: one line per attachment, escaped.
+      ...rows.map((r) => `${shown(r.action).padEnd(13)} ${shown(attachmentName(r))}  ${r.ips.join(',') || '-'}  (${shown(r.why)})`),
+      ...report.errors.map((e) => `error ${e.code}: ${e.attachment ? `${shown(attachmentName(e.attachment))}: ` : ''}${shown(e.error)}`),
     ].join('\n');
     return {
       data: {

@@ -5,6 +5,7 @@ import { commandHelp, Exit, ProblemFound, UsageError, type Command } from './com
 import { ABOUT } from '../cni/skel.js';
 import { versionJson, versionText } from './version.js';
 import { FIXES } from '../fixes/registry.js';
+import { forTerminal } from '../terminal.js';
 
 /**
  * Each command's module, loaded only when it runs (none of them is on the CNI call's path: src/main.ts): the
@@ -74,7 +75,16 @@ async function unknownCommand(name: string): Promise<CliOutcome> {
   return { stdout: '', stderr: `ipam-shim: unknown command "${name}"${hint}\n`, exitCode: Exit.USAGE };
 }
 
+/**
+ * Every command's output as it reaches the operator's terminal: no control character but the layout's own
+ * newlines and tabs (the printers show each value from outside through shown(); this catches what one missed).
+ */
 export async function runCli(argv: string[], env: NodeJS.ProcessEnv): Promise<CliOutcome> {
+  const out = await outcome(argv, env);
+  return { ...out, stdout: forTerminal(out.stdout), stderr: forTerminal(out.stderr) };
+}
+
+async function outcome(argv: string[], env: NodeJS.ProcessEnv): Promise<CliOutcome> {
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h') return { stdout: await help(), stderr: '', exitCode: Exit.OK };
   if (name === 'help') {

@@ -5,6 +5,7 @@ import { CniError } from '../cni/errors.js';
 import { createLogger } from '../log.js';
 import { DEFAULT_CNI_PATH } from '../network/open.js';
 import { asUsage, parseArgv, ProblemFound, UsageError, type Command, type CommandOutput } from './command.js';
+import { shown } from '../terminal.js';
 import { checkSource, defaultSource, installBinary } from '../install/binary.js';
 import { installConflist, renderConflist, validateShimKeys, type ConflistOutcome } from '../install/conflist.js';
 import { uninstall, watchInstall } from '../install/install.js';
@@ -149,10 +150,11 @@ export const installCommand: Command = {
     const binary = await installBinary(source, binDir);
     const conflist = await installConflist(confDir, shimKeys);
     const ok = conflist.action !== 'missing';
-    const text = [`binary: ${binary.path} ${binary.action}`, conflistLine(conflist, confDir)];
+    // File names and parse errors are the node's: one line each, escaped.
+    const text = [`binary: ${shown(binary.path)} ${binary.action}`, shown(conflistLine(conflist, confDir))];
     // A file that does not parse may be the very conflist we are after: name it and why, so it gets fixed.
-    for (const u of conflist.unreadable ?? []) text.push(`cannot parse ${u.path}: ${u.error}`);
-    for (const w of conflist.warnings ?? []) text.push(`warning: ${w}`);
+    for (const u of conflist.unreadable ?? []) text.push(`cannot parse ${shown(u.path)}: ${shown(u.error)}`);
+    for (const w of conflist.warnings ?? []) text.push(`warning: ${shown(w)}`);
     if (!ok) {
       text.push(
         conflist.unreadable?.length
@@ -180,10 +182,10 @@ export const uninstallCommand: Command = {
       keepBinary: Boolean(v['keep-binary']),
     });
     const lines = out.conflists.length
-      ? out.conflists.map((c) => `conflist: ${c.path}: removed ${c.removed} shim entr${c.removed === 1 ? 'y' : 'ies'}`)
+      ? out.conflists.map((c) => `conflist: ${shown(c.path)}: removed ${c.removed} shim entr${c.removed === 1 ? 'y' : 'ies'}`)
       : ['conflist: no chained shim entry found'];
-    lines.push(`binary: ${out.binary.path} ${out.binary.action}`);
-    if (out.stillReferenced.length) lines.push(`still referenced by ${out.stillReferenced.join(', ')}: binary kept`);
+    lines.push(`binary: ${shown(out.binary.path)} ${out.binary.action}`);
+    if (out.stillReferenced.length) lines.push(`still referenced by ${out.stillReferenced.map(shown).join(', ')}: binary kept`);
     return { data: out, text: lines.join('\n'), exitCode: 0 };
   },
 };

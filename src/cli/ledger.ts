@@ -1,6 +1,7 @@
 // `ipam-shim ledger`: what the shim has recorded on this node, one line per attachment: the pod (from the
 // runtime's CNI_ARGS at ADD), its addresses, owner, placement, state and age. Read-only.
 import type { LedgerRecord } from '../ledger/record.js';
+import { shown } from '../terminal.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
 import { Exit, parseArgv, type Command } from './command.js';
 
@@ -44,24 +45,18 @@ export const ledgerCommand: Command = {
       updatedAt: r.updatedAt,
       ageSeconds: Math.max(0, Math.round((now - Date.parse(r.createdAt)) / 1000)),
     }));
-    const head = `network ${net.conf.name} (${net.shim.path}): ${records.length} attachment(s) in ${net.ledger.dir}`;
-    const rows = attachments.map((a, i) => [
-      shortId(a.containerID),
-      a.ifname,
-      podName(records[i]!),
-      a.ips.join(',') || '-',
-      a.owner,
-      a.placement,
-      a.state,
-      age(a.ageSeconds),
-    ]);
+    const head = `network ${shown(net.conf.name)} (${shown(net.shim.path)}): ${records.length} attachment(s) in ${shown(net.ledger.dir)}`;
+    // Every cell came from outside (CNI_ARGS, the runtime's container ID, the record file): one line each, escaped.
+    const rows = attachments.map((a, i) =>
+      [shortId(a.containerID), a.ifname, podName(records[i]!), a.ips.join(',') || '-', a.owner, a.placement, a.state, age(a.ageSeconds)].map(shown),
+    );
     const header = ['CONTAINER', 'IFNAME', 'POD', 'ADDRESSES', 'OWNER', 'PLACEMENT', 'STATE', 'AGE'];
     const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c]!.length)));
     const table = [header, ...rows].map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join('  '));
     const text = [
       head,
       ...(rows.length ? ['', ...table] : []),
-      ...corrupt.map((p) => `UNREADABLE ${p} (GC releases nothing while it is there; doctor's state-dir check says why)`),
+      ...corrupt.map((p) => `UNREADABLE ${shown(p)} (GC releases nothing while it is there; doctor's state-dir check says why)`),
     ].join('\n');
     return {
       data: { network: net.conf.name, conflist: net.shim.path, dir: net.ledger.dir, attachments, unreadable: corrupt },

@@ -6,6 +6,7 @@ import { CLUSTER_POOL, InputError, type ReservedEntry } from '../plan/inputs.js'
 import { type PlanRequest, PlanRequestError, type PlanSources, planInputOf, requestOf } from '../plan/request.js';
 import { parseCidr } from '../net/cidr.js';
 import { type Command, type CommandOutput, asUsage, parseArgv, UsageError } from './command.js';
+import { shown } from '../terminal.js';
 
 const USAGE = `ipam-shim plan [--values FILE] [--ciliumnodes FILE] [--ippools FILE] [--azure-subnets FILE]…
               [--pool CIDR[,CIDR…]] [--node-mask N] [--node-mask-v6 N] [--reserved CIDR[,CIDR…]] [--allocated K] [--json]
@@ -79,7 +80,7 @@ export const planCommand: Command = {
     const body =
       req.mode === CLUSTER_POOL
         ? renderPlan(planned[0]!.plan, names)
-        : planned.map((p) => `pool ${p.spec.name} (${p.spec.source})\n${indent(renderPlan(p.plan, names))}`).join('\n');
+        : planned.map((p) => `pool ${shown(p.spec.name)} (${shown(p.spec.source)})\n${indent(renderPlan(p.plan, names))}`).join('\n');
     return { data, text: head + body, exitCode: collision ? 1 : 0 };
   },
 };
@@ -137,10 +138,12 @@ function reservedNames(reserved: ReservedEntry[]): Map<string, string> {
 }
 
 function renderInputs(req: PlanRequest): string {
-  const lines = req.files.map((f) => `${f.flag} ${f.source}: ${f.summary}`);
+  const lines = req.files.map((f) => `${f.flag} ${shown(f.source)}: ${shown(f.summary)}`);
   if (req.defaulted.length) lines.push(`Cilium's defaults for: ${req.defaulted.join(', ')}`);
   if (req.held?.pending.length)
-    lines.push(`CiliumNodes holding no node CIDR yet: ${req.held.pending.slice(0, 10).join(', ')}${req.held.pending.length > 10 ? ' …' : ''}`);
+    lines.push(
+      `CiliumNodes holding no node CIDR yet: ${req.held.pending.slice(0, 10).map(shown).join(', ')}${req.held.pending.length > 10 ? ' …' : ''}`,
+    );
   return lines.length ? `${lines.join('\n')}\n\n` : '';
 }
 
@@ -173,7 +176,8 @@ export function renderPlan(plan: Plan, names: Map<string, string> = new Map()): 
 }
 
 function renderFamily(f: FamilyPlan, names: Map<string, string>): string {
-  const named = (cidr: string) => (names.has(cidr) ? `${cidr} ${names.get(cidr)}` : cidr);
+  // Subnet names are Azure's, file names and pool names the operator's: escaped where they are shown.
+  const named = (cidr: string) => (names.has(cidr) ? `${cidr} ${shown(names.get(cidr)!)}` : cidr);
   const at = (p: { index: bigint; nodeCidr: string; reserved: string }) => `index ${p.index} (${p.nodeCidr} over ${named(p.reserved)})`;
   const lines: string[] = [];
   const pools = f.entries.map((e) => e.cidr).join(', ');
@@ -220,7 +224,7 @@ function renderFamily(f: FamilyPlan, names: Map<string, string>): string {
     if (f.truncated) lines.push(`  … ${f.collisionRangeCount - f.collisions.length} more ranges not listed`);
   }
   if (f.reservedOutsidePool) lines.push(`  ${f.reservedOutsidePool} reserved IPv${f.family} CIDR(s) lie outside the pool`);
-  for (const w of f.warnings) lines.push(`  warning: ${w}`);
+  for (const w of f.warnings) lines.push(`  warning: ${shown(w)}`);
   return lines.join('\n');
 }
 

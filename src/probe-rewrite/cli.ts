@@ -12,6 +12,7 @@ import { PROBE_TABLE, safeUplinkName } from './ruleset.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from '../cli/command.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from '../cli/network.js';
 import type { OpenNetwork } from '../network/open.js';
+import { shown } from '../terminal.js';
 
 const USAGE = [
   'ipam-shim probe-rewrite ensure | remove | status [--uplink DEV] [--probe-source IP] [--probe-global IP]',
@@ -79,7 +80,7 @@ export const probeRewriteCommand: Command = {
       net?.log.info({ wasPresent }, 'probe-rewrite remove (CLI)');
       const a = await assessProbeRewrite(ctx.run, input);
       const note = !removed.available
-        ? `nftables not usable (${removed.reason}): nothing to remove`
+        ? `nftables not usable (${shown(removed.reason)}): nothing to remove`
         : wasPresent
           ? `removed table ip6 ${PROBE_TABLE}; nothing else was touched`
           : `table ip6 ${PROBE_TABLE} was not there; nothing to remove`;
@@ -102,11 +103,11 @@ export const probeRewriteCommand: Command = {
     const notes = [
       before.verdict === 'ok'
         ? `table ip6 ${PROBE_TABLE} was already as expected; reinstalled (counters reset)`
-        : `installed table ip6 ${PROBE_TABLE} on ${uplink}`,
+        : `installed table ip6 ${PROBE_TABLE} on ${shown(uplink)}`,
       ...(a.verdict === 'handled-by-bpf'
         ? ['note: a BPF program on the uplink handles probes already; ipv6-hp-bpf deletes this table when it (re)starts']
         : []),
-      ...(a.mode === 'off' ? [`note: ipv6ProbeRewrite is off in ${a.settingsFrom}: the shim itself will not keep it in place`] : []),
+      ...(a.mode === 'off' ? [`note: ipv6ProbeRewrite is off in ${shown(a.settingsFrom ?? '')}: the shim itself will not keep it in place`] : []),
     ];
     const matches = a.status.available && a.status.tablePresent && a.status.matchesExpected;
     return {
@@ -187,26 +188,27 @@ function toJson(action: Action, a: ProbeAssessment) {
 function render(action: Action, a: ProbeAssessment, conflist: string | undefined): string {
   const s = a.status;
   const state = !s.available
-    ? `nftables unavailable (${s.reason})`
+    ? `nftables unavailable (${shown(s.reason)})`
     : s.state === 'handled-by-bpf'
       ? `handled by BPF on the uplink${s.tablePresent ? ` (table present too, ${s.matchesExpected ? 'matching' : 'not matching'})` : ''}`
       : s.state === 'present'
         ? `present, ${s.matchesExpected ? 'matches the expected ruleset' : 'DRIFTED from the expected ruleset'}`
         : 'absent';
   const lines = [
-    `IPv6 probe rewrite: table ip6 ${PROBE_TABLE}${a.uplink ? ` on uplink ${a.uplink}` : ' (no uplink found)'}`,
+    // The uplink's name is the node's, the settings' file name the operator's: each shown on its line, escaped.
+    `IPv6 probe rewrite: table ip6 ${PROBE_TABLE}${a.uplink ? ` on uplink ${shown(a.uplink)}` : ' (no uplink found)'}`,
     `  state:     ${state}`,
     `  rewrite:   ${a.probeSource} → ${a.probeGlobal} (in), back (out)`,
   ];
   if (s.available && s.tablePresent)
     lines.push(`  counters:  prerouting ${fmtCounter(s.counters.prerouting)}, postrouting ${fmtCounter(s.counters.postrouting)}`);
-  const source = a.settingsFrom ? `from ${a.settingsFrom}` : 'built-in defaults (no shim conflist found)';
+  const source = a.settingsFrom ? `from ${shown(a.settingsFrom)}` : 'built-in defaults (no shim conflist found)';
   const addrs = a.ipv6Addresses === null ? '' : `, ${a.ipv6Addresses} IPv6 address(es) in the ledger`;
   lines.push(`  settings:  ipv6ProbeRewrite=${a.mode}, ${source}${addrs}`);
   if (action === 'status') {
-    lines.push(`  verdict:   ${a.problem ? 'PROBLEM: ' : ''}${describeAssessment(a)}`);
+    lines.push(`  verdict:   ${a.problem ? 'PROBLEM: ' : ''}${shown(describeAssessment(a))}`);
     const fix = fixFor(a, conflist);
-    if (a.problem && fix) lines.push(`  fix:       ${fix}`);
+    if (a.problem && fix) lines.push(`  fix:       ${shown(fix)}`);
   }
   return lines.join('\n');
 }

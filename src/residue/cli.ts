@@ -23,6 +23,7 @@ import type { OpenNetwork } from '../network/open.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from '../cli/command.js';
 import { readNodeFacts } from './clean.js';
 import { refusal } from './cleanable.js';
+import { shown } from '../terminal.js';
 
 const USAGE = [
   'ipam-shim residue scan  [--ip IP …] [--ebtables-backend LIST] [--conflist PATH | --conf-dir DIR] [--network NAME] [--json]',
@@ -164,21 +165,21 @@ export const residueCommand: Command = {
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 // The program that lists/deletes the rule, so the line reads as the command that shows it.
 const ruleCmd = (x: RuleView) =>
-  `${x.backend === 'nft' ? 'ebtables-nft' : x.backend === 'legacy' ? 'ebtables-legacy' : 'ebtables'} -t nat PREROUTING ${x.text}`;
-const neighText = (n: NeighbourView) => `${n.ip} dev ${n.dev}${n.mac ? ` lladdr ${n.mac}` : ''} ${n.state.join(',')}`.trimEnd();
+  `${x.backend === 'nft' ? 'ebtables-nft' : x.backend === 'legacy' ? 'ebtables-legacy' : 'ebtables'} -t nat PREROUTING ${shown(x.text)}`;
+const neighText = (n: NeighbourView) => `${n.ip} dev ${shown(n.dev)}${n.mac ? ` lladdr ${n.mac}` : ''} ${shown(n.state.join(','))}`.trimEnd();
 
 /** The human rendering of a report. */
 export function renderResidue(r: ResidueReport): string {
   const lines: string[] = [];
-  lines.push(r.network ? `network ${r.network} (${r.conflist})` : 'no ipam-shim network');
-  if (r.ledgerNote) lines.push(`note: ${r.ledgerNote}`);
-  for (const f of r.corruptLedgerFiles) lines.push(`warning: unreadable ledger record ${f}: its IPs were not looked at`);
+  lines.push(r.network ? `network ${shown(r.network)} (${shown(r.conflist ?? '')})` : 'no ipam-shim network');
+  if (r.ledgerNote) lines.push(`note: ${shown(r.ledgerNote)}`);
+  for (const f of r.corruptLedgerFiles) lines.push(`warning: unreadable ledger record ${shown(f)}: its IPs were not looked at`);
   for (const b of r.ebtablesBackends) {
     const what = `ebtables ${b.name}${b.program ? ` (${b.program})` : ''}`;
     lines.push(
       b.available
         ? `${what}: read, ${plural(b.rules ?? 0, 'per-pod rule')}`
-        : `${what}: ${b.blind ? 'NOT READ' : 'unavailable'}: ${b.reason ?? 'unknown'}`,
+        : `${what}: ${b.blind ? 'NOT READ' : 'unavailable'}: ${shown(b.reason ?? 'unknown')}`,
     );
   }
   if (!r.ebtablesAvailable)
@@ -190,7 +191,7 @@ export function renderResidue(r: ResidueReport): string {
   if (!r.targets.length) lines.push('no IPs to look at (the ledger is empty and no --ip was given)');
   const width = Math.max(...r.targets.map((t) => t.ip.length), 2);
   for (const t of r.targets) {
-    const origin = [t.sources.includes('ledger') ? `ledger ${t.attachments.join(', ')}` : '', t.sources.includes('named') ? '--ip' : '']
+    const origin = [t.sources.includes('ledger') ? `ledger ${t.attachments.map(shown).join(', ')}` : '', t.sources.includes('named') ? '--ip' : '']
       .filter(Boolean)
       .join('; ');
     const had = t.rules.length + t.neighbours.length;
@@ -202,9 +203,9 @@ export function renderResidue(r: ResidueReport): string {
     for (const x of t.left?.rules ?? []) lines.push(`    ${'LEFT'.padEnd(12)}  ${ruleCmd(x)}`);
     for (const n of t.left?.neighbours ?? []) lines.push(`    ${'LEFT'.padEnd(12)}  neigh ${neighText(n)}`);
   }
-  for (const e of r.errors) lines.push(`FAILED  ${e.target}: ${e.message}`);
-  for (const x of r.refused ?? []) lines.push(`not looked at: ${x.ip} (ledger ${x.attachments.join(', ')}): ${x.why}`);
-  for (const x of r.spared ?? []) lines.push(`left alone (the node's own): ${x.target}: ${x.why}`);
+  for (const e of r.errors) lines.push(`FAILED  ${shown(e.target)}: ${shown(e.message)}`);
+  for (const x of r.refused ?? []) lines.push(`not looked at: ${x.ip} (ledger ${x.attachments.map(shown).join(', ')}): ${shown(x.why)}`);
+  for (const x of r.spared ?? []) lines.push(`left alone (the node's own): ${shown(x.target)}: ${shown(x.why)}`);
 
   if (r.orphans.length) {
     lines.push(
@@ -212,7 +213,7 @@ export function renderResidue(r: ResidueReport): string {
       `orphans: ${plural(r.orphans.length, 'per-pod rule')} whose MAC is on no local interface (reported, never touched; remove with --ip IP --apply once no pod uses the IP):`,
     );
     const ow = Math.max(...r.orphans.map((o) => o.ip.length));
-    for (const o of r.orphans) lines.push(`  ${o.ip.padEnd(ow)}  ${o.backend && o.backend !== 'ebtables' ? `[${o.backend}] ` : ''}${o.text}`);
+    for (const o of r.orphans) lines.push(`  ${o.ip.padEnd(ow)}  ${o.backend && o.backend !== 'ebtables' ? `[${o.backend}] ` : ''}${shown(o.text)}`);
   }
 
   lines.push('');

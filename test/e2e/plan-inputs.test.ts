@@ -4,7 +4,8 @@
 // errors (exit 2) that name the file; nothing goes to stdout then.
 import { describe, expect, it } from 'vitest';
 import { execa } from 'execa';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BUNDLE_SHIM, ROOT, SEA_SHIM } from '../helpers/cni.js';
 
@@ -149,5 +150,59 @@ describe("plan from the cluster's files (the single executable)", () => {
     const azure = await plan(['--values', '-'], 'ipam:\n  mode: azure\n');
     expect(azure.exitCode).toBe(2);
     expect(azure.stderr).toMatch(/ipam\.mode azure: plan models cluster-pool and multi-pool/);
+  });
+
+  // Issue 34, item 7: a billion-laughs file was answered with exit 3 ("internal error"), not naming the file.
+  describe('malformed input of any kind, alias bombs included: exit 2 naming the file, quickly', () => {
+    /** Each level lists the one above nine times: 9^9 (387 million) strings once every alias is expanded. */
+    const bomb = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+      .concat([...'bcdefghi'].map((k, i) => `${k}: &${k} [${Array(9).fill(`*${'abcdefghi'[i]}`).join(',')}]`))
+      .join('\n');
+    const MALFORMED: Record<string, string | Buffer> = {
+      'alias bomb': `${bomb}\n`,
+      'alias bomb in a list item': `kind: List\nitems:\n  - ${bomb.replaceAll('\n', '\n    ')}\n`,
+      'alias bomb, second document': `kind: List\nitems: []\n---\n${bomb}\n`,
+      'deeply nested flow sequences': `${'['.repeat(50_000)}${']'.repeat(50_000)}\n`,
+      'deeply nested block maps': `${Array.from({ length: 3_000 }, (_, i) => `${' '.repeat(i)}k:`).join('\n')} 1\n`,
+      'an alias to no anchor': 'ipam: *nowhere\n',
+      'not text': Buffer.from([0xff, 0xfe, 0x00, 0x1b, 0x5b, 0x32, 0x4a, 0x00, 0x7b, 0x80]),
+    };
+    const FLAGS = ['--values', '--ciliumnodes', '--ippools', '--azure-subnets'];
+
+    it.each(Object.keys(MALFORMED))('%s: from a file, each flag, and from stdin', async (name) => {
+      const dir = await mkdtemp(join(tmpdir(), 'ipam-shim-plan-'));
+      try {
+        const file = join(dir, 'input.yaml');
+        await writeFile(file, MALFORMED[name]!);
+        for (const flag of FLAGS) {
+          for (const [path, source, input] of [
+            [file, file, undefined],
+            ['-', 'stdin', MALFORMED[name]!],
+          ] as const) {
+            const t0 = Date.now();
+            const r = await plan([flag, path], input as string | undefined);
+            const what = `${flag} ${path}: ${r.stderr}`;
+            expect(r.exitCode, what).toBe(2);
+            expect(r.stdout, what).toBe('');
+            // `FILE: why`, or `FILE [n]: why` for the nth document.
+            expect(r.stderr.startsWith(`ipam-shim plan: ${source}`) && /^(: | \[\d+\]: )/.test(r.stderr.slice(16 + source.length)), what).toBe(true);
+            expect(Date.now() - t0, what).toBeLessThan(10_000);
+          }
+        }
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('a directory where a file is expected; an endless input (read up to 256 MiB, not into memory without end)', async () => {
+      const r = await plan(['--ciliumnodes', DIR]);
+      expect(r.exitCode).toBe(2);
+      expect(r.stderr).toMatch(new RegExp(`^ipam-shim plan: ${DIR}: cannot read: EISDIR`));
+      const t0 = Date.now();
+      const endless = await plan(['--values', '/dev/zero']);
+      expect(endless.exitCode, endless.stderr).toBe(2);
+      expect(endless.stderr).toMatch(/^ipam-shim plan: \/dev\/zero: larger than 256 MiB/);
+      expect(Date.now() - t0).toBeLessThan(30_000);
+    });
   });
 });

@@ -1,0 +1,44 @@
+// Which connection the agent's HTTP port closes when one more arrives (issue 34, item 6). The port is on the
+// node's address (hostNetwork), so any pod can reach it: with a plain cap on connections, 64 idle clients held
+// every slot and the kubelet's probes failed until they left. Here a source (one address: a pod's, the node's
+// own for the kubelet) holds at most PER_SOURCE connections, and a full port makes room by closing an idle
+// connection of the source holding the most, never one serving a request. A client that sends its request (a
+// probe, a scrape) is therefore never kept out by clients that send nothing, from any number of sources.
+
+/** One open connection as admission sees it. */
+export interface Held {
+  /** The peer's address. */
+  source: string;
+  /** A request is being served on it (idle: none yet, or between keep-alive requests). */
+  busy: boolean;
+}
+
+export interface Limits {
+  /** Connections open at once. */
+  total: number;
+  /** Connections one source may hold at once. */
+  perSource: number;
+}
+
+/**
+ * PURE: for a newcomer from `source`, given the connections held (oldest activity first: the order they arrived
+ * or last became idle), which one to close: a held connection, the newcomer itself, or none.
+ * - The newcomer's source is at its limit: its own oldest idle connection (a client reconnecting displaces
+ *   only its own); all busy: the newcomer.
+ * - The port is full: the oldest idle connection of the source holding the most, when it holds more than the
+ *   newcomer's would; otherwise the newcomer (sources of equal weight do not displace each other).
+ */
+export function admit<T extends Held>(held: readonly T[], source: string, limits: Limits): T | 'newcomer' | undefined {
+  const count = new Map<string, number>();
+  for (const h of held) count.set(h.source, (count.get(h.source) ?? 0) + 1);
+  const mine = count.get(source) ?? 0;
+  const oldestIdle = (of: string) => held.find((h) => h.source === of && !h.busy);
+  if (mine >= limits.perSource) return oldestIdle(source) ?? 'newcomer';
+  if (held.length < limits.total) return undefined;
+  const heavier = [...count].filter(([, n]) => n > mine + 1).sort((a, b) => b[1] - a[1]);
+  for (const [other] of heavier) {
+    const victim = oldestIdle(other);
+    if (victim) return victim;
+  }
+  return 'newcomer';
+}
