@@ -41,6 +41,8 @@ export interface ReconcileOptions {
 export interface PassMemory {
   /** The unseen pods of the last pass (attachment keys): replaced every pass, never grows beyond the node's pods. */
   unseen: Set<string>;
+  /** The cache files the last pass ignored (names libcni would refuse): logged when they first appear. */
+  ignored?: Set<string>;
 }
 
 export interface PassReport {
@@ -56,6 +58,8 @@ export interface PassReport {
   /** pods: attachments in the runtime's cache and those not in the ledger; undefined: could not look. */
   runtimePods?: number;
   unseenPods?: number;
+  /** Cache entries left out because libcni would refuse their names (src/gc/from-cache.ts `ignored`). */
+  cacheIgnored?: number;
   /** What the fixes' steps noted (Pass.note): residueRemoved, probeRestored, reservedPods, … */
   fixes: Record<string, number | boolean>;
   errors: number;
@@ -115,7 +119,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     const n = net;
     // The runtime's result cache, read once for the GC and pods steps (a read that throws fails both).
     let reading: Promise<CacheView> | undefined;
-    const cache = () => (reading ??= cachedAttachments(o.gc.cacheDir, n.conf.name));
+    const cache = () => (reading ??= cachedAttachments(o.gc.cacheDir, n.conf.name).then((v) => noteIgnored(o, n, report, v)));
     await step('gc', () => gcStep(o, n, report, cache));
     // One ledger listing for the pods step and the fixes' steps (taken after GC: what it released is gone from it).
     let listing: Promise<LedgerRecord[]> | undefined;
@@ -139,7 +143,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   o.metrics.passes.inc({ outcome });
   o.metrics.lastDuration.set(report.durationMs / 1000);
   o.metrics.lastPass.set(Date.now() / 1000);
-  const { steps, leaked, released, forgotten, fixes, errors, network, busy, runtimePods, unseenPods } = report;
+  const { steps, leaked, released, forgotten, fixes, errors, network, busy, runtimePods, unseenPods, cacheIgnored } = report;
   o.log.info(
     {
       network,
@@ -149,6 +153,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
       forgotten,
       runtimePods,
       unseenPods,
+      cacheIgnored,
       ...fixes,
       busy,
       errors,
@@ -159,6 +164,20 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     `reconcile pass ${outcome}`,
   );
   return report;
+}
+
+/** Logs the cache entries left out for names libcni would refuse, by file name, when they first appear; counts them. */
+function noteIgnored(o: ReconcileOptions, net: OpenNetwork, report: PassReport, view: CacheView): CacheView {
+  report.cacheIgnored = view.ignored.length;
+  const before = o.memory?.ignored ?? new Set<string>();
+  const fresh = view.ignored.filter((i) => !before.has(i.file));
+  if (o.memory) o.memory.ignored = new Set(view.ignored.map((i) => i.file));
+  if (fresh.length)
+    net.log.warn(
+      { step: 'gc', count: view.ignored.length, new: fresh.slice(0, 20) },
+      "runtime cache entries with a container ID or interface name libcni would refuse: ignored (never a pod of this node's, never a path)",
+    );
+  return view;
 }
 
 async function gcStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport, cache: () => Promise<CacheView>): Promise<StepOutcome> {

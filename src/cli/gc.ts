@@ -56,7 +56,7 @@ export const gcCommand: Command = {
     const grace = Number(values['grace-seconds']);
     if (!Number.isFinite(grace) || grace < 0) throw new UsageError('--grace-seconds takes a number');
     const net = await openNetwork(values, ctx.run, ctx.env);
-    const { valid, refused, apply, report } = await gcFromCache(net, {
+    const { cache, valid, refused, apply, report } = await gcFromCache(net, {
       cacheDir: values['cache-dir']!,
       apply: values.apply!,
       graceMs: grace * 1000,
@@ -81,6 +81,7 @@ export const gcCommand: Command = {
     const text = [
       `network ${net.conf.name}: ${valid.length} cached attachment(s), ${report.plan.kept.length} kept, ${report.plan.release.length} ${apply ? 'to release' : refused ? 'would be released, but nothing is (refused)' : 'would be released (dry run; --apply to release)'}`,
       ...(refused ? [`REFUSED: ${refused}`] : []),
+      ...cache.ignored.map((i) => `ignored cache entry ${i.file} (${i.why}: libcni never writes such an entry)`),
       ...rows.map((r) => `${r.action.padEnd(13)} ${attachmentName(r)}  ${r.ips.join(',') || '-'}  (${r.why})`),
       ...report.errors.map((e) => `error ${e.code}: ${e.attachment ? `${attachmentName(e.attachment)}: ` : ''}${e.error}`),
     ].join('\n');
@@ -90,6 +91,7 @@ export const gcCommand: Command = {
         apply,
         ...(refused ? { refused } : {}),
         valid,
+        ignoredCacheEntries: cache.ignored,
         kept: report.plan.kept.map((k) => ({ ...k.record, reason: k.reason })),
         release: report.plan.release.map((r) => ({ ...r.record, reason: r.reason })),
         released: report.released,
