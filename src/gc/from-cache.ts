@@ -2,8 +2,8 @@
 // attachments libcni cached, then the GC verb's own algorithm and guards (src/gc/run-gc.ts), and the refusal
 // to release anything when the cache is out of sight. `ipam-shim gc` and the node agent's gc step both call
 // gcFromCache; neither decides anything of its own.
-import { constants } from 'node:fs';
-import { open, readdir } from 'node:fs/promises';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type Stats } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Attachment } from '../cni/config.js';
 import { validContainerID, validInterfaceName } from '../cni/env.js';
@@ -90,7 +90,6 @@ function entryNamesProblem(containerId: string, ifName: string): string | undefi
 }
 
 const CACHE_KIND = 'cniCacheV1';
-const CACHE_READ_PARALLEL = 8;
 /**
  * The largest cache file read. A libcni entry is a few KiB: its largest field is `config`, the network's conflist
  * base64'd (a 1 KiB conflist: ~1.4 KiB), then the result and the runtime's capability args (containerd's pod
@@ -106,22 +105,37 @@ export const MAX_CACHE_ENTRY_BYTES = 1 << 20;
 export const MAX_CACHE_ENTRIES = 10_000;
 
 const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = constants;
+/** Files read between two yields to the event loop (HTTP probes, SIGTERM): ~1 ms of synchronous reads. */
+const READ_BATCH = 64;
 
 /** What one cache file held: its text, gone (removed since the listing), or why it could not be looked at. */
 type FileRead = { text: string } | { gone: true } | { why: string };
 
 const errnoOf = (e: unknown): string | undefined => (e as { code?: string }).code;
 
+/** Why a file's status makes it no cache entry, or undefined. */
+function notAnEntry(st: Stats): string | undefined {
+  if (st.isSymbolicLink()) return 'is a symbolic link (not followed)';
+  if (!st.isFile()) return `is not a regular file (${fileKind(st)})`;
+  if (st.size > MAX_CACHE_ENTRY_BYTES) return `is ${st.size} bytes, more than the ${MAX_CACHE_ENTRY_BYTES} a cache entry may be`;
+  return undefined;
+}
+
 /**
- * Reads one cache file as a runtime's own file must be read by a root process: never through a symlink (a link to
- * a root-only file would put its bytes in our hands), never blocking (a FIFO would hold a thread-pool thread, and
- * the pass, forever), regular files only, at most MAX_CACHE_ENTRY_BYTES. ENOENT is "gone": libcni's DEL removes
- * entries at any time, and a file listed a moment ago and removed since is not part of the runtime's state.
+ * Reads one cache file as a runtime's own file must be read by a root process: only a regular file of at most
+ * MAX_CACHE_ENTRY_BYTES is opened (lstat first: a FIFO, socket or device is never opened), never through a symlink
+ * (a link to a root-only file would put its bytes in our hands), never blocking (O_NONBLOCK: a file swapped for a
+ * FIFO after the lstat is caught by the fstat, not waited on). ENOENT is "gone": libcni's DEL removes entries at
+ * any time, and a file listed a moment ago and removed since is not part of the runtime's state.
+ * Synchronous: four system calls on a small local file cost less than the thread-pool round trips of async ones
+ * (5,000 entries: CPU 1.3 s async, see docs/performance.md), and the ledger beside it is read the same way.
  */
-async function readCacheFile(path: string): Promise<FileRead> {
-  let fh;
+function readCacheFile(path: string): FileRead {
+  let fd: number;
   try {
-    fh = await open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    const why = notAnEntry(lstatSync(path));
+    if (why) return { why };
+    fd = openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch (e) {
     const code = errnoOf(e);
     if (code === 'ENOENT') return { gone: true };
@@ -129,19 +143,19 @@ async function readCacheFile(path: string): Promise<FileRead> {
     return { why: `cannot be opened (${code ?? (e as Error).name})` };
   }
   try {
-    const st = await fh.stat();
-    if (!st.isFile()) return { why: `is not a regular file (${fileKind(st)})` };
-    if (st.size > MAX_CACHE_ENTRY_BYTES) return { why: `is ${st.size} bytes, more than the ${MAX_CACHE_ENTRY_BYTES} a cache entry may be` };
+    const st = fstatSync(fd);
+    const why = notAnEntry(st);
+    if (why) return { why };
     // One byte more than it claims, in one read (a short read of a regular file is its end): a file that grew past
     // the bound since fstat is still refused; one rewritten in place meanwhile reads as what was there (the parse decides).
     const buf = Buffer.allocUnsafe(st.size + 1);
-    const { bytesRead: n } = await fh.read(buf, 0, buf.length, 0);
+    const n = readSync(fd, buf, 0, buf.length, 0);
     if (n > MAX_CACHE_ENTRY_BYTES) return { why: `grew past the ${MAX_CACHE_ENTRY_BYTES} bytes a cache entry may be while read` };
     return { text: buf.toString('utf8', 0, n) };
   } catch (e) {
     return { why: `cannot be read (${errnoOf(e) ?? (e as Error).name})` };
   } finally {
-    await fh.close().catch(() => undefined);
+    closeSync(fd);
   }
 }
 
@@ -159,19 +173,6 @@ function fileKind(st: {
   return 'not a file';
 }
 
-/** fn over items, at most `limit` at once, results in the items' order. */
-async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}
 /** libcni's cache root (containerd, CRI-O, podman): `results/` below it. */
 export const DEFAULT_CACHE_DIR = '/var/lib/cni';
 
@@ -249,9 +250,13 @@ export async function cachedAttachments(cacheDir: string, network: string): Prom
       dir,
       `it holds ${candidates.length} entries named for network ${network}, more than the ${MAX_CACHE_ENTRIES} a pass reads (a runtime leaking entries?)`,
     );
-  // A few reads at a time, each reduced before the next: all at once held every file's buffers and promises
-  // together (5,000 cached attachments: peak RSS 215 MiB and 1.6 s, against 146 MiB and 1.1 s eight at a time).
-  const files = await mapLimit(candidates, CACHE_READ_PARALLEL, async (name) => reduce(name, network, await readCacheFile(join(dir, name))));
+  // Each file reduced before the next is read: the pass holds compact CachedPods, never every parsed entry (all at
+  // once, 5,000 libcni entries held ~50 MiB more: docs/performance.md#the-node-agent).
+  const files: CacheFile[] = [];
+  for (const [i, name] of candidates.entries()) {
+    if (i % READ_BATCH === READ_BATCH - 1) await new Promise((r) => setImmediate(r));
+    files.push(reduce(name, network, readCacheFile(join(dir, name))));
+  }
   // Longer network names sharing our prefix, as the readable files name them.
   const others = new Set(files.flatMap((f) => ('networkName' in f && !('why' in f) && typeof f.networkName === 'string' ? [f.networkName] : [])));
   const out: Attachment[] = [];
