@@ -1,4 +1,4 @@
-// npx tsx scripts/bench/agent.ts [--sizes 500,5000] [--idle-seconds 60] [--idle-interval 30] [--passes 5]
+// npx tsx scripts/bench/agent.ts [--sizes 500,5000] [--idle-seconds 60] [--idle-interval 30] [--passes 5] [--entries libcni|minimal]
 // (root; build first: npm run build; also `npm run bench`, section agent)
 //
 // The node agent (the built single executable, `ipam-shim agent`) in a scratch node netns:
@@ -31,6 +31,11 @@ const { values: flags } = parseArgs({
     'agent-env': { type: 'string', multiple: true, default: [] },
     /** Run `node dist/ipam-shim.js` instead of the single executable (for comparison). */
     script: { type: 'boolean', default: false },
+    /**
+     * How the cache entries look: `libcni` (default) as containerd writes them (base64 conflist, CNI_ARGS, capability
+     * args with the pod's annotations, a full result: ~3 KiB), `minimal` (only the names: the figures before issue 34).
+     */
+    entries: { type: 'string', default: 'libcni' },
   },
   strict: true,
 });
@@ -64,6 +69,51 @@ function usage(pid: number): { cpuS: number; rssKiB: number; hwmKiB: number; ano
   return { cpuS: ticks / TICK, rssKiB: kib('VmRSS'), hwmKiB: kib('VmHWM'), anonKiB: kib('RssAnon'), fileKiB: kib('RssFile') };
 }
 
+/** A 64-hex container ID, as containerd's (deterministic: the bench is repeatable). */
+const cidOf = (i: number) => `${i.toString(16).padStart(8, '0')}`.repeat(8);
+
+/** One result-cache entry as libcni writes it for a pod of containerd (or only its names: --entries minimal). */
+function cacheEntry(net: string, cid: string, addr: string, conflist: string): string {
+  if (flags.entries === 'minimal')
+    return JSON.stringify({ kind: 'cniCacheV1', containerId: cid, ifName: 'eth0', networkName: net, config: '', result: {} });
+  const name = `web-${cid.slice(0, 10)}`;
+  return JSON.stringify({
+    kind: 'cniCacheV1',
+    containerId: cid,
+    config: Buffer.from(conflist).toString('base64'),
+    ifName: 'eth0',
+    networkName: net,
+    netns: `/var/run/netns/cni-${cid.slice(0, 8)}-${cid.slice(8, 12)}-${cid.slice(12, 16)}-${cid.slice(16, 20)}-${cid.slice(20, 32)}`,
+    cniArgs: [
+      ['IgnoreUnknown', '1'],
+      ['K8S_POD_NAMESPACE', 'team-a'],
+      ['K8S_POD_NAME', name],
+      ['K8S_POD_INFRA_CONTAINER_ID', cid],
+      ['K8S_POD_UID', `${cid.slice(0, 8)}-${cid.slice(8, 12)}-${cid.slice(12, 16)}-${cid.slice(16, 20)}-${cid.slice(20, 32)}`],
+    ],
+    capabilityArgs: {
+      dns: { Servers: ['10.0.0.10'], Searches: ['team-a.svc.cluster.local', 'svc.cluster.local', 'cluster.local'], Options: ['ndots:5'] },
+      'io.kubernetes.cri.pod-annotations': {
+        'kubernetes.io/config.seen': '2026-11-20T10:00:00.000000000Z',
+        'kubernetes.io/config.source': 'api',
+        'prometheus.io/scrape': 'true',
+        'kubectl.kubernetes.io/restartedAt': '2026-11-20T09:59:00Z',
+        'checksum/config': 'a'.repeat(64),
+      },
+    },
+    result: {
+      cniVersion: '1.0.0',
+      interfaces: [
+        { name: 'lxc' + cid.slice(0, 8), mac: '0a:58:0a:f4:00:05' },
+        { name: 'eth0', mac: '0a:58:0a:f4:00:06', sandbox: '/var/run/netns/cni-x' },
+      ],
+      ips: [{ interface: 1, address: `${addr}/32`, gateway: '10.128.0.1' }],
+      routes: [{ dst: '0.0.0.0/0', gw: '10.128.0.1' }],
+      dns: {},
+    },
+  });
+}
+
 const ipOf = (base: number, i: number) => `${base >> 8}.${base & 255}.${(i >> 8) & 255}.${i & 255}`;
 
 /** A node with N pods the shim recorded and the runtime cached, N unrelated ebtables rules, 1 in 50 leaked. */
@@ -82,8 +132,18 @@ function makeWorld(N: number): { confDir: string; cacheDir: string; net: string 
   mkdirSync(results, { recursive: true });
   mkdirSync(confDir, { recursive: true });
   const old = new Date(Date.now() - 86_400_000).toISOString();
+  const hostLocal = { type: 'host-local', dataDir: join(dir, 'host-local'), ranges: [[{ subnet: '10.128.0.0/9' }]] };
+  const list = {
+    cniVersion: '1.0.0',
+    name: net,
+    plugins: [
+      { type: 'ptp', ipam: hostLocal },
+      { type: 'ipam-shim', stateDir, logFile: join(dir, 'shim.log'), delegate: hostLocal },
+    ],
+  };
+  const conflist = JSON.stringify(list);
   for (let i = 0; i < N; i++) {
-    const cid = `pod-${i}`;
+    const cid = flags.entries === 'minimal' ? `pod-${i}` : cidOf(i);
     const addr = ipOf((10 << 8) | 128, i + 1);
     const leaked = i % 50 === 25;
     const rec = {
@@ -101,22 +161,9 @@ function makeWorld(N: number): { confDir: string; cacheDir: string; net: string 
     };
     writeFileSync(join(records, `${cid}:eth0.json`), `${JSON.stringify(rec)}\n`, { mode: 0o600 });
     writeFileSync(join(ips, addr), `${cid}:eth0`, { mode: 0o600 });
-    if (!leaked)
-      writeFileSync(
-        join(results, `${net}-${cid}-eth0`),
-        JSON.stringify({ kind: 'cniCacheV1', containerId: cid, ifName: 'eth0', networkName: net, config: '', result: {} }),
-      );
+    if (!leaked) writeFileSync(join(results, `${net}-${cid}-eth0`), cacheEntry(net, cid, addr, conflist));
   }
-  const hostLocal = { type: 'host-local', dataDir: join(dir, 'host-local'), ranges: [[{ subnet: '10.128.0.0/9' }]] };
-  const list = {
-    cniVersion: '1.0.0',
-    name: net,
-    plugins: [
-      { type: 'ptp', ipam: hostLocal },
-      { type: 'ipam-shim', stateDir, logFile: join(dir, 'shim.log'), delegate: hostLocal },
-    ],
-  };
-  writeFileSync(join(confDir, '10-bench.conflist'), JSON.stringify(list));
+  writeFileSync(join(confDir, '10-bench.conflist'), conflist);
   return { confDir, cacheDir: join(dir, 'cache'), net };
 }
 

@@ -2,7 +2,8 @@
 // reconcile pass every interval (± jitter, so a fleet's nodes do not hit their runtimes in step; SIGHUP runs
 // one at once), HTTP for /metrics /healthz /readyz, logs as JSON lines on stdout (`kubectl logs`: the agent is
 // not the plugin, its stdout carries no protocol). `signal` (SIGTERM) stops it: the pass in flight stops at its
-// next safe point (src/agent/reconcile.ts), the watcher and the server close.
+// next safe point, or is left behind after a grace (src/agent/reconcile.ts PASS_BOUNDS), the watcher and the
+// server close; src/cli/agent.ts bounds the whole stop (AGENT_STOP_BOUND_MS).
 import type { Logger } from '../log.js';
 import { shimEntryInUse, type EntryInUse } from '../conflist.js';
 import { watchInstall, type WatchOptions, type WatchSummary } from '../install/install.js';
@@ -13,7 +14,7 @@ import { reconcileOnce, type PassMemory, type PassReport, type ReconcileOptions 
 import { withDefaultTimeout } from '../effects/exec.js';
 
 export interface AgentOptions {
-  reconcile: Omit<ReconcileOptions, 'signal' | 'metrics' | 'log' | 'memory'>;
+  reconcile: Omit<ReconcileOptions, 'signal' | 'metrics' | 'log' | 'memory' | 'beat'>;
   intervalMs: number;
   /** Each wait is intervalMs × (1 ± jitter), jitter in [0, 1). */
   jitter: number;
@@ -97,7 +98,10 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
     while (!signal.aborted) {
       hup = false;
       health.lastBeat = Date.now();
-      summary.last = await reconcileOnce({ ...o.reconcile, run, signal, metrics, log: o.log, memory, problems });
+      const beat = () => {
+        health.lastBeat = Date.now();
+      };
+      summary.last = await reconcileOnce({ ...o.reconcile, run, signal, metrics, log: o.log, memory, problems, beat });
       summary.passes++;
       const last = summary.last;
       const completed = last.steps.network === 'ok' && !last.stopped;

@@ -7,7 +7,11 @@
 //            reported, never touched), residue (removed for ledger addresses and unseen pods, with ADD's
 //            function), probe (the IPv6 probe rewrite put back where due, with ADD's decision).
 // Every step is its own try: one failing step is logged and counted, the others still run. SIGTERM (`signal`)
-// is honoured between steps and between attachments, never inside a release or a cleanup.
+// is honoured between steps and between attachments, never inside a release or a cleanup; a step that does not
+// reach its next safe point within PASS_BOUNDS.stopGraceMs is left behind, so the pass ends whatever it is doing.
+// A step that runs past PASS_BOUNDS.stepMs is abandoned the same way (outcome "abandoned", counted as an error):
+// its signal asks it to stop at its next safe point, and the pass, and the next one, go on without it. Leaving a
+// step behind is safe because everything a step does to an attachment it does under the attachment's lock.
 import { attachmentKey } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
 import type { LedgerRecord } from '../ledger/record.js';
@@ -36,16 +40,51 @@ export interface ReconcileOptions {
   memory?: PassMemory;
   /** The agent's problems across passes (logged when they start and end); absent: each pass logs its own. */
   problems?: PersistingProblems;
+  /** PASS_BOUNDS unless given (tests). */
+  bounds?: PassBounds;
+  /** Called as each step ends (the daemon's /healthz heartbeat: a pass of bounded steps is progress). */
+  beat?: () => void;
+}
+
+interface PassBounds {
+  /** A step running longer is abandoned: its signal aborted, the pass goes on without it. */
+  stepMs: number;
+  /** After SIGTERM, how long the step under way gets to reach its next safe point before the pass leaves it. */
+  stopGraceMs: number;
+}
+
+/**
+ * stepMs: past every bound a step's own calls have (a tool call 60 s, a lock wait 5 s, a delegate call 30 s), so a
+ * step is abandoned only for what nothing else bounds (a file system call that never returns). stopGraceMs: long
+ * enough for a delegate DEL under way to finish (delegateTimeoutMs, 30 s by default) and within the DaemonSet's
+ * terminationGracePeriodSeconds (45).
+ */
+const PASS_BOUNDS: PassBounds = { stepMs: 120_000, stopGraceMs: 32_000 };
+
+/** What a step came to: its own outcome, or `abandoned` (it ran past PassBounds.stepMs and was left behind). */
+type PassStepOutcome = StepOutcome | 'abandoned';
+
+/** A step ran past its bound (PassBounds.stepMs): it was left behind, its signal aborted. */
+class StepOverrunError extends Error {
+  constructor(
+    readonly step: string,
+    readonly boundMs: number,
+  ) {
+    super(`the ${step} step ran past its bound of ${boundMs / 1000} s and was abandoned (the next pass runs it again)`);
+    this.name = 'StepOverrunError';
+  }
 }
 
 export interface PassMemory {
   /** The unseen pods of the last pass (attachment keys): replaced every pass, never grows beyond the node's pods. */
   unseen: Set<string>;
+  /** The cache files the last pass ignored (names libcni would refuse): logged when they first appear. */
+  ignored?: Set<string>;
 }
 
 export interface PassReport {
   network: string | undefined;
-  steps: Partial<Record<string, StepOutcome>>;
+  steps: Partial<Record<string, PassStepOutcome>>;
   /** Attachments left for the next pass because a CNI call held their lock (or re-recorded them). */
   busy: number;
   /** gc: leaked attachments found (released in apply mode). */
@@ -56,6 +95,8 @@ export interface PassReport {
   /** pods: attachments in the runtime's cache and those not in the ledger; undefined: could not look. */
   runtimePods?: number;
   unseenPods?: number;
+  /** Cache entries left out because libcni would refuse their names (src/gc/from-cache.ts `ignored`). */
+  cacheIgnored?: number;
   /** What the fixes' steps noted (Pass.note): residueRemoved, probeRestored, reservedPods, … */
   fixes: Record<string, number | boolean>;
   errors: number;
@@ -82,24 +123,45 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     stopped: false,
   };
   const problems = o.problems ?? new PersistingProblems();
-  const step = async (name: string, fn: () => Promise<StepOutcome>): Promise<void> => {
+  const bounds = o.bounds ?? PASS_BOUNDS;
+  const step = async (name: string, fn: (signal: AbortSignal) => Promise<StepOutcome>): Promise<void> => {
     if (stopped(o)) {
       report.steps[name] = 'stopped';
       return;
     }
-    let outcome: StepOutcome;
+    let outcome: PassStepOutcome;
+    const own = new AbortController();
+    const left = leftBehind(o.signal, bounds);
     try {
-      outcome = await fn();
-      problems.succeeded(name, o.log);
+      const running = fn(AbortSignal.any([o.signal, own.signal]));
+      const r = await Promise.race([running.then((v) => ({ v })), left.promise]);
+      if ('v' in r) {
+        outcome = r.v;
+        problems.succeeded(name, o.log);
+      } else {
+        // Left behind: asked to stop at its next safe point; whatever it settles to is no longer this pass's.
+        own.abort();
+        running.catch(() => undefined);
+        if (r.left === 'stopped') outcome = 'stopped';
+        else {
+          outcome = 'abandoned';
+          report.errors++;
+          o.metrics.errors.inc({ step: name });
+          problems.failed(name, new StepOverrunError(name, bounds.stepMs), o.log);
+        }
+      }
     } catch (e) {
       outcome = 'error';
       report.errors++;
       if (name === 'network') report.networkError = (e as Error).message;
       o.metrics.errors.inc({ step: name });
       problems.failed(name, e, o.log);
+    } finally {
+      left.cancel();
     }
     report.steps[name] = outcome;
     o.metrics.steps.inc({ step: name, outcome });
+    o.beat?.();
   };
 
   let net: OpenNetwork | undefined;
@@ -115,8 +177,8 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     const n = net;
     // The runtime's result cache, read once for the GC and pods steps (a read that throws fails both).
     let reading: Promise<CacheView> | undefined;
-    const cache = () => (reading ??= cachedAttachments(o.gc.cacheDir, n.conf.name));
-    await step('gc', () => gcStep(o, n, report, cache));
+    const cache = () => (reading ??= cachedAttachments(o.gc.cacheDir, n.conf.name).then((v) => noteIgnored(o, n, report, v)));
+    await step('gc', (signal) => gcStep(o, n, report, cache, signal));
     // One ledger listing for the pods step and the fixes' steps (taken after GC: what it released is gone from it).
     let listing: Promise<LedgerRecord[]> | undefined;
     const records = () => (listing ??= n.ledger.list().then((l) => l.records));
@@ -129,7 +191,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     for (const fix of FIXES) {
       if (!fix.agent) continue;
       const { step: name, load } = fix.agent;
-      await step(name, async () => (await load()).reconcile(passFor(o, n, report, name, records, runtime)));
+      await step(name, async (signal) => (await load()).reconcile(passFor(o, n, report, name, records, runtime, signal)));
     }
   }
 
@@ -139,7 +201,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   o.metrics.passes.inc({ outcome });
   o.metrics.lastDuration.set(report.durationMs / 1000);
   o.metrics.lastPass.set(Date.now() / 1000);
-  const { steps, leaked, released, forgotten, fixes, errors, network, busy, runtimePods, unseenPods } = report;
+  const { steps, leaked, released, forgotten, fixes, errors, network, busy, runtimePods, unseenPods, cacheIgnored } = report;
   o.log.info(
     {
       network,
@@ -149,6 +211,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
       forgotten,
       runtimePods,
       unseenPods,
+      cacheIgnored,
       ...fixes,
       busy,
       errors,
@@ -161,7 +224,51 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   return report;
 }
 
-async function gcStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport, cache: () => Promise<CacheView>): Promise<StepOutcome> {
+/**
+ * When the step under way is to be left behind: `overran` after bounds.stepMs, `stopped` bounds.stopGraceMs after
+ * SIGTERM (whichever comes first). cancel() clears the timers once the step has settled.
+ */
+function leftBehind(signal: AbortSignal, bounds: PassBounds): { promise: Promise<{ left: 'overran' | 'stopped' }>; cancel: () => void } {
+  let overrun: NodeJS.Timeout | undefined;
+  let grace: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const promise = new Promise<{ left: 'overran' | 'stopped' }>((resolve) => {
+    overrun = setTimeout(() => resolve({ left: 'overran' }), bounds.stepMs);
+    onAbort = () => {
+      grace = setTimeout(() => resolve({ left: 'stopped' }), bounds.stopGraceMs);
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  const cancel = () => {
+    clearTimeout(overrun);
+    clearTimeout(grace);
+    if (onAbort) signal.removeEventListener('abort', onAbort);
+  };
+  return { promise, cancel };
+}
+
+/** Logs the cache entries left out for names libcni would refuse, by file name, when they first appear; counts them. */
+function noteIgnored(o: ReconcileOptions, net: OpenNetwork, report: PassReport, view: CacheView): CacheView {
+  report.cacheIgnored = view.ignored.length;
+  const before = o.memory?.ignored ?? new Set<string>();
+  const fresh = view.ignored.filter((i) => !before.has(i.file));
+  if (o.memory) o.memory.ignored = new Set(view.ignored.map((i) => i.file));
+  if (fresh.length)
+    net.log.warn(
+      { step: 'gc', count: view.ignored.length, new: fresh.slice(0, 20) },
+      "runtime cache entries with a container ID or interface name libcni would refuse: ignored (never a pod of this node's, never a path)",
+    );
+  return view;
+}
+
+async function gcStep(
+  o: ReconcileOptions,
+  net: OpenNetwork,
+  report: PassReport,
+  cache: () => Promise<CacheView>,
+  signal: AbortSignal,
+): Promise<StepOutcome> {
   const apply = o.gc.mode === 'apply';
   const {
     valid,
@@ -173,7 +280,7 @@ async function gcStep(o: ReconcileOptions, net: OpenNetwork, report: PassReport,
     apply,
     graceMs: o.gc.graceMs,
     allowEmptyCache: o.gc.allowEmptyCache,
-    signal: o.signal,
+    signal,
     lockWaitMs: AGENT_LOCK_WAIT_MS,
     // Report mode releases nothing. A provably dead pod's chained record with no delegate behind it is only a note
     // that nothing of ours can ever release through: forgotten, so it cannot wedge the address. With a delegate it is
@@ -286,10 +393,11 @@ function passFor(
   step: string,
   records: () => Promise<LedgerRecord[]>,
   runtime: PodsView | undefined,
+  signal: AbortSignal,
 ): Pass {
   return {
     net,
-    signal: o.signal,
+    signal,
     records,
     runtime,
     counter: (name) => o.metrics.counter(name),

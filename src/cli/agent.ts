@@ -13,6 +13,12 @@ import { stdoutLogger } from '../log.js';
 export const DEFAULT_AGENT_LISTEN = '127.0.0.1:9740';
 export const DEFAULT_AGENT_INTERVAL_S = 30;
 export const DEFAULT_CACHE_DIR = '/var/lib/cni';
+/**
+ * From SIGTERM to the answer (and so the exit) at most, whatever the agent is doing: past the pass's own stop grace
+ * (src/agent/reconcile.ts PASS_BOUNDS.stopGraceMs, 32 s) and within the DaemonSet's terminationGracePeriodSeconds
+ * (45), so the last log line is the agent's own, not a SIGKILL's silence.
+ */
+const AGENT_STOP_BOUND_MS = 40_000;
 
 /** Every flag `agent` takes (test/unit/deploy.test.ts checks the DaemonSet against it). */
 export const AGENT_FLAGS = {
@@ -165,22 +171,35 @@ export const agentCommand: Command = {
     const onInt = stop('SIGINT');
     process.once('SIGTERM', onTerm);
     process.once('SIGINT', onInt);
+    let bound: NodeJS.Timeout | undefined;
+    const overdue = new Promise<undefined>((resolve) =>
+      ac.signal.addEventListener('abort', () => (bound = setTimeout(resolve, AGENT_STOP_BOUND_MS, undefined)), { once: true }),
+    );
     try {
-      const summary = await runAgent(
-        {
-          reconcile: { network: settings.network, env: ctx.env, run: ctx.run, gc: settings.gc },
-          intervalMs: settings.intervalMs,
-          jitter: settings.jitter,
-          listen: settings.listen,
-          install,
-          entryAt: settings.entryAt,
-          log,
-        },
-        ac.signal,
-      );
+      const summary = await Promise.race([
+        runAgent(
+          {
+            reconcile: { network: settings.network, env: ctx.env, run: ctx.run, gc: settings.gc },
+            intervalMs: settings.intervalMs,
+            jitter: settings.jitter,
+            listen: settings.listen,
+            install,
+            entryAt: settings.entryAt,
+            log,
+          },
+          ac.signal,
+        ),
+        overdue,
+      ]);
+      if (!summary) {
+        // Something under way never reached a safe point (a file system call that does not return): exit anyway.
+        log.error({ boundMs: AGENT_STOP_BOUND_MS }, 'agent stopped: the work under way did not end within the stop bound and is left behind');
+        return { data: { forced: true }, text: '', exitCode: 0 };
+      }
       // Everything was logged as it happened; stdout carries the log lines, so no text is added after them.
       return { data: summary, text: '', exitCode: 0 };
     } finally {
+      clearTimeout(bound);
       process.removeListener('SIGTERM', onTerm);
       process.removeListener('SIGINT', onInt);
     }

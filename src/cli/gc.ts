@@ -57,7 +57,7 @@ export const gcCommand: Command = {
     const grace = Number(values['grace-seconds']);
     if (!Number.isFinite(grace) || grace < 0) throw new UsageError('--grace-seconds takes a number');
     const net = await openNetwork(values, ctx.run, ctx.env);
-    const { valid, refused, apply, report } = await gcFromCache(net, {
+    const { cache, valid, refused, apply, report } = await gcFromCache(net, {
       cacheDir: values['cache-dir']!,
       apply: values.apply!,
       graceMs: grace * 1000,
@@ -82,6 +82,7 @@ export const gcCommand: Command = {
     const text = [
       `network ${shown(net.conf.name)}: ${valid.length} cached attachment(s), ${report.plan.kept.length} kept, ${report.plan.release.length} ${apply ? 'to release' : refused ? 'would be released, but nothing is (refused)' : 'would be released (dry run; --apply to release)'}`,
       ...(refused ? [`REFUSED: ${shown(refused)}`] : []),
+      ...cache.ignored.map((i) => `ignored cache entry ${shown(i.file)} (${shown(i.why)}: libcni never writes such an entry)`),
       // The container IDs and interface names are the runtime's cache's: one line per attachment, escaped.
       ...rows.map((r) => `${shown(r.action).padEnd(13)} ${shown(attachmentName(r))}  ${r.ips.join(',') || '-'}  (${shown(r.why)})`),
       ...report.errors.map((e) => `error ${e.code}: ${e.attachment ? `${shown(attachmentName(e.attachment))}: ` : ''}${shown(e.error)}`),
@@ -92,6 +93,7 @@ export const gcCommand: Command = {
         apply,
         ...(refused ? { refused } : {}),
         valid,
+        ignoredCacheEntries: cache.ignored,
         kept: report.plan.kept.map((k) => ({ ...k.record, reason: k.reason })),
         release: report.plan.release.map((r) => ({ ...r.record, reason: r.reason })),
         released: report.released,

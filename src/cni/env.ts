@@ -52,13 +52,20 @@ const NEEDS: Record<string, Record<Command, Need>> = {
   CNI_PATH: { ADD: 'opt', DEL: 'opt', CHECK: 'opt', GC: 'req', STATUS: 'opt', VERSION: 'no' },
 };
 
-function validIfname(name: string): string | undefined {
+/**
+ * libcni's ValidateInterfaceName: non-empty, under IFNAMSIZ (16) bytes, not "." or "..", no '/', ':' or whitespace
+ * (Go's unicode.IsSpace: JS's \s plus U+0085). Why it fails, or undefined. CNI_IFNAME and the runtime's result
+ * cache entries (src/gc/from-cache.ts) both pass through it: the name becomes part of a file name.
+ */
+export function validInterfaceName(name: string): string | undefined {
+  if (name === '') return 'is empty';
   if (Buffer.byteLength(name) > 15) return 'longer than 15 bytes';
   if (name === '.' || name === '..') return 'is "." or ".."';
-  if (/[/:\s]/.test(name)) return 'contains "/", ":" or whitespace';
+  if (/[/:\s\u0085]/.test(name)) return 'contains "/", ":" or whitespace';
   return undefined;
 }
 
+/** libcni's ValidateContainerID (the spec's regex): CNI_CONTAINERID, network names, the result cache's entries. */
 export function validContainerID(id: string): string | undefined {
   return CONTAINER_ID.test(id) ? undefined : `must match ${CONTAINER_ID.source}`;
 }
@@ -108,7 +115,7 @@ export function readCniEnv(env: NodeJS.ProcessEnv): CniEnv {
     if (why) bad.push(`CNI_CONTAINERID ${why}`);
   }
   if (ifname) {
-    const why = validIfname(ifname);
+    const why = validInterfaceName(ifname);
     if (why) bad.push(`CNI_IFNAME ${why}`);
   }
   if (bad.length) throw new CniError(ErrorCode.InvalidEnvironment, 'invalid env variables', { details: bad.join('; ') });

@@ -58,6 +58,28 @@ function assertLedgerLayout(dir: string): void {
   }
 }
 
+/**
+ * A ledger path would leave its directory: the name it is built from (an attachment's container ID and interface
+ * name, an owner) is not one file name. Every CNI call's names are validated first (src/cni/env.ts), so only a name
+ * from elsewhere (the runtime's result cache, read by the agent) can get here: nothing is created, read or removed.
+ */
+export class PathEscapeError extends CniError {
+  constructor(
+    readonly dir: string,
+    readonly name: string,
+  ) {
+    super(ErrorCode.InvalidEnvironment, 'a ledger path would leave its directory', {
+      details: `${JSON.stringify(name)} is not one file name in ${dir}`,
+    });
+  }
+}
+
+/** `dir`/`name`, for a name that is one file name; anything that could resolve elsewhere throws PathEscapeError. */
+function fileIn(dir: string, name: string): string {
+  if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) throw new PathEscapeError(dir, name);
+  return join(dir, name);
+}
+
 /** Ledger.lockedAttachment could not take the lock (the ledger is unusable, or another call holds it): fn never ran. */
 export class AttachmentLockError extends CniError {}
 
@@ -124,7 +146,7 @@ export class Ledger implements LedgerStore {
         details: `container ID and interface name may take ${MAX_RECORD_NAME_BYTES - 6} bytes together (file name limit); got ${Buffer.byteLength(name) - 6}`,
       });
     }
-    return join(this.recordsDir, name);
+    return fileIn(this.recordsDir, name);
   }
 
   /** The record, or undefined. A file that does not parse → code 103 naming it. */
@@ -235,8 +257,8 @@ export class Ledger implements LedgerStore {
   async lockedAttachment<T>(a: Attachment, waitMs: number, fn: () => Promise<T>): Promise<T> {
     // A key too long to be a file name is never recorded: nothing to serialise against (fn's own ledger calls
     // refuse it, or find nothing).
-    if (Buffer.byteLength(`${keyOf(a)}.json`) > MAX_RECORD_NAME_BYTES) return fn();
     const path = this.attachmentLockPath(a);
+    if (Buffer.byteLength(`${keyOf(a)}.json`) > MAX_RECORD_NAME_BYTES) return fn();
     try {
       await this.open();
     } catch (e) {
@@ -259,7 +281,7 @@ export class Ledger implements LedgerStore {
 
   async lockedAgentOwner<T>(owner: string, fn: () => Promise<T>): Promise<T> {
     await this.open();
-    return withLock(join(this.dir, `agent-${owner}.lock`), fn);
+    return withLock(fileIn(this.dir, `agent-${owner}.lock`), fn);
   }
 
   async assertWritable(): Promise<void> {
@@ -293,7 +315,7 @@ export class Ledger implements LedgerStore {
   }
 
   private attachmentLockPath(a: Attachment): string {
-    return join(this.dir, `.attach-${keyOf(a)}.lock`);
+    return fileIn(this.dir, `.attach-${keyOf(a)}.lock`);
   }
 
   /** Runs fn under the network's lock (code 11 when it cannot be had in time). */
@@ -312,7 +334,7 @@ export class Ledger implements LedgerStore {
   }
 
   private ipPath(ip: string): string {
-    return join(this.ipsDir, ip.replaceAll(':', '_'));
+    return fileIn(this.ipsDir, ip.replaceAll(':', '_'));
   }
 
   private async ipHolder(ip: string): Promise<LedgerRecord | undefined> {

@@ -2,9 +2,11 @@
 // attachments libcni cached, then the GC verb's own algorithm and guards (src/gc/run-gc.ts), and the refusal
 // to release anything when the cache is out of sight. `ipam-shim gc` and the node agent's gc step both call
 // gcFromCache; neither decides anything of its own.
-import { readdir, readFile } from 'node:fs/promises';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type Stats } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Attachment } from '../cni/config.js';
+import { validContainerID, validInterfaceName } from '../cni/env.js';
 import * as z from '../cni/zod.js';
 import { addressProblem, canonicalIp } from '../net/ip.js';
 import type { OpenNetwork } from '../network/open.js';
@@ -18,6 +20,32 @@ export interface CacheView {
   pods: CachedPod[];
   /** `missing`: no results directory; `unreadable`: it could not be listed; `empty`: no entry for this network. */
   blind?: { kind: 'missing' | 'unreadable' | 'empty'; why: string };
+  /**
+   * Entries of this network whose container ID or interface name libcni would refuse (it never writes one): left
+   * out, by file name, and never turned into a path. No CNI call can have recorded such a name in the ledger.
+   */
+  ignored: IgnoredEntry[];
+}
+
+interface IgnoredEntry {
+  /** The cache file's name (in results/). */
+  file: string;
+  why: string;
+}
+
+/**
+ * One file of this network could not be looked at (not a regular file, too large, not JSON, …), or the network has
+ * more entries than one pass reads: the list is unknowable, and GC must not release on a partial one. The message
+ * names the file and why, never its content.
+ */
+export class RuntimeCacheError extends Error {
+  constructor(
+    readonly path: string,
+    readonly why: string,
+  ) {
+    super(`cannot read runtime cache ${path}: ${why}; refusing to GC on an incomplete list`);
+    this.name = 'RuntimeCacheError';
+  }
 }
 
 /** The parts of libcni's cache entry a pod's addresses and identity come from (any result version). */
@@ -32,7 +60,7 @@ const CachedPodSchema = z.object({
   ),
 });
 
-/** PURE: what a cache entry says about its pod. */
+/** PURE: what a cache entry says about its pod (only these fields are kept: the entry itself is dropped). */
 function podOf(a: Attachment, entry: unknown): CachedPod {
   const parsed = CachedPodSchema.safeParse(entry);
   if (!parsed.success)
@@ -53,22 +81,98 @@ function podOf(a: Attachment, entry: unknown): CachedPod {
   return pod;
 }
 
-const CACHE_KIND = 'cniCacheV1';
-const CACHE_READ_PARALLEL = 8;
-
-/** fn over items, at most `limit` at once, results in the items' order. */
-async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
+/** PURE: why libcni would refuse this entry's names (it validates both before it writes one), or undefined. */
+function entryNamesProblem(containerId: string, ifName: string): string | undefined {
+  const cid = validContainerID(containerId);
+  if (cid) return `containerId ${cid}`;
+  const ifn = validInterfaceName(ifName);
+  return ifn ? `ifName ${ifn}` : undefined;
 }
+
+const CACHE_KIND = 'cniCacheV1';
+/**
+ * The largest cache file read. A libcni entry is a few KiB: its largest field is `config`, the network's conflist
+ * base64'd (a 1 KiB conflist: ~1.4 KiB), then the result and the runtime's capability args (containerd's pod
+ * annotations). 1 MiB is a few hundred times that, and bounds what one read holds (eight at a time: 8 MiB of text
+ * plus its parse) whatever the file is: a 1 GB file is "could not look", not 1 GB of the agent's memory.
+ */
+export const MAX_CACHE_ENTRY_BYTES = 1 << 20;
+/**
+ * The most cache files named for one network a pass reads. A node runs at most a few hundred pods (kubelet's
+ * maxPods: 110 by default, 250 on the largest AKS nodes); more entries than this is a runtime leaking entries or a
+ * planted flood, and reading them all would cost the agent memory and time without bound: "could not look".
+ */
+export const MAX_CACHE_ENTRIES = 10_000;
+
+const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = constants;
+/** Files read between two yields to the event loop (HTTP probes, SIGTERM): ~1 ms of synchronous reads. */
+const READ_BATCH = 64;
+
+/** What one cache file held: its text, gone (removed since the listing), or why it could not be looked at. */
+type FileRead = { text: string } | { gone: true } | { why: string };
+
+const errnoOf = (e: unknown): string | undefined => (e as { code?: string }).code;
+
+/** Why a file's status makes it no cache entry, or undefined. */
+function notAnEntry(st: Stats): string | undefined {
+  if (st.isSymbolicLink()) return 'is a symbolic link (not followed)';
+  if (!st.isFile()) return `is not a regular file (${fileKind(st)})`;
+  if (st.size > MAX_CACHE_ENTRY_BYTES) return `is ${st.size} bytes, more than the ${MAX_CACHE_ENTRY_BYTES} a cache entry may be`;
+  return undefined;
+}
+
+/**
+ * Reads one cache file as a runtime's own file must be read by a root process: only a regular file of at most
+ * MAX_CACHE_ENTRY_BYTES is opened (lstat first: a FIFO, socket or device is never opened), never through a symlink
+ * (a link to a root-only file would put its bytes in our hands), never blocking (O_NONBLOCK: a file swapped for a
+ * FIFO after the lstat is caught by the fstat, not waited on). ENOENT is "gone": libcni's DEL removes entries at
+ * any time, and a file listed a moment ago and removed since is not part of the runtime's state.
+ * Synchronous: four system calls on a small local file cost less than the thread-pool round trips of async ones
+ * (5,000 entries: CPU 1.3 s async, see docs/performance.md), and the ledger beside it is read the same way.
+ */
+function readCacheFile(path: string): FileRead {
+  let fd: number;
+  try {
+    const why = notAnEntry(lstatSync(path));
+    if (why) return { why };
+    fd = openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } catch (e) {
+    const code = errnoOf(e);
+    if (code === 'ENOENT') return { gone: true };
+    if (code === 'ELOOP') return { why: 'is a symbolic link (not followed)' };
+    return { why: `cannot be opened (${code ?? (e as Error).name})` };
+  }
+  try {
+    const st = fstatSync(fd);
+    const why = notAnEntry(st);
+    if (why) return { why };
+    // One byte more than it claims, in one read (a short read of a regular file is its end): a file that grew past
+    // the bound since fstat is still refused; one rewritten in place meanwhile reads as what was there (the parse decides).
+    const buf = Buffer.allocUnsafe(st.size + 1);
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    if (n > MAX_CACHE_ENTRY_BYTES) return { why: `grew past the ${MAX_CACHE_ENTRY_BYTES} bytes a cache entry may be while read` };
+    return { text: buf.toString('utf8', 0, n) };
+  } catch (e) {
+    return { why: `cannot be read (${errnoOf(e) ?? (e as Error).name})` };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function fileKind(st: {
+  isDirectory(): boolean;
+  isFIFO(): boolean;
+  isSocket(): boolean;
+  isCharacterDevice(): boolean;
+  isBlockDevice(): boolean;
+}): string {
+  if (st.isDirectory()) return 'a directory';
+  if (st.isFIFO()) return 'a FIFO';
+  if (st.isSocket()) return 'a socket';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
+  return 'not a file';
+}
+
 /** libcni's cache root (containerd, CRI-O, podman): `results/` below it. */
 export const DEFAULT_CACHE_DIR = '/var/lib/cni';
 
@@ -84,12 +188,45 @@ function networkNameIn(text: string): string | undefined {
 }
 
 /**
+ * One cache file, reduced at once to what the list needs (the entry's text and parse are dropped before the next
+ * file is read: the pass holds compact CachedPods, not thousands of parsed entries).
+ */
+type CacheFile =
+  | { name: string; gone: true }
+  /** Could not be looked at; networkName: the file's own, read from its text when there was one. */
+  | { name: string; why: string; networkName?: string | undefined }
+  /** Another network's (its name kept: a longer name sharing our prefix). */
+  | { name: string; networkName: unknown }
+  | { name: string; ours: CachedPod | { ignored: string } | { refused: string } };
+
+function reduce(name: string, network: string, read: FileRead): CacheFile {
+  if ('gone' in read) return { name, gone: true };
+  if ('why' in read) return { name, why: read.why };
+  let entry: { kind?: unknown; containerId?: unknown; ifName?: unknown; networkName?: unknown } | null;
+  try {
+    entry = JSON.parse(read.text) as typeof entry;
+  } catch {
+    // Never the parser's message: it quotes the text.
+    return { name, why: 'is not valid JSON', networkName: networkNameIn(read.text) };
+  }
+  if (typeof entry !== 'object' || entry === null) return { name, why: 'is not a JSON object' };
+  if (entry.networkName !== network) return { name, networkName: entry.networkName };
+  if (entry.kind !== undefined && entry.kind !== CACHE_KIND)
+    return { name, ours: { refused: `is of kind ${JSON.stringify(entry.kind)}, not ${CACHE_KIND}` } };
+  if (typeof entry.containerId !== 'string' || typeof entry.ifName !== 'string') return { name, ours: { refused: 'lacks containerId/ifName' } };
+  const bad = entryNamesProblem(entry.containerId, entry.ifName);
+  if (bad) return { name, ours: { ignored: bad } };
+  return { name, ours: podOf({ containerID: entry.containerId, ifname: entry.ifName }, entry) };
+}
+
+/**
  * The attachments the runtime knows for `network`: libcni's cache files results/<net>-<cid>-<ifname>. The
  * file name is ambiguous (names contain '-', so network "a" sees "a-b"'s files), so the file's own
  * `networkName` decides; a file of another network is never ours, even when it is corrupt (its name is read
- * from the text, or the file name starts with another network's name seen in the cache). An unreadable cache
- * file of this network makes the list unknowable and aborts (releasing on a partial list could free a live
- * pod's IP).
+ * from the text, or the file name starts with another network's name seen in the cache). A file of this network
+ * that cannot be looked at makes the list unknowable and aborts with RuntimeCacheError (releasing on a partial
+ * list could free a live pod's IP); one removed since the listing is gone, not unknowable; one whose names libcni
+ * would refuse is ignored (reported in `ignored`).
  */
 export async function cachedAttachments(cacheDir: string, network: string): Promise<CacheView> {
   const dir = join(cacheDir, 'results');
@@ -98,63 +235,58 @@ export async function cachedAttachments(cacheDir: string, network: string): Prom
     names = await readdir(dir);
   } catch (e) {
     const code = (e as { code?: string }).code;
-    if (code === 'ENOENT') return { attachments: [], pods: [], blind: { kind: 'missing', why: `the runtime's result cache ${dir} does not exist` } };
+    if (code === 'ENOENT')
+      return { attachments: [], pods: [], ignored: [], blind: { kind: 'missing', why: `the runtime's result cache ${dir} does not exist` } };
     return {
       attachments: [],
       pods: [],
+      ignored: [],
       blind: { kind: 'unreadable', why: `the runtime's result cache ${dir} cannot be read: ${(e as Error).message}` },
     };
   }
   const candidates = names.filter((n) => n.startsWith(`${network}-`));
-  // A few reads at a time: all at once held every file's buffers and promises together (the node agent's pass over
-  // 5,000 cached attachments: peak RSS 215 MiB and 1.6 s, against 146 MiB and 1.1 s eight at a time).
-  const texts = await mapLimit(candidates, CACHE_READ_PARALLEL, async (name) => ({
-    name,
-    path: join(dir, name),
-    text: await readFile(join(dir, name), 'utf8').catch((e: Error) => e),
-  }));
-  interface CacheFile {
-    name: string;
-    path: string;
-    entry?: { kind?: unknown; containerId?: unknown; ifName?: unknown; networkName?: unknown };
-    error?: string;
-    networkName?: string | undefined;
+  if (candidates.length > MAX_CACHE_ENTRIES)
+    throw new RuntimeCacheError(
+      dir,
+      `it holds ${candidates.length} entries named for network ${network}, more than the ${MAX_CACHE_ENTRIES} a pass reads (a runtime leaking entries?)`,
+    );
+  // Each file reduced before the next is read: the pass holds compact CachedPods, never every parsed entry (all at
+  // once, 5,000 libcni entries held ~50 MiB more: docs/performance.md#the-node-agent).
+  const files: CacheFile[] = [];
+  for (const [i, name] of candidates.entries()) {
+    if (i % READ_BATCH === READ_BATCH - 1) await new Promise((r) => setImmediate(r));
+    files.push(reduce(name, network, readCacheFile(join(dir, name))));
   }
-  const parsed = texts.map((t): CacheFile => {
-    const { name, path } = t;
-    if (t.text instanceof Error) return { name, path, error: t.text.message };
-    try {
-      return { name, path, entry: JSON.parse(t.text) as CacheFile['entry'] };
-    } catch (e) {
-      return { name, path, error: (e as Error).message, networkName: networkNameIn(t.text) };
-    }
-  });
   // Longer network names sharing our prefix, as the readable files name them.
-  const others = new Set(
-    parsed.flatMap((p) => (p.entry && typeof p.entry.networkName === 'string' && p.entry.networkName !== network ? [p.entry.networkName] : [])),
-  );
+  const others = new Set(files.flatMap((f) => ('networkName' in f && !('why' in f) && typeof f.networkName === 'string' ? [f.networkName] : [])));
   const out: Attachment[] = [];
   const pods: CachedPod[] = [];
-  for (const p of parsed) {
-    if (!p.entry) {
-      if (p.networkName !== undefined && p.networkName !== network) continue;
-      if (p.networkName === undefined && [...others].some((o) => p.name.startsWith(`${o}-`))) continue;
-      throw new Error(`cannot read runtime cache ${p.path}: ${p.error}; refusing to GC on an incomplete list`);
+  const ignored: IgnoredEntry[] = [];
+  for (const f of files) {
+    if ('gone' in f) continue;
+    if ('why' in f) {
+      if (f.networkName !== undefined && f.networkName !== network) continue;
+      if (f.networkName === undefined && [...others].some((o) => f.name.startsWith(`${o}-`))) continue;
+      throw new RuntimeCacheError(join(dir, f.name), f.why);
     }
-    const entry = p.entry;
-    if (entry.networkName !== network) continue;
-    if (entry.kind !== undefined && entry.kind !== CACHE_KIND)
-      throw new Error(`runtime cache ${p.path} is of kind ${JSON.stringify(entry.kind)}, not ${CACHE_KIND}; refusing to GC on a list it cannot read`);
-    if (typeof entry.containerId !== 'string' || typeof entry.ifName !== 'string') {
-      throw new Error(`runtime cache ${p.path} lacks containerId/ifName; refusing to GC on an incomplete list`);
+    if (!('ours' in f)) continue;
+    const o = f.ours;
+    if ('refused' in o) throw new RuntimeCacheError(join(dir, f.name), o.refused);
+    if ('ignored' in o) {
+      ignored.push({ file: f.name, why: o.ignored });
+      continue;
     }
-    const a = { containerID: entry.containerId, ifname: entry.ifName };
-    out.push(a);
-    pods.push(podOf(a, entry));
+    out.push({ containerID: o.containerID, ifname: o.ifname });
+    pods.push(o);
   }
   if (!out.length)
-    return { attachments: out, pods, blind: { kind: 'empty', why: `the runtime's result cache ${dir} holds no entry for network ${network}` } };
-  return { attachments: out, pods };
+    return {
+      attachments: out,
+      pods,
+      ignored,
+      blind: { kind: 'empty', why: `the runtime's result cache ${dir} holds no entry for network ${network}` },
+    };
+  return { attachments: out, pods, ignored };
 }
 
 export interface CacheGcOptions {

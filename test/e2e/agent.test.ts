@@ -5,7 +5,7 @@
 // Pods are dual-stack (10.240.0.32–63, fd00:10:240::/64), so the ledger holds IPv6 addresses and the IPv6 probe
 // rewrite is due. The agent's /metrics and /healthz are fetched with Node's fetch from inside the node netns.
 import { execa, type ResultPromise } from 'execa';
-import { mkdir, readdir, readFile, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, symlink, truncate, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
@@ -851,6 +851,120 @@ describe.skipIf(!enabled)("ipam-shim agent: a cache entry cannot make it remove 
         .lines()
         .some((l) => l.level === 'error' && /addresses could not be read: the addresses of pods the shim never saw are not cleaned/.test(l.msg)),
     ).toBe(true);
+    await stopWithin(a, 3_000);
+  });
+});
+
+/** The agent's peak resident memory (VmHWM), MiB: `ip netns exec` execs the agent, so the child's pid is the agent's. */
+const peakRssMiB = async (a: Agent): Promise<number> =>
+  Number(/^VmHWM:\s+(\d+) kB/m.exec(await readFile(`/proc/${a.proc.pid}/status`, 'utf8'))![1]) / 1024;
+
+/** deploy/daemonset.yaml's memory limit for the agent container. */
+const DAEMONSET_LIMIT_MIB = 384;
+
+describe.skipIf(!enabled)("ipam-shim agent: the runtime's result cache is untrusted input (issue 34)", () => {
+  const net = new TestNet();
+  afterEach(() => net.cleanup());
+
+  it('an entry whose container ID climbs out of the state dir is ignored by name: no lock or file outside it is touched', async () => {
+    const bed = await makeBed(net);
+    await pod(bed, 'pod-seen');
+    const results = join(bed.cacheDir, 'results');
+    // The unseen pod's lock was <stateDir>/<net>/.attach-<cid>:<ifname>.lock: this one is <scratch>/victim/x:eth0.lock,
+    // and the stale-lock breaker unlinked what it found there.
+    const victimDir = join(bed.s.dir, 'victim');
+    await mkdir(victimDir);
+    const victim = join(victimDir, 'x:eth0.lock');
+    await writeFile(victim, 'not a lock holder\n');
+    const evilIp = '10.240.0.50';
+    await writeFile(
+      join(results, `${bed.network}-evil-eth0`),
+      JSON.stringify({
+        kind: 'cniCacheV1',
+        containerId: 'a/../../../victim/x',
+        ifName: 'eth0',
+        networkName: bed.network,
+        result: { cniVersion: '1.0.0', ips: [{ address: `${evilIp}/16` }] },
+      }),
+    );
+    // Residue for its address, so the residue step would clean it under the attachment's lock.
+    await bed.r('ip', ['neigh', 'add', evilIp, 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
+    const a = startAgent(bed, ['--interval', '3600', '--no-install']);
+    await waitFor('the first pass', () => a.passes().length >= 1);
+    expect(await readdir(victimDir)).toEqual(['x:eth0.lock']);
+    expect(await readFile(victim, 'utf8')).toBe('not a lock holder\n');
+    expect(a.passes()[0]).toMatchObject({
+      steps: { gc: 'ok', pods: 'ok', residue: 'ok' },
+      runtimePods: 1,
+      unseenPods: 0,
+      cacheIgnored: 1,
+      errors: 0,
+    });
+    const warned = a.lines().find((l) => /libcni would refuse/.test(l.msg));
+    expect(warned).toMatchObject({
+      level: 'warn',
+      count: 1,
+      new: [{ file: `${bed.network}-evil-eth0`, why: expect.stringMatching(/^containerId must match/) }],
+    });
+    // Not the agent's to clean: the neighbour stays.
+    expect((await bed.r('ip', ['neigh', 'show', evilIp, 'dev', 'azure0'])).stdout).toContain(evilIp);
+    // Logged when it first appears, not every pass.
+    await onePass(a);
+    expect(a.lines().filter((l) => /libcni would refuse/.test(l.msg))).toHaveLength(1);
+    await stopWithin(a, 3_000);
+  });
+
+  it('a FIFO and a symlink (to a root-only file) in the cache: every pass completes, named by file, never quoted; /readyz 200; SIGTERM ends it', async () => {
+    const bed = await makeBed(net);
+    await pod(bed, 'pod-seen');
+    const results = join(bed.cacheDir, 'results');
+    const fifo = join(results, `${bed.network}-fifo-eth0`);
+    await execa('mkfifo', [fifo]);
+    net.defer(async () => {
+      // The code before this change blocked in open() on it: a writer's open lets a stuck reader go.
+      await execa('sh', ['-c', 'exec 3<>"$1"', 'sh', fifo], { reject: false });
+    });
+    const secret = join(bed.s.dir, 'secret');
+    await writeFile(secret, 'TOPSECRET-0123456789', { mode: 0o600 });
+    const link = join(results, `${bed.network}-link-eth0`);
+    await symlink(secret, link);
+    const a = startAgent(bed, ['--interval', '0.5']);
+    await waitFor('two passes', () => a.passes().length >= 2, 20_000);
+    for (const p of a.passes()) expect(p).toMatchObject({ steps: { network: 'ok', gc: 'error', pods: 'error' } });
+    await waitFor('/readyz 200', async () => (await readyz(bed)).status === 200, 20_000);
+    const text = JSON.stringify(a.lines());
+    expect(text).not.toContain('TOPSECRET');
+    expect(text).toMatch(/cannot read runtime cache [^"]*-(fifo|link)-eth0: (is not a regular file \(a FIFO\)|is a symbolic link \(not followed\))/);
+    expect(await metric(bed, 'ipam_shim_agent_runtime_cache_readable', { network: bed.network })).toBe(0);
+    // Gone: the next pass reads the cache again.
+    await unlink(fifo);
+    await unlink(link);
+    const n = a.passes().length;
+    await waitFor('a pass after', () => a.passes().length >= n + 2);
+    expect(a.passes().at(-1)).toMatchObject({ steps: { gc: 'ok', pods: 'ok' }, runtimePods: 1, errors: 0 });
+    expect(await metric(bed, 'ipam_shim_agent_runtime_cache_readable', { network: bed.network })).toBe(1);
+    await stopWithin(a, 3_000);
+  });
+
+  it(`a 1 GB cache file, then more entries than a pass reads: "could not look", and the agent stays far below its ${DAEMONSET_LIMIT_MIB} MiB limit`, async () => {
+    const bed = await makeBed(net);
+    await pod(bed, 'pod-seen');
+    const results = join(bed.cacheDir, 'results');
+    const big = join(results, `${bed.network}-big-eth0`);
+    await writeFile(big, '');
+    await truncate(big, 1e9); // sparse: no disk, but a read of it is 1 GB of the reader's memory
+    const a = startAgent(bed, ['--interval', '3600', '--no-install']);
+    await waitFor('the first pass', () => a.passes().length >= 1, 60_000);
+    expect(await peakRssMiB(a)).toBeLessThan(DAEMONSET_LIMIT_MIB / 2);
+    expect(a.passes()[0]).toMatchObject({ steps: { gc: 'error', pods: 'error' } });
+    expect(JSON.stringify(a.lines())).toContain(`${bed.network}-big-eth0: is 1000000000 bytes, more than the 1048576 a cache entry may be`);
+    await unlink(big);
+    const entry = (i: number) => JSON.stringify({ kind: 'cniCacheV1', containerId: `p${i}`, ifName: 'eth0', networkName: bed.network, result: {} });
+    for (let i = 0; i <= 10_000; i++) await writeFile(join(results, `${bed.network}-p${i}-eth0`), entry(i));
+    const pass = await onePass(a);
+    expect(await peakRssMiB(a)).toBeLessThan(DAEMONSET_LIMIT_MIB / 2);
+    expect(pass).toMatchObject({ steps: { gc: 'error', pods: 'error' } });
+    expect(JSON.stringify(a.lines())).toContain('holds 10002 entries named for network');
     await stopWithin(a, 3_000);
   });
 });
