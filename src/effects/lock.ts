@@ -45,20 +45,24 @@ function holderAlive(content: string): boolean {
   return actual !== undefined && (start === '?' || actual === start);
 }
 
+/** What stands at a lock path that is not a holder's lock file: a symlink, a FIFO, a device, a directory. */
+const FOREIGN = Symbol('foreign');
+
 /**
- * A lock file's content; undefined when there is none or it is not a regular file. Never through a symlink, never
- * waiting: something else put at the lock path (a FIFO without a writer blocked the open forever, /dev/zero never
- * ends) is no holder's, so it is waited out like a live holder and never broken.
+ * A lock file's content; undefined when there is none, FOREIGN when something other than a regular file stands
+ * there. Never through a symlink, never waiting (a FIFO without a writer blocked the open forever, /dev/zero never
+ * ends).
  */
-const readQuiet = (path: string): string | undefined => {
+const readQuiet = (path: string): string | undefined | typeof FOREIGN => {
   let fd: number;
   try {
     fd = openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-  } catch {
-    return undefined;
+  } catch (e) {
+    // ELOOP: a symlink (O_NOFOLLOW); ENXIO: a FIFO without a reader can't be opened this way (only for writing).
+    return isErrno(e, 'ENOENT') ? undefined : isErrno(e, 'ELOOP') || isErrno(e, 'ENXIO') ? FOREIGN : undefined;
   }
   try {
-    return fstatSync(fd).isFile() ? readFileSync(fd, 'utf8') : undefined;
+    return fstatSync(fd).isFile() ? readFileSync(fd, 'utf8') : FOREIGN;
   } catch {
     return undefined;
   } finally {
@@ -96,11 +100,19 @@ function tryCreate(path: string, content: string): boolean {
   }
 }
 
+/**
+ * Who may remove something other than a lock file standing at a lock path: `break` in a directory of our own (the
+ * ledger's state dir: only the shim names files there, so a symlink or FIFO at its lock name is no holder's and its
+ * name is unlinked, never followed), `wait` in a shared one (the log's directory: it is waited out, never removed).
+ */
+export type ForeignAtLock = 'break' | 'wait';
+
 /** Breaks `path` if its holder is dead; the check-and-unlink runs under `<path>.break` so two breakers cannot race. */
-export function breakIfStale(path: string): void {
+export function breakIfStale(path: string, foreign: ForeignAtLock = 'break'): void {
   const content = readQuiet(path);
-  if (content === undefined || holderAlive(content)) return;
-  if (content.trim() === '') {
+  if (content === undefined || (content === FOREIGN && foreign === 'wait')) return;
+  if (content !== FOREIGN && holderAlive(content)) return;
+  if (content !== FOREIGN && content.trim() === '') {
     // A holder between its O_EXCL create and its write: alive. Only a long-empty file was left by a crash there.
     const st = statQuiet(path);
     if (!st || Date.now() - st.mtimeMs < EMPTY_LOCK_STALE_MS) return;
@@ -126,7 +138,10 @@ export async function withLock<T>(path: string, fn: () => Promise<T>, timeoutMs 
   const id = ownId();
   while (!tryCreate(path, id)) {
     breakIfStale(path);
-    if (Date.now() > deadline) throw new LockTimeoutError(path, (readQuiet(path) ?? '').trim());
+    if (Date.now() > deadline) {
+      const holder = readQuiet(path);
+      throw new LockTimeoutError(path, holder === FOREIGN ? 'not a lock file' : (holder ?? '').trim());
+    }
     await new Promise((r) => setTimeout(r, delay + Math.random() * delay));
     delay = Math.min(delay * 2, 50);
   }
@@ -142,13 +157,13 @@ let pause: Int32Array | undefined;
 
 /**
  * withLock for a synchronous critical section of microseconds (rotating the log file): waits up to `timeoutMs` in
- * 1 ms sleeps. Returns false, fn not run, when the lock could not be had in time.
+ * 1 ms sleeps. Its lock lives in a shared directory, so whatever else stands at its path is waited out, never removed. Returns false, fn not run, when the lock could not be had in time.
  */
 export function withLockSync(path: string, fn: () => void, timeoutMs: number): boolean {
   const deadline = Date.now() + timeoutMs;
   const id = ownId();
   while (!tryCreate(path, id)) {
-    breakIfStale(path);
+    breakIfStale(path, 'wait');
     if (Date.now() > deadline) return false;
     Atomics.wait((pause ??= new Int32Array(new SharedArrayBuffer(4))), 0, 0, 1);
   }
