@@ -42,7 +42,8 @@ the default; apply: released), residue removed for every pod the runtime's cache
 shim never saw counted, a pod holding a reserved address reported), the IPv6 probe rewrite put back where due.
 /metrics, /healthz and /readyz on --listen (default ${DEFAULT_AGENT_LISTEN}); logs as JSON lines on stdout.
 /readyz is 200 only when the shim's entry is in the network config the runtime uses (the first in --conf-dir;
-with --no-install and --conflist, that file: verified, never edited) and the last pass completed.`;
+with --no-install and --conflist, that file: verified, never edited) and the last pass completed.
+Logs are its output (no --json).`;
 
 const LEVELS = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
 
@@ -149,6 +150,7 @@ export const agentCommand: Command = {
     'ipam-shim agent --gc apply --interval 60 --listen 0.0.0.0:9740',
     'ipam-shim agent --no-install --conf-dir /host/etc/cni/net.d --log-level debug',
   ],
+  json: false,
   exitStatus:
     '0 stopped by SIGTERM/SIGINT (every problem meanwhile is logged and counted, never an exit); 1 never; 2 usage; 3 could not run: it could not start (e.g. the --listen address is taken)',
   async run(argv, ctx): Promise<CommandOutput> {
