@@ -15,6 +15,7 @@ import { planCommand } from '../../src/cli/plan.js';
 import { probeRewriteCommand } from '../../src/probe-rewrite/cli.js';
 import { residueCommand } from '../../src/residue/cli.js';
 import { versionCommand } from '../../src/cli/version.js';
+import { isAgentCommandLine } from '../../src/cli/agent-reload.js';
 
 const ALL: Command[] = [
   agentCommand,
@@ -64,6 +65,16 @@ describe('command help', () => {
     expect(r.exitCode).toBe(2);
     expect(r.stderr).toContain('--json: this command has no JSON output');
     expect(offersJson((await runCli(['agent', '--help'], {})).stdout)).toBe(false);
+  });
+
+  it('agent reload signals only a running `ipam-shim agent`, whatever pid 1 is', () => {
+    expect(isAgentCommandLine(['/usr/local/bin/ipam-shim', 'agent', '--gc', 'report'])).toBe(true);
+    expect(isAgentCommandLine(['/usr/bin/node', '/work/dist/ipam-shim.js', 'agent'])).toBe(true);
+    expect(isAgentCommandLine(['/sbin/init', 'splash'])).toBe(false); // systemd reloads on SIGHUP
+    expect(isAgentCommandLine(['/usr/local/bin/ipam-shim', 'doctor'])).toBe(false);
+    expect(isAgentCommandLine(['/usr/local/bin/ipam-shim', 'agent', 'reload'])).toBe(false);
+    expect(isAgentCommandLine(['sh', '-c', 'ipam-shim agent'])).toBe(false);
+    expect(isAgentCommandLine([])).toBe(false);
   });
 
   it('suggests the command a typo most likely meant', () => {
