@@ -41,6 +41,7 @@ const USAGE = `ipam-shim agent [--gc report|apply] [--interval SECONDS] [--jitte
   [--grace-seconds 60] [--cache-dir /var/lib/cni] [--allow-empty-cache] [--log-level info]
   [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS]
   [--cni-bin-dir DIR] [--source PATH] [--shim-config JSON] [--no-install]
+ipam-shim agent reload
 
 Runs until SIGTERM: keeps the shim installed (install --watch), and every interval (± jitter; SIGHUP: now)
 reconciles the node: GC of leaked pod addresses from the runtime's result cache (--gc report: only reported,
@@ -48,7 +49,9 @@ the default; apply: released), residue removed for every pod the runtime's cache
 shim never saw counted, a pod holding a reserved address reported), the IPv6 probe rewrite put back where due.
 /metrics, /healthz and /readyz on --listen (default ${DEFAULT_AGENT_LISTEN}); logs as JSON lines on stdout.
 /readyz is 200 only when the shim's entry is in the network config the runtime uses (the first in --conf-dir;
-with --no-install and --conflist, that file: verified, never edited) and the last pass completed.`;
+with --no-install and --conflist, that file: verified, never edited) and the last pass completed.
+Logs are its output (no --json). "agent reload", run in the agent's container (kubectl exec; the image has no
+kill), sends the agent (pid 1, checked to be an ipam-shim agent) SIGHUP: a reconcile pass now.`;
 
 const LEVELS = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
 
@@ -154,10 +157,13 @@ export const agentCommand: Command = {
     'ipam-shim agent',
     'ipam-shim agent --gc apply --interval 60 --listen 0.0.0.0:9740',
     'ipam-shim agent --no-install --conf-dir /host/etc/cni/net.d --log-level debug',
+    'kubectl -n kube-system exec ds/ipam-shim -- ipam-shim agent reload',
   ],
+  json: false,
   exitStatus:
-    '0 stopped by SIGTERM/SIGINT (every problem meanwhile is logged and counted, never an exit); 1 never; 2 usage; 3 could not run: it could not start (e.g. the --listen address is taken)',
+    '0 stopped by SIGTERM/SIGINT (every problem meanwhile is logged and counted, never an exit); 1 never; 2 usage; 3 could not run: it could not start (e.g. the --listen address is taken). reload: 0 signalled; 3 pid 1 is no ipam-shim agent (nothing signalled)',
   async run(argv, ctx): Promise<CommandOutput> {
+    if (argv[0] === 'reload') return (await import('./agent-reload.js')).agentReload(argv.slice(1));
     const { settings, install } = parseAgentArgs(argv);
     const { runAgent } = await import('../agent/daemon.js');
     // JSON lines on stdout, written synchronously (a SIGTERM'd agent loses no line).

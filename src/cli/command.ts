@@ -42,6 +42,8 @@ export interface Command {
   examples: string[];
   /** What each exit status means for this command (`--help` prints it). */
   exitStatus: string;
+  /** false: the command has no `--json` (the agent: its output is its log lines); --help does not offer it, index.ts refuses it. */
+  json?: false;
   run(argv: string[], ctx: CommandContext): Promise<CommandOutput>;
 }
 
@@ -54,7 +56,7 @@ export function commandHelp(c: Command): string {
     const h = c.flagHelp[name];
     return [`--${name}${h?.value ? ` ${h.value}` : ''}`, h?.text ?? ''] as const;
   });
-  flags.push(['--json', JSON_FLAG.text]);
+  if (c.json !== false) flags.push(['--json', JSON_FLAG.text]);
   const width = Math.max(...flags.map(([f]) => f.length));
   const lines = [
     c.summary,

@@ -41,7 +41,8 @@ export const doctorCommand: Command = {
       // The network cannot be opened (no conflist holds the shim, or it does not parse): doctor goes on without it.
       if (!(e instanceof CniError)) throw e;
       const cniPath = (values['cni-path'] ?? ctx.env.CNI_PATH ?? DEFAULT_CNI_PATH).split(':').filter(Boolean);
-      node = { confDir: values['conf-dir'] ?? (values.conflist ? dirname(values.conflist) : DEFAULT_CONF_DIR), cniPath, run: ctx.run, why: e };
+      const confDir = values['conf-dir'] ?? (values.conflist ? dirname(values.conflist) : DEFAULT_CONF_DIR);
+      node = { confDir, conflist: values.conflist, cniPath, run: ctx.run, why: e };
     }
     const findings: Finding[] = [];
     for (const check of await doctorChecks()) {

@@ -6,6 +6,7 @@ import type { GcReport } from '../gc/run-gc.js';
 import { shown } from '../terminal.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
 import { parseArgv, UsageError, type Command } from './command.js';
+import { podName } from './ledger.js';
 
 const USAGE = `ipam-shim gc --network NAME [--cache-dir /var/lib/cni] [--grace-seconds 60] [--apply] [--allow-empty-cache]
   [--conflist PATH | --conf-dir DIR] [--cni-path DIRS] [--json]
@@ -68,6 +69,7 @@ export const gcCommand: Command = {
         action: apply ? releaseAction(report, r.record) : 'would release',
         containerID: r.record.containerID,
         ifname: r.record.ifname,
+        pod: podName(r.record),
         ips: r.record.ips,
         why: r.reason,
       })),
@@ -75,6 +77,7 @@ export const gcCommand: Command = {
         action: 'keep',
         containerID: k.record.containerID,
         ifname: k.record.ifname,
+        pod: podName(k.record),
         ips: k.record.ips,
         why: k.reason,
       })),
@@ -83,8 +86,9 @@ export const gcCommand: Command = {
       `network ${shown(net.conf.name)}: ${valid.length} cached attachment(s), ${report.plan.kept.length} kept, ${report.plan.release.length} ${apply ? 'to release' : refused ? 'would be released, but nothing is (refused)' : 'would be released (dry run; --apply to release)'}`,
       ...(refused ? [`REFUSED: ${shown(refused)}`] : []),
       ...cache.ignored.map((i) => `ignored cache entry ${shown(i.file)} (${shown(i.why)}: libcni never writes such an entry)`),
-      // The container IDs and interface names are the runtime's cache's: one line per attachment, escaped.
-      ...rows.map((r) => `${shown(r.action).padEnd(13)} ${shown(attachmentName(r))}  ${r.ips.join(',') || '-'}  (${shown(r.why)})`),
+      // The container IDs, interface names and pod names (CNI_ARGS at ADD, as `ledger` shows them) come from
+      // outside: one line per attachment, escaped.
+      ...rows.map((r) => `${shown(r.action).padEnd(13)} ${shown(attachmentName(r))}  ${shown(r.pod)}  ${r.ips.join(',') || '-'}  (${shown(r.why)})`),
       ...report.errors.map((e) => `error ${e.code}: ${e.attachment ? `${shown(attachmentName(e.attachment))}: ` : ''}${shown(e.error)}`),
     ].join('\n');
     return {

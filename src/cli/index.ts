@@ -107,6 +107,7 @@ async function outcome(argv: string[], env: NodeJS.ProcessEnv): Promise<CliOutco
   const json = rest.includes('--json');
   const args = rest.filter((a) => a !== '--json');
   try {
+    if (json && command.json === false) throw new UsageError('--json: this command has no JSON output (its output is its log lines)');
     const out = await command.run(args, { run, env });
     const stdout = json ? `${JSON.stringify(out.data, null, 2)}\n` : out.text.endsWith('\n') || out.text === '' ? out.text : `${out.text}\n`;
     return { stdout, stderr: '', exitCode: out.exitCode };

@@ -173,7 +173,8 @@ export const uninstallCommand: Command = {
   options: UNINSTALL_OPTIONS,
   flagHelp: { ...DIR_HELP, 'keep-binary': { text: 'take the entry out but leave the executable in the bin dir' } },
   examples: ['ipam-shim uninstall', 'ipam-shim uninstall --keep-binary --json'],
-  exitStatus: '0 done (also when there was nothing to remove); 1 never; 2 usage; 3 could not run (a write failed)',
+  exitStatus:
+    '0 done (also when there was nothing to remove); 1 never; 2 usage; 3 could not run (the conf dir does not exist or cannot be read: nothing touched; a write failed)',
   async run(argv): Promise<CommandOutput> {
     const { values: v } = parseArgv({ args: argv, strict: true, options: UNINSTALL_OPTIONS });
     const out = await uninstall({

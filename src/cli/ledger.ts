@@ -17,7 +17,9 @@ function age(seconds: number): string {
 /** A runtime's 64-hex container ID cut to 12 characters, as crictl and docker print it; any other ID (cilium-agent-health) whole. */
 const shortId = (id: string): string => (/^[0-9a-f]{16,}$/.test(id) ? `${id.slice(0, 12)}…` : id);
 
-const podName = (r: LedgerRecord): string => (r.pod?.name ? `${r.pod.namespace ?? '?'}/${r.pod.name}` : r.owner === 'agent' ? '(cilium-agent)' : '-');
+/** The pod a record names (namespace/name, from CNI_ARGS at ADD), as `ledger` and `gc` print it; raw: show it through shown(). */
+export const podName = (r: Pick<LedgerRecord, 'pod' | 'owner'>): string =>
+  r.pod?.name ? `${r.pod.namespace ?? '?'}/${r.pod.name}` : r.owner === 'agent' ? '(cilium-agent)' : '-';
 
 export const ledgerCommand: Command = {
   name: 'ledger',

@@ -23,6 +23,8 @@ interface DoctorOptions {
 /** What doctor has when no shim conflist could be opened: where it looked, the CNI path, and why it failed. */
 export interface NodeView {
   confDir: string;
+  /** The --conflist the operator named (its failure is its own, whatever else the conf dir holds). */
+  conflist?: string | undefined;
   cniPath: string[];
   run: Run;
   /** Why the shim's network could not be opened (no conflist holds the shim, one does not parse, its settings are invalid). */

@@ -3,9 +3,12 @@ import { dirname } from 'node:path';
 import { isObject } from '../cni/json.js';
 import { CniError } from '../cni/errors.js';
 import { ANCHOR_TYPE } from '../cni/config.js';
-import { conflistFiles, holdsShim, readNetworkConfig } from '../conflist.js';
-import type { DoctorCheck, Finding } from './check.js';
+import { confDirProblem, conflistFiles, holdsShim, readNetworkConfig, ShimConflistMissing } from '../conflist.js';
+import { type DoctorCheck, type Finding, list, type NodeView } from './check.js';
+import { anyShim, ciliumConfig, describeConfig, scanConfDir } from './conf-dir.js';
 import { allocator, typeOf } from './ipam-config.js';
+
+const NAME = 'conflist';
 
 function sameJson(a: unknown, b: unknown): boolean {
   if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((x, i) => sameJson(x, b[i]));
@@ -16,38 +19,73 @@ function sameJson(a: unknown, b: unknown): boolean {
   return a === b;
 }
 
-export const conflistCheck: DoctorCheck = {
-  name: 'conflist',
-  /** No shim conflist: why (the files that do not parse are in the error's details), and how to get one. */
-  async withoutNetwork(node) {
-    const e = node.why;
-    const details = e instanceof CniError && e.details ? ` (${e.details})` : '';
+/**
+ * No shim conflist: why, said plainly when cilium-agent has written no conflist yet. A file that does not parse
+ * may be cilium's or the shim's: then it leads (with its parse error), and the missing cilium-cni conflist follows.
+ */
+async function missingFindings(node: NodeView): Promise<Finding[]> {
+  const e = node.why;
+  const skipped = "the checks that need the shim's network are skipped";
+  const plain = e instanceof ShimConflistMissing && !node.conflist && !(await confDirProblem(node.confDir));
+  const scan = plain ? await scanConfDir(node.confDir) : undefined;
+  const why = `${e instanceof CniError ? e.msg : e.message}${e instanceof CniError && e.details ? ` (${e.details})` : ''}`;
+  if (scan && !ciliumConfig(scan) && !anyShim(scan)) {
+    const there = scan.configs.length ? `configs there: ${list(scan.configs.map(describeConfig))}` : 'no network config there';
     return [
       {
-        check: 'conflist',
+        check: NAME,
         verdict: 'problem',
-        summary: `${e instanceof CniError ? e.msg : e.message}${details}: the checks that need the shim's network are skipped`,
-        fix: `ipam-shim install --conf-dir ${node.confDir} (chains the shim after cilium-cni), or name the conflist: --conflist PATH / --network NAME`,
+        summary: scan.unreadable.length
+          ? `${why}, and no cilium-cni conflist that parses (${there}): ${skipped}`
+          : `no cilium-cni conflist in ${node.confDir} (${there}): ${skipped}`,
+        fix: `${scan.unreadable.length ? 'fix or remove the file that does not parse; ' : ''}cilium-agent writes its conflist when it runs on this node: check that it does; the ipam-shim agent (or ipam-shim install --conf-dir ${node.confDir}) then chains the shim after cilium-cni. Elsewhere: --conf-dir DIR, or --conflist PATH`,
       },
     ];
-  },
+  }
+  const cilium = scan && ciliumConfig(scan);
+  const holds = cilium && !anyShim(scan) ? `: ${cilium.path} holds cilium-cni without the shim's entry` : '';
+  return [
+    {
+      check: NAME,
+      verdict: 'problem',
+      summary: `${why}${holds}: ${skipped}`,
+      fix: `ipam-shim install --conf-dir ${node.confDir} (chains the shim after cilium-cni), or name the conflist: --conflist PATH / --network NAME`,
+    },
+  ];
+}
+
+export const conflistCheck: DoctorCheck = {
+  name: NAME,
+  withoutNetwork: missingFindings,
   async run(net) {
     const name = this.name;
     const out: Finding[] = [];
     const dir = dirname(net.shim.path);
-    const files = await conflistFiles(dir);
-    for (const f of files) {
+    // The runtime reads the first config only (containerd's go-cni loads one and stops; CRI-O skips what it cannot
+    // parse): a broken first file is a problem (the installed check says what it costs), a broken later one is
+    // never read, so it is named, not a problem.
+    const [first, ...later] = (await conflistFiles(dir)).map((f) => {
       try {
         readNetworkConfig(f);
+        return undefined;
       } catch (e) {
-        out.push({
-          check: name,
-          verdict: 'problem',
-          summary: `${f} is not a valid network config: ${e instanceof CniError && e.details ? e.details : (e as Error).message}`,
-          fix: 'fix or remove the file: runtimes stop at configs they cannot parse',
-        });
+        return { f, why: e instanceof CniError && e.details ? e.details : (e as Error).message };
       }
-    }
+    });
+    if (first)
+      out.push({
+        check: name,
+        verdict: 'problem',
+        summary: `${first.f} is not a valid network config: ${first.why}`,
+        fix: 'fix or remove the file: the runtime uses the first config in the directory and cannot parse this one',
+      });
+    const ignored = later.filter((x) => x !== undefined).map((x) => `${x.f} (${x.why})`);
+    if (ignored.length)
+      out.push({
+        check: name,
+        verdict: 'ok',
+        summary: `configs that do not parse, never read by the runtime (it uses the first in ${dir}): ${list(ignored)}`,
+      });
     // Which file the runtime uses, and whether it holds the shim: the installed check (installed.ts).
     const plugins = net.shim.list.plugins as unknown[];
     const shims = plugins.filter(holdsShim).length;

@@ -1,13 +1,13 @@
 // Doctor's main-plugin check: the plugins the shim's conflist runs around it (cilium-cni, or whatever is listed
 // before the shim, or the plugin whose IPAM slot it sits in) are on the CNI path. A runtime that cannot find one
 // fails every pod's ADD before the shim is even called. Without a shim conflist it looks at the conflist the
-// shim would be chained into: the one holding cilium-cni, else the first the runtime reads.
+// shim would be chained into, the one holding cilium-cni, and at no other network's.
 import { accessSync, constants, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ANCHOR_TYPE, PLUGIN_TYPE } from '../cni/config.js';
-import { conflistFiles, readNetworkConfig } from '../conflist.js';
 import type { DoctorCheck, Finding } from './check.js';
 import { typeOf } from './ipam-config.js';
+import { ciliumConfig, scanConfDir } from './conf-dir.js';
 
 const NAME = 'main-plugin';
 
@@ -57,26 +57,17 @@ export const mainPluginCheck: DoctorCheck = {
   async run(net) {
     return pluginFindings(net.shim.path, net.shim.list.plugins as unknown[], net.cniPath);
   },
+  /** Without a shim conflist: only cilium's, the one the shim is chained into (other networks are not the shim's to judge). */
   async withoutNetwork(node) {
-    const lists: { path: string; plugins: unknown[] }[] = [];
-    for (const f of await conflistFiles(node.confDir)) {
-      try {
-        lists.push({ path: f, plugins: readNetworkConfig(f).list.plugins });
-      } catch {
-        // the conflist check names files that do not parse
-      }
-    }
-    const chosen = lists.find((l) => l.plugins.some((p) => typeOf(p) === ANCHOR_TYPE)) ?? lists[0];
-    if (!chosen) {
+    const cilium = ciliumConfig(await scanConfDir(node.confDir));
+    if (!cilium)
       return [
         {
           check: NAME,
-          verdict: 'warn',
-          summary: `no network config in ${node.confDir}: no main plugin to look for`,
-          fix: 'Cilium writes its conflist when cilium-agent starts: check that it runs, or pass --conf-dir',
+          verdict: 'skipped',
+          summary: `no cilium-cni conflist in ${node.confDir}: no main plugin to look for (see the conflist check)`,
         },
       ];
-    }
-    return pluginFindings(chosen.path, chosen.plugins, node.cniPath);
+    return pluginFindings(cilium.path, cilium.list.plugins, node.cniPath);
   },
 };

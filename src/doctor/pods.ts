@@ -18,6 +18,24 @@ export const podsCheck: DoctorCheck = {
     } catch (e) {
       return [{ check: NAME, verdict: 'warn', summary: `could not look at the pods the runtime knows: ${(e as Error).message}`, fix }];
     }
+    if (view.blind?.kind === 'missing') {
+      // libcni creates results/ at the first pod's ADD: on a fresh node it is not there yet. That is "no pods yet"
+      // only while the ledger agrees (no pod attachment recorded, as GC's guard): else the cache is out of sight.
+      const pods = await net.ledger.list().then(
+        ({ records, corrupt }) => (corrupt.length ? undefined : records.filter((r) => r.owner !== 'agent').length),
+        () => undefined,
+      );
+      if (pods === 0)
+        return [
+          {
+            check: NAME,
+            verdict: 'ok',
+            summary: `no pods yet: ${view.blind.why} (libcni creates it at the first pod) and the ledger holds no pod attachment`,
+          },
+        ];
+      const held = pods === undefined ? '' : `, while the ledger holds ${pods} pod attachment(s)`;
+      return [{ check: NAME, verdict: 'warn', summary: `could not look at the pods the runtime knows: ${view.blind.why}${held}`, fix }];
+    }
     if (view.blind && view.blind.kind !== 'empty')
       return [{ check: NAME, verdict: 'warn', summary: `could not look at the pods the runtime knows: ${view.blind.why}`, fix }];
     const { records } = await net.ledger.list();

@@ -3,7 +3,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { stat, unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { conflistFiles, holdsShim, readNetworkConfig } from '../conflist.js';
+import { confDirProblem, conflistFiles, holdsShim, readNetworkConfig } from '../conflist.js';
 import { isErrno, syncDir } from '../effects/fs-atomic.js';
 import type { Logger } from '../log.js';
 import { inspectConflist, removeShimEntry, type ConflistShape } from './conflist-edit.js';
@@ -22,6 +22,10 @@ export interface UninstallOutcome {
 
 /** Removes the chained entries install put in (lists holding cilium-cni), then the binary unless still used. */
 export async function uninstall(o: { binDir: string; confDir: string; keepBinary?: boolean }): Promise<UninstallOutcome> {
+  // A conf dir that is not there (a typo) holds no entry to remove, and would let the binary go while the real
+  // conflist still names it: every pod's ADD would fail. Could not run, nothing touched.
+  const problem = await confDirProblem(o.confDir);
+  if (problem) throw new Error(`${problem}: nothing uninstalled (the executable stays: a conflist elsewhere may still name it)`);
   const out: UninstallOutcome = { conflists: [], binary: { path: join(o.binDir, BINARY_NAME), action: 'kept' }, stillReferenced: [] };
   for (const path of await conflistFiles(o.confDir)) {
     for (let attempt = 0; attempt < 5; attempt++) {

@@ -60,6 +60,10 @@ export const probeRewriteCommand: Command = {
     'status: 0 fine, 1 needed and missing or drifted; ensure: 0 in place and matching, 1 not; remove: 0; all: 2 usage (an --uplink that is no interface here included), 3 could not run (nft missing, no uplink)',
   async run(argv, ctx): Promise<CommandOutput> {
     const flags = parseFlags(argv);
+    // nft matches interface names as strings: status of a device that is not here would judge a rule that never
+    // matches, and ensure would install one. An --uplink that is no interface is a usage error, for every action.
+    if (flags.uplink !== undefined && !(await linkExists(ctx.run, flags.uplink)))
+      throw new UsageError(`--uplink: uplink ${JSON.stringify(flags.uplink)} is no interface here`);
     const net = await settingsSource(flags, ctx.run, ctx.env);
     const input = {
       settings: net?.conf.settings,
@@ -88,13 +92,12 @@ export const probeRewriteCommand: Command = {
     }
     const uplink = flags.uplink ?? net?.conf.settings.uplink ?? (await readDefaultUplink(ctx.run));
     if (!uplink) throw new Error('no uplink: the node has no default route; pass --uplink DEV');
-    // nft matches interface names as strings: a rule for a device that does not exist installs fine and never
-    // matches. Refuse it instead (a flag typo is a usage error; a bad "uplink" in the conflist a failure).
-    if (!(await linkExists(ctx.run, uplink))) {
-      const why = `uplink ${JSON.stringify(uplink)} is no interface here${flags.uplink ? '' : ` (from ${net?.conf.settings.uplink ? `"uplink" in ${net.shim.path}` : 'the default route'})`}`;
-      if (flags.uplink) throw new UsageError(`--uplink: ${why}`);
-      throw new Error(why);
-    }
+    // A bad "uplink" in the conflist (an --uplink was checked above) is a failure: ensure would install a rule
+    // that never matches.
+    if (!flags.uplink && !(await linkExists(ctx.run, uplink)))
+      throw new Error(
+        `uplink ${JSON.stringify(uplink)} is no interface here (from ${net?.conf.settings.uplink ? `"uplink" in ${net.shim.path}` : 'the default route'})`,
+      );
     const before = await assessProbeRewrite(ctx.run, { ...input, uplink });
     const ensured = await ensureProbeRewrite(ctx.run, { uplink, probeSource: before.probeSource, probeGlobal: before.probeGlobal });
     if (!ensured.available) throw new Error(`nftables is not usable here: ${ensured.reason}`);

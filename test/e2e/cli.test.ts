@@ -60,7 +60,13 @@ describe('help', () => {
       expect(a.exitCode, name).toBe(0);
       expect(a.stdout, name).toBe(b.stdout);
       const flags = a.stdout.slice(a.stdout.indexOf('\nflags:\n') + 8, a.stdout.indexOf('\n\nexamples:\n')).split('\n');
-      expect(flags.at(-1), name).toMatch(/^ {2}--json +\S/);
+      // Every command prints a result for --json but the agent, whose output is its log lines (issue 37).
+      if (name === 'agent')
+        expect(
+          flags.some((f) => f.startsWith('  --json ')),
+          name,
+        ).toBe(false);
+      else expect(flags.at(-1), name).toMatch(/^ {2}--json +\S/);
       for (const f of flags) expect(f, `${name}: a flag and what it does`).toMatch(/^ {2}--[a-z0-9-]+( \S+)? {2,}\S.{10,}$/);
       const examples = a.stdout.slice(a.stdout.indexOf('\nexamples:\n') + 11, a.stdout.indexOf('\n\nexit status: ')).split('\n');
       expect(examples.length, name).toBeGreaterThanOrEqual(1);
@@ -166,7 +172,7 @@ describe('ledger', () => {
 describe('doctor', () => {
   const findings = (stdout: string) => JSON.parse(stdout).findings as Array<{ check: string; verdict: string; summary: string }>;
 
-  it('without a shim conflist: still runs what it can (main plugin, the shim binary, the IPv6 probe table) and skips the rest; exit 1', async () => {
+  it('without a shim conflist: still runs what it can (main plugin, the shim binary; the IPv6 probe table described) and skips the rest; exit 1', async () => {
     const n = await node({ shim: false });
     const r = await cli('doctor', '--conf-dir', n.confDir, '--cni-path', n.binDir, '--json');
     expect(r.exitCode, r.stderr).toBe(1);
@@ -177,7 +183,8 @@ describe('doctor', () => {
     });
     expect(f.find((x) => x.check === 'main-plugin')).toMatchObject({ verdict: 'problem', summary: expect.stringContaining('cilium-cni') });
     expect(f.find((x) => x.check === 'shim-binary')).toMatchObject({ verdict: 'problem' });
-    expect(f.find((x) => x.check === 'ipv6-probe')?.verdict).not.toBe('skipped');
+    // The probe table is looked at and described, but not judged: without a shim conflist the shim hands out no IPv6 address (issue 37).
+    expect(f.find((x) => x.check === 'ipv6-probe')).toMatchObject({ verdict: 'skipped', summary: expect.stringContaining('(now: ') });
     expect(f.find((x) => x.check === 'ledger')).toMatchObject({ verdict: 'skipped' });
     const text = await cli('doctor', '--conf-dir', n.confDir, '--cni-path', n.binDir);
     expect(text.stdout.split('\n').length).toBeGreaterThan(8);

@@ -130,15 +130,26 @@ d('doctor node checks', () => {
     await writeFile(join(confDir, '05-other.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'other', plugins: [{ type: 'bridge' }] }));
     await writeFile(join(confDir, '50-broken.conflist'), '{"cniVersion": "1.0.0", "plugins": [');
     const all = await findings();
-    const fs = bad(of(all, 'conflist'));
-    expect(fs.map((f) => f.verdict)).toEqual(['problem']);
-    expect(fs[0]!.summary).toContain('50-broken.conflist is not a valid network config');
+    // A broken file sorting after the config in use is never read by the runtime: named, not a problem (issue 37).
+    expect(bad(of(all, 'conflist'))).toEqual([]);
+    expect(of(all, 'conflist')[0]).toMatchObject({ verdict: 'ok', summary: expect.stringContaining('50-broken.conflist (not valid JSON') });
     // The runtime uses the first config, which does not hold the shim: the fact /readyz reports (issue 26).
     expect(of(all, 'installed')).toMatchObject([
       { verdict: 'problem', summary: expect.stringContaining('05-other.conflist, the network config the runtime uses, holds no ipam-shim entry') },
     ]);
     await unlink(join(confDir, '05-other.conflist'));
     expect(of(await findings(), 'installed')).toMatchObject([{ verdict: 'ok', summary: expect.stringContaining('which holds the shim') }]);
+    // A broken file sorting first is the config the runtime uses: a problem (the file, and what it costs).
+    await writeFile(join(confDir, '01-broken.conflist'), '{"cniVersion": "1.0.0", "plugins": [');
+    const first = await findings();
+    expect(bad(first)).toMatchObject([
+      { check: 'conflist', verdict: 'problem', summary: expect.stringContaining('01-broken.conflist is not a valid network config') },
+      {
+        check: 'installed',
+        verdict: 'problem',
+        summary: expect.stringContaining('01-broken.conflist, the network config the runtime uses, cannot be used'),
+      },
+    ]);
   });
 
   it('binaries: shim missing or not answering, delegate missing; a delegate whose store cannot be read is skipped', async () => {
@@ -218,6 +229,102 @@ d('doctor node checks', () => {
       expect(r.stdout).toContain(`${conflist}: cannot read conflist: `);
       expect(r.stdout).toMatch(/Unexpected token|not valid JSON/);
     }
+  });
+
+  /** The built CLI's doctor inside `ns`, as JSON: its exit status and every finding (all checks, not only the node's). */
+  async function doctorIn(ns: string, args: string[]): Promise<{ exitCode: number; text: string; findings: Finding[] }> {
+    const base = ['netns', 'exec', ns, SHIM, 'doctor', '--cni-path', `${bin}:${PLUGIN_DIR}`, ...args];
+    const [j, t] = await Promise.all([execa('ip', [...base, '--json'], { reject: false }), execa('ip', base, { reject: false })]);
+    expect(t.exitCode).toBe(j.exitCode);
+    return { exitCode: j.exitCode!, text: t.stdout, findings: JSON.parse(j.stdout).findings };
+  }
+
+  /** A node namespace with an uplink and a default route (what reserved-routes and the probe check look at). */
+  async function nodeWithUplink(): Promise<string> {
+    const node = await net.netns('node');
+    const peer = await net.netns('gw');
+    await net.veth(node, 'eth0', peer, 'eth0');
+    await execa('ip', ['-n', node, 'addr', 'add', '10.1.0.4/24', 'dev', 'eth0']);
+    await execa('ip', ['-n', node, 'route', 'add', 'default', 'via', '10.1.0.1']);
+    return node;
+  }
+
+  it('a healthy fresh node (the shim chained, no pod yet, no result cache): every check quiet, exit 0; a recorded pod with no cache still warns', async () => {
+    list = JSON.parse(await readFile(join(ROOT, 'conflist', 'generic-host-local-chained.conflist'), 'utf8'));
+    const [main, shim] = list.plugins as JsonObject[];
+    Object.assign(shim!, { stateDir: s.stateDir, logFile: s.logFile });
+    (shim!.delegate as JsonObject).dataDir = s.dataDir;
+    (main!.ipam as JsonObject).dataDir = s.dataDir;
+    confDir = join(s.dir, 'net.d');
+    await mkdir(confDir);
+    await writeFile(join(confDir, '10-generic.conflist'), JSON.stringify(list));
+    bin = await shimBinDir(s.dir);
+    const node = await nodeWithUplink();
+    const cache = join(s.dir, 'no-cache-yet');
+    const fresh = await doctorIn(node, ['--conf-dir', confDir, '--cache-dir', cache]);
+    expect(bad(fresh.findings), fresh.text).toEqual([]);
+    expect(fresh.exitCode, fresh.text).toBe(0);
+    expect(of(fresh.findings, 'runtime-pods')).toMatchObject([
+      { verdict: 'ok', summary: expect.stringContaining(`no pods yet: the runtime's result cache ${cache}/results does not exist`) },
+    ]);
+    expect(fresh.text).toMatch(/all checks passed$/);
+
+    // Once the ledger holds a pod, a missing cache is "could not look" again (a wrong --cache-dir), never "no pods".
+    const runner = new CniRunner({ confList: list, pluginDirs: [bin, PLUGIN_DIR], cacheDir: join(s.dir, 'cache'), netns: node });
+    await runner.add('c1', `/run/netns/${await net.netns('pod')}`);
+    const blind = await doctorIn(node, ['--conf-dir', confDir, '--cache-dir', cache]);
+    expect(of(blind.findings, 'runtime-pods')).toMatchObject([
+      { verdict: 'warn', summary: expect.stringContaining('does not exist, while the ledger holds 1 pod attachment(s)') },
+    ]);
+    expect(blind.exitCode).toBe(1);
+  });
+
+  it("no cilium-cni conflist: one PROBLEM that says so plainly, nothing about the other networks' plugins", async () => {
+    bin = await shimBinDir(s.dir);
+    confDir = join(s.dir, 'net.d');
+    await mkdir(confDir);
+    const node = await nodeWithUplink();
+    const cache = join(s.dir, 'cache');
+    // containerd's default network with a plugin that is nowhere, and a broken file: neither is the shim's business.
+    const containerdNet = {
+      cniVersion: '1.0.0',
+      name: 'containerd-net',
+      plugins: [{ type: 'bridge', ipam: { type: 'host-local', subnet: '10.88.0.0/16' } }, { type: 'no-such-plugin' }],
+    };
+    await writeFile(join(confDir, '10-containerd-net.conflist'), JSON.stringify(containerdNet));
+    await writeFile(join(confDir, '99-broken.conflist'), '{"cniVersion": ');
+    const r = await doctorIn(node, ['--conf-dir', confDir, '--cache-dir', cache]);
+    expect(r.exitCode).toBe(1);
+    expect(bad(r.findings), r.text).toMatchObject([
+      { check: 'conflist', verdict: 'problem', summary: expect.stringContaining('and no cilium-cni conflist that parses') },
+    ]);
+    expect(r.text).toContain('99-broken.conflist: cannot read conflist: not valid JSON'); // may be cilium's: named first
+    expect(r.text).toContain('10-containerd-net.conflist (bridge → no-such-plugin)'); // what is there instead
+    expect(r.text).not.toMatch(/no-such-plugin, listed in/);
+    expect(of(r.findings, 'main-plugin')).toMatchObject([{ verdict: 'skipped' }]);
+    expect(of(r.findings, 'ipv6-probe')).toMatchObject([{ verdict: 'skipped' }]);
+
+    // Without the broken file, and with no config at all: plainly "no cilium-cni conflist", first.
+    await unlink(join(confDir, '99-broken.conflist'));
+    const other = await doctorIn(node, ['--conf-dir', confDir, '--cache-dir', cache]);
+    expect(bad(other.findings), other.text).toMatchObject([{ check: 'conflist', verdict: 'problem' }]);
+    expect(other.text).toMatch(
+      /^PROBLEM +conflist +no cilium-cni conflist in .*\(configs there: .*10-containerd-net.conflist \(bridge → no-such-plugin\)\)/m,
+    );
+    await unlink(join(confDir, '10-containerd-net.conflist'));
+    const empty = await doctorIn(node, ['--conf-dir', confDir, '--cache-dir', cache]);
+    expect(bad(empty.findings)).toMatchObject([
+      { check: 'conflist', summary: expect.stringContaining(`no cilium-cni conflist in ${confDir} (no network config there)`) },
+    ]);
+
+    // Cilium's conflist without the shim: that is the cause named, and cilium's own plugins are checked.
+    const cilium = { cniVersion: '0.3.1', name: 'cilium', plugins: [{ type: 'cilium-cni', 'enable-debug': false }] };
+    await writeFile(join(confDir, '05-cilium.conflist'), JSON.stringify(cilium));
+    const bare = await doctorIn(node, ['--conf-dir', confDir, '--cache-dir', cache]);
+    expect(of(bare.findings, 'conflist')).toMatchObject([
+      { verdict: 'problem', summary: expect.stringContaining("05-cilium.conflist holds cilium-cni without the shim's entry") },
+    ]);
+    expect(of(bare.findings, 'main-plugin')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('cilium-cni, listed in') }]);
   });
 
   it('residue scan --conf-dir /nonexistent exits 3 (could not run) and says the directory does not exist', async () => {

@@ -121,6 +121,21 @@ describe('install / uninstall on a simulated node', () => {
     expect(JSON.parse(again.stdout)).toMatchObject({ conflists: [], binary: { action: 'absent' } });
   });
 
+  it('uninstall --conf-dir with a typo: exit 3, says the directory does not exist, removes nothing (the binary stays for the real conflist)', async () => {
+    expect((await cli(['install', ...flags(), '--shim-config', SHIM_CONFIG])).exitCode).toBe(0);
+    const installed = await readFile(conflist, 'utf8');
+    const typo = join(s.dir, 'node/etc/cni/net.dd');
+    const r = await cli(['uninstall', '--cni-bin-dir', binDir, '--conf-dir', typo]);
+    expect(r.exitCode, r.stdout).toBe(3);
+    expect(r.stderr).toContain(`conf dir ${typo} does not exist: nothing uninstalled`);
+    expect(existsSync(join(binDir, 'ipam-shim'))).toBe(true);
+    expect(await readFile(conflist, 'utf8')).toBe(installed);
+    const json = await cli(['uninstall', '--cni-bin-dir', binDir, '--conf-dir', typo, '--json']);
+    expect(json.exitCode).toBe(3);
+    expect(JSON.parse(json.stdout).error).toContain('does not exist');
+    await othersUnchanged();
+  });
+
   it('refuses a bad --shim-config (exit 2) and writes nothing', async () => {
     const r = await cli(['install', ...flags(), '--shim-config', '{"reservedCIDR":["10.0.0.0/8"]}']);
     expect(r.exitCode).toBe(2);

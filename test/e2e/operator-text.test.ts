@@ -159,5 +159,27 @@ describe('pod names from outside, as an operator reads them', () => {
     const report = JSON.parse(gcJson.stdout) as { kept: unknown[]; release: unknown[]; errors: unknown[] };
     // The head line, then one line per attachment kept or to release, one per error.
     expect(gc.stdout.trimEnd().split('\n'), gc.stdout).toHaveLength(1 + report.kept.length + report.release.length + report.errors.length);
+    // Each row names the pod, as `ledger` does (issue 37).
+    expect(
+      gc.stdout.split('\n').find((l) => l.includes('pod-a/eth0')),
+      gc.stdout,
+    ).toMatch(/^keep +pod-a\/eth0 {2}shop\/web-0 {2}10\.96\.0\./);
+  });
+
+  it("`gc` names each attachment's pod as `ledger` does: escaped, one row each, whatever the name holds", async () => {
+    const { conf, conflist } = await network();
+    await add(conf, 'pod-a', NAMESPACE, NAME);
+    const ip = await add(conf, 'pod-b', 'shop', 'web-1');
+    const cacheDir = join(s.dir, 'cache');
+    await cached(cacheDir, 'pod-b', 'shop', 'web-1', `${ip}/24`); // pod-a is gone from the cache: it would be released
+    const gc = await cli('gc', '--conflist', conflist, '--cni-path', PLUGIN_DIR, '--cache-dir', cacheDir, '--grace-seconds', '0');
+    expect(gc.exitCode, gc.stderr).toBe(1); // the dry run found something to release
+    expect(raw(gc.stdout)).toEqual([]);
+    const lines = gc.stdout.trimEnd().split('\n');
+    expect(lines, gc.stdout).toHaveLength(3);
+    expect(lines.find((l) => l.includes('pod-a/eth0'))).toContain(
+      'would release pod-a/eth0  shop\\x1b[8m\\x07\\x0d/web\\x1b[2J\\x07-0\\x0ashop/ghost  10.96.0.99',
+    );
+    expect(lines.find((l) => l.includes('pod-b/eth0'))).toContain(`pod-b/eth0  shop/web-1  ${ip}`);
   });
 });

@@ -282,4 +282,24 @@ describe.skipIf(!root)('probe-rewrite CLI input', () => {
     expect(r.stderr).toContain('--uplink: uplink "nosuch0" is no interface here');
     expect((await runInNetns(ns)('nft', ['list', 'tables'])).stdout).not.toContain(TABLE);
   });
+
+  it('status and remove --uplink with an interface that does not exist: exit 2 as the help promises, not 1 (issue 37)', async () => {
+    const ns = await net.netns('prup');
+    for (const action of ['status', 'remove']) {
+      for (const json of [[], ['--json']]) {
+        const r = await execa('ip', ['netns', 'exec', ns, SHIM, 'probe-rewrite', action, '--uplink', 'nosuch0', ...json], {
+          reject: false,
+          env: { CNI_COMMAND: '' },
+        });
+        expect(r.exitCode, `${action} ${json.join(' ')}: ${r.stdout}`).toBe(2);
+        expect(r.stderr).toContain('--uplink: uplink "nosuch0" is no interface here');
+      }
+    }
+    // An interface that is there: status answers (1: needed and missing, with no ledger known), never a usage error.
+    const ok = await execa('ip', ['netns', 'exec', ns, SHIM, 'probe-rewrite', 'status', '--uplink', 'lo'], {
+      reject: false,
+      env: { CNI_COMMAND: '' },
+    });
+    expect(ok.exitCode, ok.stderr).not.toBe(2);
+  });
 });

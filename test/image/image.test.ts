@@ -169,6 +169,21 @@ describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it
     expect(left.match(new RegExp(`-ip-dst ${DECOY.replaceAll('.', '\\.')}\\b`, 'g'))).toHaveLength(2);
   });
 
+  it('agent reload, as `kubectl exec … -- ipam-shim agent reload`, starts a pass now; the image has no `kill` (rc 127)', async () => {
+    // What the docs said before (issue 37): no procps in the image.
+    expect((await podman(['exec', container, 'kill', '-HUP', '1'])).exitCode).toBe(127);
+    const hups = async () =>
+      String((await podman(['logs', container])).stdout)
+        .split('\n')
+        .filter((l) => l.includes('"msg":"SIGHUP: reconcile pass now"')).length;
+    const before = await hups();
+    const r = await shimExec(['agent', 'reload']);
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    expect(String(r.stdout)).toContain('sent SIGHUP to the ipam-shim agent (pid 1)');
+    await waitFor('the pass SIGHUP starts', async () => (await hups()) > before);
+    expect((await podman(['inspect', '--format', '{{.State.Running}}', container])).stdout).toBe('true');
+  });
+
   it('stops on SIGTERM with exit status 0 (not killed at the end of the grace period)', async () => {
     const t0 = Date.now();
     const r = await podman(['stop', '--time', '10', container]);

@@ -4,7 +4,7 @@
 // near command and nothing far.
 import { describe, expect, it } from 'vitest';
 import { runCli, suggest } from '../../src/cli/index.js';
-import type { Command } from '../../src/cli/command.js';
+import { commandHelp, type Command } from '../../src/cli/command.js';
 import { agentCommand } from '../../src/cli/agent.js';
 import { agentIpCommand } from '../../src/agent-ips/cli.js';
 import { doctorCommand } from '../../src/cli/doctor.js';
@@ -15,6 +15,7 @@ import { planCommand } from '../../src/cli/plan.js';
 import { probeRewriteCommand } from '../../src/probe-rewrite/cli.js';
 import { residueCommand } from '../../src/residue/cli.js';
 import { versionCommand } from '../../src/cli/version.js';
+import { isAgentCommandLine } from '../../src/cli/agent-reload.js';
 
 const ALL: Command[] = [
   agentCommand,
@@ -56,6 +57,25 @@ describe('command help', () => {
       expect(c.exitStatus).toMatch(/\b0\b.*\b1\b.*\b2\b.*\b3\b/);
     },
   );
+
+  it('--json is offered by every command that prints a result, not by the agent (its output is its log lines)', async () => {
+    const offersJson = (help: string) => /^ {2}--json +print the result/m.test(help);
+    for (const c of ALL) expect(offersJson(commandHelp(c)), c.name).toBe(c.name !== 'agent');
+    const r = await runCli(['agent', '--json'], {});
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain('--json: this command has no JSON output');
+    expect(offersJson((await runCli(['agent', '--help'], {})).stdout)).toBe(false);
+  });
+
+  it('agent reload signals only a running `ipam-shim agent`, whatever pid 1 is', () => {
+    expect(isAgentCommandLine(['/usr/local/bin/ipam-shim', 'agent', '--gc', 'report'])).toBe(true);
+    expect(isAgentCommandLine(['/usr/bin/node', '/work/dist/ipam-shim.js', 'agent'])).toBe(true);
+    expect(isAgentCommandLine(['/sbin/init', 'splash'])).toBe(false); // systemd reloads on SIGHUP
+    expect(isAgentCommandLine(['/usr/local/bin/ipam-shim', 'doctor'])).toBe(false);
+    expect(isAgentCommandLine(['/usr/local/bin/ipam-shim', 'agent', 'reload'])).toBe(false);
+    expect(isAgentCommandLine(['sh', '-c', 'ipam-shim agent'])).toBe(false);
+    expect(isAgentCommandLine([])).toBe(false);
+  });
 
   it('suggests the command a typo most likely meant', () => {
     expect(suggest('doctr')).toEqual(['doctor']);
