@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { ROOT } from '../../scripts/image/build-image.js';
 
@@ -69,11 +69,11 @@ export function kubectlBin(): string | undefined {
   return candidates.find((c) => existsSync(c));
 }
 
-/** `kubectl kustomize DIR` (DIR relative to the repository): the rendered objects. */
+/** `kubectl kustomize DIR` (DIR relative to the repository, or absolute): the rendered objects. */
 export async function renderKustomization(dir: string): Promise<Obj[]> {
   const kubectl = kubectlBin();
   if (!kubectl) throw new Error('no kubectl: run scripts/install-deps.sh (or set KUBECTL)');
-  const { stdout } = await execFileP(kubectl, ['kustomize', join(ROOT, dir)], { maxBuffer: 16 << 20 });
+  const { stdout } = await execFileP(kubectl, ['kustomize', resolve(ROOT, dir)], { maxBuffer: 16 << 20 });
   const docs = parseAllDocuments(stdout);
   for (const d of docs) if (d.errors.length > 0) throw new Error(`kubectl kustomize ${dir}: ${d.errors.join('; ')}`);
   return docs.map((d) => d.toJS() as Obj);

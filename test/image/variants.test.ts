@@ -8,6 +8,7 @@
 //                          executable there and exits 0; the agent verifies the list Cilium writes from the
 //                          cni-configuration ConfigMap and never edits it.
 import { createHash } from 'node:crypto';
+import { execa } from 'execa';
 import { lstat, mkdir, readdir, readFile, readlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -118,6 +119,24 @@ describe.skipIf(!enabled)('the shipped variants under podman, as their DaemonSet
     await net.cleanup();
   });
 
+  it('the image carries the OCI labels: title, description, version, revision (this commit), source, licenses', async () => {
+    const r = await podman(['image', 'inspect', '--format', '{{json .Labels}}', image]);
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    const labels = JSON.parse(String(r.stdout)) as Record<string, string>;
+    const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string; license: string };
+    const head = (await execa('git', ['-C', ROOT, 'rev-parse', 'HEAD'])).stdout.trim();
+    const oci = Object.fromEntries(Object.entries(labels).filter(([k]) => k.startsWith('org.opencontainers.image.')));
+    console.log(`image labels: ${JSON.stringify(oci, null, 1)}`);
+    expect(oci).toMatchObject({
+      'org.opencontainers.image.title': 'ipam-shim',
+      'org.opencontainers.image.version': pkg.version,
+      'org.opencontainers.image.revision': head,
+      'org.opencontainers.image.licenses': pkg.license,
+    });
+    expect(oci['org.opencontainers.image.description']).toMatch(/cilium-cni/);
+    expect(oci['org.opencontainers.image.source']).toMatch(/^(https?:\/\/|git@|\/)/);
+  });
+
   it('removal (overlays/uninstall): after the default DaemonSet installed the shim, every file of the CNI dirs is byte-identical to before', async () => {
     const base = await renderKustomization('deploy');
     const removal = await renderKustomization('overlays/uninstall');
@@ -160,8 +179,10 @@ describe.skipIf(!enabled)('the shipped variants under podman, as their DaemonSet
     await waitFor('/readyz 200', async () => (await readyz()).code === 200, 75_000).catch(async (e) => {
       throw new Error(`${e.message}: ${JSON.stringify(await readyz())}\n${String((await podman(['logs', agent])).stdout)}`);
     });
-    const installed = await tree(dirs.get('/opt/cni/bin')!);
-    expect(installed.get('ipam-shim')).toMatch(/^file 755 /);
+    const installed = new Map<string, Map<string, string>>();
+    for (const d of CNI_DIRS) installed.set(d, await tree(dirs.get(d)!));
+    expect(installed.get('/opt/cni/bin')!.get('ipam-shim')).toMatch(/^file 755 /);
+    expect(installed.get('/etc/cni/net.d')!.get('05-cilium.conflist')).not.toBe(before.get('/etc/cni/net.d')!.get('05-cilium.conflist'));
     // 2. The update rolls the node: the agent is stopped (SIGTERM), then the removal pod runs.
     expect((await podman(['stop', '--time', '10', agent])).exitCode).toBe(0);
     const un = runArgs(removalDs, 'uninstall', dirs);
@@ -195,9 +216,9 @@ describe.skipIf(!enabled)('the shipped variants under podman, as their DaemonSet
     const rows: string[] = [];
     for (const d of CNI_DIRS) {
       const after = await tree(dirs.get(d)!);
-      for (const k of new Set([...before.get(d)!.keys(), ...after.keys(), ...(d === '/opt/cni/bin' ? installed.keys() : [])]))
+      for (const k of new Set([...before.get(d)!.keys(), ...installed.get(d)!.keys(), ...after.keys()]))
         rows.push(
-          `${d}/${k}\n  before install ${before.get(d)!.get(k) ?? '-'}\n  installed      ${(d === '/opt/cni/bin' ? installed.get(k) : undefined) ?? '·'}\n  after removal  ${after.get(k) ?? '-'}`,
+          `${d}/${k}\n  before install ${before.get(d)!.get(k) ?? '-'}\n  installed      ${installed.get(d)!.get(k) ?? '-'}\n  after removal  ${after.get(k) ?? '-'}`,
         );
       expect(after, `${d} byte-identical to before the install`).toEqual(before.get(d));
     }

@@ -2,7 +2,7 @@
 // own schema of its API types (test/helpers/k8s-schema.ts: client-go 0.36.4's, from Debian), offline; and the
 // variants' own promises: Cilium's route runs an agent that never installs and a ConfigMap that is install
 // --print's list; the removal path runs `uninstall` only.
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -75,6 +75,32 @@ describe.skipIf(missing.length > 0)("the rendered manifests against Kubernetes' 
       'DaemonSet ipam-shim: .spec.template.spec.volumes[0].hostPath.readOnly: unknown field',
     ]);
     expect(report.errors.find((e) => e.includes('imagePulPolicy'))).toContain('imagePullPolicy');
+  });
+});
+
+describe.skipIf(!kubectlBin())('the image name', () => {
+  it("set once in deploy/kustomization.yaml's images:, is the image of every container of every variant", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'image-name-'));
+    try {
+      await cp(join(ROOT, 'deploy'), join(dir, 'deploy'), { recursive: true });
+      await cp(join(ROOT, 'overlays'), join(dir, 'overlays'), { recursive: true });
+      const k = join(dir, 'deploy/kustomization.yaml');
+      const text = await readFile(k, 'utf8');
+      const edited = text
+        .replace('newName: ghcr.io/example/ipam-shim', 'newName: registry.example/team/ipam-shim')
+        .replace('newTag: "0.1.0"', 'newTag: "9.9.9"');
+      expect(edited).not.toBe(text);
+      await writeFile(k, edited);
+      for (const v of VARIANTS) {
+        const ds = (await renderKustomization(join(dir, v))).find((d) => d.kind === 'DaemonSet')!;
+        const spec = ds.spec.template.spec;
+        const images = [...(spec.initContainers ?? []), ...spec.containers].map((c: Obj) => `${c.name} ${c.image}`);
+        expect(images.length, v).toBeGreaterThan(0);
+        for (const i of images) expect(i, v).toMatch(/ registry\.example\/team\/ipam-shim:9\.9\.9$/);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 
