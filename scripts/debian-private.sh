@@ -38,11 +38,12 @@ apt_private() {
     -o APT::Sandbox::User=root "$@"
 }
 refresh() { apt_private update >/dev/null; touch "$aptdir/updated"; }
-# The version the private lists offer (empty when they do not know the package).
+# The version the private lists offer (empty when they do not know the package); the system's own dpkg status is
+# left out, or a package installed from elsewhere with a higher epoch (kubectl 1:528 from a cloud SDK) would win.
 candidate() {
   apt-cache -o Dir::Etc::SourceList="$aptdir/sources.list" -o Dir::Etc::SourceParts=/nonexistent \
     -o Dir::State::Lists="$aptdir/lists" -o Dir::Cache::pkgcache="" -o Dir::Cache::srcpkgcache="" \
-    show --no-all-versions "$1" 2>/dev/null | awk '/^Version:/ {print $2; exit}'
+    -o Dir::State::status=/dev/null show --no-all-versions "$1" 2>/dev/null | awk '/^Version:/ {print $2; exit}'
 }
 
 if [ ! -f "$aptdir/updated" ] || [ -n "$(find "$aptdir/updated" -mmin +1440)" ]; then refresh; fi

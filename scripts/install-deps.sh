@@ -6,6 +6,8 @@
 #   .deps/containerd-2     containerd, containerd-shim-runc-v2, ctr    (tests: CONTAINERD_BIN_DIR)
 #   .deps/cni-plugins-1.9  the reference plugins                       (tests: CNI_PLUGIN_DIR)
 #   .deps/cnitool          the test runtime over Debian's libcni        (tests: CNITOOL_BIN)
+#   .deps/kubectl-1.36     kubectl (`kubectl kustomize` renders deploy/'s variants; tests: KUBECTL)
+#   .deps/k8s-client-go    client-go 0.36 source: Kubernetes' schema of its API types (tests: K8S_CLIENT_GO)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,5 +38,7 @@ while read -r link pkg sub; do
 done <<'EOF'
 containerd-2 containerd usr/bin
 cni-plugins-1.9 containernetworking-plugins usr/lib/cni
+kubectl-1.36 kubectl usr/bin
+k8s-client-go golang-k8s-client-go-dev usr/share/gocode/src/k8s.io/client-go
 EOF
 bash scripts/build-cnitool.sh >/dev/null # the test runtime over the real libcni (tools/cnitool), at .deps/cnitool

@@ -6,7 +6,9 @@
 //   3. `podman build -f deploy/Containerfile --build-arg BASE=<that image>`: the Containerfile only adds
 //      dist/ipam-shim (run `npm run build` first) and the entrypoint.
 //
-//   --tag NAME          the image's name (default localhost/ipam-shim:<package.json version>)
+//   --tag NAME          the image's name (default localhost/ipam-shim:<package.json version>), e.g.
+//                       registry.example/ipam-shim:0.1.0 (then point deploy/kustomization.yaml's images: at it)
+//   --source-url URL    the org.opencontainers.image.source label (default: the checkout's origin remote)
 //   --fresh-base        rebuild the base even when it is cached
 //   --root DIR, --runroot DIR, --storage-driver NAME   a podman store other than the machine's default
 //
@@ -31,6 +33,8 @@ export type Podman = (args: string[]) => Promise<{ stdout: string }>;
 export interface BuildOptions {
   podman: Podman;
   tag?: string;
+  /** org.opencontainers.image.source (default: the checkout's origin remote, else the Containerfile's). */
+  sourceUrl?: string;
   freshBase?: boolean;
   cacheDir?: string;
   log?: (line: string) => void;
@@ -100,6 +104,21 @@ async function imageSize(podman: Podman, ref: string): Promise<number> {
   return Number((await podman(['image', 'inspect', '--format', '{{.Size}}', ref])).stdout.trim());
 }
 
+/** git's answer in the checkout, or undefined (no git, not a checkout, no such remote). */
+const git = (args: string[]) =>
+  new Promise<string | undefined>((res) => execFile('git', ['-C', ROOT, ...args], (e, out) => res(e ? undefined : String(out).trim() || undefined)));
+
+/** The build args behind the image's OCI labels (deploy/Containerfile): version, revision, source. */
+async function labelArgs(sourceUrl?: string): Promise<string[]> {
+  const revision = await git(['rev-parse', 'HEAD']);
+  const source = sourceUrl ?? (await git(['remote', 'get-url', 'origin']));
+  return [
+    ...['--build-arg', `VERSION=${VERSION}`],
+    ...(revision ? ['--build-arg', `REVISION=${revision}`] : []),
+    ...(source ? ['--build-arg', `SOURCE=${source}`] : []),
+  ];
+}
+
 /** Builds the image into the store `podman` uses. */
 export async function buildImage(opts: BuildOptions): Promise<BuildReport> {
   const log = opts.log ?? (() => undefined);
@@ -119,7 +138,19 @@ export async function buildImage(opts: BuildOptions): Promise<BuildReport> {
     await opts.podman(['import', '--change', 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', base.tar, baseTag]);
   }
   const t2 = Date.now();
-  await opts.podman(['build', '--pull=never', '--file', join(ROOT, 'deploy/Containerfile'), '--build-arg', `BASE=${baseTag}`, '--tag', tag, ROOT]);
+  const labels = await labelArgs(opts.sourceUrl);
+  await opts.podman([
+    'build',
+    '--pull=never',
+    '--file',
+    join(ROOT, 'deploy/Containerfile'),
+    '--build-arg',
+    `BASE=${baseTag}`,
+    ...labels,
+    '--tag',
+    tag,
+    ROOT,
+  ]);
   const t3 = Date.now();
   return {
     tag,
@@ -149,6 +180,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       tag: { type: 'string' },
+      'source-url': { type: 'string' },
       'fresh-base': { type: 'boolean' },
       root: { type: 'string' },
       runroot: { type: 'string' },
@@ -165,6 +197,7 @@ async function main(): Promise<void> {
     const r = await buildImage({
       podman,
       ...(values.tag ? { tag: values.tag } : {}),
+      ...(values['source-url'] ? { sourceUrl: values['source-url'] } : {}),
       freshBase: values['fresh-base'] ?? false,
       log: (l) => console.error(l),
     });

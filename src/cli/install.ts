@@ -14,8 +14,11 @@ export const DEFAULT_WATCH_INTERVAL_S = 30;
 
 const INSTALL_USAGE = `ipam-shim install [--cni-bin-dir DIR] [--conf-dir DIR] [--source PATH] [--shim-config JSON] [--watch [--interval SECONDS]] [--json]
 ipam-shim install --print [--conf-dir DIR] [--shim-config JSON]
+ipam-shim install --binary-only [--cni-bin-dir DIR] [--source PATH] [--json]
   --print writes the conflist with the shim's entry to stdout and changes no file: the list for Cilium's own route
-  (Helm cni.customConf=true with cni.configMap), where cilium-agent writes it and nothing edits it from outside.`;
+  (Helm cni.customConf=true with cni.configMap), where cilium-agent writes it and nothing edits it from outside.
+  --binary-only puts only the executable in the bin dir and never looks at a conflist: that route's init container,
+  which must succeed on a fresh node before cilium-agent has written any list.`;
 const UNINSTALL_USAGE = 'ipam-shim uninstall [--cni-bin-dir DIR] [--conf-dir DIR] [--keep-binary] [--json]';
 
 /**
@@ -61,6 +64,7 @@ const INSTALL_OPTIONS = {
   watch: { type: 'boolean' },
   interval: { type: 'string' },
   print: { type: 'boolean' },
+  'binary-only': { type: 'boolean' },
 } as const;
 const UNINSTALL_OPTIONS = { 'cni-bin-dir': { type: 'string' }, 'conf-dir': { type: 'string' }, 'keep-binary': { type: 'boolean' } } as const;
 const DIR_HELP = {
@@ -83,15 +87,17 @@ export const installCommand: Command = {
     watch: { text: 'keep running and put the binary and the entry back whenever they go (what the DaemonSet does)' },
     interval: { value: 'SECONDS', text: `--watch: how often to check (default ${DEFAULT_WATCH_INTERVAL_S}), e.g. 10` },
     print: { text: "write the conflist with the shim's entry to stdout and change no file (for Cilium's cni.customConf/cni.configMap)" },
+    'binary-only': { text: "copy only the executable; no conflist is read or needed (Cilium's route, on a fresh node too)" },
   },
   examples: [
     'ipam-shim install',
     'ipam-shim install --conf-dir /host/etc/cni/net.d --cni-bin-dir /host/opt/cni/bin --watch',
     'ipam-shim install --shim-config \'{"reservedCIDRs":["10.224.0.0/24"]}\' --json',
     'ipam-shim install --print --conf-dir /etc/cni/net.d',
+    'ipam-shim install --binary-only --cni-bin-dir /host/opt/cni/bin',
   ],
   exitStatus:
-    '0 installed or already in place (or the shim is in an IPAM slot; with --print: the list was printed); 1 no conflist holds cilium-cni, or one does not parse; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; 3 could not run (a write failed); with --watch: 0 when stopped by a signal',
+    '0 installed or already in place (or the shim is in an IPAM slot; with --print: the list was printed; with --binary-only: the executable is in place); 1 no conflist holds cilium-cni, or one does not parse; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; 3 could not run (a write failed); with --watch: 0 when stopped by a signal',
   async run(argv): Promise<CommandOutput> {
     const { values: v } = parseArgv({
       args: argv,
@@ -106,7 +112,7 @@ export const installCommand: Command = {
       throw new UsageError('--interval takes seconds (≥ 0.1) and only goes with --watch');
     }
     if (v.print) {
-      if (v.watch || v.source !== undefined || v['cni-bin-dir'] !== undefined)
+      if (v.watch || v['binary-only'] || v.source !== undefined || v['cni-bin-dir'] !== undefined)
         throw new UsageError('--print changes nothing: it goes with --conf-dir and --shim-config only');
       const r = await renderConflist(confDir, shimKeys);
       if (r.text === undefined) {
@@ -117,10 +123,18 @@ export const installCommand: Command = {
       const { text, ...rest } = r;
       return { data: { ...rest, conflist: text }, text, exitCode: 0 };
     }
+    if (v['binary-only'] && (v.watch || v['conf-dir'] !== undefined || v['shim-config'] !== undefined))
+      throw new UsageError('--binary-only copies the executable only: it goes with --cni-bin-dir and --source only');
     const source = asUsage(() => v.source ?? defaultSource());
     await checkSource(source).catch((e: Error) => {
       throw new UsageError(e.message);
     });
+    if (v['binary-only']) {
+      // No conflist is looked at: on a fresh node cilium-agent has not written one yet, and on Cilium's route the
+      // list is cilium-agent's to write (from the cni.configMap), never ours to edit.
+      const binary = await installBinary(source, binDir);
+      return { data: { binary }, text: `binary: ${binary.path} ${binary.action}`, exitCode: 0 };
+    }
 
     if (v.watch) {
       const ac = new AbortController();

@@ -154,6 +154,25 @@ describe('install / uninstall on a simulated node', () => {
     expect(existsSync(join(binDir, 'ipam-shim'))).toBe(true);
   });
 
+  it('--binary-only: exit 0 on a fresh node with no conflist yet; only the executable is written', async () => {
+    await rename(conflist, join(s.dir, 'away'));
+    const before = await readdir(confDir);
+    const r = await cli(['install', '--binary-only', '--cni-bin-dir', binDir, '--json']);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ binary: { path: join(binDir, 'ipam-shim'), action: 'installed' } });
+    expect(await sha(join(binDir, 'ipam-shim'))).toBe(await sha(SHIM));
+    expect(await readdir(confDir)).toEqual(before);
+    await othersUnchanged();
+    // A conflist present is not touched either (Cilium's route: cilium-agent writes it from the cni.configMap).
+    await rename(join(s.dir, 'away'), conflist);
+    const again = await cli(['install', '--binary-only', '--cni-bin-dir', binDir]);
+    expect([again.exitCode, again.stdout]).toEqual([0, `binary: ${join(binDir, 'ipam-shim')} unchanged`]);
+    expect(await readFile(conflist, 'utf8')).toBe(AKS_CILIUM);
+    // Flags that would read or edit a conflist are refused (exit 2).
+    for (const extra of [['--conf-dir', confDir], ['--shim-config', SHIM_CONFIG], ['--watch'], ['--print']])
+      expect((await cli(['install', '--binary-only', '--cni-bin-dir', binDir, ...extra])).exitCode, extra.join(' ')).toBe(2);
+  });
+
   it('replaces a running binary by rename: where an in-place write fails (ETXTBSY), install succeeds', async () => {
     // The single executable, installed and running (its own install --watch on a second layout keeps it alive).
     const r = await cli(['install', ...flags(), '--source', SEA]);

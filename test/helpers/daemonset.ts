@@ -3,12 +3,16 @@
 // that give a container exactly the DaemonSet's security settings and host mounts. The image and whole-node tests
 // run the agent with those flags, so the manifest and what the tests prove cannot drift apart: a securityContext
 // field or a volume kind this file does not know how to mirror fails the test instead of being left out.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { join, resolve } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { ROOT } from '../../scripts/image/build-image.js';
 
 type Obj = Record<string, any>;
+const execFileP = promisify(execFile);
 
 /** What Kubernetes' `seccompProfile: {type: RuntimeDefault}` means under podman: its default profile (containers.conf `seccomp_profile`). */
 export const PODMAN_DEFAULT_SECCOMP = '/usr/share/containers/seccomp.json';
@@ -31,13 +35,20 @@ export interface DaemonSetView {
 export async function daemonSet(): Promise<DaemonSetView> {
   const ds = (await deployDocs('daemonset.yaml')).find((d) => d.kind === 'DaemonSet');
   if (!ds) throw new Error('deploy/daemonset.yaml: no DaemonSet');
+  if (ds.spec.template.spec.containers.length !== 1) throw new Error('deploy/daemonset.yaml: one container expected');
+  return daemonSetView(ds);
+}
+
+/** A DaemonSet's pod spec with one of its containers (the first, or the named one, init containers included). */
+export function daemonSetView(ds: Obj, containerName?: string): DaemonSetView {
   const spec = ds.spec.template.spec;
-  if (spec.containers.length !== 1) throw new Error('deploy/daemonset.yaml: one container expected');
-  const container = spec.containers[0];
+  const all = [...(spec.initContainers ?? []), ...spec.containers] as Obj[];
+  const container = containerName === undefined ? spec.containers[0] : all.find((c) => c.name === containerName);
+  if (!container) throw new Error(`DaemonSet ${ds.metadata?.name}: no container ${containerName}`);
   const volumes = new Map<string, Obj>((spec.volumes ?? []).map((v: Obj) => [v.name, v]));
   const mounts = (container.volumeMounts ?? []).map((m: Obj) => {
     const volume = volumes.get(m.name);
-    if (!volume) throw new Error(`deploy/daemonset.yaml: volumeMount ${m.name} has no volume`);
+    if (!volume) throw new Error(`DaemonSet ${ds.metadata?.name}: volumeMount ${m.name} has no volume`);
     return {
       name: m.name,
       mountPath: m.mountPath,
@@ -47,6 +58,46 @@ export async function daemonSet(): Promise<DaemonSetView> {
     };
   });
   return { ds, spec, container, mounts };
+}
+
+/**
+ * kubectl for `kubectl kustomize` (Kubernetes 1.36 from Debian unstable, unpacked by scripts/install-deps.sh into
+ * .deps/kubectl-1.36; KUBECTL overrides), or undefined when there is none.
+ */
+export function kubectlBin(): string | undefined {
+  const candidates = [process.env.KUBECTL, join(ROOT, '.deps/kubectl-1.36/kubectl')].filter((c): c is string => Boolean(c));
+  return candidates.find((c) => existsSync(c));
+}
+
+/** `kubectl kustomize DIR` (DIR relative to the repository, or absolute): the rendered objects. */
+export async function renderKustomization(dir: string): Promise<Obj[]> {
+  const kubectl = kubectlBin();
+  if (!kubectl) throw new Error('no kubectl: run scripts/install-deps.sh (or set KUBECTL)');
+  const { stdout } = await execFileP(kubectl, ['kustomize', resolve(ROOT, dir)], { maxBuffer: 16 << 20 });
+  const docs = parseAllDocuments(stdout);
+  for (const d of docs) if (d.errors.length > 0) throw new Error(`kubectl kustomize ${dir}: ${d.errors.join('; ')}`);
+  return docs.map((d) => d.toJS() as Obj);
+}
+
+/**
+ * A container's command line as the kubelet starts it: command + args, each `$(VAR)` replaced from the container's
+ * env (a value, a key of one of `configMaps` by its rendered name, or the node's address for status.hostIP).
+ */
+export function commandLine(container: Obj, configMaps: Obj[], hostIP: string): string[] {
+  const env = new Map<string, string>();
+  for (const e of (container.env ?? []) as Obj[]) {
+    if (e.value !== undefined) env.set(e.name, String(e.value));
+    else if (e.valueFrom?.configMapKeyRef) {
+      const ref = e.valueFrom.configMapKeyRef;
+      const cm = configMaps.find((c) => c.metadata.name === ref.name);
+      const v = cm?.data?.[ref.key];
+      if (v === undefined) throw new Error(`env ${e.name}: ConfigMap ${ref.name} has no key ${ref.key}`);
+      env.set(e.name, v);
+    } else if (e.valueFrom?.fieldRef?.fieldPath === 'status.hostIP') env.set(e.name, hostIP);
+    else throw new Error(`env ${e.name}: not mirrored under podman`);
+  }
+  const expand = (a: string) => a.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, name: string) => env.get(name) ?? m);
+  return [...((container.command ?? []) as string[]), ...((container.args ?? []) as string[])].map(expand);
 }
 
 export interface GeneratedConfigMap {

@@ -160,7 +160,9 @@ describe('deploy/daemonset.yaml', () => {
     const { k } = await kustomization();
     const image = ds.spec.template.spec.containers[0].image as string;
     expect(image.slice(image.lastIndexOf(':') + 1)).toBe(PKG_VERSION);
-    expect(k.images).toEqual([{ name: image.slice(0, image.lastIndexOf(':')), newTag: PKG_VERSION }]);
+    // newName is spelt out (the same name) so an operator sees where their registry's name goes.
+    const name = image.slice(0, image.lastIndexOf(':'));
+    expect(k.images).toEqual([{ name, newName: name, newTag: PKG_VERSION }]);
   });
 });
 

@@ -1,0 +1,291 @@
+// The shipped kustomize variants, rendered by `kubectl kustomize` (Kubernetes 1.36 from Debian) and run under
+// podman as the kubelet would run their pods (the flags test/helpers/daemonset.ts derives from the rendered
+// manifest: securityContext, mounts, the command line with its $(VARS) filled from the rendered ConfigMaps), in a
+// network namespace standing for the node whose host paths are temp dirs:
+//   overlays/uninstall     the removal path: after the default DaemonSet installed the shim, the removal pod's
+//                          init container leaves every file of the node's CNI dirs byte-identical to before;
+//   overlays/cilium-route  Cilium's own route: on a fresh node (no conflist yet) the init container puts the
+//                          executable there and exits 0; the agent verifies the list Cilium writes from the
+//                          cni-configuration ConfigMap and never edits it.
+import { createHash } from 'node:crypto';
+import { execa } from 'execa';
+import { lstat, mkdir, readdir, readFile, readlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../../scripts/image/build-image.js';
+import { commandLine, daemonSetView, kubectlBin, podmanMountArgs, podmanSecurityArgs, renderKustomization } from '../helpers/daemonset.js';
+import { inNs, TestNet, uid } from '../helpers/netns.js';
+import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
+import { PodmanBed } from '../helpers/podman.js';
+
+const enabled = nodeImagePrerequisites('the variant tests', { 'kubectl 1.36 (scripts/install-deps.sh: .deps/kubectl-1.36)': Boolean(kubectlBin()) });
+
+type Obj = Record<string, any>;
+// AKS's /etc/cni/net.d/05-cilium.conflist (cilium-cni + azure-ipam), as test/e2e/install.test.ts has it.
+const AKS_CILIUM =
+  '{\n\t"cniVersion": "0.3.1",\n\t"name": "cilium",\n\t"plugins": [\n\t\t{\n\t\t\t"type": "cilium-cni",\n\t\t\t"ipam": {\n\t\t\t\t"type": "azure-ipam"\n\t\t\t},\n\t\t\t"enable-debug": true,\n\t\t\t"log-file": "/var/log/cilium-cni.log"\n\t\t}\n\t]\n}\n';
+/** What else a node's CNI dirs hold: none of it may change. */
+const NODE_FILES: Record<string, { text: string; mode: number }> = {
+  '/etc/cni/net.d/10-azure.conflist.cilium_bak': {
+    text: '{"cniVersion":"0.3.0","name":"azure","plugins":[{"type":"azure-vnet","mode":"transparent","ipam":{"type":"azure-vnet-ipam"}}]}\n',
+    mode: 0o600,
+  },
+  '/etc/cni/net.d/99-loopback.conf': { text: '{\n  "cniVersion": "0.3.1",\n  "name": "lo",\n  "type": "loopback"\n}\n', mode: 0o644 },
+  '/opt/cni/bin/azure-ipam': { text: '#!/bin/sh\necho azure-ipam stand-in\n', mode: 0o755 },
+  '/opt/cni/bin/cilium-cni': { text: '#!/bin/sh\necho cilium-cni stand-in\n', mode: 0o755 },
+};
+const NODE_IP = '10.240.0.4';
+const CNI_DIRS = ['/etc/cni/net.d', '/opt/cni/bin'];
+
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+/** Every entry below `dir` (relative path → "dir MODE", "file MODE SHA256" or "link TARGET"). */
+async function tree(dir: string, rel = ''): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const name of (await readdir(join(dir, rel))).sort()) {
+    const p = join(rel, name);
+    const st = await lstat(join(dir, p));
+    const mode = (st.mode & 0o7777).toString(8);
+    if (st.isSymbolicLink()) out.set(p, `link ${await readlink(join(dir, p))}`);
+    else if (st.isDirectory()) {
+      out.set(p, `dir ${mode}`);
+      for (const [k, v] of await tree(dir, p)) out.set(k, v);
+    } else out.set(p, `file ${mode} ${sha256(await readFile(join(dir, p)))}`);
+  }
+  return out;
+}
+
+async function waitFor(what: string, pred: () => Promise<boolean>, ms = 30_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await pred().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe.skipIf(!enabled)('the shipped variants under podman, as their DaemonSets run them', () => {
+  const net = new TestNet();
+  let bed: PodmanBed;
+  let image: string;
+  let node: string;
+  const podman = (args: string[], timeoutMs = 120_000) => bed.podman(args, { reject: false, timeoutMs });
+
+  /** A fresh node: every hostPath of the rendered DaemonSets a temp dir under `name`. */
+  const nodeDirs = async (name: string, hostPaths: string[]) => {
+    const dirs = new Map<string, string>();
+    for (const p of hostPaths) {
+      const d = join(bed.baseDir, name, p);
+      await mkdir(d, { recursive: true });
+      dirs.set(p, d);
+    }
+    return dirs;
+  };
+  const hostPathsOf = (ds: Obj): string[] => (ds.spec.template.spec.volumes as Obj[]).flatMap((v) => (v.hostPath ? [v.hostPath.path] : []));
+
+  /** `podman run` of one container of a rendered DaemonSet, its image replaced by the one built here. */
+  const runArgs = (ds: Obj, container: string, dirs: Map<string, string>) => {
+    const view = daemonSetView(ds, container);
+    expect(view.container.image, 'the image the kustomization names').toMatch(/^ghcr\.io\/example\/ipam-shim:/);
+    return [
+      ...podmanSecurityArgs(view),
+      '--network',
+      `ns:/run/netns/${node}`,
+      ...podmanMountArgs(view, (p) => {
+        const d = dirs.get(p);
+        if (!d) throw new Error(`no node dir for ${p}`);
+        return d;
+      }),
+    ];
+  };
+  const readyz = async () => {
+    const r = await inNs(node, 'curl', ['-s', '-m', '5', '-w', '\n%{http_code}', `http://${NODE_IP}:9740/readyz`], { reject: false });
+    const lines = r.stdout.trim().split('\n');
+    return { code: Number(lines.pop()), body: lines.join('\n') };
+  };
+
+  beforeAll(async () => {
+    bed = await PodmanBed.create({ confList: { cniVersion: '0.4.0', plugins: [{ type: 'loopback' }] } });
+    image = await buildTestImage(bed, 'variant tests');
+    node = await net.netns('node');
+    const vnet = await net.netns('vnet');
+    await net.veth(node, 'eth0', vnet, 'eth0');
+    await inNs(node, 'ip', ['addr', 'add', `${NODE_IP}/24`, 'dev', 'eth0']);
+    await inNs(node, 'ip', ['link', 'set', 'lo', 'up']);
+  }, 600_000);
+
+  afterAll(async () => {
+    await bed?.cleanup();
+    await net.cleanup();
+  });
+
+  it('the image carries the OCI labels: title, description, version, revision (this commit), source, licenses', async () => {
+    const r = await podman(['image', 'inspect', '--format', '{{json .Labels}}', image]);
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    const labels = JSON.parse(String(r.stdout)) as Record<string, string>;
+    const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string; license: string };
+    const head = (await execa('git', ['-C', ROOT, 'rev-parse', 'HEAD'])).stdout.trim();
+    const oci = Object.fromEntries(Object.entries(labels).filter(([k]) => k.startsWith('org.opencontainers.image.')));
+    console.log(`image labels: ${JSON.stringify(oci, null, 1)}`);
+    expect(oci).toMatchObject({
+      'org.opencontainers.image.title': 'ipam-shim',
+      'org.opencontainers.image.version': pkg.version,
+      'org.opencontainers.image.revision': head,
+      'org.opencontainers.image.licenses': pkg.license,
+    });
+    expect(oci['org.opencontainers.image.description']).toMatch(/cilium-cni/);
+    expect(oci['org.opencontainers.image.source']).toMatch(/^(https?:\/\/|git@|\/)/);
+  });
+
+  it('removal (overlays/uninstall): after the default DaemonSet installed the shim, every file of the CNI dirs is byte-identical to before', async () => {
+    const base = await renderKustomization('deploy');
+    const removal = await renderKustomization('overlays/uninstall');
+    const agentDs = base.find((d) => d.kind === 'DaemonSet')!;
+    const removalDs = removal.find((d) => d.kind === 'DaemonSet')!;
+    // The same DaemonSet updated in place: the agent on a node stops before the removal pod starts there.
+    expect([removalDs.metadata.name, removalDs.spec.selector]).toEqual([agentDs.metadata.name, agentDs.spec.selector]);
+    expect(removalDs.spec.template.spec.initContainers.map((c: Obj) => c.name)).toEqual(['uninstall']);
+
+    const dirs = await nodeDirs('removal-node', hostPathsOf(agentDs));
+    await writeFile(join(dirs.get('/etc/cni/net.d')!, '05-cilium.conflist'), AKS_CILIUM, { mode: 0o644 });
+    for (const [p, f] of Object.entries(NODE_FILES)) {
+      const d = CNI_DIRS.find((c) => p.startsWith(`${c}/`))!;
+      await writeFile(join(dirs.get(d)!, p.slice(d.length + 1)), f.text, { mode: f.mode });
+    }
+    const before = new Map<string, Map<string, string>>();
+    for (const d of CNI_DIRS) before.set(d, await tree(dirs.get(d)!));
+
+    // 1. The default DaemonSet's agent, with its rendered command line, installs the shim.
+    const agent = `agent-${uid(6)}`;
+    const cmd = commandLine(
+      daemonSetView(agentDs).container,
+      base.filter((d) => d.kind === 'ConfigMap'),
+      NODE_IP,
+    );
+    const started = await podman([
+      'run',
+      '--detach',
+      '--name',
+      agent,
+      ...runArgs(agentDs, 'agent', dirs),
+      '--entrypoint',
+      cmd[0]!,
+      image,
+      ...cmd.slice(1),
+    ]);
+    expect(started.exitCode, String(started.stderr)).toBe(0);
+    const conflist = join(dirs.get('/etc/cni/net.d')!, '05-cilium.conflist');
+    await waitFor('the shim chained', async () => (await readFile(conflist, 'utf8')).includes('"ipam-shim"'));
+    await waitFor('/readyz 200', async () => (await readyz()).code === 200, 75_000).catch(async (e) => {
+      throw new Error(`${e.message}: ${JSON.stringify(await readyz())}\n${String((await podman(['logs', agent])).stdout)}`);
+    });
+    const installed = new Map<string, Map<string, string>>();
+    for (const d of CNI_DIRS) installed.set(d, await tree(dirs.get(d)!));
+    expect(installed.get('/opt/cni/bin')!.get('ipam-shim')).toMatch(/^file 755 /);
+    expect(installed.get('/etc/cni/net.d')!.get('05-cilium.conflist')).not.toBe(before.get('/etc/cni/net.d')!.get('05-cilium.conflist'));
+    // 2. The update rolls the node: the agent is stopped (SIGTERM), then the removal pod runs.
+    expect((await podman(['stop', '--time', '10', agent])).exitCode).toBe(0);
+    const un = runArgs(removalDs, 'uninstall', dirs);
+    // Only the two CNI dirs are mounted, and nothing is created on a node where they are missing.
+    expect(removalDs.spec.template.spec.volumes.map((v: Obj) => [v.hostPath.path, v.hostPath.type])).toEqual([
+      ['/opt/cni/bin', 'Directory'],
+      ['/etc/cni/net.d', 'Directory'],
+    ]);
+    const initCmd = commandLine(daemonSetView(removalDs, 'uninstall').container, [], NODE_IP);
+    const r = await podman(['run', '--rm', ...un, '--entrypoint', initCmd[0]!, image, ...initCmd.slice(1)]);
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    console.log(`removal: init container said:\n${String(r.stdout)}`);
+    // The pod's one container then idles (Ready: rollout status returns); SIGTERM is not waited on (grace 1 s).
+    const idle = `removed-${uid(6)}`;
+    const mainCmd = commandLine(daemonSetView(removalDs, 'removed').container, [], NODE_IP);
+    const run = await podman([
+      'run',
+      '--detach',
+      '--name',
+      idle,
+      ...runArgs(removalDs, 'removed', dirs),
+      '--entrypoint',
+      mainCmd[0]!,
+      image,
+      ...mainCmd.slice(1),
+    ]);
+    expect(run.exitCode, String(run.stderr)).toBe(0);
+    expect(String((await podman(['inspect', '--format', '{{.State.Running}}', idle])).stdout)).toBe('true');
+    expect((await podman(['rm', '--force', '--time', String(removalDs.spec.template.spec.terminationGracePeriodSeconds), idle])).exitCode).toBe(0);
+
+    const rows: string[] = [];
+    for (const d of CNI_DIRS) {
+      const after = await tree(dirs.get(d)!);
+      for (const k of new Set([...before.get(d)!.keys(), ...installed.get(d)!.keys(), ...after.keys()]))
+        rows.push(
+          `${d}/${k}\n  before install ${before.get(d)!.get(k) ?? '-'}\n  installed      ${installed.get(d)!.get(k) ?? '-'}\n  after removal  ${after.get(k) ?? '-'}`,
+        );
+      expect(after, `${d} byte-identical to before the install`).toEqual(before.get(d));
+    }
+    console.log(`removal: node files (mode, sha256)\n${rows.join('\n')}`);
+    // What the removal leaves on purpose (docs/upgrade.md#removing-the-shim): the log, the ledger.
+    const leftovers = [];
+    for (const [p, d] of dirs) if (!CNI_DIRS.includes(p)) for (const [k, v] of await tree(d)) leftovers.push(`${p}/${k} ${v}`);
+    console.log(`removal: left outside the CNI dirs:\n${leftovers.join('\n')}`);
+  });
+
+  it("Cilium's route (overlays/cilium-route): the executable goes on a fresh node; the agent verifies the list Cilium writes and never edits it", async () => {
+    const docs = await renderKustomization('overlays/cilium-route');
+    const ds = docs.find((d) => d.kind === 'DaemonSet')!;
+    const configMaps = docs.filter((d) => d.kind === 'ConfigMap');
+    const cniConfiguration = configMaps.find((c) => c.metadata.name === 'cni-configuration')!;
+    expect(cniConfiguration.metadata.namespace).toBe('kube-system');
+    const listCiliumWrites = cniConfiguration.data['cni-config'] as string;
+    expect(JSON.parse(listCiliumWrites).plugins.map((p: Obj) => p.type)).toEqual(['cilium-cni', 'ipam-shim']);
+
+    const dirs = await nodeDirs('cilium-route-node', hostPathsOf(ds));
+    const confDir = dirs.get('/etc/cni/net.d')!;
+    // 1. A fresh node: no conflist at all yet. The init container puts the executable there and exits 0.
+    const init = commandLine(daemonSetView(ds, 'install-binary').container, configMaps, NODE_IP);
+    const r = await podman(['run', '--rm', ...runArgs(ds, 'install-binary', dirs), '--entrypoint', init[0]!, image, ...init.slice(1)]);
+    expect([r.exitCode, String(r.stdout)], String(r.stderr)).toEqual([0, 'binary: /opt/cni/bin/ipam-shim installed']);
+    expect(await readdir(confDir)).toEqual([]);
+    expect(sha256(await readFile(join(dirs.get('/opt/cni/bin')!, 'ipam-shim')))).toBe(sha256(await readFile(join(ROOT, 'dist/ipam-shim'))));
+
+    // 2. The agent, with the rendered command line (--no-install --conflist …), the CNI dirs read-only.
+    const view = daemonSetView(ds, 'agent');
+    expect(view.mounts.filter((m) => m.readOnly).map((m) => m.mountPath)).toEqual(['/opt/cni/bin', '/etc/cni/net.d']);
+    const cmd = commandLine(view.container, configMaps, NODE_IP);
+    expect(cmd.slice(-3)).toEqual(['--no-install', '--conflist', '/etc/cni/net.d/05-cilium.conflist']);
+    const agent = `agent-${uid(6)}`;
+    const started = await podman([
+      'run',
+      '--detach',
+      '--name',
+      agent,
+      ...runArgs(ds, 'agent', dirs),
+      '--entrypoint',
+      cmd[0]!,
+      image,
+      ...cmd.slice(1),
+    ]);
+    expect(started.exitCode, String(started.stderr)).toBe(0);
+    await waitFor('the agent serving', async () => (await readyz()).code === 503).catch(async (e) => {
+      throw new Error(`${e.message}: ${JSON.stringify(await readyz())}\n${String((await podman(['logs', agent])).stdout)}`);
+    });
+    expect(JSON.parse((await readyz()).body)).toMatchObject({ ready: false, reason: 'not-installed' });
+    // 3. cilium-agent writes the ConfigMap's list as its conflist: the agent turns ready, the file keeps its bytes.
+    const conflist = join(confDir, '05-cilium.conflist');
+    await writeFile(conflist, listCiliumWrites, { mode: 0o644 });
+    // Up to the next pass after the list appears (the interval is the ConfigMap's 30 s ± 10 %): a pass that ran
+    // without a list did not complete, and /readyz waits for one that does.
+    const t0 = Date.now();
+    await waitFor('/readyz 200', async () => (await readyz()).code === 200, 75_000).catch(async (e) => {
+      throw new Error(`${e.message}: ${JSON.stringify(await readyz())}\n${String((await podman(['logs', agent])).stdout)}`);
+    });
+    console.log(`cilium route: /readyz 200 ${Date.now() - t0} ms after the list was written`);
+    // 4. A list without the entry (values reset by an upgrade): not ready, and still nothing edits the file.
+    await writeFile(conflist, AKS_CILIUM, { mode: 0o644 });
+    await waitFor('/readyz 503', async () => (await readyz()).code === 503);
+    await new Promise((res) => setTimeout(res, 2_000));
+    expect(await readFile(conflist, 'utf8')).toBe(AKS_CILIUM);
+    expect(JSON.parse((await readyz()).body)).toMatchObject({ ready: false, reason: 'not-installed' });
+    expect((await podman(['stop', '--time', '10', agent])).exitCode).toBe(0);
+    expect(String((await podman(['inspect', '--format', '{{.State.ExitCode}}', agent])).stdout)).toBe('0');
+  });
+});

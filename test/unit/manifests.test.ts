@@ -1,0 +1,140 @@
+// Every shipped variant as `kubectl kustomize` (Kubernetes 1.36, Debian) renders it, checked against Kubernetes'
+// own schema of its API types (test/helpers/k8s-schema.ts: client-go 0.36.4's, from Debian), offline; and the
+// variants' own promises: Cilium's route runs an agent that never installs and a ConfigMap that is install
+// --print's list; the removal path runs `uninstall` only.
+import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { ROOT } from '../../scripts/image/build-image.js';
+import { parseAgentArgs } from '../../src/cli/agent.js';
+import { parseShimConfig } from '../../src/cli/install.js';
+import { renderConflist } from '../../src/install/conflist.js';
+import { commandLine, daemonSetView, kubectlBin, renderKustomization } from '../helpers/daemonset.js';
+import { clientGoDir, K8sSchema } from '../helpers/k8s-schema.js';
+
+type Obj = Record<string, any>;
+const VARIANTS = ['deploy', 'overlays/uninstall', 'overlays/cilium-route'];
+// AKS's 05-cilium.conflist (cilium-cni with delegated IPAM: azure-ipam), as test/e2e/install.test.ts has it.
+const AKS_CILIUM =
+  '{\n\t"cniVersion": "0.3.1",\n\t"name": "cilium",\n\t"plugins": [\n\t\t{\n\t\t\t"type": "cilium-cni",\n\t\t\t"ipam": {\n\t\t\t\t"type": "azure-ipam"\n\t\t\t},\n\t\t\t"enable-debug": true,\n\t\t\t"log-file": "/var/log/cilium-cni.log"\n\t\t}\n\t]\n}\n';
+
+const missing = [
+  ...(kubectlBin() ? [] : ['kubectl 1.36 (.deps/kubectl-1.36)']),
+  ...(clientGoDir() ? [] : ["client-go's schema (.deps/k8s-client-go)"]),
+];
+if (missing.length > 0 && process.env.CI === 'true') throw new Error(`CI must have ${missing.join(', ')}: scripts/install-deps.sh`);
+if (missing.length > 0) console.warn(`skipping the manifest checks: missing ${missing.join(', ')} (scripts/install-deps.sh)`);
+
+describe.skipIf(missing.length > 0)("the rendered manifests against Kubernetes' schema (1.36)", () => {
+  let schema: K8sSchema;
+  const rendered = new Map<string, Obj[]>();
+  beforeAll(async () => {
+    schema = await K8sSchema.load();
+    for (const v of VARIANTS) rendered.set(v, await renderKustomization(v));
+  });
+
+  it.each(VARIANTS)('%s: every object is a built-in kind and every field one its type declares', (variant) => {
+    const report = schema.validate(rendered.get(variant)!);
+    console.log(`${variant}: validated ${report.validated.join(', ')}; skipped ${report.skipped.join(', ') || 'none'}`);
+    expect(report.errors).toEqual([]);
+    expect(report.skipped).toEqual([]);
+    expect(report.validated.map((v) => v.split(' ')[0]).sort()).toEqual(
+      variant === 'overlays/cilium-route' ? ['ConfigMap', 'ConfigMap', 'DaemonSet'] : ['ConfigMap', 'DaemonSet'],
+    );
+  });
+
+  it("deploy/monitoring: the Prometheus operator's kinds are CRDs the core schema does not hold: skipped, and said so", async () => {
+    const dir = join(ROOT, 'deploy/monitoring');
+    const objects: Obj[] = [];
+    for (const f of (await readdir(dir)).filter((n) => n.endsWith('.yaml')).sort())
+      for (const d of parseAllDocuments(await readFile(join(dir, f), 'utf8'))) objects.push(d.toJS() as Obj);
+    const report = schema.validate(objects);
+    console.log(`deploy/monitoring: skipped ${report.skipped.join(', ')}`);
+    expect(report.errors).toEqual([]);
+    expect(report.skipped.length).toBe(objects.length);
+    for (const s of report.skipped) expect(s).toMatch(/^(PodMonitor|PrometheusRule) .*monitoring\.coreos\.com\/v1: not a built-in kind/);
+  });
+
+  it('fails a manifest with a misspelt field, a field in the wrong place and a scalar of the wrong kind, naming each', () => {
+    const bad = structuredClone(rendered.get('deploy')!);
+    const ds = bad.find((d) => d.kind === 'DaemonSet')!;
+    const c = ds.spec.template.spec.containers[0];
+    c.securityContext.readOnlyRootFileSystem = c.securityContext.readOnlyRootFilesystem;
+    delete c.securityContext.readOnlyRootFilesystem;
+    c.imagePulPolicy = 'IfNotPresent';
+    ds.spec.template.spec.volumes[0].hostPath.readOnly = true;
+    ds.spec.template.spec.terminationGracePeriodSeconds = '45';
+    const report = schema.validate(bad);
+    console.log(`a misspelt manifest:\n${report.errors.join('\n')}`);
+    expect(report.errors.map((e) => e.replace(/ \(the type has .*\)$/, '')).sort()).toEqual([
+      'DaemonSet ipam-shim: .spec.template.spec.containers[0].imagePulPolicy: unknown field',
+      'DaemonSet ipam-shim: .spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem: unknown field',
+      'DaemonSet ipam-shim: .spec.template.spec.terminationGracePeriodSeconds: "45" is not a numeric',
+      'DaemonSet ipam-shim: .spec.template.spec.volumes[0].hostPath.readOnly: unknown field',
+    ]);
+    expect(report.errors.find((e) => e.includes('imagePulPolicy'))).toContain('imagePullPolicy');
+  });
+});
+
+describe.skipIf(!kubectlBin())('the image name', () => {
+  it("set once in deploy/kustomization.yaml's images:, is the image of every container of every variant", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'image-name-'));
+    try {
+      await cp(join(ROOT, 'deploy'), join(dir, 'deploy'), { recursive: true });
+      await cp(join(ROOT, 'overlays'), join(dir, 'overlays'), { recursive: true });
+      const k = join(dir, 'deploy/kustomization.yaml');
+      const text = await readFile(k, 'utf8');
+      const edited = text
+        .replace('newName: ghcr.io/example/ipam-shim', 'newName: registry.example/team/ipam-shim')
+        .replace('newTag: "0.1.0"', 'newTag: "9.9.9"');
+      expect(edited).not.toBe(text);
+      await writeFile(k, edited);
+      for (const v of VARIANTS) {
+        const ds = (await renderKustomization(join(dir, v))).find((d) => d.kind === 'DaemonSet')!;
+        const spec = ds.spec.template.spec;
+        const images = [...(spec.initContainers ?? []), ...spec.containers].map((c: Obj) => `${c.name} ${c.image}`);
+        expect(images.length, v).toBeGreaterThan(0);
+        for (const i of images) expect(i, v).toMatch(/ registry\.example\/team\/ipam-shim:9\.9\.9$/);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe.skipIf(!kubectlBin())("overlays/cilium-route: Cilium's route", () => {
+  let docs: Obj[];
+  let dir: string;
+  beforeAll(async () => {
+    docs = await renderKustomization('overlays/cilium-route');
+    dir = await mkdtemp(join(tmpdir(), 'cilium-route-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('ships as cni-config the list `install --print --shim-config "$(cat deploy/shim-config.json)"` makes of AKS\'s cilium conflist', async () => {
+    await writeFile(join(dir, '05-cilium.conflist'), AKS_CILIUM);
+    const shimKeys = parseShimConfig(await readFile(join(ROOT, 'deploy/shim-config.json'), 'utf8'));
+    const printed = await renderConflist(dir, shimKeys);
+    const cm = docs.find((d) => d.kind === 'ConfigMap' && d.metadata.name === 'cni-configuration')!;
+    expect(
+      cm.data['cni-config'],
+      'regenerate: ipam-shim install --print --shim-config "$(cat deploy/shim-config.json)" > deploy/components/cilium-route/cni-config.json',
+    ).toBe(printed.text?.endsWith('\n') ? printed.text : `${printed.text}\n`);
+  });
+
+  it('runs the agent with --no-install on the list Cilium writes, and only install --binary-only before it', () => {
+    const ds = docs.find((d) => d.kind === 'DaemonSet')!;
+    const cms = docs.filter((d) => d.kind === 'ConfigMap');
+    const agent = commandLine(daemonSetView(ds, 'agent').container, cms, '10.224.0.4');
+    const { settings, install } = parseAgentArgs(agent.slice(2));
+    expect(install).toBeUndefined();
+    expect(settings.entryAt).toEqual({ conflist: '/etc/cni/net.d/05-cilium.conflist' });
+    expect(ds.spec.template.spec.initContainers.map((c: Obj) => [c.name, c.command])).toEqual([
+      ['install-binary', ['/usr/local/bin/ipam-shim', 'install', '--binary-only']],
+    ]);
+  });
+});
