@@ -128,13 +128,14 @@ function clusterPoolOf(f: PlanSources, helm: HelmPlan | undefined, defaulted: st
     const v4 = f.pools.filter((c) => !c.includes(':'));
     const v6 = f.pools.filter((c) => c.includes(':'));
     // --node-mask alone applies to an IPv6-only pool (as before the defaults).
-    const mask4 = f.nodeMask ?? fromFile?.v4?.mask ?? defaultMask(defaulted, 'v4');
-    const mask6 = f.nodeMaskV6 ?? (v4.length ? undefined : f.nodeMask) ?? fromFile?.v6?.mask ?? defaultMask(defaulted, 'v6');
+    // A family's default is taken (and reported) only when --pool lists that family.
+    const mask4 = () => f.nodeMask ?? fromFile?.v4?.mask ?? defaultMask(defaulted, 'v4');
+    const mask6 = () => f.nodeMaskV6 ?? (v4.length ? undefined : f.nodeMask) ?? fromFile?.v6?.mask ?? defaultMask(defaulted, 'v6');
     return {
       name: CLUSTER_POOL,
       source: '--pool',
-      ...(v4.length ? { v4: { cidrs: v4, mask: mask4 } } : {}),
-      ...(v6.length ? { v6: { cidrs: v6, mask: mask6 } } : {}),
+      ...(v4.length ? { v4: { cidrs: v4, mask: mask4() } } : {}),
+      ...(v6.length ? { v6: { cidrs: v6, mask: mask6() } } : {}),
     };
   }
   const over = (fam: FamilyPool | undefined, mask: number | undefined): FamilyPool | undefined =>

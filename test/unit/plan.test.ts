@@ -406,6 +406,10 @@ describe('plan command', () => {
     expect(both.text).toContain("Cilium's defaults for: ipam.operator.clusterPoolIPv6MaskSize");
     const v4 = await planCommand.run(['--pool', '10.0.0.0/8', '--node-mask-v6', '120'], ctx);
     expect(v4.text).toContain('IPv4 pool 10.0.0.0/8, /24 per node: 65536 node CIDRs');
+    // Only the family planned: an IPv4-only --pool took no IPv6 default and says so.
+    expect(v4.text).toContain("Cilium's defaults for: ipam.operator.clusterPoolIPv4MaskSize\n");
+    const v4only = await planCommand.run(['--pool', '10.0.0.0/8', '--node-mask', '24', '--reserved', '10.4.76.0/24'], ctx);
+    expect(v4only.text).not.toContain("Cilium's defaults");
     const none = await planCommand.run(['--reserved', '10.4.76.0/24'], ctx);
     expect(none.text).toContain('IPv4 pool 10.0.0.0/8, /24 per node: 65536 node CIDRs');
     expect(none.text).toContain('first collision from the start: index 1100');
