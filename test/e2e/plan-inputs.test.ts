@@ -195,6 +195,10 @@ describe("plan from the cluster's files (the single executable)", () => {
       [6, '256'],
     ]);
     expect(batch.families[0].fromTaken).toMatchObject({ count: '1', safeFree: '31' });
+    // Each pool's proposal counts the nodes holding a block of it, and names those on a reserved subnet.
+    expect(def.families[0].proposal).toMatchObject({ nodes: '2', fits: true, capacity: '250', heldKept: '0' });
+    expect(def.families[0].proposal.move.map((m: { nodes: string[] }) => m.nodes[0])).toEqual(['worker-a', 'worker-a', 'worker-b']);
+    expect(batch.families[0].proposal).toMatchObject({ nodes: '1', changed: false });
   });
 
   it('the bundle (node ipam-shim.js) loads the YAML parser from the file beside it, as the executable does from its asset', async () => {

@@ -527,6 +527,26 @@ describe('planPool proposal: the smallest change to the list', () => {
     expect(p.list.reduce((n, c) => n + blocksOf(c, 120), 0n)).toBe(252n);
   });
 
+  it('drops an entry that is reserved throughout, keeps the others in order', () => {
+    const p = only(planPool({ pools: ['10.9.0.0/24', '10.3.0.0/24', '10.8.0.0/23'], nodeMask: 26, reserved: ['10.3.0.0/23'] })).proposal;
+    expect(p.entries.map((e) => e.action)).toEqual(['keep', 'drop', 'keep']);
+    expect(p.list).toEqual(['10.9.0.0/24', '10.8.0.0/23']);
+    expect(p.capacity).toBe(12n);
+  });
+
+  it('does not write out a list past 1,000 entries; counts it and says to move the pool', async () => {
+    // 600 reserved /32s spread over 10.0.0.0/8 at /24: each cuts one block, ~2 × 16 pieces around each.
+    const reserved = Array.from({ length: 600 }, (_, i) => `10.${(i * 7) % 256}.${(i * 13) % 256}.1`);
+    const f = only(planPool({ pools: ['10.0.0.0/8'], nodeMask: 24, reserved }));
+    expect(f.proposal).toMatchObject({ tooLong: true, list: [], capacity: f.safeCapacity });
+    expect(f.proposal.entryCount).toBeGreaterThan(1000);
+    const out = await planCommand.run(['--pool', '10.0.0.0/8', '--node-mask', '24', '--reserved', reserved.join(',')], {
+      run: (() => Promise.reject(new Error('plan runs no program'))) as never,
+      env: {},
+    });
+    expect(out.text).toContain(`    none written out: cut around the reserved subnets the list would take ${f.proposal.entryCount} entries`);
+  });
+
   it('a clean pool with room: no change', () => {
     const p = only(planPool({ pools: ['10.0.0.0/16'], nodeMask: 24, reserved: ['10.9.0.0/16'], nodes: 10n })).proposal;
     expect(p).toMatchObject({ changed: false, fits: true, list: ['10.0.0.0/16'], move: [] });
