@@ -275,7 +275,7 @@ function renderProposal(f: FamilyPlan, named: (cidr: string) => string, ctx: Pro
   }
   if (p.tooLong) {
     out.push(
-      `    none written out: cut around the reserved subnets the list would take ${p.entryCount} entries; move the pool to a range free of reserved subnets instead`,
+      `    none written out: cut around the reserved subnets the list would take more than 1,000 entries; move the pool to a range free of reserved subnets instead`,
     );
     return out;
   }

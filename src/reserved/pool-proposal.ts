@@ -50,11 +50,11 @@ export interface Proposal {
   changed: boolean;
   /** No existing entry changes: the proposal only appends (what Cilium supports in place). */
   appendOnly: boolean;
-  /** The proposed list, in order (empty when `entryCount` exceeds the bound: see `tooLong`). */
+  /** The proposed list, in order (empty when `tooLong`). */
   list: string[];
-  /** How many entries the proposed list has (counted even when too many to write out). */
-  entryCount: number;
-  /** More than 1,000 entries: not written out; the reserved subnets are too scattered over the pool to cut around. */
+  /** How many entries the proposed list has (null: more than 1,000, see `tooLong`). */
+  entryCount: number | null;
+  /** More than 1,000 entries: not written out (nor counted); the reserved subnets are too scattered to cut around. */
   tooLong: boolean;
   entries: EntryChange[];
   append: string[];
@@ -104,7 +104,9 @@ export function proposePool(input: ProposalInput): Proposal {
     removedAll.push(...cut);
     for (const g of cut) capacity -= (g.last - g.first + 1n) >> shift;
     capacity += (p.last - p.first + 1n) >> shift;
-    pieces += cut.length ? complement(p, cut).reduce((n, g) => n + rangeToBlocks(family, g.first, g.last).length, 0) : 1;
+    if (!cut.length) pieces++;
+    // Counted only up to the bound: past it the list is not written out, and counting 20k gaps costs seconds.
+    else for (const g of complement(p, cut)) if (pieces <= MAX_LIST_ENTRIES) pieces += rangeToBlocks(family, g.first, g.last).length;
   }
   // Past the bound the pieces are counted, not written out: no operator applies such a list (move the pool instead).
   const tooLong = pieces > MAX_LIST_ENTRIES;
@@ -169,7 +171,7 @@ export function proposePool(input: ProposalInput): Proposal {
     changed: !appendOnly || append.length > 0,
     appendOnly,
     list,
-    entryCount: pieces + append.length,
+    entryCount: tooLong ? null : pieces + append.length,
     tooLong,
     entries,
     append,

@@ -539,12 +539,12 @@ describe('planPool proposal: the smallest change to the list', () => {
     const reserved = Array.from({ length: 600 }, (_, i) => `10.${(i * 7) % 256}.${(i * 13) % 256}.1`);
     const f = only(planPool({ pools: ['10.0.0.0/8'], nodeMask: 24, reserved }));
     expect(f.proposal).toMatchObject({ tooLong: true, list: [], capacity: f.safeCapacity });
-    expect(f.proposal.entryCount).toBeGreaterThan(1000);
+    expect(f.proposal.entryCount).toBeNull();
     const out = await planCommand.run(['--pool', '10.0.0.0/8', '--node-mask', '24', '--reserved', reserved.join(',')], {
       run: (() => Promise.reject(new Error('plan runs no program'))) as never,
       env: {},
     });
-    expect(out.text).toContain(`    none written out: cut around the reserved subnets the list would take ${f.proposal.entryCount} entries`);
+    expect(out.text).toContain('    none written out: cut around the reserved subnets the list would take more than 1,000 entries');
   });
 
   it('a clean pool with room: no change', () => {
