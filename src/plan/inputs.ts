@@ -203,6 +203,8 @@ const CiliumNodeSchema = z.looseObject({
 export interface HeldCidrs {
   /** Pool name → node CIDRs held (cluster-pool's podCIDRs under CLUSTER_POOL). */
   byPool: Map<string, string[]>;
+  /** Pool name → which node holds each of those CIDRs (plan names the nodes on a reserved subnet). */
+  holders: Map<string, Array<{ cidr: string; node: string }>>;
   nodes: number;
   /** Nodes that hold no CIDR yet (the operator has not got to them). */
   pending: string[];
@@ -211,7 +213,11 @@ export interface HeldCidrs {
 /** `kubectl get ciliumnodes -o yaml`: which node CIDRs each node holds (podCIDRs; multi-pool's pools.allocated). */
 export function fromCiliumNodes(docs: unknown[], source: string): HeldCidrs {
   const byPool = new Map<string, string[]>();
-  const add = (pool: string, cidrs: readonly string[]) => byPool.set(pool, [...(byPool.get(pool) ?? []), ...cidrs]);
+  const holders = new Map<string, Array<{ cidr: string; node: string }>>();
+  const add = (pool: string, cidrs: readonly string[], node: string) => {
+    byPool.set(pool, [...(byPool.get(pool) ?? []), ...cidrs]);
+    holders.set(pool, [...(holders.get(pool) ?? []), ...cidrs.map((cidr) => ({ cidr, node }))]);
+  };
   const pending: string[] = [];
   const nodes = objectsOf(docs, 'CiliumNode', source);
   for (const raw of nodes) {
@@ -219,11 +225,11 @@ export function fromCiliumNodes(docs: unknown[], source: string): HeldCidrs {
     const ipam = n.spec?.ipam;
     const pod = ipam?.podCIDRs ?? [];
     const pools = ipam?.pools?.allocated ?? [];
-    if (pod.length) add(CLUSTER_POOL, pod);
-    for (const p of pools) add(p.pool, p.cidrs ?? []);
+    if (pod.length) add(CLUSTER_POOL, pod, n.metadata.name);
+    for (const p of pools) add(p.pool, p.cidrs ?? [], n.metadata.name);
     if (!pod.length && !pools.some((p) => p.cidrs?.length)) pending.push(n.metadata.name);
   }
-  return { byPool, nodes: nodes.length, pending };
+  return { byPool, holders, nodes: nodes.length, pending };
 }
 
 const PodIPPoolSchema = z.looseObject({

@@ -24,6 +24,8 @@ export interface PlanSources {
   nodeMaskV6?: number;
   reserved: string[];
   allocated?: bigint;
+  /** How many nodes the proposed list must hold (--nodes; default: the CiliumNodes given). */
+  nodes?: bigint;
   values: string[];
   ciliumnodes: string[];
   ippools: string[];
@@ -73,7 +75,14 @@ export async function requestOf(f: PlanSources): Promise<PlanRequest> {
   for (const path of f.ciliumnodes) {
     const file = await readInputFile(path);
     const got = fromCiliumNodes(file.docs, file.source);
-    held = held ? { nodes: held.nodes + got.nodes, pending: [...held.pending, ...got.pending], byPool: mergeHeld(held.byPool, got.byPool) } : got;
+    held = held
+      ? {
+          nodes: held.nodes + got.nodes,
+          pending: [...held.pending, ...got.pending],
+          byPool: mergeHeld(held.byPool, got.byPool),
+          holders: mergeHeld(held.holders, got.holders),
+        }
+      : got;
     files.push({
       flag: '--ciliumnodes',
       source: file.source,
@@ -119,13 +128,14 @@ function clusterPoolOf(f: PlanSources, helm: HelmPlan | undefined, defaulted: st
     const v4 = f.pools.filter((c) => !c.includes(':'));
     const v6 = f.pools.filter((c) => c.includes(':'));
     // --node-mask alone applies to an IPv6-only pool (as before the defaults).
-    const mask4 = f.nodeMask ?? fromFile?.v4?.mask ?? defaultMask(defaulted, 'v4');
-    const mask6 = f.nodeMaskV6 ?? (v4.length ? undefined : f.nodeMask) ?? fromFile?.v6?.mask ?? defaultMask(defaulted, 'v6');
+    // A family's default is taken (and reported) only when --pool lists that family.
+    const mask4 = () => f.nodeMask ?? fromFile?.v4?.mask ?? defaultMask(defaulted, 'v4');
+    const mask6 = () => f.nodeMaskV6 ?? (v4.length ? undefined : f.nodeMask) ?? fromFile?.v6?.mask ?? defaultMask(defaulted, 'v6');
     return {
       name: CLUSTER_POOL,
       source: '--pool',
-      ...(v4.length ? { v4: { cidrs: v4, mask: mask4 } } : {}),
-      ...(v6.length ? { v6: { cidrs: v6, mask: mask6 } } : {}),
+      ...(v4.length ? { v4: { cidrs: v4, mask: mask4() } } : {}),
+      ...(v6.length ? { v6: { cidrs: v6, mask: mask6() } } : {}),
     };
   }
   const over = (fam: FamilyPool | undefined, mask: number | undefined): FamilyPool | undefined =>
@@ -152,13 +162,27 @@ function defaultMask(defaulted: string[], family: 'v4' | 'v6'): number {
 export function planInputOf(p: PoolSpec, f: PlanSources, req: PlanRequest): Parameters<typeof planPool>[0] {
   const pools = [...(p.v4?.cidrs ?? []), ...(p.v6?.cidrs ?? [])];
   const taken = req.held ? (req.held.byPool.get(p.name) ?? []) : undefined;
+  const holders = req.held?.holders.get(p.name) ?? [];
   return {
+    nodes: nodesFor(p, f, req),
+    ...(holders.length ? { holders } : {}),
     pools,
     ...(p.v4 ? { nodeMask: p.v4.mask } : p.v6 ? { nodeMask: p.v6.mask } : {}),
     ...(p.v6 ? { nodeMaskV6: p.v6.mask } : {}),
     reserved: req.reserved.map((r) => r.cidr),
     ...(taken ? { taken } : { allocated: f.allocated ?? 0n }),
   };
+}
+
+/**
+ * How many nodes the proposal must hold: --nodes, else every CiliumNode given (cluster-pool: each needs a block,
+ * those holding none yet too), else in multi-pool the nodes holding a block of this pool; 0 without either.
+ */
+function nodesFor(p: PoolSpec, f: PlanSources, req: PlanRequest): bigint {
+  if (f.nodes !== undefined) return f.nodes;
+  if (!req.held) return 0n;
+  if (p.name === CLUSTER_POOL) return BigInt(req.held.nodes);
+  return BigInt(new Set((req.held.holders.get(p.name) ?? []).map((h) => h.node)).size);
 }
 
 /** Helm's merge of values files: maps merged key by key, anything else replaced by the later file. */
@@ -170,7 +194,7 @@ function mergeValues(a: unknown, b: unknown): unknown {
   return out;
 }
 
-function mergeHeld(a: Map<string, string[]>, b: Map<string, string[]>): Map<string, string[]> {
+function mergeHeld<T>(a: Map<string, T[]>, b: Map<string, T[]>): Map<string, T[]> {
   const out = new Map(a);
   for (const [k, v] of b) out.set(k, [...(out.get(k) ?? []), ...v]);
   return out;

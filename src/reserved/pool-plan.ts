@@ -16,6 +16,8 @@
 // a /8 pool with /24 blocks and an fd00::/48 pool with /120 blocks cost the same.
 import { BITS, type Family } from '../net/ip.js';
 import { type Cidr, makeCidr, parseCidrs } from '../net/cidr.js';
+import { type CollisionPoint, type TakenPlan, heldBlocks, holderMap, isBlock, planTaken } from './pool-held.js';
+import { type Proposal, proposePool } from './pool-proposal.js';
 
 export interface PlanInput {
   /** Pool entries in Cilium's order (clusterPoolIPv4PodCIDRList / IPv6 list); IPv4 and IPv6 may be mixed. */
@@ -35,6 +37,10 @@ export interface PlanInput {
    * as the highest held block + 1, and `fromTaken` plans the lowest-free-first order too.
    */
   taken?: string[];
+  /** Who holds which node CIDR (CiliumNodes' names), to name the nodes on a reserved subnet. */
+  holders?: Array<{ cidr: string; node: string }>;
+  /** How many nodes the proposed list must hold (src/reserved/pool-proposal.ts). Default 0. */
+  nodes?: bigint;
 }
 
 interface CollisionRange {
@@ -56,13 +62,6 @@ interface PoolEntryPlan {
   /** Global index of this entry's first block. */
   offset: bigint;
   blocks: bigint;
-}
-
-interface CollisionPoint {
-  index: bigint;
-  nodeCidr: string;
-  /** A reserved CIDR the block touches (first in list order). */
-  reserved: string;
 }
 
 export interface FamilyPlan {
@@ -99,23 +98,9 @@ export interface FamilyPlan {
   reservedOutsidePool: number;
   /** With `taken`: the blocks nodes hold and the lowest-free-first order. */
   fromTaken?: TakenPlan;
+  /** The smallest change to the list that avoids every reserved CIDR with room for `nodes` nodes. */
+  proposal: Proposal;
   warnings: string[];
-}
-
-interface TakenPlan {
-  /** Distinct blocks held. */
-  count: bigint;
-  /** The highest block index held (null: none). */
-  highest: bigint | null;
-  /** Held blocks that touch a reserved CIDR: nodes that sit on a reserved subnet now (at most maxRanges listed). */
-  colliding: CollisionPoint[];
-  collidingCount: bigint;
-  /** Lowest free block first: the first free colliding block and how many free blocks precede it. */
-  lowestFree: { firstCollision: CollisionPoint | null; nodesBefore: bigint };
-  /** Free blocks that touch no reserved CIDR. */
-  safeFree: bigint;
-  /** Given CIDRs that are no block of the pool (another pool, another mask, an old pool entry). */
-  notInPool: string[];
 }
 
 export interface Plan {
@@ -135,6 +120,9 @@ export function planPool(input: PlanInput): Plan {
   if (allocated < 0n) throw new Error(`allocated must be ≥ 0, got ${allocated}`);
   const maxRanges = input.maxRanges ?? 50;
   const taken = input.taken ? parseCidrs(input.taken, 'node CIDRs held') : undefined;
+  const holders = holderMap(input.holders ?? []);
+  const nodes = input.nodes ?? 0n;
+  if (nodes < 0n) throw new Error(`nodes must be ≥ 0, got ${nodes}`);
   const hasV4 = pools.some((p) => p.family === 4);
   const families: FamilyPlan[] = [];
   for (const family of [4, 6] as const) {
@@ -162,6 +150,8 @@ export function planPool(input: PlanInput): Plan {
         allocated,
         maxRanges,
         held,
+        holders,
+        nodes,
       ),
     );
   }
@@ -191,7 +181,9 @@ function planFamily(
   reserved: Cidr[],
   allocatedIn: bigint,
   maxRanges: number,
-  taken?: Cidr[],
+  taken: Cidr[] | undefined,
+  holders: Map<string, string[]>,
+  nodes: bigint,
 ): FamilyPlan {
   const shift = BigInt(BITS[family] - mask);
   const entries: PoolEntryPlan[] = [];
@@ -252,7 +244,9 @@ function planFamily(
     // The reserved CIDR that actually touches `index` (merged ranges may join several).
     const block = blockRange(entries, pools, index, shift);
     const ri = reservedOf(m).find((i) => reserved[i]!.first <= block.last && block.first <= reserved[i]!.last) ?? m.reserved[0]!;
-    return { index, nodeCidr: nodeCidr(index), reserved: reserved[ri]!.text };
+    const text = nodeCidr(index);
+    const by = holders.get(text);
+    return { index, nodeCidr: text, reserved: reserved[ri]!.text, ...(by ? { nodes: by } : {}) };
   };
 
   const collisions: CollisionRange[] = merged.slice(0, maxRanges).map((m) => {
@@ -314,86 +308,16 @@ function planFamily(
     fromAllocated,
     reservedOutsidePool: outside,
     ...(held ? { fromTaken: planTaken(held, merged, total, colliding, point, maxRanges) } : {}),
+    proposal: proposePool({
+      family,
+      mask,
+      pools,
+      reserved,
+      held: (taken ?? []).filter((t) => isBlock(t, pools, mask)).map((t) => ({ cidr: t, nodes: holders.get(t.text) ?? [] })),
+      heldElsewhere: (taken ?? []).filter((t) => !isBlock(t, pools, mask)),
+      nodes,
+    }),
     warnings,
-  };
-}
-
-interface Held {
-  /** Distinct held block indexes, ascending. */
-  sorted: bigint[];
-  notInPool: string[];
-}
-
-/** The global block index of each held CIDR (one that is exactly a block of an entry), deduplicated. */
-function heldBlocks(taken: Cidr[], pools: Cidr[], entries: PoolEntryPlan[], mask: number, shift: bigint): Held {
-  const set = new Set<bigint>();
-  const notInPool: string[] = [];
-  for (const t of taken) {
-    const pi = pools.findIndex((p) => t.first >= p.first && t.last <= p.last);
-    if (pi < 0 || t.prefix !== mask) {
-      notInPool.push(t.text);
-      continue;
-    }
-    set.add(entries[pi]!.offset + ((t.first - pools[pi]!.first) >> shift));
-  }
-  return { sorted: [...set].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)), notInPool };
-}
-
-/** How many of the ascending `sorted` are below `index` (binary search). */
-function countBelow(sorted: bigint[], index: bigint): number {
-  let lo = 0;
-  let hi = sorted.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (sorted[mid]! < index) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-type Merged = { from: bigint; to: bigint; reserved: number[] };
-
-function planTaken(
-  held: Held,
-  merged: Merged[],
-  total: bigint,
-  colliding: bigint,
-  point: (i: bigint, m: Merged) => CollisionPoint,
-  maxRanges: number,
-): TakenPlan {
-  const isHeld = (i: bigint) => {
-    const k = countBelow(held.sorted, i);
-    return k < held.sorted.length && held.sorted[k] === i;
-  };
-  const collidingHeld: CollisionPoint[] = [];
-  let collidingHeldCount = 0n;
-  let firstFree: CollisionPoint | null = null;
-  for (const m of merged) {
-    // Held blocks inside this range: they are contiguous in `sorted`.
-    const lo = countBelow(held.sorted, m.from);
-    const hi = countBelow(held.sorted, m.to + 1n);
-    collidingHeldCount += BigInt(hi - lo);
-    for (let k = lo; k < hi && collidingHeld.length < maxRanges; k++) collidingHeld.push(point(held.sorted[k]!, m));
-    if (!firstFree && BigInt(hi - lo) < m.to - m.from + 1n) {
-      // The first index of the range that no node holds: walk the held run from its start.
-      let i = m.from;
-      while (isHeld(i)) i++;
-      firstFree = point(i, m);
-    }
-  }
-  const count = BigInt(held.sorted.length);
-  return {
-    count,
-    highest: held.sorted.length ? held.sorted[held.sorted.length - 1]! : null,
-    colliding: collidingHeld,
-    collidingCount: collidingHeldCount,
-    lowestFree: {
-      firstCollision: firstFree,
-      // Free blocks below the first free colliding one: its index less the held blocks below it.
-      nodesBefore: firstFree ? firstFree.index - BigInt(countBelow(held.sorted, firstFree.index)) : total - count - (colliding - collidingHeldCount),
-    },
-    safeFree: total - count - (colliding - collidingHeldCount),
-    notInPool: held.notInPool,
   };
 }
 

@@ -7,6 +7,7 @@ import { execa } from 'execa';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { IPv4CidrRange } from 'ip-num';
 import { BUNDLE_SHIM, ROOT, SEA_SHIM } from '../helpers/cni.js';
 
 const DIR = join(ROOT, 'test/fixtures/plan');
@@ -35,7 +36,9 @@ describe("plan from the cluster's files (the single executable)", () => {
     // 10.4.0.0/22 → 1024-1027, 10.4.76.0/24 + 10.4.77.0/27 → 1100-1101, 10.224.0.0/16 → 57344-57599.
     expect(lines).toContain('  colliding: 262 node CIDRs in 3 ranges; safe capacity 65274');
     expect(lines).toContain('  nodes hold 6 node CIDRs (highest index 1100)');
-    expect(lines).toContain('  1 held node CIDR(s) lie on a reserved subnet NOW: index 1100 (10.4.76.0/24 over 10.4.76.0/24 AzureFirewallSubnet)');
+    expect(lines).toContain(
+      '  1 held node CIDR(s) lie on a reserved subnet NOW: index 1100 (10.4.76.0/24 over 10.4.76.0/24 AzureFirewallSubnet) held by aks-burst-40731652-vmss00000k',
+    );
     expect(lines).toContain(
       '  after the highest held (operator not restarted since): next collision at index 1101 (10.4.77.0/24 over 10.4.77.0/27 GatewaySubnet); 0 more nodes fit before it; 64178 safe node CIDRs left',
     );
@@ -44,6 +47,88 @@ describe("plan from the cluster's files (the single executable)", () => {
       '  lowest free first (after an operator restart): next collision at index 1024 (10.4.0.0/24 over 10.4.0.0/22 app-gateway); 1019 more nodes fit before it; 65269 safe free node CIDRs',
     );
     expect(lines).toContain('CiliumNodes holding no node CIDR yet: aks-burst-40731652-vmss00000m');
+  });
+
+  // Issue 37, part 8: plan named the colliding index but not the node on it, and proposed no list.
+  describe('the firewall-subnet incident: 10.0.0.0/8, /16 per node, AzureFirewallSubnet 10.3.0.0/24 under the fourth node', () => {
+    const args = [
+      '--values',
+      f('values-firewall.yaml'),
+      '--ciliumnodes',
+      f('ciliumnodes-firewall.yaml'),
+      '--azure-subnets',
+      f('azure-subnets-firewall.json'),
+    ];
+    const HOLDER = 'aks-nodepool1-31877520-vmss000003';
+    const RESERVED = ['10.224.0.0/16', '10.3.0.0/24'];
+    const range = (c: string) => {
+      const r = IPv4CidrRange.fromCidr(c);
+      return { first: r.getFirst().value, last: r.getLast().value, prefix: Number(r.cidrPrefix.getValue()) };
+    };
+    const meets = (a: string, b: string) => !(range(a).last < range(b).first || range(b).last < range(a).first);
+    const inside = (a: string, b: string) => range(b).first <= range(a).first && range(a).last <= range(b).last;
+    /** Checks a proposed list by arithmetic: /16 node CIDRs it holds, none touching a reserved subnet. */
+    const capacityOf = (list: string[]) => {
+      let n = 0n;
+      for (const c of list) {
+        for (const r of RESERVED) expect(meets(c, r), `${c} meets ${r}`).toBe(false);
+        expect(range(c).prefix, c).toBeLessThanOrEqual(16);
+        n += 1n << BigInt(16 - range(c).prefix);
+      }
+      // Entries never overlap: the operator would hand a node CIDR out twice.
+      const sorted = list.map(range).sort((a, b) => (a.first < b.first ? -1 : 1));
+      for (let i = 1; i < sorted.length; i++) expect(sorted[i]!.first > sorted[i - 1]!.last).toBe(true);
+      return n;
+    };
+
+    it('text: the holder named, a list that avoids both reserved subnets with room for the 5 CiliumNodes', async () => {
+      const r = await plan(args);
+      expect(r.exitCode, r.stderr).toBe(1);
+      const lines = r.stdout.split('\n');
+      expect(lines).toContain('IPv4 pool 10.0.0.0/8, /16 per node: 256 node CIDRs');
+      expect(lines).toContain(
+        `  1 held node CIDR(s) lie on a reserved subnet NOW: index 3 (10.3.0.0/16 over 10.3.0.0/24 AzureFirewallSubnet) held by ${HOLDER}`,
+      );
+      expect(lines).toContain('  proposal, the smallest change to ipam.operator.clusterPoolIPv4PodCIDRList for 5 nodes (the CiliumNodes given):');
+      const listLine = lines.find((l) => l.startsWith('    ipam.operator.clusterPoolIPv4PodCIDRList: '))!;
+      const list = listLine.split(': ')[1]!.split(',');
+      expect(capacityOf(list)).toBe(254n);
+      // The nodes that stay keep their node CIDRs: each lies in an entry of the proposed list.
+      for (const held of ['10.0.0.0/16', '10.1.0.0/16', '10.2.0.0/16'])
+        expect(
+          list.some((c) => inside(held, c)),
+          held,
+        ).toBe(true);
+      expect(lines).toContain('    254 node CIDRs, none on a reserved subnet; 3 held stay where they are, 251 free; room for 5 nodes');
+      expect(r.stdout).toContain('    move these nodes once the list is applied (cordon, drain, delete the node and its CiliumNode;');
+      expect(lines).toContain(`      ${HOLDER} holds 10.3.0.0/16 over 10.3.0.0/24 AzureFirewallSubnet`);
+      expect(r.stdout).toContain("    apply: Cilium's cluster-pool cannot skip a node CIDR inside an entry");
+    });
+
+    it('--json: the same, and --nodes past what 10.0.0.0/8 holds is said plainly (exit codes unchanged)', async () => {
+      const r = await plan([...args, '--json']);
+      expect(r.exitCode, r.stderr).toBe(1);
+      const v4 = JSON.parse(r.stdout).families[0];
+      expect(v4.fromTaken.colliding).toEqual([{ index: '3', nodeCidr: '10.3.0.0/16', reserved: '10.3.0.0/24', nodes: [HOLDER] }]);
+      const p = v4.proposal;
+      expect(p).toMatchObject({ nodes: '5', changed: true, appendOnly: false, fits: true, capacity: '254', heldKept: '3', append: [] });
+      expect(p.move).toEqual([{ nodeCidr: '10.3.0.0/16', nodes: [HOLDER], reserved: '10.3.0.0/24' }]);
+      expect(capacityOf(p.list)).toBe(BigInt(p.capacity));
+      expect(BigInt(p.capacity) >= 5n).toBe(true);
+      for (const c of p.list) expect(inside(c, '10.0.0.0/8'), c).toBe(true);
+
+      const big = await plan([...args, '--nodes', '300', '--json']);
+      expect(big.exitCode, big.stderr).toBe(1);
+      expect(JSON.parse(big.stdout).families[0].proposal).toMatchObject({
+        nodes: '300',
+        fits: false,
+        missing: '46',
+        space: '10.0.0.0/8',
+        append: [],
+      });
+      const text = await plan([...args, '--nodes', '300']);
+      expect(text.stdout).toContain('NO room for 300 nodes: 46 node CIDRs missing, no free /10 left in 10.0.0.0/8');
+    });
   });
 
   it('reads CiliumNodes from stdin (kubectl … | ipam-shim plan --ciliumnodes -), --json', async () => {
@@ -110,6 +195,10 @@ describe("plan from the cluster's files (the single executable)", () => {
       [6, '256'],
     ]);
     expect(batch.families[0].fromTaken).toMatchObject({ count: '1', safeFree: '31' });
+    // Each pool's proposal counts the nodes holding a block of it, and names those on a reserved subnet.
+    expect(def.families[0].proposal).toMatchObject({ nodes: '2', fits: true, capacity: '250', heldKept: '0' });
+    expect(def.families[0].proposal.move.map((m: { nodes: string[] }) => m.nodes[0])).toEqual(['worker-a', 'worker-a', 'worker-b']);
+    expect(batch.families[0].proposal).toMatchObject({ nodes: '1', changed: false });
   });
 
   it('the bundle (node ipam-shim.js) loads the YAML parser from the file beside it, as the executable does from its asset', async () => {

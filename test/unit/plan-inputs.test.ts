@@ -77,6 +77,21 @@ describe('fromCiliumNodes / fromPodIPPools / fromAzureSubnets', () => {
     ]);
   });
 
+  it('CiliumNodes: which node holds which node CIDR, per pool (plan names the nodes on a reserved subnet)', async () => {
+    const held = fromCiliumNodes(await docs('ciliumnodes-firewall.yaml'), 'nodes.yaml');
+    expect(held.nodes).toBe(5);
+    expect(held.pending).toEqual(['aks-nodepool1-31877520-vmss000004']);
+    expect(held.holders.get(CLUSTER_POOL)).toEqual(
+      [0, 1, 2, 3].map((i) => ({ cidr: `10.${i}.0.0/16`, node: `aks-nodepool1-31877520-vmss00000${i}` })),
+    );
+    const multi = fromCiliumNodes(await docs('ciliumnodes-multipool.yaml'), 'm');
+    expect(multi.holders.get('default')).toEqual([
+      { cidr: '10.4.0.0/24', node: 'worker-a' },
+      { cidr: '10.4.1.0/24', node: 'worker-a' },
+      { cidr: '10.4.3.0/24', node: 'worker-b' },
+    ]);
+  });
+
   it('refuses the wrong kind of object, naming the file and what it found', async () => {
     const nodes = await docs('ciliumnodes.yaml');
     expect(() => fromPodIPPools(nodes, 'nodes.yaml')).toThrow(

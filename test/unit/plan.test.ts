@@ -321,6 +321,11 @@ describe('planPool on large inputs', () => {
     expect(f6.collidingBlocks > 0n && f6.collidingBlocks < f6.totalBlocks).toBe(true);
     expect(f6.safeCapacity + f6.collidingBlocks).toBe(f6.totalBlocks);
     expect(f6.collisions.length).toBeLessThanOrEqual(50);
+    // The proposal counts its capacity on its own (pieces around the reserved blocks): the same safe capacity.
+    expect(f4.proposal.capacity).toBe(f4.safeCapacity);
+    expect(f6.proposal.capacity).toBe(f6.safeCapacity);
+    expect(f6.proposal.tooLong).toBe(true);
+    expect(f6.proposal.list).toEqual([]);
   });
 });
 
@@ -401,15 +406,185 @@ describe('plan command', () => {
     expect(both.text).toContain("Cilium's defaults for: ipam.operator.clusterPoolIPv6MaskSize");
     const v4 = await planCommand.run(['--pool', '10.0.0.0/8', '--node-mask-v6', '120'], ctx);
     expect(v4.text).toContain('IPv4 pool 10.0.0.0/8, /24 per node: 65536 node CIDRs');
+    // Only the family planned: an IPv4-only --pool took no IPv6 default and says so.
+    expect(v4.text).toContain("Cilium's defaults for: ipam.operator.clusterPoolIPv4MaskSize\n");
+    const v4only = await planCommand.run(['--pool', '10.0.0.0/8', '--node-mask', '24', '--reserved', '10.4.76.0/24'], ctx);
+    expect(v4only.text).not.toContain("Cilium's defaults");
     const none = await planCommand.run(['--reserved', '10.4.76.0/24'], ctx);
     expect(none.text).toContain('IPv4 pool 10.0.0.0/8, /24 per node: 65536 node CIDRs');
     expect(none.text).toContain('first collision from the start: index 1100');
     expect(none.exitCode).toBe(1);
   });
 
+  it('--nodes sizes the proposal; a bad count is a usage error; without a collision the exit code stays 0', async () => {
+    const out = await planCommand.run(['--pool', '10.0.0.0/16', '--node-mask', '24', '--nodes', '300'], ctx);
+    expect(out.exitCode).toBe(0);
+    expect(out.text).toContain('  proposal, the smallest change to ipam.operator.clusterPoolIPv4PodCIDRList for 300 nodes (--nodes):');
+    expect(out.text).toContain('    append 10.1.0.0/18 (next free in 10.0.0.0/8');
+    expect(out.text).toContain('    apply: append (what Cilium supports in place)');
+    const fw = await planCommand.run(['--pool', '10.0.0.0/8', '--node-mask', '16', '--reserved', '10.3.0.0/24'], ctx);
+    expect(fw.exitCode).toBe(1);
+    expect(fw.text).toContain('for 0 nodes (none given: --nodes N sizes it)');
+    expect(fw.text).toContain('    replace 10.0.0.0/8 by 8 CIDR(s) without 10.3.0.0/16 (over 10.3.0.0/24)');
+    for (const bad of ['-1', 'x', '1.5']) {
+      await expect(planCommand.run(['--pool', '10.0.0.0/8', '--nodes', bad], ctx), bad).rejects.toBeInstanceOf(UsageError);
+    }
+  });
+
   it('plans zero reserved subnets: every node CIDR is safe', async () => {
     const out = await planCommand.run(['--pool', '10.0.0.0/16', '--node-mask', '24'], ctx);
     expect(out.exitCode).toBe(0);
     expect(out.text).toContain('no node CIDR touches a reserved subnet; safe capacity 256');
+  });
+});
+
+// ---- the proposal (src/reserved/pool-proposal.ts), checked by arithmetic with ip-num, not by its own code ----
+
+const v4 = (s: string) => IPv4CidrRange.fromCidr(s);
+const span = (s: string) => {
+  const r = toRange(s);
+  return { first: r.getFirst().value, last: r.getLast().value, prefix: Number(r.cidrPrefix.getValue()) };
+};
+const meets = (a: string, b: string) => {
+  const x = span(a);
+  const y = span(b);
+  return !(x.last < y.first || y.last < x.first);
+};
+const inside = (a: string, b: string) => {
+  const x = span(a);
+  const y = span(b);
+  return y.first <= x.first && x.last <= y.last;
+};
+const blocksOf = (cidr: string, mask: number) => 2n ** BigInt(mask - span(cidr).prefix);
+
+describe('planPool proposal: the smallest change to the list', () => {
+  const holders = [0, 1, 2, 3].map((i) => ({ cidr: `10.${i}.0.0/16`, node: `node-${i}` }));
+
+  it('the firewall incident: 10.0.0.0/8 at /16, firewall 10.3.0.0/24 under node-3; the node named, a list that avoids it with room', () => {
+    const f = only(
+      planPool({ pools: ['10.0.0.0/8'], nodeMask: 16, reserved: ['10.3.0.0/24'], taken: holders.map((h) => h.cidr), holders, nodes: 5n }),
+    );
+    expect(f.fromTaken!.colliding).toEqual([{ index: 3n, nodeCidr: '10.3.0.0/16', reserved: '10.3.0.0/24', nodes: ['node-3'] }]);
+    const p = f.proposal;
+    expect(p.move).toEqual([{ nodeCidr: '10.3.0.0/16', nodes: ['node-3'], reserved: '10.3.0.0/24' }]);
+    // Arithmetic: no entry meets the reserved subnet, every entry is in the old pool, the blocks add up to ≥ 5.
+    for (const c of p.list) {
+      expect(meets(c, '10.3.0.0/24'), c).toBe(false);
+      expect(inside(c, '10.0.0.0/8'), c).toBe(true);
+      expect(span(c).prefix).toBeLessThanOrEqual(16);
+    }
+    const capacity = p.list.reduce((n, c) => n + blocksOf(c, 16), 0n);
+    expect(capacity).toBe(255n);
+    expect(p.capacity).toBe(capacity);
+    expect(capacity >= 5n && p.fits).toBe(true);
+    // No live node renumbered: the other held node CIDRs lie in the new list.
+    for (const h of holders.slice(0, 3))
+      expect(
+        p.list.some((c) => inside(h.cidr, c)),
+        h.cidr,
+      ).toBe(true);
+    expect(p).toMatchObject({ heldKept: 3n, free: 252n, changed: true, appendOnly: false, append: [] });
+    // The largest pieces: 256 − 1 blocks in 8 CIDRs (one per bit below /8 down to /16).
+    expect(p.list).toEqual([
+      '10.0.0.0/15',
+      '10.2.0.0/16',
+      '10.4.0.0/14',
+      '10.8.0.0/13',
+      '10.16.0.0/12',
+      '10.32.0.0/11',
+      '10.64.0.0/10',
+      '10.128.0.0/9',
+    ]);
+  });
+
+  it('more nodes than the pieces hold: appends the smallest aligned CIDR after the pool, past the reserved subnets', () => {
+    const f = only(planPool({ pools: ['10.0.0.0/16'], nodeMask: 24, reserved: ['10.0.5.0/24', '10.1.0.0/20'], nodes: 300n }));
+    const p = f.proposal;
+    // 255 safe /24s; 45 missing → 64 (/18); 10.1.0.0/18 meets 10.1.0.0/20, so the next one.
+    expect(p.append).toEqual(['10.1.64.0/18']);
+    expect(p.list.at(-1)).toBe('10.1.64.0/18');
+    const capacity = p.list.reduce((n, c) => n + blocksOf(c, 24), 0n);
+    expect(capacity).toBe(255n + 64n);
+    expect(p).toMatchObject({ capacity, fits: true, missing: 0n, space: '10.0.0.0/8' });
+    for (const c of p.list) for (const r of ['10.0.5.0/24', '10.1.0.0/20']) expect(meets(c, r), `${c} ${r}`).toBe(false);
+  });
+
+  it('only appends when no entry touches a reserved subnet (what Cilium supports in place)', () => {
+    const p = only(planPool({ pools: ['10.0.0.0/16'], nodeMask: 24, reserved: ['192.168.0.0/16'], nodes: 257n })).proposal;
+    expect(p).toMatchObject({ appendOnly: true, changed: true, append: ['10.1.0.0/24'], list: ['10.0.0.0/16', '10.1.0.0/24'], capacity: 257n });
+  });
+
+  it('says plainly when the space cannot hold the nodes, and how many node CIDRs are missing', () => {
+    const p = only(planPool({ pools: ['10.0.0.0/8'], nodeMask: 16, reserved: ['10.3.0.0/24'], nodes: 300n })).proposal;
+    expect(p).toMatchObject({ fits: false, missing: 45n, append: [], space: '10.0.0.0/8', appendPrefix: 10, capacity: 255n });
+  });
+
+  it('IPv6: the pieces of fd00::/112 around fd00::4c00/118 at /120', () => {
+    const p = only(planPool({ pools: ['fd00::/112'], nodeMaskV6: 120, reserved: ['fd00::4c00/118'], nodes: 10n }), 6).proposal;
+    expect(p.list).toEqual(['fd00::/114', 'fd00::4000/117', 'fd00::4800/118', 'fd00::5000/116', 'fd00::6000/115', 'fd00::8000/113']);
+    expect(p.entries[0]).toMatchObject({ action: 'split', removed: ['fd00::4c00/118'], reserved: ['fd00::4c00/118'] });
+    expect(p.capacity).toBe(252n);
+    expect(p.list.reduce((n, c) => n + blocksOf(c, 120), 0n)).toBe(252n);
+  });
+
+  it('drops an entry that is reserved throughout, keeps the others in order', () => {
+    const p = only(planPool({ pools: ['10.9.0.0/24', '10.3.0.0/24', '10.8.0.0/23'], nodeMask: 26, reserved: ['10.3.0.0/23'] })).proposal;
+    expect(p.entries.map((e) => e.action)).toEqual(['keep', 'drop', 'keep']);
+    expect(p.list).toEqual(['10.9.0.0/24', '10.8.0.0/23']);
+    expect(p.capacity).toBe(12n);
+  });
+
+  it('does not write out a list past 1,000 entries; counts it and says to move the pool', async () => {
+    // 600 reserved /32s spread over 10.0.0.0/8 at /24: each cuts one block, ~2 × 16 pieces around each.
+    const reserved = Array.from({ length: 600 }, (_, i) => `10.${(i * 7) % 256}.${(i * 13) % 256}.1`);
+    const f = only(planPool({ pools: ['10.0.0.0/8'], nodeMask: 24, reserved }));
+    expect(f.proposal).toMatchObject({ tooLong: true, list: [], capacity: f.safeCapacity });
+    expect(f.proposal.entryCount).toBeNull();
+    const out = await planCommand.run(['--pool', '10.0.0.0/8', '--node-mask', '24', '--reserved', reserved.join(',')], {
+      run: (() => Promise.reject(new Error('plan runs no program'))) as never,
+      env: {},
+    });
+    expect(out.text).toContain('    none written out: cut around the reserved subnets the list would take more than 1,000 entries');
+  });
+
+  it('a clean pool with room: no change', () => {
+    const p = only(planPool({ pools: ['10.0.0.0/16'], nodeMask: 24, reserved: ['10.9.0.0/16'], nodes: 10n })).proposal;
+    expect(p).toMatchObject({ changed: false, fits: true, list: ['10.0.0.0/16'], move: [] });
+  });
+
+  it('property: the list covers exactly the blocks that touch no reserved CIDR, disjoint, in the pool (IPv4)', { timeout: 60_000 }, () => {
+    const arb = fc.record({
+      base: fc.integer({ min: 0, max: 255 }),
+      poolPrefix: fc.integer({ min: 16, max: 22 }),
+      extra: fc.integer({ min: 0, max: 6 }),
+      reserved: fc.array(fc.tuple(fc.integer({ min: 0, max: 0xffff }), fc.integer({ min: 16, max: 32 })), { maxLength: 6 }),
+      held: fc.array(fc.integer({ min: 0, max: 1023 }), { maxLength: 8 }),
+    });
+    fc.assert(
+      fc.property(arb, ({ base, poolPrefix, extra, reserved, held }) => {
+        const pool = v4(`10.${base}.0.0/${poolPrefix}`).toCidrString();
+        const mask = Math.min(poolPrefix + extra, 26);
+        const res = reserved.map(([off, pre]) =>
+          v4(`${IPv4.fromNumber((v4(pool).getFirst().value & 0xffff0000n) + BigInt(off)).toString()}/${pre}`).toCidrString(),
+        );
+        const blocks = bruteForce([pool], mask, []).cidrs;
+        const taken = held.filter((i) => i < blocks.length).map((i) => blocks[i]!);
+        const p = only(planPool({ pools: [pool], nodeMask: mask, reserved: res, taken, nodes: 0n })).proposal;
+        const safe = blocks.filter((b) => !res.some((r) => meets(b, r)));
+        // Every safe block is in exactly one entry; no entry meets a reserved CIDR; all inside the pool.
+        for (const b of safe) expect(p.list.filter((c) => inside(b, c)).length, b).toBe(1);
+        for (const c of p.list) {
+          expect(inside(c, pool)).toBe(true);
+          for (const r of res) expect(meets(c, r), `${c} ${r}`).toBe(false);
+        }
+        expect(p.capacity).toBe(BigInt(safe.length));
+        expect(p.list.reduce((n, c) => n + blocksOf(c, mask), 0n)).toBe(BigInt(safe.length));
+        // The held blocks that touch a reserved CIDR are exactly the ones to move.
+        const moving = [...new Set(taken)].filter((b) => res.some((r) => meets(b, r)));
+        expect(p.move.map((m) => m.nodeCidr).sort()).toEqual(moving.sort());
+        expect(p.heldKept).toBe(BigInt(new Set(taken).size - moving.length));
+      }),
+      { numRuns: 300 },
+    );
   });
 });
