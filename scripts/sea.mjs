@@ -37,16 +37,20 @@ export function withoutNoteNoise(text) {
 }
 
 /**
- * Injects `blob` into `executable` (a copy of the runtime) with postject run by `node`. Its stdout (progress) is
- * dropped as before; its stderr is passed on without NOTE_NOISE; a non-zero exit (or a signal) throws.
+ * Injects `blob` into `executable` (a copy of the runtime) with postject run by `node`. Its stdout (progress, and
+ * its own error messages) is shown only when it fails; its stderr is passed on without NOTE_NOISE; a non-zero exit
+ * (or a signal) throws.
  */
 export function injectBlob(node, executable, blob, postject) {
   const r = spawnSync(node, [postject, executable, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SEA_FUSE], {
     encoding: 'utf8',
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   const stderr = withoutNoteNoise(r.stderr ?? '');
   if (stderr.trim()) process.stderr.write(stderr.endsWith('\n') ? stderr : `${stderr}\n`);
   if (r.error) throw r.error;
-  if (r.status !== 0) throw new Error(`postject exited ${r.status ?? r.signal} injecting ${blob} into ${executable}`);
+  if (r.status !== 0) {
+    const said = withoutNoteNoise(r.stdout ?? '').trim();
+    throw new Error(`postject exited ${r.status ?? r.signal} injecting ${blob} into ${executable}${said ? `: ${said}` : ''}`);
+  }
 }
