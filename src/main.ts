@@ -7,17 +7,18 @@ import { ErrorCode } from './cni/errors.js';
 import { readInput, versionFast, writeStdout } from './cni/fd-io.js';
 import { buildingSnapshot } from './snapshot.js';
 import { startup } from './startup.js';
-import { sinceStart } from './spans.js';
+import { cpuSoFar, sinceStart } from './spans.js';
 
-/** process start → here (node bootstrap + the bundle, or the snapshot); the ADD log line reports it. */
+/** process start → here (node bootstrap + the bundle, or the snapshot), in ms and in CPU ms; the log line reports both. */
 let mainAt = sinceStart();
+let mainCpu = cpuSoFar();
 
 async function main(): Promise<number> {
   if (process.env.CNI_COMMAND) {
     const fast = process.env.CNI_COMMAND.toUpperCase() === 'VERSION' ? versionFast() : undefined;
     if (fast !== undefined) return reply(fast, 0);
     const { runPlugin } = await import('./plugin.js');
-    const { stdout, exitCode } = await runPlugin(process.env, readInput, { main: mainAt, loaded: sinceStart() });
+    const { stdout, exitCode } = await runPlugin(process.env, readInput, { main: mainAt, mainCpu, loaded: sinceStart() });
     return reply(stdout, exitCode);
   }
   const argv = process.argv.slice(2);
@@ -47,6 +48,7 @@ function start(): void {
 
 function startFromSnapshot(): void {
   mainAt = sinceStart();
+  mainCpu = cpuSoFar();
   startup.fromSnapshot = true;
   start();
 }

@@ -6,13 +6,15 @@ import { DEFAULT_LOG_BACKUPS, DEFAULT_LOG_MAX_BYTES } from './cni/config.js';
 import { parseCniArgs, podOf, type PodRef } from './cni/env.js';
 import { createContext, type InvocationCounters } from './verbs/context.js';
 import type { Run } from './effects/exec.js';
-import { sinceStart, takeSpans } from './spans.js';
+import { cpuSoFar, sinceStart, takeSpans } from './spans.js';
 
 const DEFAULT_LOG_FILE = '/var/log/ipam-shim.log';
 
 /** When main() started and when it had this module loaded (sinceStart(): ms since process start). */
 export interface StartMarks {
   main?: number;
+  /** The process's CPU time (cpuSoFar(), ms) when main() started. */
+  mainCpu?: number;
   loaded?: number;
 }
 
@@ -37,6 +39,8 @@ interface CallMarks extends StartMarks {
   logger?: number;
   /** The verb's start (undefined when the call failed before it). */
   verb?: number;
+  /** The process's CPU time (cpuSoFar()) at the verb's start. */
+  verbCpu?: number;
 }
 
 /**
@@ -55,6 +59,20 @@ function timings(m: CallMarks, now: number): Record<string, number> {
   if (m.verb !== undefined) t.verb = round1(now - m.verb);
   t.total = round1(now);
   return t;
+}
+
+/**
+ * The `cpu` (ms of this process's own CPU, user + system; the programs it ran not included) on the same lines:
+ * boot (process start → main: Node's start-up and the startup snapshot), init (main → the verb: modules, config,
+ * logger), verb, total (process start → the line). Where start-up goes per verb (docs/performance.md).
+ */
+function cpuTimings(m: CallMarks, nowCpu: number): Record<string, number> {
+  const c: Record<string, number> = {};
+  if (m.mainCpu !== undefined) c.boot = round1(m.mainCpu);
+  if (m.mainCpu !== undefined && m.verbCpu !== undefined) c.init = round1(m.verbCpu - m.mainCpu);
+  if (m.verbCpu !== undefined) c.verb = round1(nowCpu - m.verbCpu);
+  c.total = round1(nowCpu);
+  return c;
 }
 
 /**
@@ -98,6 +116,7 @@ export async function runPlugin(
       },
     });
     marks.logger = marks.verb = sinceStart();
+    marks.verbCpu = cpuSoFar();
   });
   if (outcome.command === 'VERSION' && !outcome.error) return outcome;
   if (log === silentLogger) {
@@ -112,13 +131,14 @@ export async function runPlugin(
   }
   // `ms`: the whole call as its caller waits for it, process start → this line (what `timings.total` says).
   const t = timings(marks, sinceStart());
+  const cpu = cpuTimings(marks, cpuSoFar());
   const ms = t.total;
   if (outcome.error) {
     const { code, msg, details, logFields } = outcome.error;
     // The CNI error's msg under its own name: pino's message key is `msg`, and a second one would hide it.
-    log.error({ ...logFields, code, cniMsg: msg, details, ms, outcome: 'error', timings: t }, 'CNI call failed');
+    log.error({ ...logFields, code, cniMsg: msg, details, ms, outcome: 'error', timings: t, cpu }, 'CNI call failed');
   } else {
-    log.info({ ms, outcome: 'ok', timings: t }, 'CNI call done');
+    log.info({ ms, outcome: 'ok', timings: t, cpu }, 'CNI call done');
   }
   if (outcome.conf?.settings.metricsFile) await (await import('./metrics.js')).recordInvocation(outcome, counters, log, ms); // never throws
   return outcome;

@@ -8,6 +8,15 @@
 /** Milliseconds since this process started. */
 export const sinceStart = (): number => process.uptime() * 1000;
 
+/**
+ * CPU (user + system, ms) this process has used so far, its own threads only (not the children it ran). At main
+ * it is what Node's start-up and the startup snapshot cost before any of our code ran (the log line's `cpu.boot`).
+ */
+export const cpuSoFar = (): number => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+};
+
 /** Span name → duration (ms) of this call; a span recorded twice keeps the later one. */
 const recorded = new Map<string, number>();
 

@@ -1,8 +1,9 @@
 // 3. Where an ADD's and a DEL's time goes, from the shim's own `timings` on its "CNI call done" log lines.
 import { existsSync, readFileSync } from 'node:fs';
-import { heading, type Samples, stats, table } from '../bench-lib.js';
-import { type Json, RUNS, VARIANTS, cell, results, shimArgv, slotConf } from './context.js';
-import { alternatePairs, slotPair } from './pairs.js';
+import { heading, type Sample, type Samples, stats, table } from '../bench-lib.js';
+import { type Json, RUNS, VARIANTS, cell, cniEnv, results, shimArgv, slotConf } from './context.js';
+import { CPU_SPLIT_HEAD, FLOOR, cpuSplit, cpuSplitRow, seaFloors, times } from './floor.js';
+import { type Pair, alternatePairs, slotPair } from './pairs.js';
 
 /** The ADD's phases in the order they happen; any other key the log carries is shown after them. */
 const ADD_PHASES: Array<[string, string]> = [
@@ -36,7 +37,13 @@ const DEL_PHASES: Array<[string, string]> = [
 
 export async function sectionSplit(): Promise<void> {
   heading(`ADD and DEL cost split, IPAM slot dual-stack, from the shim's timing log lines (${RUNS} runs)`);
-  const pairs = VARIANTS.map((v) => slotPair(`${v.name} SEA`, shimArgv(v), slotConf(v, 'split', 'dual'), `split-${v.name}`));
+  const pairs: Pair[] = VARIANTS.map((v) => slotPair(`${v.name} SEA`, shimArgv(v), slotConf(v, 'split', 'dual'), `split-${v.name}`));
+  const floors = await seaFloors();
+  // The packaging floor in the same rounds (it takes an ADD's environment and config, and ignores them).
+  if (floors) {
+    const [floor] = floors.cases(cniEnv('ADD'), JSON.stringify(slotConf(VARIANTS[0]!, 'split', 'dual')));
+    pairs.push({ name: FLOOR, add: async (i) => ({ s: (await floor!.run(i)) as Sample }) });
+  }
   const walls = await alternatePairs(pairs, RUNS);
   const lines = new Map(
     VARIANTS.map((v) => [
@@ -52,6 +59,24 @@ export async function sectionSplit(): Promise<void> {
   const add = splitTable('ADD', ADD_PHASES, lines, walls.add);
   console.log('\nSpans overlap where the shim runs things concurrently (residue.prefetch runs alongside delegate.version … delegate.add).\n');
   const del = splitTable('DEL', DEL_PHASES, lines, walls.del);
+  // Where each call's CPU goes, against the floor measured in the same rounds.
+  const bootstrap = floors ? await floors.bootstrapCpu(RUNS) : [];
+  const floorCpu = walls.add.get(FLOOR)?.cpu ?? [];
+  const rows: string[][] = [[...CPU_SPLIT_HEAD, 'whole × floor']];
+  for (const [command, samples] of [
+    ['ADD', walls.add],
+    ['DEL', walls.del],
+  ] as const)
+    for (const v of VARIANTS) {
+      const done = lines
+        .get(v.name)!
+        .filter((l) => l.command === command && l.network === 'split' && l.msg === 'CNI call done')
+        .slice(-RUNS);
+      const w = samples.get(`${v.name} SEA`)!;
+      rows.push([...cpuSplitRow(`${v.name} ${command}`, cpuSplit(done, w, bootstrap)), floorCpu.length ? times(w.cpu, floorCpu) : '–']);
+    }
+  if (floorCpu.length) rows.push([FLOOR, '', '', '', '', '', cell(floorCpu), '1.00×']);
+  console.log(`\n${table(rows)}\n(exit + programs run: the runner's CPU minus the line's: host-local, ebtables, ip, nft, and the exit)`);
   results.split = add;
   results.splitDel = del;
 }

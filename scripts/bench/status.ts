@@ -21,6 +21,7 @@ import {
   seaNodeFloor,
   shimArgv,
 } from './context.js';
+import { CPU_SPLIT_HEAD, FLOOR, cpuSplit, cpuSplitRow, seaFloors } from './floor.js';
 
 /** kubelet's runtime-status period: how often containerd 2.x runs STATUS. */
 const POLL_S = 5;
@@ -52,12 +53,14 @@ export async function sectionStatus(): Promise<void> {
     return;
   }
   const env = cniEnv('STATUS', { path: [PLUGINS11] });
+  const floors = await seaFloors();
   const call = (argv: string[], conf: Json) => async () => sampleOf(await mustRun(argv, { env, input: JSON.stringify(conf) }));
   const hlConf = { cniVersion: '1.1.0', name: 'status', type: 'ptp', ipam: delegate(join(VARIANTS[0]!.dataDir, 'alone')) };
   const cases: Case[] = [
     { name: 'node -e 0', run: floorRun },
     ...(await seaNodeFloor()),
     { name: 'host-local STATUS', run: call([join(PLUGINS11, 'host-local')], hlConf) },
+    ...(floors?.cases(env, JSON.stringify(hlConf)) ?? []),
   ];
   for (const v of VARIANTS) {
     cases.push({ name: `${v.name} STATUS, IPAM slot`, run: call(shimArgv(v), slot(v)) });
@@ -68,8 +71,18 @@ export async function sectionStatus(): Promise<void> {
   const node24 = cases.find((c) => c.name.startsWith('node v24'))?.name ?? 'node -e 0';
   const floor = samples.get(node24)!;
   const hl = samples.get('host-local STATUS')!;
+  const sea = samples.get(FLOOR);
   const rows: string[][] = [
-    ['case', 'wall median (min–max) ms', 'CPU median (min–max) ms', `CPU × ${node24}`, 'CPU − host-local', `CPU per minute at ${POLL_S} s`],
+    [
+      'case',
+      'wall median (min–max) ms',
+      'CPU median (min–max) ms',
+      `CPU × ${node24}`,
+      'CPU − host-local',
+      'CPU × floor',
+      '(CPU − host-local) × floor',
+      `CPU per minute at ${POLL_S} s`,
+    ],
   ];
   for (const c of cases) {
     const x = samples.get(c.name)!;
@@ -80,6 +93,9 @@ export async function sectionStatus(): Promise<void> {
       cell(x.cpu),
       ratio(med(x.cpu), med(floor.cpu)),
       fmtMs(med(x.cpu) - med(hl.cpu)),
+      sea ? ratio(med(x.cpu), med(sea.cpu)) : '–',
+      // The IPAM slot's target leaves the delegate's own STATUS out (issue 33): it is host-local's cost, not ours.
+      sea && c.name.endsWith('IPAM slot') ? ratio(med(x.cpu) - med(hl.cpu), med(sea.cpu)) : '',
       `${fmtMs(perMin)} ms (${((perMin / 60_000) * 100).toFixed(3)} % of a core)`,
     ]);
   }
@@ -87,7 +103,10 @@ export async function sectionStatus(): Promise<void> {
   console.log(
     `\nFloor: ${node24}${existsSync(SEA_NODE) ? ' (the runtime the single executable embeds)' : ''}. CPU includes the delegate's STATUS (host-local, reaped).`,
   );
-  // Where a STATUS's time goes: the shim's own `timings` (its last RUNS "CNI call done" lines per case).
+  // Where a STATUS's time goes: the shim's own `timings` (its last RUNS "CNI call done" lines per case), and its
+  // CPU split (Node's bootstrap from the floor's probe, the rest from the lines' `cpu`).
+  const bootstrap = floors ? await floors.bootstrapCpu(RUNS) : [];
+  const split: string[][] = [CPU_SPLIT_HEAD];
   for (const [v, placement, file] of VARIANTS.flatMap((v) => [[v, 'IPAM slot', v.logFile] as const, [v, 'chained', chainedLog(v)] as const])) {
     const lines = existsSync(file)
       ? readFileSync(file, 'utf8')
@@ -97,11 +116,15 @@ export async function sectionStatus(): Promise<void> {
           .filter((l) => l.command === 'STATUS' && l.timings)
           .slice(-RUNS)
       : [];
+    if (lines.some((l) => l.cpu))
+      split.push(cpuSplitRow(`${v.name} STATUS, ${placement}`, cpuSplit(lines, samples.get(`${v.name} STATUS, ${placement}`)!, bootstrap)));
     const keys = [...new Set(lines.flatMap((l) => Object.keys(l.timings)))];
     if (keys.length)
       console.log(
         `${v.name} STATUS, ${placement}, timings (medians, ms): ${keys.map((k) => `${k} ${fmtMs(stats(lines.map((l) => l.timings[k] ?? 0)).median)}`).join(', ')}`,
       );
   }
+  if (split.length > 1)
+    console.log(`\n${table(split)}\n(exit + programs run: the runner's CPU minus the line's; in the IPAM slot it holds host-local's STATUS)`);
   results.status = Object.fromEntries([...samples].map(([k, x]) => [k, { wall: stats(x.ms), cpu: stats(x.cpu) }]));
 }

@@ -1,6 +1,7 @@
 // Targets, from whatever sections ran.
 import { type Stats, fmtMiB, fmtMs, fmtRatio, heading, table } from '../bench-lib.js';
 import { type Json, VARIANTS, ratio, results } from './context.js';
+import { FLOOR } from './floor.js';
 import type { slopes } from './scale.js';
 
 export function summary(): void {
@@ -36,6 +37,20 @@ export function summary(): void {
       ]);
     }
   }
+  // Issue 33: against the packaging floor, the empty single executable of the embedded runtime (CPU medians).
+  const packaging = (name: string, s: Json | undefined, floor: Json | undefined, minus?: Json) => {
+    if (!s || !floor || !s.cpu.n) return;
+    const own = s.cpu.median - (minus?.cpu.median ?? 0);
+    rows.push([name, '', rt(own, floor.cpu.median), verdict(undefined, own / floor.cpu.median <= 1.15)]);
+  };
+  packaging(`SEA VERSION ≤ 1.15× ${FLOOR} (issue 33)`, r.version?.[`${v} SEA VERSION`], r.version?.[FLOOR]);
+  packaging(`STATUS (chained) ≤ 1.15× ${FLOOR} (issue 33)`, r.status?.[`${v} STATUS, chained`], r.status?.[FLOOR]);
+  packaging(
+    `STATUS (IPAM slot) − host-local's ≤ 1.15× ${FLOOR} (issue 33)`,
+    r.status?.[`${v} STATUS, IPAM slot`],
+    r.status?.[FLOOR],
+    r.status?.['host-local STATUS'],
+  );
   if (r.addSlot) {
     const floor = r.addSlot.add['node -e 0'];
     for (const family of ['v4', 'dual']) {

@@ -19,7 +19,16 @@ const SEA = SEA_SHIM;
 /** Where the shim logs when the config does not parse (src/plugin.ts). */
 const DEFAULT_LOG = '/var/log/ipam-shim.log';
 
-type Line = { msg: string; time: string; ms: number; command: string; containerID?: string; code?: number; timings?: Record<string, number> };
+type Line = {
+  msg: string;
+  time: string;
+  ms: number;
+  command: string;
+  containerID?: string;
+  code?: number;
+  timings?: Record<string, number>;
+  cpu?: Record<string, number>;
+};
 
 /** The netns the plugin runs in (the node's) and the pod's, which a runtime never makes the same. */
 interface Namespaces {
@@ -69,6 +78,12 @@ function expectWholeCall(line: Line, c: { wallMs: number; spawnedAt: number }) {
   // parent started it. An origin at the snapshot's build, or any other process's start, would be far earlier.
   expect(Date.parse(line.time) - line.ms).toBeGreaterThanOrEqual(c.spawnedAt - 1.1);
   for (const [span, ms] of Object.entries(t)) expect(ms, span).toBeLessThanOrEqual(t.total!);
+  // Its own CPU beside it: Node's start-up and the snapshot (boot) before any of ours, the rest after.
+  const cpu = line.cpu!;
+  expect(cpu, JSON.stringify(line)).toBeDefined();
+  expect(cpu.boot).toBeGreaterThan(0);
+  expect(cpu.total).toBeGreaterThanOrEqual(cpu.boot!);
+  if (cpu.verb !== undefined) expect(cpu.boot! + cpu.init! + cpu.verb).toBeCloseTo(cpu.total!, 0);
 }
 
 describe.runIf(root)('the call log line of the single executable', () => {
@@ -82,6 +97,7 @@ describe.runIf(root)('the call log line of the single executable', () => {
     const add = await callLine(s.logFile, 'ADD', cid);
     expect(add).toMatchObject({ msg: 'CNI call done', outcome: 'ok' });
     expectWholeCall(add, added);
+    expect(Object.keys(add.cpu!)).toEqual(['boot', 'init', 'verb', 'total']);
     expect(Object.keys(add.timings!)).toEqual(
       expect.arrayContaining([
         'boot',
@@ -164,6 +180,7 @@ describe.runIf(root)('the call log line of the single executable', () => {
     const line = await callLine(DEFAULT_LOG, 'DEL', cid);
     expect(line).toMatchObject({ msg: 'CNI call failed', outcome: 'error', code: ErrorCode.DecodingFailure });
     expect(Object.keys(line.timings!).sort()).toEqual(['boot', 'config', 'logger', 'modules', 'total']);
+    expect(Object.keys(line.cpu!)).toEqual(['boot', 'total']);
     expectWholeCall(line, failed);
   });
 });
