@@ -11,7 +11,7 @@ import { TestNet, inNs, rootOrSkip, uid } from '../helpers/netns.js';
 import { vnetBridge } from '../helpers/azure-vnet.js';
 import { runInNetns } from '../../src/effects/exec.js';
 import { shimKeys } from '../helpers/shim-conf.js';
-import { writeChainedList } from '../helpers/chained-node.js';
+import { agentIpArgv, writeChainedList } from '../helpers/chained-node.js';
 import { logged } from '../helpers/shim-log.js';
 import { FIXTURE_BIN, PLUGIN_DIR, SHIM, hostLocalAllocations, invoke, scratch, shimBinDir } from '../helpers/cni.js';
 import { ErrorCode } from '../../src/cni/errors.js';
@@ -54,14 +54,10 @@ afterEach(async () => {
 
 async function agentIp(action: string, owner: string, extra: string[] = [], env: Record<string, string> = {}) {
   if (!b.owners.includes(owner)) b.owners.push(owner);
-  const r = await execa(
-    'ip',
-    ['netns', 'exec', b.node, SHIM, 'agent-ip', action, '--owner', owner, '--conflist', b.conflistPath, '--cni-path', b.cniPath, '--json', ...extra],
-    {
-      reject: false,
-      env,
-    },
-  );
+  const r = await execa('ip', agentIpArgv({ node: b.node, action, owner, conflist: b.conflistPath, cniPath: b.cniPath, extra }), {
+    reject: false,
+    env,
+  });
   return { ...r, json: r.stdout ? JSON.parse(r.stdout) : undefined };
 }
 

@@ -9,8 +9,8 @@ import { unlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { writeChainedList } from '../helpers/chained-node.js';
-import { FIXTURE_BIN, PLUGIN_DIR, SHIM, hostLocalAllocations, shimBinDir } from '../helpers/cni.js';
+import { agentIpArgv, writeChainedList } from '../helpers/chained-node.js';
+import { FIXTURE_BIN, PLUGIN_DIR, hostLocalAllocations, shimBinDir } from '../helpers/cni.js';
 import { rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
 import { logged } from '../helpers/shim-log.js';
@@ -36,21 +36,7 @@ async function crioNode(names: string[]) {
   // cilium-agent's own address, recorded by the shim, in no runtime's cache (an owner of its own: /run/netns is shared).
   const owner = `health-${uid()}`;
   net.defer(() => execa('ip', ['netns', 'del', `ipam-shim-agent-${owner}`], { reject: false }));
-  const agent = await execa('ip', [
-    'netns',
-    'exec',
-    node,
-    SHIM,
-    'agent-ip',
-    'allocate',
-    '--owner',
-    owner,
-    '--conflist',
-    conflistPath,
-    '--cni-path',
-    cniPath.join(':'),
-    '--json',
-  ]);
+  const agent = await execa('ip', agentIpArgv({ node, action: 'allocate', owner, conflist: conflistPath, cniPath: cniPath.join(':') }));
   const agentIp = (JSON.parse(agent.stdout) as { ips: string[] }).ips[0]!;
 
   const pods: Record<string, { ns: string; ip: string }> = {};

@@ -1,7 +1,8 @@
-// A node with the shim chained the way cilium's conflist has it (ptp standing for cilium-cni): what the agent-ip and
-// GC e2e files share.
+// A node with the shim chained the way cilium's conflist has it (ptp standing for cilium-cni), and the argv of
+// `ipam-shim agent-ip` run inside that node's netns: what the agent-ip and GC e2e files share.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { SHIM } from './cni.js';
 import type { Scratch } from './scratch-net.js';
 import { shimKeys } from './shim-conf.js';
 
@@ -27,4 +28,24 @@ export async function writeChainedList(s: Pick<Scratch, 'dir' | 'dataDir' | 'sta
   const conflistPath = join(s.dir, 'net.d', '10-cilium.conflist');
   await writeFile(conflistPath, JSON.stringify(confList, null, 2));
   return { confList, conflistPath };
+}
+
+/** `ip` arguments running `ipam-shim agent-ip <action> --owner … --conflist … --cni-path … --json [extra]` in `node`. */
+export function agentIpArgv(o: { node: string; action: string; owner: string; conflist: string; cniPath: string; extra?: string[] }): string[] {
+  return [
+    'netns',
+    'exec',
+    o.node,
+    SHIM,
+    'agent-ip',
+    o.action,
+    '--owner',
+    o.owner,
+    '--conflist',
+    o.conflist,
+    '--cni-path',
+    o.cniPath,
+    '--json',
+    ...(o.extra ?? []),
+  ];
 }
