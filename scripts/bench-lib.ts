@@ -264,3 +264,53 @@ export function heading(title: string): void {
 
 /** Spread of a sample as max/min: a quick noise indicator for the reader. */
 export const spread = (s: Stats): number => s.max / s.min;
+
+// ---------------------------------------------------------------------------------------------------------
+// Fixtures.
+
+/** A 64-hex container ID, as containerd's, from a counter (deterministic: a bench is repeatable). */
+export const benchCid = (i: number): string => i.toString(16).padStart(8, '0').repeat(8);
+
+/**
+ * One result-cache entry (cniCacheV1) as libcni writes it for a pod of containerd (~3 KiB): the base64 conflist,
+ * CNI_ARGS, capability args with the pod's annotations (`annotations` added before the last one), a full result.
+ */
+export function libcniCacheEntry(o: { net: string; cid: string; address: string; conflist: string; annotations?: Record<string, string> }): string {
+  const { cid } = o;
+  const uuid = `${cid.slice(0, 8)}-${cid.slice(8, 12)}-${cid.slice(12, 16)}-${cid.slice(16, 20)}-${cid.slice(20, 32)}`;
+  return JSON.stringify({
+    kind: 'cniCacheV1',
+    containerId: cid,
+    config: Buffer.from(o.conflist).toString('base64'),
+    ifName: 'eth0',
+    networkName: o.net,
+    netns: `/var/run/netns/cni-${uuid}`,
+    cniArgs: [
+      ['IgnoreUnknown', '1'],
+      ['K8S_POD_NAMESPACE', 'team-a'],
+      ['K8S_POD_NAME', `web-${cid.slice(0, 10)}`],
+      ['K8S_POD_INFRA_CONTAINER_ID', cid],
+      ['K8S_POD_UID', uuid],
+    ],
+    capabilityArgs: {
+      dns: { Servers: ['10.0.0.10'], Searches: ['team-a.svc.cluster.local', 'svc.cluster.local', 'cluster.local'], Options: ['ndots:5'] },
+      'io.kubernetes.cri.pod-annotations': {
+        'kubernetes.io/config.seen': '2026-11-20T10:00:00.000000000Z',
+        'kubernetes.io/config.source': 'api',
+        'prometheus.io/scrape': 'true',
+        ...o.annotations,
+        'checksum/config': 'a'.repeat(64),
+      },
+    },
+    result: {
+      cniVersion: '1.0.0',
+      interfaces: [
+        { name: `lxc${cid.slice(0, 8)}`, mac: '0a:58:0a:f4:00:05' },
+        { name: 'eth0', mac: '0a:58:0a:f4:00:06', sandbox: '/var/run/netns/cni-x' },
+      ],
+      ips: [{ interface: 1, address: `${o.address}/32`, gateway: '10.128.0.1' }],
+      routes: [{ dst: '0.0.0.0/0', gw: '10.128.0.1' }],
+      dns: {},
+    },
+  });
+}

@@ -14,7 +14,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { fmtMs, heading, stats, table } from '../bench-lib.js';
+import { benchCid, fmtMs, heading, libcniCacheEntry, stats, table } from '../bench-lib.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const AGENT = join(ROOT, 'dist/ipam-shim');
@@ -69,49 +69,11 @@ function usage(pid: number): { cpuS: number; rssKiB: number; hwmKiB: number; ano
   return { cpuS: ticks / TICK, rssKiB: kib('VmRSS'), hwmKiB: kib('VmHWM'), anonKiB: kib('RssAnon'), fileKiB: kib('RssFile') };
 }
 
-/** A 64-hex container ID, as containerd's (deterministic: the bench is repeatable). */
-const cidOf = (i: number) => `${i.toString(16).padStart(8, '0')}`.repeat(8);
-
 /** One result-cache entry as libcni writes it for a pod of containerd (or only its names: --entries minimal). */
-function cacheEntry(net: string, cid: string, addr: string, conflist: string): string {
+function cacheEntry(net: string, cid: string, address: string, conflist: string): string {
   if (flags.entries === 'minimal')
     return JSON.stringify({ kind: 'cniCacheV1', containerId: cid, ifName: 'eth0', networkName: net, config: '', result: {} });
-  const name = `web-${cid.slice(0, 10)}`;
-  return JSON.stringify({
-    kind: 'cniCacheV1',
-    containerId: cid,
-    config: Buffer.from(conflist).toString('base64'),
-    ifName: 'eth0',
-    networkName: net,
-    netns: `/var/run/netns/cni-${cid.slice(0, 8)}-${cid.slice(8, 12)}-${cid.slice(12, 16)}-${cid.slice(16, 20)}-${cid.slice(20, 32)}`,
-    cniArgs: [
-      ['IgnoreUnknown', '1'],
-      ['K8S_POD_NAMESPACE', 'team-a'],
-      ['K8S_POD_NAME', name],
-      ['K8S_POD_INFRA_CONTAINER_ID', cid],
-      ['K8S_POD_UID', `${cid.slice(0, 8)}-${cid.slice(8, 12)}-${cid.slice(12, 16)}-${cid.slice(16, 20)}-${cid.slice(20, 32)}`],
-    ],
-    capabilityArgs: {
-      dns: { Servers: ['10.0.0.10'], Searches: ['team-a.svc.cluster.local', 'svc.cluster.local', 'cluster.local'], Options: ['ndots:5'] },
-      'io.kubernetes.cri.pod-annotations': {
-        'kubernetes.io/config.seen': '2026-11-20T10:00:00.000000000Z',
-        'kubernetes.io/config.source': 'api',
-        'prometheus.io/scrape': 'true',
-        'kubectl.kubernetes.io/restartedAt': '2026-11-20T09:59:00Z',
-        'checksum/config': 'a'.repeat(64),
-      },
-    },
-    result: {
-      cniVersion: '1.0.0',
-      interfaces: [
-        { name: 'lxc' + cid.slice(0, 8), mac: '0a:58:0a:f4:00:05' },
-        { name: 'eth0', mac: '0a:58:0a:f4:00:06', sandbox: '/var/run/netns/cni-x' },
-      ],
-      ips: [{ interface: 1, address: `${addr}/32`, gateway: '10.128.0.1' }],
-      routes: [{ dst: '0.0.0.0/0', gw: '10.128.0.1' }],
-      dns: {},
-    },
-  });
+  return libcniCacheEntry({ net, cid, address, conflist, annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-11-20T09:59:00Z' } });
 }
 
 const ipOf = (base: number, i: number) => `${base >> 8}.${base & 255}.${(i >> 8) & 255}.${i & 255}`;
@@ -143,7 +105,7 @@ function makeWorld(N: number): { confDir: string; cacheDir: string; net: string 
   };
   const conflist = JSON.stringify(list);
   for (let i = 0; i < N; i++) {
-    const cid = flags.entries === 'minimal' ? `pod-${i}` : cidOf(i);
+    const cid = flags.entries === 'minimal' ? `pod-${i}` : benchCid(i);
     const addr = ipOf((10 << 8) | 128, i + 1);
     const leaked = i % 50 === 25;
     const rec = {

@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { heading, stats, table } from '../bench-lib.js';
+import { benchCid, heading, libcniCacheEntry, stats, table } from '../bench-lib.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const { values: flags } = parseArgs({
@@ -26,44 +26,6 @@ const SIZES = flags.sizes.split(',').map(Number);
 const RUNS = Number(flags.runs);
 const MODULE = resolve(ROOT, flags.module);
 const WORK = mkdtempSync(join(tmpdir(), 'ipam-shim-bench-cache-'));
-
-function entry(net: string, i: number, conflist: string): string {
-  const cid = i.toString(16).padStart(8, '0').repeat(8);
-  return JSON.stringify({
-    kind: 'cniCacheV1',
-    containerId: cid,
-    config: Buffer.from(conflist).toString('base64'),
-    ifName: 'eth0',
-    networkName: net,
-    netns: `/var/run/netns/cni-${cid.slice(0, 8)}-${cid.slice(8, 12)}-${cid.slice(12, 16)}-${cid.slice(16, 20)}-${cid.slice(20, 32)}`,
-    cniArgs: [
-      ['IgnoreUnknown', '1'],
-      ['K8S_POD_NAMESPACE', 'team-a'],
-      ['K8S_POD_NAME', `web-${cid.slice(0, 10)}`],
-      ['K8S_POD_INFRA_CONTAINER_ID', cid],
-      ['K8S_POD_UID', `${cid.slice(0, 8)}-${cid.slice(8, 12)}-${cid.slice(12, 16)}-${cid.slice(16, 20)}-${cid.slice(20, 32)}`],
-    ],
-    capabilityArgs: {
-      dns: { Servers: ['10.0.0.10'], Searches: ['team-a.svc.cluster.local', 'svc.cluster.local', 'cluster.local'], Options: ['ndots:5'] },
-      'io.kubernetes.cri.pod-annotations': {
-        'kubernetes.io/config.seen': '2026-11-20T10:00:00.000000000Z',
-        'kubernetes.io/config.source': 'api',
-        'prometheus.io/scrape': 'true',
-        'checksum/config': 'a'.repeat(64),
-      },
-    },
-    result: {
-      cniVersion: '1.0.0',
-      interfaces: [
-        { name: `lxc${cid.slice(0, 8)}`, mac: '0a:58:0a:f4:00:05' },
-        { name: 'eth0', mac: '0a:58:0a:f4:00:06', sandbox: '/var/run/netns/cni-x' },
-      ],
-      ips: [{ interface: 1, address: `10.${128 + ((i >> 16) & 63)}.${(i >> 8) & 255}.${i & 255}/32`, gateway: '10.128.0.1' }],
-      routes: [{ dst: '0.0.0.0/0', gw: '10.128.0.1' }],
-      dns: {},
-    },
-  });
-}
 
 const CHILD = `
 const { cachedAttachments } = await import(process.env.BENCH_MODULE);
@@ -93,9 +55,11 @@ try {
     mkdirSync(join(cache, 'results'), { recursive: true });
     let bytes = 0;
     for (let i = 0; i < N; i++) {
-      const text = entry('bench', i, conflist);
+      const cid = benchCid(i);
+      const address = `10.${128 + ((i >> 16) & 63)}.${(i >> 8) & 255}.${i & 255}`;
+      const text = libcniCacheEntry({ net: 'bench', cid, address, conflist });
       bytes = text.length;
-      writeFileSync(join(cache, 'results', `bench-${i.toString(16).padStart(8, '0').repeat(8)}-eth0`), text);
+      writeFileSync(join(cache, 'results', `bench-${cid}-eth0`), text);
     }
     const out: Array<{ wall: number; cpu: number; maxRss: number; heapKept: number }> = [];
     for (let r = 0; r < RUNS; r++) {

@@ -11,6 +11,8 @@ import { TestNet, inNs, rootOrSkip, uid } from '../helpers/netns.js';
 import { vnetBridge } from '../helpers/azure-vnet.js';
 import { runInNetns } from '../../src/effects/exec.js';
 import { shimKeys } from '../helpers/shim-conf.js';
+import { agentIpArgv, writeChainedList } from '../helpers/chained-node.js';
+import { logged } from '../helpers/shim-log.js';
 import { FIXTURE_BIN, PLUGIN_DIR, SHIM, hostLocalAllocations, invoke, scratch, shimBinDir } from '../helpers/cni.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
@@ -36,15 +38,7 @@ beforeEach(async () => {
   const net = new TestNet();
   const node = await net.netns('node');
   const network = `agn${uid()}`;
-  const ipam = { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.77.0.0/24', rangeStart: '10.77.0.10', rangeEnd: '10.77.0.60' }]] };
-  const confList = {
-    cniVersion: '1.1.0',
-    name: network,
-    plugins: [{ type: 'ptp-1.1', ipMasq: false, ipam }, shimKeys({ dirs: s, keys: { residue: { ebtables: false, neigh: false } }, delegate: ipam })],
-  };
-  await mkdir(join(s.dir, 'net.d'));
-  const conflistPath = join(s.dir, 'net.d', '10-cilium.conflist');
-  await writeFile(conflistPath, JSON.stringify(confList, null, 2));
+  const { confList, conflistPath } = await writeChainedList(s, network, { subnet: '10.77.0.0/24', rangeStart: '10.77.0.10', rangeEnd: '10.77.0.60' });
   const bin = await shimBinDir(s.dir);
   const cniPath = [bin, FIXTURE_BIN, PLUGIN_DIR].join(':');
   const runner = new CniRunner({ confList, pluginDirs: cniPath.split(':'), cacheDir: join(s.dir, 'cache'), netns: node });
@@ -60,14 +54,10 @@ afterEach(async () => {
 
 async function agentIp(action: string, owner: string, extra: string[] = [], env: Record<string, string> = {}) {
   if (!b.owners.includes(owner)) b.owners.push(owner);
-  const r = await execa(
-    'ip',
-    ['netns', 'exec', b.node, SHIM, 'agent-ip', action, '--owner', owner, '--conflist', b.conflistPath, '--cni-path', b.cniPath, '--json', ...extra],
-    {
-      reject: false,
-      env,
-    },
-  );
+  const r = await execa('ip', agentIpArgv({ node: b.node, action, owner, conflist: b.conflistPath, cniPath: b.cniPath, extra }), {
+    reject: false,
+    env,
+  });
   return { ...r, json: r.stdout ? JSON.parse(r.stdout) : undefined };
 }
 
@@ -348,11 +338,7 @@ d('GC', () => {
       expect(out.exitCode, out.stdout).toBe(0);
       expect((await store()).sort()).toEqual([w.agent, w.alive.ip, w.listed.ip].sort());
       expect(await ledgerIps()).not.toContain(w.dead.ip);
-      const gcLines = (await readFile(b.s.logFile, 'utf8'))
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l))
-        .filter((l) => l.msg === 'GC');
+      const gcLines = await logged(b.s.logFile, 'GC');
       expect(gcLines.at(-1)).toMatchObject({ validList: form, released: 1, kept: 3, errors: 0 });
       // Idempotent.
       expect((await gcVerb(key)).exitCode).toBe(0);

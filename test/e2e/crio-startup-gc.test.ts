@@ -5,30 +5,21 @@
 // the harness on a 1.1.0 list (ptp, then the shim chained with Debian's host-local as delegate), cilium-agent's own
 // IP, then a "restart" that lost some result caches and some sandboxes, then the one GC.
 import { execa } from 'execa';
-import { mkdir, readFile, unlink, writeFile } from 'node:fs/promises';
+import { unlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FIXTURE_BIN, PLUGIN_DIR, SHIM, hostLocalAllocations, shimBinDir } from '../helpers/cni.js';
+import { agentIpArgv, writeChainedList } from '../helpers/chained-node.js';
+import { FIXTURE_BIN, PLUGIN_DIR, hostLocalAllocations, shimBinDir } from '../helpers/cni.js';
 import { rootOrSkip, uid } from '../helpers/netns.js';
 import { useScratchNet } from '../helpers/scratch-net.js';
-import { shimKeys } from '../helpers/shim-conf.js';
+import { logged } from '../helpers/shim-log.js';
 import { disagreements, hostLocalStore, readLedger } from '../helpers/robust.js';
 import { skipRuntime } from '../harness/runtimes.js';
 import { CnitoolRuntime } from '../harness/cnitool.js';
 
 const root = rootOrSkip();
 const { s, net } = useScratchNet();
-
-/** The shim's log lines (pino JSON) with this message. */
-async function logged(logFile: string, msg: string): Promise<Array<Record<string, any>>> {
-  const text = await readFile(logFile, 'utf8').catch(() => '');
-  return text
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Record<string, any>)
-    .filter((l) => l.msg === msg);
-}
 
 /**
  * A node with the shim chained after ptp on a 1.1.0 list, cilium-agent's own address (recorded by the shim, in no
@@ -37,15 +28,7 @@ async function logged(logFile: string, msg: string): Promise<Array<Record<string
 async function crioNode(names: string[]) {
   const node = await net.netns('node');
   const network = `crio${uid()}`;
-  const ipam = { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.79.0.0/24', rangeStart: '10.79.0.10', rangeEnd: '10.79.0.60' }]] };
-  const confList = {
-    cniVersion: '1.1.0',
-    name: network,
-    plugins: [{ type: 'ptp-1.1', ipMasq: false, ipam }, shimKeys({ dirs: s, keys: { residue: { ebtables: false, neigh: false } }, delegate: ipam })],
-  };
-  await mkdir(join(s.dir, 'net.d'));
-  const conflistPath = join(s.dir, 'net.d', '10-cilium.conflist');
-  await writeFile(conflistPath, JSON.stringify(confList, null, 2));
+  const { confList, conflistPath } = await writeChainedList(s, network, { subnet: '10.79.0.0/24', rangeStart: '10.79.0.10', rangeEnd: '10.79.0.60' });
   const cniPath = [await shimBinDir(s.dir), FIXTURE_BIN, PLUGIN_DIR];
   const cacheDir = join(s.dir, 'cache');
   const crio = new CnitoolRuntime({ confList, pluginDirs: cniPath, cacheDir, netns: node });
@@ -53,21 +36,7 @@ async function crioNode(names: string[]) {
   // cilium-agent's own address, recorded by the shim, in no runtime's cache (an owner of its own: /run/netns is shared).
   const owner = `health-${uid()}`;
   net.defer(() => execa('ip', ['netns', 'del', `ipam-shim-agent-${owner}`], { reject: false }));
-  const agent = await execa('ip', [
-    'netns',
-    'exec',
-    node,
-    SHIM,
-    'agent-ip',
-    'allocate',
-    '--owner',
-    owner,
-    '--conflist',
-    conflistPath,
-    '--cni-path',
-    cniPath.join(':'),
-    '--json',
-  ]);
+  const agent = await execa('ip', agentIpArgv({ node, action: 'allocate', owner, conflist: conflistPath, cniPath: cniPath.join(':') }));
   const agentIp = (JSON.parse(agent.stdout) as { ips: string[] }).ips[0]!;
 
   const pods: Record<string, { ns: string; ip: string }> = {};

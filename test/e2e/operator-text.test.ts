@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { invoke, PLUGIN_DIR, scratch, SEA_SHIM } from '../helpers/cni.js';
 import { hostLocal, shimKeys } from '../helpers/shim-conf.js';
+import { rawControls } from '../helpers/terminal.js';
 
 let s: Awaited<ReturnType<typeof scratch>>;
 beforeEach(async () => {
@@ -22,16 +23,6 @@ const NETWORK = 'textnet';
 /** A name whose every part a terminal would act on: a row of its own after the newline, to be forged. */
 const NAME = 'web\u001b[2J\u0007-0\nshop/ghost  10.96.0.99  pod  ipam  attached  1s\u009b31m\u202eexe.txt\u2028x';
 const NAMESPACE = 'shop\u001b[8m\u0007\r';
-/** The characters a terminal acts on rather than shows, as code points (its layout's newlines and tabs aside). */
-const raw = (text: string, layout = '\n'): string[] =>
-  [...text]
-    .filter((c) => !layout.includes(c))
-    .map((c) => c.codePointAt(0)!)
-    .filter(
-      (n) =>
-        n < 0x20 || (n >= 0x7f && n <= 0x9f) || [0x61c, 0x200e, 0x200f].includes(n) || (n >= 0x2028 && n <= 0x202e) || (n >= 0x2066 && n <= 0x2069),
-    )
-    .map((n) => `U+${n.toString(16).padStart(4, '0')}`);
 
 const cli = (...args: string[]) =>
   execa(SEA_SHIM, args, { reject: false, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' }, extendEnv: false, timeout: 60_000 });
@@ -91,7 +82,7 @@ describe('pod names from outside, as an operator reads them', () => {
 
     const text = await cli('ledger', '--conflist', conflist);
     expect(text.exitCode, text.stderr).toBe(0);
-    expect(raw(text.stdout)).toEqual([]);
+    expect(rawControls(text.stdout)).toEqual([]);
     const lines = text.stdout.trimEnd().split('\n');
     // head, blank, header, one row per attachment: the newline in the name forged no row.
     expect(lines, text.stdout).toHaveLength(5);
@@ -104,7 +95,7 @@ describe('pod names from outside, as an operator reads them', () => {
 
     const json = await cli('ledger', '--conflist', conflist, '--json');
     expect(json.exitCode, json.stderr).toBe(0);
-    expect(raw(json.stdout)).toEqual([]);
+    expect(rawControls(json.stdout)).toEqual([]);
     const pods = (JSON.parse(json.stdout).attachments as Array<{ containerID: string; pod: { namespace: string; name: string } }>).map((a) => [
       a.containerID,
       a.pod,
@@ -119,7 +110,7 @@ describe('pod names from outside, as an operator reads them', () => {
     const cacheDir = join(s.dir, 'cache');
     await cached(cacheDir, 'pod-a', NAMESPACE, NAME, '10.96.0.2/24');
     const doctor = await cli('doctor', '--conflist', conflist, '--cni-path', PLUGIN_DIR, '--cache-dir', cacheDir);
-    expect(raw(doctor.stdout)).toEqual([]);
+    expect(rawControls(doctor.stdout)).toEqual([]);
     const doctorJson = await cli('doctor', '--conflist', conflist, '--cni-path', PLUGIN_DIR, '--cache-dir', cacheDir, '--json');
     expectDoctorRows(doctor.stdout, JSON.parse(doctorJson.stdout).findings.length);
   });
@@ -135,9 +126,9 @@ describe('pod names from outside, as an operator reads them', () => {
     await cached(cacheDir, 'pod-z', NAMESPACE, NAME, '10.96.0.52\u001b[31m/24');
 
     const doctor = await cli('doctor', '--conflist', conflist, '--cni-path', PLUGIN_DIR, '--cache-dir', cacheDir);
-    expect(raw(doctor.stdout)).toEqual([]);
+    expect(rawControls(doctor.stdout)).toEqual([]);
     const json = await cli('doctor', '--conflist', conflist, '--cni-path', PLUGIN_DIR, '--cache-dir', cacheDir, '--json');
-    expect(raw(json.stdout)).toEqual([]);
+    expect(rawControls(json.stdout)).toEqual([]);
     const findings = JSON.parse(json.stdout).findings as Array<{ check: string; verdict: string; summary: string }>;
     expectDoctorRows(doctor.stdout, findings.length);
     const pods = findings.filter((f) => f.check === 'runtime-pods');
@@ -154,7 +145,7 @@ describe('pod names from outside, as an operator reads them', () => {
     expect(doctor.stdout.split('\n').filter((l) => l.startsWith('PROBLEM  ledger'))).toEqual([]);
 
     const gc = await cli('gc', '--conflist', conflist, '--cni-path', PLUGIN_DIR, '--cache-dir', cacheDir, '--grace-seconds', '0');
-    expect(raw(gc.stdout + gc.stderr)).toEqual([]);
+    expect(rawControls(gc.stdout + gc.stderr)).toEqual([]);
     const gcJson = await cli('gc', '--conflist', conflist, '--cni-path', PLUGIN_DIR, '--cache-dir', cacheDir, '--grace-seconds', '0', '--json');
     const report = JSON.parse(gcJson.stdout) as { kept: unknown[]; release: unknown[]; errors: unknown[] };
     // The head line, then one line per attachment kept or to release, one per error.
@@ -174,7 +165,7 @@ describe('pod names from outside, as an operator reads them', () => {
     await cached(cacheDir, 'pod-b', 'shop', 'web-1', `${ip}/24`); // pod-a is gone from the cache: it would be released
     const gc = await cli('gc', '--conflist', conflist, '--cni-path', PLUGIN_DIR, '--cache-dir', cacheDir, '--grace-seconds', '0');
     expect(gc.exitCode, gc.stderr).toBe(1); // the dry run found something to release
-    expect(raw(gc.stdout)).toEqual([]);
+    expect(rawControls(gc.stdout)).toEqual([]);
     const lines = gc.stdout.trimEnd().split('\n');
     expect(lines, gc.stdout).toHaveLength(3);
     expect(lines.find((l) => l.includes('pod-a/eth0'))).toContain(

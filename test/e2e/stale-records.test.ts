@@ -9,40 +9,39 @@ import { execa } from 'execa';
 import { statSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { invoke, ledgerRecords, scratch } from '../helpers/cni.js';
+import { describe, expect, it } from 'vitest';
+import { invoke, ledgerRecords } from '../helpers/cni.js';
+import { type Scratch, useScratchNet } from '../helpers/scratch-net.js';
 import { shimConf } from '../helpers/shim-conf.js';
-import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
+import { inNs, rootOrSkip } from '../helpers/netns.js';
 import { parseMetrics, seriesKey } from '../../src/metrics.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 const NET = 'stale';
 
+/** The shim chained after a plugin that handed out `addresses` (its prevResult), in the host's netns. */
+const chained = (s: Scratch, addresses: string[], o: { cniVersion?: string; keys?: Record<string, unknown> } = {}) =>
+  shimConf({
+    placement: 'chained',
+    cniVersion: o.cniVersion,
+    name: NET,
+    dirs: s,
+    probeRewrite: false,
+    keys: { residue: { ebtables: false, neigh: false }, ...o.keys },
+    top: { prevResult: { cniVersion: '1.0.0', ips: addresses.map((address) => ({ address })) } },
+  });
+/** A container's ledger record (eth0) as the shim wrote it. */
+const ledgerRecord = async <R>(s: Scratch, cid: string) =>
+  JSON.parse(await readFile(join(s.stateDir, NET, 'records', `${cid}:eth0.json`), 'utf8')) as R;
+
 describe.skipIf(!rootOrSkip())("a provably dead pod's record never wedges its address", () => {
-  const net = new TestNet();
-  let s: Awaited<ReturnType<typeof scratch>>;
-  beforeEach(async () => {
-    s = await scratch();
-  });
-  afterEach(async () => {
-    await net.cleanup();
-    await s.cleanup();
-  });
+  const { s, net } = useScratchNet();
 
   const metricsFile = () => join(s.dir, 'shim.prom');
-  const conf = (...addresses: string[]) =>
-    shimConf({
-      placement: 'chained',
-      name: NET,
-      dirs: s,
-      probeRewrite: false,
-      keys: { residue: { ebtables: false, neigh: false }, metricsFile: metricsFile() },
-      top: { prevResult: { cniVersion: '1.0.0', ips: addresses.map((address) => ({ address })) } },
-    });
+  const conf = (...addresses: string[]) => chained(s, addresses, { keys: { metricsFile: metricsFile() } });
   const add = (cid: string, netns: string, ...addresses: string[]) =>
     invoke(conf(...addresses), { command: 'ADD', containerID: cid, netns, ifname: 'eth0' });
-  const record = async (cid: string) =>
-    JSON.parse(await readFile(join(s.stateDir, NET, 'records', `${cid}:eth0.json`), 'utf8')) as { ips: string[]; note?: string };
+  const record = (cid: string) => ledgerRecord<{ ips: string[]; note?: string }>(s, cid);
   const taken = async () =>
     parseMetrics(await readFile(metricsFile(), 'utf8')).get(seriesKey('ipam_shim_stale_records_taken_total', { network: NET }))?.value;
 
@@ -95,30 +94,12 @@ describe.skipIf(!rootOrSkip())("a provably dead pod's record never wedges its ad
 });
 
 describe.skipIf(!rootOrSkip())('a netns path that now names another namespace or none is gone (the identity kept at ADD)', () => {
-  const net = new TestNet();
-  let s: Awaited<ReturnType<typeof scratch>>;
-  beforeEach(async () => {
-    s = await scratch();
-  });
-  afterEach(async () => {
-    await net.cleanup();
-    await s.cleanup();
-  });
+  const { s, net } = useScratchNet();
 
-  const conf = (cniVersion: string, ...addresses: string[]) =>
-    shimConf({
-      placement: 'chained',
-      cniVersion,
-      name: NET,
-      dirs: s,
-      probeRewrite: false,
-      keys: { residue: { ebtables: false, neigh: false } },
-      top: { prevResult: { cniVersion: '1.0.0', ips: addresses.map((address) => ({ address })) } },
-    });
+  const conf = (cniVersion: string, ...addresses: string[]) => chained(s, addresses, { cniVersion });
   const add = (cid: string, netns: string, address: string) =>
     invoke(conf('1.0.0', address), { command: 'ADD', containerID: cid, netns, ifname: 'eth0' });
-  const record = async (cid: string) =>
-    JSON.parse(await readFile(join(s.stateDir, NET, 'records', `${cid}:eth0.json`), 'utf8')) as { netnsId?: Record<string, number> };
+  const record = (cid: string) => ledgerRecord<{ netnsId?: Record<string, number> }>(s, cid);
   /** The runtime's GC (1.1.0) with no attachment valid: what it releases is what the shim proves unused. */
   const gc = () => invoke({ ...conf('1.1.0'), 'cni.dev/valid-attachments': [] }, { command: 'GC' });
 

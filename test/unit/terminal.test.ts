@@ -2,17 +2,8 @@
 // character escaped; a whole output keeps its own newlines and tabs, and a JSON document stays the same JSON.
 import { describe, expect, it } from 'vitest';
 import { forTerminal, shown } from '../../src/terminal.js';
+import { rawControls } from '../helpers/terminal.js';
 
-/** The characters a terminal acts on rather than shows, as code points (its layout's newlines and tabs aside). */
-const raw = (text: string, layout = '\n'): string[] =>
-  [...text]
-    .filter((c) => !layout.includes(c))
-    .map((c) => c.codePointAt(0)!)
-    .filter(
-      (n) =>
-        n < 0x20 || (n >= 0x7f && n <= 0x9f) || [0x61c, 0x200e, 0x200f].includes(n) || (n >= 0x2028 && n <= 0x202e) || (n >= 0x2066 && n <= 0x2069),
-    )
-    .map((n) => `U+${n.toString(16).padStart(4, '0')}`);
 const HOSTILE = 'web\u001b[2J\u0007-0\nshop/x\tz\r\u0000\u007f\u0085\u009b31m\u2028\u2029\u202eexe.txt\u2066\u200f\u061c';
 
 describe('shown', () => {
@@ -24,7 +15,7 @@ describe('shown', () => {
     );
     const plain = 'kube-system/coredns-5d78c9869d-abcde 10.224.1.7 fd00::7 /etc/cni/net.d/05-cilium.conflist … → ≥ é 日本';
     expect(shown(plain)).toBe(plain);
-    expect(raw(shown(HOSTILE), '')).toEqual([]);
+    expect(rawControls(shown(HOSTILE), '')).toEqual([]);
     expect(shown(HOSTILE).split('\n')).toHaveLength(1);
   });
 });
@@ -33,15 +24,15 @@ describe('forTerminal', () => {
   it("keeps the output's own newlines and tabs, escapes every other control character", () => {
     const out = forTerminal(`head\n\trow ${HOSTILE}\n`);
     expect(out.startsWith('head\n\trow web\\x1b[2J\\x07-0\nshop/x\tz\\x0d')).toBe(true);
-    expect(raw(out, '\n\t')).toEqual([]);
+    expect(rawControls(out, '\n\t')).toEqual([]);
   });
 
   it('a JSON document passed through is still JSON, of the same value, with no raw control character', () => {
     const value = { pod: { name: HOSTILE, namespace: 'ns\u009b' }, list: [HOSTILE] };
     const json = JSON.stringify(value, null, 2);
-    expect(raw(json)).not.toEqual([]); // JSON.stringify leaves DEL, C1 and the separators raw
+    expect(rawControls(json)).not.toEqual([]); // JSON.stringify leaves DEL, C1 and the separators raw
     const out = forTerminal(json);
-    expect(raw(out)).toEqual([]);
+    expect(rawControls(out)).toEqual([]);
     expect(JSON.parse(out)).toEqual(value);
   });
 });
