@@ -1,6 +1,7 @@
 // The node agent's process: `install --watch` (binary and conflist entry kept in place) side by side with a
 // reconcile pass every interval (± jitter, so a fleet's nodes do not hit their runtimes in step; SIGHUP runs
-// one at once), HTTP for /metrics /healthz /readyz, logs as JSON lines on stdout (`kubectl logs`: the agent is
+// one at once; a pass that did not complete is retried after 250 ms, doubling up to the interval, and at once when
+// the watcher has checked the entry), HTTP for /metrics /healthz /readyz, logs as JSON lines on stdout (`kubectl logs`: the agent is
 // not the plugin, its stdout carries no protocol). `signal` (SIGTERM) stops it: the pass in flight stops at its
 // next safe point, or is left behind after a grace (src/agent/reconcile.ts PASS_BOUNDS), the watcher and the
 // server close; src/cli/agent.ts bounds the whole stop (AGENT_STOP_BOUND_MS).
@@ -42,6 +43,14 @@ export function nextDelay(intervalMs: number, jitter: number, random = Math.rand
   return Math.max(0, Math.round(intervalMs * (1 + jitter * (2 * random() - 1))));
 }
 
+/** The first wait after a pass that did not complete; it doubles with every further one, up to the interval. */
+const RETRY_FIRST_MS = 250;
+
+/** The wait before retrying after the `n`th pass in a row that did not complete (n ≥ 1). */
+function retryDelay(n: number, intervalMs: number): number {
+  return Math.min(intervalMs, RETRY_FIRST_MS * 2 ** Math.min(n - 1, 20));
+}
+
 /**
  * Logs the entry's state when it changes (not every pass): with installing disabled the agent only verifies, and
  * this line, /readyz, doctor and ipam_shim_agent_conflist_entry_in_use are how a missing entry is seen.
@@ -76,27 +85,37 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
   o.log.info({ listen: where, intervalMs: o.intervalMs, gc: o.reconcile.gc.mode }, 'agent started');
   o.onListening?.(where);
 
-  const install = o.install ? watchInstall({ ...o.install, signal, log: o.log.child({ task: 'install' }) }) : Promise.resolve(undefined);
+  let wake: (() => void) | undefined;
+  /** Set when a pass is wanted now: the loop does not wait after the pass in flight (or wakes from its wait). */
+  let soon = false;
+  const passNow = () => {
+    soon = true;
+    wake?.();
+  };
+  // The entry was checked (put back, or found in place): when the last pass did not complete (the conflist was
+  // missing or mid-rewrite), a pass runs now, so /readyz follows the entry within a pass, not an interval.
+  const onCheck = () => {
+    if (health.lastPass && !health.lastPass.completed) passNow();
+  };
+  const install = o.install ? watchInstall({ ...o.install, signal, log: o.log.child({ task: 'install' }), onCheck }) : Promise.resolve(undefined);
   // A failing install (source unreadable) is logged and the reconcile loop goes on: the cures still apply.
   const installed = install.catch((e: unknown) => {
     o.log.error({ err: e }, 'install --watch stopped');
     return undefined;
   });
 
-  let wake: (() => void) | undefined;
-  let hup = false;
   const onHup = () => {
-    hup = true;
     o.log.info('SIGHUP: reconcile pass now');
-    wake?.();
+    passNow();
   };
   process.on('SIGHUP', onHup);
   const summary: AgentSummary = { passes: 0, last: undefined, install: undefined };
   let seen: EntryInUse | undefined;
   const memory: PassMemory = { unseen: new Set() };
+  let retries = 0;
   try {
     while (!signal.aborted) {
-      hup = false;
+      soon = false;
       health.lastBeat = Date.now();
       const beat = () => {
         health.lastBeat = Date.now();
@@ -112,7 +131,10 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
       };
       health.lastBeat = Date.now();
       seen = logEntryChange(o.log, seen, await entry(), o.install !== undefined);
-      if (signal.aborted || hup) continue;
+      // A pass that could not complete (a rewrite window, a conflist not there yet) is retried soon, then less often.
+      retries = completed ? 0 : retries + 1;
+      if (signal.aborted || soon) continue;
+      const delay = completed ? nextDelay(o.intervalMs, o.jitter) : retryDelay(retries, o.intervalMs);
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(t);
@@ -120,7 +142,7 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
           wake = undefined;
           resolve();
         };
-        const t = setTimeout(done, nextDelay(o.intervalMs, o.jitter));
+        const t = setTimeout(done, delay);
         signal.addEventListener('abort', done, { once: true });
         wake = done;
       });

@@ -126,6 +126,18 @@ export class AgentMetrics {
     this.fixSeries.set(fam.name, series);
   }
 
+  /** The fixes' per-network series (AgentFamily.perNetwork), created at 0 once a pass has opened `network`; idempotent. */
+  networkKnown(network: string): void {
+    for (const fam of FIXES.flatMap((f) => f.agent?.families ?? [])) {
+      const series = this.fixSeries.get(fam.name);
+      for (const labels of fam.perNetwork ?? []) {
+        // inc(0) and set(+0) leave an existing series' value as it is.
+        if (series instanceof Counter) series.inc({ ...labels, network }, 0);
+        else if (series instanceof Gauge) series.inc({ ...labels, network }, 0);
+      }
+    }
+  }
+
   /** A fix's counter by name; throws for a name no fix declared as a counter (a bug, caught by any pass). */
   counter(name: string): Counter {
     const s = this.fixSeries.get(name);

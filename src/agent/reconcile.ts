@@ -25,6 +25,7 @@ import { podName, viewNetworkPods, type PodsView } from '../fixes/pods.js';
 import type { AgentMetrics } from './metrics.js';
 import { AGENT_LOCK_WAIT_MS } from '../fixes/attachment-lock.js';
 import { PersistingProblems } from './problems.js';
+import { Lasting } from '../fixes/lasting.js';
 
 export type GcMode = 'report' | 'apply';
 
@@ -80,6 +81,10 @@ export interface PassMemory {
   unseen: Set<string>;
   /** The cache files the last pass ignored (names libcni would refuse): logged when they first appear. */
   ignored?: Set<string>;
+  /** Why the runtime's result cache was out of sight at the last pass (logged when it starts and when it ends). */
+  outOfSight?: Lasting<{ why: string }>;
+  /** What each fix's step keeps across passes (Pass.state), by step. */
+  steps?: Map<string, unknown>;
 }
 
 export interface PassReport {
@@ -170,6 +175,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     const opened = await openConflistNetwork(o.network, o.run, o.env, { log: o.log });
     net = opened;
     report.network = opened.conf.name;
+    o.metrics.networkKnown(opened.conf.name);
     o.metrics.pluginFile = opened.conf.settings.metricsFile;
     return 'ok';
   });
@@ -343,13 +349,22 @@ async function podsStep(
     blind();
     throw e;
   }
-  if (view.blind && view.blind.kind !== 'empty') {
+  // A cache out of sight lasts (no runtime has written one yet, a wrong --cache-dir): said when it starts and ends.
+  // (An unreadable cache fails the step: PersistingProblems says when that starts and ends.)
+  if (view.blind?.kind === 'unreadable') {
     blind();
-    if (view.blind.kind === 'unreadable') throw new Error(view.blind.why);
-    net.log.warn(
-      { step: 'pods', why: view.blind.why },
-      "pods: the runtime's result cache is out of sight: pods the shim never saw are not looked at (check --cache-dir)",
-    );
+    throw new Error(view.blind.why);
+  }
+  const outOfSight = o.memory ? (o.memory.outOfSight ??= new Lasting((c) => c.why)) : new Lasting<{ why: string }>((c) => c.why);
+  const sight = outOfSight.update(view.blind?.kind === 'missing' ? [{ why: view.blind.why }] : []);
+  for (const c of sight.ended) net.log.info({ step: 'pods', was: c.why, since: c.since }, "pods: the runtime's result cache is in sight again");
+  if (view.blind?.kind === 'missing') {
+    blind();
+    for (const c of sight.started)
+      net.log.warn(
+        { step: 'pods', why: c.why },
+        "pods: the runtime's result cache is out of sight: pods the shim never saw are not looked at (check --cache-dir; logged again when it changes or ends)",
+      );
     return { outcome: 'skipped' };
   }
   const v = viewNetworkPods(net.conf, view.pods, await ledger());
@@ -410,5 +425,10 @@ function passFor(
       report.busy++;
     },
     note: (fields) => Object.assign(report.fixes, fields),
+    state: <T>(init: () => T): T => {
+      const kept = o.memory ? (o.memory.steps ??= new Map()) : new Map<string, unknown>();
+      if (!kept.has(step)) kept.set(step, init());
+      return kept.get(step) as T;
+    },
   };
 }

@@ -23,6 +23,11 @@ export interface Pass {
   busy(): void;
   /** Fields for the pass's log line ("reconcile pass ok"), e.g. `residueRemoved`. */
   note(fields: Record<string, number | boolean>): void;
+  /**
+   * What this step keeps from pass to pass (e.g. which lasting conditions it has logged): made by `init` the first
+   * time, the same object every later pass of the agent (a pass run alone starts afresh).
+   */
+  state<T>(init: () => T): T;
 }
 
 export interface AgentStep {

@@ -47,6 +47,11 @@ export interface AgentFamily {
   labelNames?: string[];
   /** Created at 0 when the agent starts (a counter without labels, e.g.): rate() works from the first scrape. */
   zero?: boolean;
+  /**
+   * Series created at 0 as soon as a pass knows the network, one per label set given (with `network` added): a
+   * counter born at its first increment gives increase() nothing for that first event, so its alert never fires.
+   */
+  perNetwork?: Array<Record<string, string>>;
 }
 
 export interface Fix {

@@ -84,8 +84,13 @@ export interface WatchOptions {
   log: Logger;
   /** Wait this long after a change event before looking (a writer may not be done). */
   debounceMs?: number;
-  /** At most this many restores per minute; beyond that the loop only re-checks on the interval. */
+  /**
+   * At most this many restores per minute (default 120): restores are spaced 60 s / this apart, so two writers
+   * fighting over the file cannot spin; a writer that rewrites the list once a second is answered every time.
+   */
   maxRestoresPerMinute?: number;
+  /** Called after every check that ran (the agent re-runs a failed pass at once when the entry is back). */
+  onCheck?: (outcome: ConflistOutcome) => void;
 }
 
 export interface WatchSummary {
@@ -98,12 +103,16 @@ export interface WatchSummary {
 
 const RESTORING: ReadonlySet<string> = new Set(['inserted', 'updated', 'moved']);
 
+/** Restores in a minute from which the loop says that something keeps removing the entry (once a minute). */
+const FIGHT_WARN_PER_MINUTE = 12;
+
 /** Keeps the binary and the conflist entry in place until `signal` aborts (SIGTERM). */
 export async function watchInstall(o: WatchOptions): Promise<WatchSummary> {
   const summary: WatchSummary = { checks: 0, restores: 0, binaryReinstalls: 0, errors: 0, last: undefined };
   const debounceMs = o.debounceMs ?? 200;
-  const maxPerMinute = o.maxRestoresPerMinute ?? 12;
+  const spacingMs = 60_000 / (o.maxRestoresPerMinute ?? 120);
   const restoreTimes: number[] = [];
+  let warnedAt = 0;
   let shimKeys = o.shimKeys;
   let installed = await installBinary(o.source, o.binDir);
   o.log.info({ binary: installed.path, action: installed.action }, 'binary in place');
@@ -153,10 +162,15 @@ export async function watchInstall(o: WatchOptions): Promise<WatchSummary> {
       pending = false;
       const now = Date.now();
       while (restoreTimes.length && now - restoreTimes[0]! > 60_000) restoreTimes.shift();
-      if (fromEvent && restoreTimes.length >= maxPerMinute) {
-        o.log.warn({ restoresLastMinute: restoreTimes.length }, 'something keeps removing the entry; slowing down to the periodic check');
-        continue;
+      if (restoreTimes.length >= FIGHT_WARN_PER_MINUTE && now - warnedAt > 60_000) {
+        warnedAt = now;
+        o.log.warn({ restoresLastMinute: restoreTimes.length }, 'something keeps removing the entry; it is put back each time');
       }
+      // Restores are spaced: a writer that removes the entry as soon as it is back gets an answer every spacingMs.
+      const until = (restoreTimes.at(-1) ?? 0) + spacingMs;
+      while (fromEvent && Date.now() < until && !o.signal.aborted) await sleep(until - Date.now());
+      if (o.signal.aborted) break;
+      pending = false;
       summary.checks++;
       try {
         const cur = await stat(installed.path).catch(() => undefined);
@@ -178,6 +192,7 @@ export async function watchInstall(o: WatchOptions): Promise<WatchSummary> {
           restoreTimes.push(Date.now());
           o.log.warn({ conflist: r.path, action: r.action }, 'shim entry was missing or different: put back');
         }
+        o.onCheck?.(r);
       } catch (e) {
         summary.errors++;
         o.log.error({ err: e }, 'check failed; will retry');

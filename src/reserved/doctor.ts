@@ -7,9 +7,9 @@
 //   that overlap reserved CIDRs: a warning while some addresses are usable, a problem when none is.
 // Read-only: every finding carries the command or config change that fixes it; nothing is repaired here.
 import type { OpenNetwork } from '../network/open.js';
-import { defaultUplink, listActiveTables, listRoutes } from '../effects/routes.js';
 import type { ActiveTables, Route } from '../net/route.js';
-import { findCapturingRoutes, type CapturingRoute } from './capture.js';
+import type { CapturingRoute } from './capture.js';
+import { capturingRoutes, lookAtRoutes } from './node-routes.js';
 import { assessRanges, everySetWhollyReserved, findReservedHit, type RangeSetAssessment } from './ranges.js';
 import { reservedCidrs } from './decision.js';
 import { ipamSources, type IpamSource } from './ipam-sources.js';
@@ -43,7 +43,7 @@ export function routeFindings(
       },
     ];
   }
-  const found = findCapturingRoutes(routes, reserved, { uplink, ...(activeTables ? { activeTables } : {}) });
+  const found = capturingRoutes({ routes, uplink, ...(activeTables ? { tables: activeTables } : {}) }, reserved);
   if (!found.length) {
     return [
       {
@@ -228,10 +228,8 @@ export const reservedCheck: DoctorCheck = {
       return [{ check: 'reserved', verdict: 'skipped', summary: 'no reservedCIDRs configured: routes, ledger and ranges not compared' }];
     }
     const routes = await guarded(net, ROUTES_CHECK, async () => {
-      const [all, tables] = await Promise.all([listRoutes(net.run), listActiveTables(net.run)]);
-      const configured = net.conf.settings.uplink;
-      const uplink = configured ?? defaultUplink(all);
-      const found = routeFindings(all, reserved, uplink, configured ? 'config' : 'default route', tables);
+      const look = await lookAtRoutes(net.run, net.conf.settings.uplink);
+      const found = routeFindings(look.routes, reserved, look.uplink, look.uplinkSource, look.tables);
       for (const f of found) if (f.verdict === 'problem') net.log.warn({ finding: f.data }, f.summary);
       return found;
     });

@@ -1,6 +1,6 @@
 // Fix 4, pod addresses inside someone else's subnet: an address inside reservedCIDRs is refused at ADD (100) and
 // fails CHECK; STATUS fails when the delegate can only hand out such addresses; the node agent reports every pod
-// the runtime knows that holds one (never touches it); doctor finds the routes that capture reserved subnets.
+// the runtime knows that holds one (never touches it); doctor and the agent find the routes that capture reserved subnets.
 import { ErrorCode } from '../cni/errors.js';
 import type { Fix } from '../fixes/fix.js';
 import { delegateRangesVerdict, refuseReserved, reservedCidrs } from './decision.js';
@@ -30,6 +30,12 @@ export const reservedFix: Fix = {
         type: 'gauge',
         help: "Pods in the runtime's result cache holding an address inside reservedCIDRs (reported, never touched; the log names each pod).",
         labelNames: ['network'],
+      },
+      {
+        name: 'ipam_shim_agent_reserved_routes',
+        type: 'gauge',
+        help: "1 while a route on the node captures the reserved CIDR (doctor's reserved-routes rule: it sends the subnet elsewhere than the uplink, e.g. another node's pod-CIDR route), 0 once gone; absent when the routes could not be read.",
+        labelNames: ['network', 'reserved', 'route', 'gateway'],
       },
     ],
     load: async () => (await import('./agent-step.js')).reservedStep,

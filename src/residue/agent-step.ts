@@ -13,6 +13,10 @@ import type { AgentStep } from '../fixes/agent-step.js';
 import { findResidueOnNode, listPreroutingResidue, nodeBackends, readNodeFacts } from './clean.js';
 import { refusal, type NodeFacts, type Refusal } from './cleanable.js';
 import { cleanResidueFor } from './cure.js';
+import { Lasting } from '../fixes/lasting.js';
+
+/** An address of a cache entry THE rule refuses, with the pod and the entry (its attachment key). */
+type Refused = Refusal & { pod: string; entry: string };
 
 /** The ledger attachment holding each address. */
 function holders(records: LedgerRecord[]): Map<string, LedgerRecord> {
@@ -125,20 +129,27 @@ function admitted(
   pass: Parameters<AgentStep['reconcile']>[0],
 ): CachedPod[] {
   const out: CachedPod[] = [];
-  const refused: Array<Refusal & { pod: string }> = [];
+  const refused: Refused[] = [];
   for (const pod of pods) {
     const ips = pod.ips.filter((ip) => {
       const r = refusal(ip, node, ranges);
-      if (r) refused.push({ ...r, pod: podName(pod) });
+      if (r) refused.push({ ...r, pod: podName(pod), entry: attachmentKey(pod) });
       return !r;
     });
     if (ips.length) out.push({ ...pod, ips });
   }
   pass.note({ residueRefused: refused.length });
-  if (refused.length)
+  // A rogue entry lasts as long as its pod: logged once per (entry, address) when it appears and when it goes.
+  const { started, ended } = pass.state(() => new Lasting<Refused>((r) => `${r.entry} ${r.ip}`)).update(refused);
+  if (started.length)
     pass.net.log.warn(
-      { step: 'residue', refused: refused.slice(0, 20), count: refused.length },
-      "residue: addresses in the runtime's cache that cannot be a pod's of this network are not cleaned",
+      { step: 'residue', refused: started.slice(0, 20).map(({ entry: _e, ...r }) => r), count: started.length },
+      "residue: addresses in the runtime's cache that cannot be a pod's of this network are not cleaned (logged again when their entry goes)",
+    );
+  if (ended.length)
+    pass.net.log.info(
+      { step: 'residue', gone: ended.slice(0, 20).map(({ entry: _e, ...r }) => r), count: ended.length },
+      "residue: cache entries whose addresses could not be a pod's are gone (or now can be)",
     );
   return out;
 }

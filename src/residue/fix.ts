@@ -52,6 +52,7 @@ export const residueFix: Fix = {
         type: 'counter',
         help: 'azure-vnet residue removed for ledger addresses and the addresses of pods the shim never saw, by kind.',
         labelNames: ['network', 'kind'],
+        perNetwork: [{ kind: 'ebtables' }, { kind: 'neigh' }],
       },
     ],
     load: async () => (await import('./agent-step.js')).residueStep,

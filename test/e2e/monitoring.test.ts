@@ -31,6 +31,10 @@ const NODE_EXPORTER = 'prometheus-node-exporter';
 const DEAD_MAC = '0:d:3a:30:47:42';
 /** The job the PodMonitor's jobLabel gives the agents' series (checked by test/unit/deploy-monitoring.test.ts). */
 const AGENT_JOB = 'ipam-shim';
+/** The firewall incident (issue 37 part 7): a reserved firewall subnet, and the route that captures it. */
+const FIREWALL = '10.224.0.0/24';
+const INCIDENT = { reserved: FIREWALL, route: '10.224.0.0/16 via 10.240.0.9 dev azure0', gateway: '10.240.0.9' };
+const incidentSeries = `ipam_shim_agent_reserved_routes{job="${AGENT_JOB}",reserved="${INCIDENT.reserved}",route="${INCIDENT.route}",gateway="${INCIDENT.gateway}"}`;
 const AKS_CILIUM = { cniVersion: '0.3.1', name: 'cilium', plugins: [{ type: 'cilium-cni', ipam: { type: 'azure-ipam' } }] };
 const podRules = (ip: string, mac: string): string[][] => [
   ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
@@ -382,8 +386,9 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
     await agentIp('release', 'health');
     // A refusal (code 100): the pool now lies in reservedCIDRs. The agent reads the same list: the live pod is
     // then in a reserved subnet too.
+    // The firewall subnet 10.224.0.0/24 is reserved too: the firewall incident is replayed on it below.
     const reserved = structuredClone(confList);
-    reserved.plugins[1].reservedCIDRs = ['10.240.0.32/27'];
+    reserved.plugins[1].reservedCIDRs = ['10.240.0.32/27', FIREWALL];
     await writeFile(agentConflist, JSON.stringify(reserved, null, 2));
     const refusing = new CniRunner({ confList: reserved, pluginDirs, cacheDir: join(s.dir, 'cache'), netns: node });
     const refusedNs = await net.netns('pod');
@@ -418,6 +423,9 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
       for (const rule of podRules(alive.ip, DEAD_MAC)) await r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
     };
     await plantForAlive();
+    // The firewall incident: a new node (10.240.0.9) is given 10.224.0.0/16 as its pod CIDR, and this node routes
+    // it there, firewall subnet included.
+    await r('ip', ['route', 'add', '10.224.0.0/16', 'via', '10.240.0.9', 'dev', 'azure0']);
     // A pass with no conflist for the network (a new node before cilium-agent writes it): an error in step network.
     await rename(agentConflist, `${agentConflist}.away`);
     expect(await onePass(agent)).toMatchObject({ errors: 1, steps: { network: 'error' } });
@@ -425,14 +433,11 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
     const work = await onePass(agent);
     expect(work, JSON.stringify(work)).toMatchObject({ leaked: 1, probeRestored: true, residueRemoved: 2, errors: 0 });
     expect(work.reservedPods).toBeGreaterThanOrEqual(1);
-    // The agent's residue counter is born at its first removal with that count (no zero before it), so only a
-    // second removal is an increase Prometheus sees: the residue comes back once more, after a scrape.
-    await waitFor(
-      'a scrape of the first removal',
-      async () => (await value(`ipam_shim_agent_residue_removed_total{job="${AGENT_JOB}",kind="ebtables"}`)) === 2,
-    );
-    await plantForAlive();
-    expect(await onePass(agent)).toMatchObject({ residueRemoved: 2, errors: 0 });
+    // Within that one pass the incident's route reads 1.
+    expect(work.reservedRoutes).toBeGreaterThanOrEqual(1);
+    await waitFor('the captured route scraped', async () => (await value(incidentSeries)) === 1);
+    // The agent's residue counter exists at 0 from the first pass that knew the network: the first removal is
+    // an increase Prometheus sees (IpamShimAgentResidueRemoved below fires on it, no second removal needed).
     // Another config sorts before cilium's: the runtime would use it, without the shim.
     await writeFile(join(confDir, '00-other.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'other', plugins: [{ type: 'bridge' }] }));
     const slowOut = await slow;
@@ -483,6 +488,15 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
       const active = new Set((res!.data.alerts as Obj[]).map((x) => String(x.labels.alertname)));
       return expectActive.every((n) => active.has(n));
     });
+    // The incident's alert names the route, its gateway and the firewall subnet.
+    const captured = await one(alerts.find((a) => a.alert === 'IpamShimReservedSubnetRouteCaptured')!.expr);
+    expect(captured.map((x) => x.metric)).toContainEqual(expect.objectContaining(INCIDENT));
+    // The route goes: within one pass the series reads 0 and the alert's expression no longer holds for it.
+    await r('ip', ['route', 'del', '10.224.0.0/16', 'via', '10.240.0.9', 'dev', 'azure0']);
+    expect(await onePass(agent)).toMatchObject({ steps: { reserved: 'ok' } });
+    await waitFor('the route gone in Prometheus', async () => (await value(incidentSeries)) === 0);
+    const gone = await one(alerts.find((a) => a.alert === 'IpamShimReservedSubnetRouteCaptured')!.expr);
+    expect(gone.map((x) => x.metric)).not.toContainEqual(expect.objectContaining(INCIDENT));
     console.log(`monitoring e2e: alerts checked in ${Date.now() - t0} ms`);
   });
 

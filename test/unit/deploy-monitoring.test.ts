@@ -122,6 +122,14 @@ describe('deploy/monitoring/prometheusrule.yaml against the code', () => {
     expect(byName.get('IpamShimAgentErrors')?.for).toBe('20m');
   });
 
+  it('has an alert on a route capturing a reserved subnet (the firewall incident), naming the route, its gateway and the subnet', async () => {
+    const byName = new Map((await alerts()).map((a) => [a.alert as string, a]));
+    const captured = byName.get('IpamShimReservedSubnetRouteCaptured');
+    expect(captured?.expr).toBe('ipam_shim_agent_reserved_routes > 0');
+    expect(captured?.labels.severity).toBe('critical');
+    for (const label of ['route', 'gateway', 'reserved']) expect(captured?.annotations.description).toContain(`{{ $labels.${label} }}`);
+  });
+
   it("names the DaemonSet's log file, never the plugin's default one", async () => {
     const text = await readFile(join(ROOT, 'deploy/monitoring/prometheusrule.yaml'), 'utf8');
     const logFile = shippedSettings().logFile;
@@ -218,6 +226,7 @@ describe('deploy/monitoring/grafana-dashboard.json', () => {
       'ipam_shim_agent_reconcile_passes_total',
       'ipam_shim_agent_errors_total',
       'ipam_shim_agent_conflist_entry_in_use',
+      'ipam_shim_agent_reserved_routes',
       'up',
     ])
       expect(read, n).toContain(n);
