@@ -3,11 +3,13 @@
 // invariants checked while it runs and at the end. The node is test/life/node.ts; the kubelet is this file (CRI
 // Status polled every 100 ms until Ready, then every 5 s; RunPodSandbox with retries; StopPodSandbox retried until it
 // succeeds, then RemovePodSandbox). The report: test/life/report.ts.
-import { execa } from 'execa';
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Pod } from '../helpers/cri/bed.js';
+import { ROOT } from '../helpers/cni.js';
 import { disagreements } from '../helpers/robust.js';
 import { CnitoolRuntime, HarnessError } from '../harness/cnitool.js';
 import { AGENT_GRACE_S, AGENT_INTERVAL_S, cpuMs, fdsAndRss, LifeNode } from './node.js';
@@ -42,6 +44,7 @@ const STATUS_MAX_MS = 5_000;
 export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; text: string; jsonPath: string; failed: string[] }> {
   const log = o.log ?? ((s: string) => console.log(s));
   const R = new LifeRecord(log);
+  if (o.maxPods > 120) throw new Error('the life runs in 10.240.1.0/24: at most 120 live pods');
   const size = Math.max(24, 2 * o.maxPods + 12);
   const rangeStart = 10;
   const rangeEnd = rangeStart + size - 1;
@@ -98,7 +101,8 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
   let podSerial = 0;
   const chained = async () => (await node.conflistTypes()).includes('ipam-shim');
   async function createPod(name = `life-${++podSerial}`): Promise<LivePod | undefined> {
-    for (let attempt = 0; attempt < 4 && !stopping; attempt++) {
+    // kubelet retries for as long as the pod exists; 8 tries get past the reserved /30 (4 refusals in a row at most)
+    for (let attempt = 0; attempt < 8 && !stopping; attempt++) {
       const shimChained = await chained();
       try {
         const pod = await node.bed.runPod(name, { metadata: { name, uid: `${name}-uid`, namespace: 'default', attempt } });
@@ -358,7 +362,6 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
       async (p) => {
         const begin = Date.now();
         const end = begin + o.churnSeconds * 1000;
-        const at = (f: number) => begin + f * o.churnSeconds * 1000;
         let running = true;
         const worker = async () => {
           while (running && Date.now() < end) {
@@ -374,7 +377,16 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
         };
         const workers = Array.from({ length: o.concurrency }, worker);
 
+        // One round of faults per cycle of about two minutes: a long life repeats them.
+        const cycles = Math.max(1, Math.round(o.churnSeconds / 120));
+        const segment = (o.churnSeconds * 1000) / cycles;
+        p.notes.cycles = cycles;
         const scenario = async () => {
+          for (let c = 0; c < cycles; c++) await round((f) => begin + (c + f) * segment, c === 0 || c === cycles - 1);
+        };
+        // The agent's own upgrade and restart only in the first and last rounds: the run between is the long one in
+        // which its fds and RSS must stay flat.
+        const round = async (at: (f: number) => number, agentFaults: boolean) => {
           // the delegate fails about one ADD in 20 from 10 % to 90 %
           await sleepUntil(at(0.1));
           await writeFile(`${node.flaky}.rate`, '20\n');
@@ -401,34 +413,37 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
           await sleepUntil(at(0.4));
           const logFullDone = openWindow('log directory full');
           const undoFill = await node.fillLogDir();
-          await sleep(Math.min(10_000, o.churnSeconds * 100));
+          await sleep(Math.min(10_000, segment / 10));
           await undoFill();
           logFullDone();
           // the shim's own upgrade (a second build, rolled out as the DaemonSet would), then the rollback
           await sleepUntil(at(0.5));
-          await R.phase('upgrade', async (up) => {
-            const w = openWindow('upgrade');
-            const t = R.now();
-            await node.removeAgent();
-            await node.runAgent('report', node.secondBuild);
-            await waitInstalled(node.secondBuild);
-            up.notes.rolledOutMs = R.now() - t;
-            await sleep(Math.max(3_000, o.churnSeconds * 100));
-            const t2 = R.now();
-            await node.removeAgent();
-            await node.runAgent('report');
-            await waitInstalled(path.join(process.cwd(), 'dist/ipam-shim'));
-            up.notes.rolledBackMs = R.now() - t2;
-            w();
-          });
+          if (agentFaults)
+            await R.phase('upgrade', async (up) => {
+              const w = openWindow('upgrade');
+              const t = R.now();
+              await node.removeAgent();
+              await node.runAgent('report', node.secondBuild);
+              await waitInstalled(node.secondBuild);
+              up.notes.rolledOutMs = R.now() - t;
+              await sleep(Math.max(3_000, segment / 10));
+              const t2 = R.now();
+              await node.removeAgent();
+              await node.runAgent('report');
+              await waitInstalled(path.join(ROOT, 'dist/ipam-shim'));
+              up.notes.rolledBackMs = R.now() - t2;
+              w();
+            });
           await sleepUntil(at(0.65));
           await killShimMidAdd();
           // the agent restarted
           await sleepUntil(at(0.8));
-          const restart = openWindow('agent restart');
-          await node.restartAgent();
-          await waitPasses(1).catch((e) => R.event('error', (e as Error).message));
-          restart();
+          if (agentFaults) {
+            const restart = openWindow('agent restart');
+            await node.restartAgent();
+            await waitPasses(1).catch((e) => R.event('error', (e as Error).message));
+            restart();
+          }
           await sleepUntil(at(0.9));
           await rm(`${node.flaky}.rate`, { force: true });
           flakyDone();
@@ -703,15 +718,20 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
   }
 
   async function waitInstalled(build: string): Promise<void> {
-    const want = (await execa('sha256sum', [build])).stdout.split(' ')[0];
+    const want = await sha256(build);
     const end = Date.now() + 60_000;
     while (Date.now() < end) {
-      const have = (await execa('sha256sum', [path.join(node.bed.binDir, 'ipam-shim')], { reject: false })).stdout.split(' ')[0];
-      if (have === want) return;
+      if ((await sha256(path.join(node.bed.binDir, 'ipam-shim')).catch(() => '')) === want) return;
       await sleep(200);
     }
     throw new Error(`the agent did not install ${build} within 60 s\n${await node.agentLogs()}`);
   }
+}
+
+async function sha256(file: string): Promise<string> {
+  const h = createHash('sha256');
+  for await (const chunk of createReadStream(file)) h.update(chunk as Buffer);
+  return h.digest('hex');
 }
 
 async function sleepUntil(t: number): Promise<void> {
