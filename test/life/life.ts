@@ -646,7 +646,7 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
     const kinds: Record<string, number> = {};
     for (const l of lines) {
       if (l.level !== 'error' && l.level !== 'fatal' && !(Number(l.level) >= 50)) continue;
-      const t = Number(l.time) - R.t0;
+      const t = (typeof l.time === 'string' ? Date.parse(l.time) : Number(l.time)) - R.t0;
       const why =
         l.code === reservedCode
           ? 'reserved'
