@@ -62,8 +62,8 @@ export interface CriBedDirs {
 export interface CriBedOptions {
   /** The netns standing for the node (name under /run/netns); containerd and every plugin run there. */
   node: string;
-  /** The first conflist (more with setConfList). */
-  confList: (dirs: CriBedDirs) => Record<string, unknown>;
+  /** The first conflist (more with setConfList); undefined starts containerd with an empty conf dir (a node before cilium-agent or CNS wrote one). */
+  confList: (dirs: CriBedDirs) => Record<string, unknown> | undefined;
   /** Reference plugins symlinked into the bin dir; default CNI_PLUGIN_DIR or /usr/lib/cni. */
   pluginDir?: string;
   /** Extra executables for the bin dir: name → path. */
@@ -147,7 +147,8 @@ export class CriBed implements CriBedDirs {
     await symlink(CRI_SHIM, path.join(this.binDir, 'ipam-shim'));
     for (const [name, file] of Object.entries(opts.plugins ?? {})) await symlink(file, path.join(this.binDir, name));
     await writeFile(this.configPath, containerdConfig(this.containerd, { ...this, sandboxImage: SANDBOX_IMAGE }));
-    await this.setConfList(opts.confList(this));
+    const first = opts.confList(this);
+    if (first) await this.setConfList(first);
   }
 
   get cri(): CriClient {
@@ -189,6 +190,11 @@ export class CriBed implements CriBedDirs {
         await sleep(100);
       }
     }
+  }
+
+  /** containerd's pid while it runs (its CPU time, and its reaped children's, are in /proc/<pid>/stat). */
+  get daemonPid(): number | undefined {
+    return this.pid;
   }
 
   /** Stops containerd (SIGTERM, or SIGKILL as a crash), without touching its pods. */
@@ -332,6 +338,30 @@ export class CriBed implements CriBedDirs {
     }
     await this.start();
     await this.importImage();
+  }
+
+  /**
+   * The node reboots: containerd, its shims and every sandbox killed (no CNI DEL); what lives on tmpfs is gone —
+   * the pods' netns (/run/netns), containerd's state dir, runc's root, the shim sockets, the cgroups — while what
+   * lives under /var/lib stays: containerd's root (its sandboxes' metadata), libcni's result cache, host-local's
+   * store, the shim's ledger. Then containerd starts again and lists the old sandboxes, their netns gone.
+   */
+  async reboot(): Promise<void> {
+    await this.stop('SIGKILL');
+    await this.killStrays();
+    await unmountBelow(this.baseDir);
+    for (const ns of this.netnsPaths) {
+      if (!existsSync(ns)) continue;
+      await execa('umount', [ns], { reject: false });
+      await rm(ns, { force: true });
+    }
+    for (const id of this.sandboxIds) await rm(shimSocket(this.socket, id), { force: true });
+    await removeCgroups(this.cgroupParent);
+    for (const d of ['state', 'runc']) {
+      await rm(path.join(this.baseDir, d), { recursive: true, force: true, maxRetries: 3 });
+      await mkdir(path.join(this.baseDir, d), { mode: 0o700 });
+    }
+    await this.start();
   }
 
   /** The path of the conflist containerd uses (for the operator CLI's --conflist). */

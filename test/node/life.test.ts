@@ -1,0 +1,44 @@
+// The node-life runner (test/life/life.ts, issue 36) as a test: a short life through every phase (boot, churn with a
+// rewrite storm, the shim's upgrade and rollback and faults, reboot, the runtime's start-up GC, re-creation, drain)
+// on containerd 2.x, failing on any broken invariant. Its report and JSON go to .tmp/life (LIFE_OUT). CI's
+// containerd-2 pass runs it (test/node with CONTAINERD_BIN_DIR); with containerd 1.x (the base pass) it skips:
+// 1.x sends no STATUS and Debian 12's plugins 1.1.1 refuse the 1.1.0 list the life runs on. `npm run life --
+// --minutes 30` runs a long one (test/life/run.ts).
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { expect, it } from 'vitest';
+import { ROOT } from '../../scripts/image/build-image.js';
+import { hasContainerd } from '../helpers/cri/bed.js';
+import { containerdBinDir, containerdBuild, missingTools } from '../helpers/cri/containerd.js';
+import { envInt } from '../helpers/robust.js';
+import { nodeImagePrerequisites } from '../helpers/node-image.js';
+import { runLife } from '../life/life.js';
+
+const bin = containerdBinDir();
+const is2x = missingTools(bin).length === 0 && containerdBuild(bin).major >= 2;
+const plugins = path.resolve(process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni');
+const speaks11 = existsSync(path.join(plugins, 'host-local')) && !plugins.startsWith('/usr/lib/cni');
+if (!is2x || !speaks11)
+  console.warn(
+    `skipping the node life: it needs containerd 2.x (CONTAINERD_BIN_DIR, now ${bin}) and reference plugins that speak 1.1.0 (CNI_PLUGIN_DIR, now ${plugins}); CI's containerd-2 pass runs it, or npm run life`,
+  );
+const enabled = is2x && speaks11 && nodeImagePrerequisites('the node life', { 'containerd, runc and busybox-static': hasContainerd(bin) });
+const churnSeconds = envInt('LIFE_CHURN_SECONDS', 75);
+
+it.skipIf(!enabled)(
+  'a node life: every phase, every invariant',
+  async () => {
+    const r = await runLife({
+      containerdBinDir: bin,
+      pluginDir: plugins,
+      churnSeconds,
+      maxPods: envInt('LIFE_MAX_PODS', 8),
+      concurrency: envInt('LIFE_CONCURRENCY', 3),
+      outDir: path.resolve(process.env.LIFE_OUT ?? path.join(ROOT, '.tmp/life')),
+    });
+    console.log(r.text);
+    console.log(`node life: report ${r.jsonPath}`);
+    expect(r.failed, r.text).toEqual([]);
+  },
+  (churnSeconds + 600) * 1000,
+);
