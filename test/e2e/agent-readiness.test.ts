@@ -18,6 +18,7 @@ import { PLUGIN_DIR, ROOT, scratch, shimBinDir } from '../helpers/cni.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
 import { routedNode } from '../helpers/routed-node.js';
 import { hostLocal, shimKeys } from '../helpers/shim-conf.js';
+import { waitFor } from '../helpers/wait.js';
 
 const AGENT = join(ROOT, 'dist/ipam-shim');
 const enabled = rootOrSkip();
@@ -100,20 +101,6 @@ function startAgent(net: TestNet, bed: Bed, args: string[]): Agent {
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Record<string, any>);
   return { proc, lines, passes: () => lines().filter((l) => String(l.msg).startsWith('reconcile pass')) };
-}
-
-async function waitFor(what: string, pred: () => Promise<boolean> | boolean, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  let last: unknown;
-  while (Date.now() < end) {
-    try {
-      if (await pred()) return;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
 }
 
 async function httpGet(bed: Bed, path: string): Promise<{ status: number; body: string }> {

@@ -14,6 +14,7 @@ import { FIXTURE_BIN, hostLocalAllocations, PLUGIN_DIR, ROOT, scratch, SHIM, shi
 import { inNs, rootOrSkip, TestNet, uid } from '../helpers/netns.js';
 import { CniRunner } from '../runner/runner.js';
 import { legacyFirstPath, vnetBridge } from '../helpers/azure-vnet.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** The single executable the DaemonSet's image ships. */
 const AGENT = join(ROOT, 'dist/ipam-shim');
@@ -151,21 +152,6 @@ function startAgent(bed: Bed, args: string[], env: Record<string, string> = {}):
   const agent: Agent = { proc, lines, passes: () => lines().filter((l) => String(l.msg).startsWith('reconcile pass')) };
   bed.agents.push(agent);
   return agent;
-}
-
-/** Polls `pred`; a throw counts as "not yet" (the agent's port is not open before it listens) and is named at the timeout. */
-async function waitFor(what: string, pred: () => Promise<boolean> | boolean, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  let last: unknown;
-  while (Date.now() < end) {
-    try {
-      if (await pred()) return;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
 }
 
 /** A real HTTP client (Node's fetch) in the node's netns: the agent listens on the node's loopback. */

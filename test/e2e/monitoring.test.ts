@@ -24,6 +24,10 @@ import { rootOrSkip, TestNet, uid } from '../helpers/netns.js';
 import { shimConf } from '../helpers/shim-conf.js';
 import { vnetBridge } from '../helpers/azure-vnet.js';
 import { CniRunner, PluginError } from '../runner/runner.js';
+import { waitFor as waitForEvery } from '../helpers/wait.js';
+
+/** Prometheus scrapes every second: poll it at 250 ms. */
+const waitFor = (what: string, pred: () => Promise<boolean> | boolean, ms = 30_000) => waitForEvery(what, pred, ms, 250);
 
 const AGENT = join(ROOT, 'dist/ipam-shim');
 const PROMETHEUS = 'prometheus';
@@ -58,21 +62,6 @@ interface Proc {
   name: string;
   proc: ResultPromise;
   out: () => string;
-}
-
-/** Polls `pred`; a throw counts as "not yet" and is named at the timeout. */
-async function waitFor(what: string, pred: () => Promise<boolean> | boolean, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  let last: unknown;
-  while (Date.now() < end) {
-    try {
-      if (await pred()) return;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
 }
 
 interface Alert {
