@@ -14,10 +14,18 @@ export async function cmdAdd(ctx: VerbContext): Promise<Result> {
   return ctx.conf.placement === 'ipam' ? addInIpamSlot(ctx) : addChained(ctx);
 }
 
-function record(ctx: VerbContext, state: LedgerRecord['state'], ips: string[], previous?: LedgerRecord): LedgerRecord {
+/**
+ * `netnsId`: which namespace the path names now (readNetnsIdentity, read once per ADD), so GC and a later ADD can
+ * tell a path that names another one (src/gc/stale.ts).
+ */
+function record(
+  ctx: VerbContext,
+  state: LedgerRecord['state'],
+  ips: string[],
+  netnsId: LedgerRecord['netnsId'],
+  previous?: LedgerRecord,
+): LedgerRecord {
   const now = new Date().toISOString();
-  // Which namespace the path names now: GC and a later ADD then tell a path that names another one (src/gc/stale.ts).
-  const netnsId = readNetnsIdentity(ctx.env.netns);
   return {
     v: 1,
     ...attachmentOf(ctx),
@@ -47,7 +55,9 @@ async function addChained(ctx: VerbContext): Promise<Result> {
   // records the runtime's addresses again; a failure changes nothing in the ledger.
   return exclusively(ctx, async () => {
     await timed('address', () => prepareAddresses(ctx, ips, { ownDevs }));
-    await timed('ledger.write', async () => putClaiming(ctx, record(ctx, 'attached', ips, await ctx.ledger.get(attachmentOf(ctx)))));
+    await timed('ledger.write', async () =>
+      putClaiming(ctx, record(ctx, 'attached', ips, readNetnsIdentity(ctx.env.netns), await ctx.ledger.get(attachmentOf(ctx)))),
+    );
     ctx.log.info({ ips }, 'chained ADD');
     return convertResult(prev, ctx.conf.cniVersion);
   });
@@ -102,7 +112,9 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
     // An intent record left here is a dead ADD's (no other one runs under this lock): taken over, and released
     // again by this ADD's undo if it fails.
     // The intent record comes next: if we die after the delegate allocated, GC still finds the attachment.
-    await ctx.ledger.put(record(ctx, 'intent', previous?.ips ?? [], previous));
+    // The namespace is the runtime's and held for the whole ADD: read once, kept in both records.
+    const netnsId = readNetnsIdentity(ctx.env.netns);
+    await ctx.ledger.put(record(ctx, 'intent', previous?.ips ?? [], netnsId, previous));
     intentWritten();
     const run = prefetchFixes(ctx); // the fixes' listings run while the delegate allocates
     const conf = delegateConf(ctx.conf, version);
@@ -112,7 +124,7 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
       const ips = resultIps(result, 'delegate');
       if (ips.length === 0) throw new CniError(ErrorCode.DelegateFailed, `delegate ${delegate.type} returned no IP addresses`);
       await timed('address', () => prepareAddresses({ ...ctx, run }, ips, { ownDevs: [] }));
-      await timed('ledger.write', () => putClaiming(ctx, record(ctx, 'attached', ips, previous)));
+      await timed('ledger.write', () => putClaiming(ctx, record(ctx, 'attached', ips, netnsId, previous)));
       ctx.log.info({ ips, delegateVersion: version }, 'IPAM ADD');
       return result;
     } catch (e) {
