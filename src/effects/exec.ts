@@ -190,7 +190,7 @@ export function prefetching(run: Run, calls: readonly RunCall[], span?: string):
   const key = (file: string, args: readonly string[], opts: RunOptions = {}) => JSON.stringify([file, args, opts.input ?? '']);
   const end = span ? startSpan(span) : undefined;
   const early = new Map(calls.map(([file, args, opts]) => [key(file, args, opts), spawnRun(file, args, opts)]));
-  if (end) void Promise.all(early.values()).then(end);
+  if (end) void Promise.all(early.values()).then(end.end);
   const answering: Run = async (file, args, opts = {}) => {
     const k = key(file, args, opts);
     const pending = early.get(k);
