@@ -20,28 +20,32 @@ export const cpuSoFar = (): number => {
 /** Span name → duration (ms) of this call; a span recorded twice keeps the later one. */
 const recorded = new Map<string, number>();
 
+/** One span of this call, started by span(); only its first end counts. */
+export interface Span extends Disposable {
+  /** Ends it now. A plain function, so it can be handed on as a callback (`.finally(s.end)`). */
+  readonly end: () => void;
+}
+
 /**
- * Starts a span named `name` now; the returned function ends it. For a wait that ends inside someone else's
- * callback (the attachment lock: the span ends where the locked function starts). Only the first call counts.
+ * Starts a span named `name` now. The caller ends it where the phase ends, reading straight down:
+ *
+ *     using adding = span('delegate.add');
+ *     const result = await delegate.add(conf);
+ *     adding.end();
+ *
+ * Declared with `using`, it also ends when a throw leaves the block (a failed call's line shows how long the
+ * failing step took); declared with `const`, a span that never reached its `end()` is not recorded (ADD's
+ * intent write: only a written intent record has a duration).
  */
-export function span(name: string): () => void {
+export function span(name: string): Span {
   const start = sinceStart();
   let ended = false;
-  return () => {
+  const end = () => {
     if (ended) return;
     ended = true;
     recorded.set(name, sinceStart() - start);
   };
-}
-
-/** Runs fn as a span named `name`: measured when fn settles, also when it throws (a failed call's line shows it). */
-export async function timed<T>(name: string, fn: () => Promise<T>): Promise<T> {
-  const end = span(name);
-  try {
-    return await fn();
-  } finally {
-    end();
-  }
+  return { end, [Symbol.dispose]: end };
 }
 
 /** The spans ended so far (in the order each name first ended), and forgets them. */

@@ -2,7 +2,7 @@
 // and the verbs' unit tests. Not an effect: it starts nothing. Unscripted calls answer as a program that is not
 // installed; every call is recorded.
 import { ToolError } from '../cni/errors.js';
-import { answersProc, type ProcReader, type Run, type RunOptions, type RunResult } from '../effects/exec.js';
+import { runElsewhere, type ProcReader, type Run, type RunOptions, type RunResult } from '../effects/exec.js';
 
 export interface RunRecord {
   file: string;
@@ -14,7 +14,7 @@ export interface RunRecord {
 export type RunScript = (file: string, args: readonly string[], opts: RunOptions) => string | Partial<RunResult> | undefined;
 
 /**
- * `proc`: the /proc files the scripted programs' netns would show (src/effects/exec.ts procReaderOf), so that
+ * `proc`: the /proc files the scripted programs' netns would show (Run.readProc, src/effects/exec.ts), so that
  * code reading them instead of starting a program takes that branch (the warm-up); absent: no /proc to read.
  */
 export function scriptedRun(script: RunScript, calls: RunRecord[] = [], proc?: ProcReader): Run & { calls: RunRecord[] } {
@@ -30,7 +30,5 @@ export function scriptedRun(script: RunScript, calls: RunRecord[] = [], proc?: P
     if ((opts.check ?? true) && r.exitCode !== 0) throw new ToolError(file, args, r.exitCode, r.stderr, { timedOut: r.timedOut });
     return r;
   };
-  const scripted = Object.assign(run, { calls });
-  if (proc) answersProc(scripted, proc);
-  return scripted;
+  return Object.assign(runElsewhere(run, proc), { calls });
 }

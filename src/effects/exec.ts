@@ -2,7 +2,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { ToolError } from '../cni/errors.js';
-import { span as startSpan } from '../spans.js';
+import { span } from '../spans.js';
 
 export interface RunOptions {
   input?: string;
@@ -34,14 +34,14 @@ export const KILL_GRACE_MS = 1000;
 const EXIT_GRACE_MS = 200;
 
 /**
- * Runs `file` with `args`. The child gets its own process group so a timeout kills everything it started
- * (a hung delegate's children included) and leaves no zombie. `timeoutMs` is a bound on the call: at the
- * deadline the group is killed and the pipes are no longer read (a process that left the group, setsid, may
- * hold them open for as long as it lives); the call returns by timeoutMs + KILL_GRACE_MS at the latest.
- * node:child_process directly: loading execa (~8k bundled lines, evaluated on every invocation) cost more than
- * most of the processes it starts.
+ * Runs `file` with `args`, here (this process's network namespace). The child gets its own process group so a
+ * timeout kills everything it started (a hung delegate's children included) and leaves no zombie. `timeoutMs` is
+ * a bound on the call: at the deadline the group is killed and the pipes are no longer read (a process that left
+ * the group, setsid, may hold them open for as long as it lives); the call returns by timeoutMs + KILL_GRACE_MS
+ * at the latest. node:child_process directly: loading execa (~8k bundled lines, evaluated on every invocation)
+ * cost more than most of the processes it starts.
  */
-export async function run(file: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
+async function runHere(file: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
   return checked(file, args, opts, await spawnRun(file, args, opts));
 }
 
@@ -176,30 +176,86 @@ async function spawnRun(file: string, args: readonly string[], opts: RunOptions)
   return { result, failed: r.failed, message: r.message };
 }
 
-/** A call as `run` takes it. */
+/** What calling a Run does: runs one program and answers its result (throws ToolError unless `check: false`). */
+export type Exec = (file: string, args: readonly string[], opts?: RunOptions) => Promise<RunResult>;
+
+/** Reads one /proc file of the netns a Run's programs run in. */
+export type ProcReader = (path: string) => string;
+
+/** The mark only this module's constructors put on a Run (a type, nothing at run time). */
+declare const madeByExec: unique symbol;
+
+/**
+ * Where the code's programs run, with what it can do besides running them (the seam libcni's pkg/invoke `Exec`
+ * interface is for plugins). Call it to run a program. Made only here: `run` (this process's own), `wrapRun` (a
+ * wrapper around a Run: a default bound, prefetching, logging; it keeps what the wrapped Run can do, so a wrapper
+ * cannot lose a capability by being written by hand) and `runElsewhere` (another netns, a script, a test's fake).
+ */
+export interface Run extends Exec {
+  /**
+   * Its programs run in this process's network namespace (the node's, for the plugin and the agent): only then
+   * does `prefetching` start them early. Inherited by wrappers; false for every Run made by `runElsewhere`.
+   */
+  readonly here: boolean;
+  /**
+   * Reads the /proc files of the netns its programs see, so a file read can stand in for a program
+   * (src/effects/neigh.ts reads /proc/net/arp instead of starting `ip`): this process's own for `run` and its
+   * wrappers, a script's for the build's warm-up (so it takes the branch production takes), none for another
+   * netns (runInNetns) or a test's fake.
+   */
+  readonly readProc: ProcReader | undefined;
+  readonly [madeByExec]: true;
+}
+
+function makeRun(exec: Exec, here: boolean, readProc: ProcReader | undefined): Run {
+  // A function of its own: the caller's (a test's fake) is never changed, and may back more than one Run.
+  const call: Exec = (...a) => exec(...a);
+  return Object.assign(call, { here, readProc }) as Run;
+}
+
+/** The Run of this process: programs start here, and this netns's /proc is read directly. */
+export const run: Run = makeRun(runHere, true, (path) => readFileSync(path, 'utf8'));
+
+/** How a wrapper runs one call, given the Run it wraps (`inner`): usually by calling it, with other options or around it. */
+export type Through = (file: string, args: readonly string[], opts: RunOptions | undefined, inner: Run) => Promise<RunResult>;
+
+/** A Run that runs every call through `through`, with `inner`'s capabilities (where it runs, its /proc). */
+export function wrapRun(inner: Run, through: Through): Run {
+  return makeRun((file, args, opts) => through(file, args, opts, inner), inner.here, inner.readProc);
+}
+
+/**
+ * A Run whose programs do not run here: another netns (runInNetns), a script (src/doubles/scripted-run.ts), a
+ * test's fake. `readProc`: how that place's /proc files can be read anyway (the warm-up's script), else none.
+ */
+export function runElsewhere(exec: Exec, readProc?: ProcReader): Run {
+  return makeRun(exec, false, readProc);
+}
+
+/** A call as a Run takes it. */
 export type RunCall = readonly [file: string, args: readonly string[], opts: RunOptions];
 
 /**
- * Starts `calls` now (read-only commands whose answer is needed later) and returns a Run that answers the
- * first later call with the same file, args and input from the early run, with the later caller's `check`;
- * every other call runs normally. An early run that nobody asks for is simply dropped. `span` names a span
- * (the log line's timings) from now until every early run has finished.
+ * Starts `calls` now through `run` (read-only commands whose answer is needed later) and returns a Run that
+ * answers the first later call with the same file, args, input and check from the early run; every other call
+ * runs normally. An early run that nobody asks for is simply dropped. `spanName` names a span (the log line's
+ * timings) from now until every early run has finished. Only for a Run whose programs run here: any other one
+ * (a test's fake, runInNetns, the warm-up's script) is returned as it is and sees its calls in program order.
  */
-export function prefetching(run: Run, calls: readonly RunCall[], span?: string): Run {
-  if (!runsHere(run)) return run; // an injected Run (tests, runInNetns) is left alone
-  const key = (file: string, args: readonly string[], opts: RunOptions = {}) => JSON.stringify([file, args, opts.input ?? '']);
-  const end = span ? startSpan(span) : undefined;
-  const early = new Map(calls.map(([file, args, opts]) => [key(file, args, opts), spawnRun(file, args, opts)]));
-  if (end) void Promise.all(early.values()).then(end);
-  const answering: Run = async (file, args, opts = {}) => {
+export function prefetching(run: Run, calls: readonly RunCall[], spanName?: string): Run {
+  if (!run.here) return run;
+  const key = (file: string, args: readonly string[], opts: RunOptions = {}) => JSON.stringify([file, args, opts.input ?? '', opts.check ?? true]);
+  const prefetched = spanName ? span(spanName) : undefined;
+  const early = new Map(calls.map(([file, args, opts]) => [key(file, args, opts), run(file, args, opts)]));
+  for (const answer of early.values()) answer.catch(() => undefined); // a failure is the later caller's, or nobody's
+  if (prefetched) void Promise.allSettled(early.values()).then(prefetched.end);
+  return wrapRun(run, (file, args, opts, inner) => {
     const k = key(file, args, opts);
-    const pending = early.get(k);
-    if (!pending) return run(file, args, opts);
+    const answer = early.get(k);
+    if (!answer) return inner(file, args, opts);
     early.delete(k);
-    return checked(file, args, opts, await pending);
-  };
-  here.add(answering);
-  return answering;
+    return answer;
+  });
 }
 
 function killGroup(pid: number): void {
@@ -210,48 +266,13 @@ function killGroup(pid: number): void {
   }
 }
 
-export type Run = typeof run;
-const defaultRun: Run = run;
-/** Runs that start programs in this process's own network namespace: the exec wrapper and its prefetching ones. */
-const here = new WeakSet<Run>([defaultRun]);
-/** How what a Run's programs would read can be read from /proc instead: the files here; a warm-up's script. */
-const procFiles = new WeakMap<Run, ProcReader>();
-
-/** Reads one /proc file of the netns a Run's programs run in. */
-export type ProcReader = (path: string) => string;
-
-/**
- * How to read the /proc files of the network namespace `run`'s programs see (src/effects/neigh.ts reads
- * /proc/net/arp instead of starting `ip`): this process's own for the exec wrapper and the Runs built on it,
- * a script's for the build's warm-up (so it takes the branch production takes), none for any other Run (tests,
- * runInNetns: their programs see another namespace).
- */
-export const procReaderOf = (run: Run): ProcReader | undefined => procFiles.get(run) ?? (runsHere(run) ? readProcHere : undefined);
-
-const readProcHere: ProcReader = (path) => readFileSync(path, 'utf8');
-
-/** Declares that `run`'s programs see the /proc files `read` answers (scriptedRun, for the warm-up). */
-export function answersProc(run: Run, read: ProcReader): void {
-  procFiles.set(run, read);
-}
-
-/**
- * True when `run` starts programs here, in this process's network namespace, so that what they would read can
- * also be read from this process's /proc (src/effects/neigh.ts). False for an injected Run (tests, runInNetns).
- */
-export const runsHere = (run: Run): boolean => here.has(run);
-
 /**
  * `run` with a bound on every call that sets none (a caller's own timeoutMs, e.g. delegateTimeoutMs, stands): the
  * node agent's, so a tool stuck for good (ebtables waiting on a lock, nsenter on a dying netns) is killed with its
  * group instead of holding the pass, a child and its pipes for the agent's lifetime. Runs where `run` runs.
  */
 export function withDefaultTimeout(run: Run, timeoutMs: number): Run {
-  const bounded: Run = (file, args, opts = {}) => run(file, args, { ...opts, timeoutMs: opts.timeoutMs ?? timeoutMs });
-  if (runsHere(run)) here.add(bounded);
-  const proc = procFiles.get(run);
-  if (proc) procFiles.set(bounded, proc);
-  return bounded;
+  return wrapRun(run, (file, args, opts = {}, inner) => inner(file, args, { ...opts, timeoutMs: opts.timeoutMs ?? timeoutMs }));
 }
 
 /**
@@ -259,5 +280,5 @@ export function withDefaultTimeout(run: Run, timeoutMs: number): Run {
  * the node's namespace; this lets operator commands and tests address another one without special cases.
  */
 export function runInNetns(ns: string): Run {
-  return (file, args, opts) => run('ip', ['netns', 'exec', ns, file, ...args], opts);
+  return runElsewhere((file, args, opts) => run('ip', ['netns', 'exec', ns, file, ...args], opts));
 }

@@ -3,7 +3,7 @@
 import { ToolError } from '../cni/errors.js';
 import { exactIp } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
-import { procReaderOf, type Run } from './exec.js';
+import type { Run } from './exec.js';
 import type { Neighbour } from '../net/neighbour.js';
 
 const TIMEOUT_MS = 10_000;
@@ -21,16 +21,16 @@ export async function listNeighbours(run: Run, family?: 4 | 6): Promise<Neighbou
 
 /**
  * The PERMANENT entries (the only ones residue can be) of the families asked for. A Run whose netns's /proc can be
- * read (procReaderOf: the exec wrapper's, the warm-up's script) reads IPv4 from /proc/net/arp, the kernel's own
- * table, and starts `ip` only for IPv6: an IPv4 pod's ADD starts no process for its neighbours. Any other Run
- * (another netns, tests) gets one `ip -j neigh show` for both families.
+ * read (Run.readProc: the exec wrapper's and its wrappers', the warm-up's script) reads IPv4 from /proc/net/arp,
+ * the kernel's own table, and starts `ip` only for IPv6: an IPv4 pod's ADD starts no process for its neighbours.
+ * Any other Run (another netns, tests) gets one `ip -j neigh show` for both families.
  */
 export async function listPermanentNeighbours(run: Run, families: { v4: boolean; v6: boolean }): Promise<Neighbour[]> {
   const permanent = (ns: Neighbour[]) => ns.filter((n) => n.state.includes('PERMANENT'));
   if (!families.v4 && !families.v6) return [];
-  const proc = procReaderOf(run);
-  if (!proc) return permanent(await listNeighbours(run));
-  const v4 = families.v4 ? parseArpTable(proc('/proc/net/arp')) : [];
+  const { readProc } = run;
+  if (!readProc) return permanent(await listNeighbours(run));
+  const v4 = families.v4 ? parseArpTable(readProc('/proc/net/arp')) : [];
   return families.v6 ? [...v4, ...permanent(await listNeighbours(run, 6))] : v4;
 }
 

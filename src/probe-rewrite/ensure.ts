@@ -59,6 +59,6 @@ export async function ensureProbeRewriteIfDue(ctx: { conf: NetConf; run: Run; lo
     ctx.log.warn({ err: e }, 'IPv6 probe rewrite not ensured (ipv6ProbeRewrite=auto: continuing)');
     return 'failed';
   } finally {
-    probed();
+    probed.end();
   }
 }

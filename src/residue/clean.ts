@@ -16,7 +16,7 @@ import { hostRouteDevices, isPodOwnNeighbour } from './own.js';
 import { readNodeAddresses } from '../effects/node-addresses.js';
 import { pointsAtNode, refusal, routeGateways, type NodeFacts } from './cleanable.js';
 import { chooseBackends, type BackendChoice, type BackendName, type BackendSetting } from './backends.js';
-import { span, timed } from '../spans.js';
+import { span } from '../spans.js';
 
 /** One ebtables backend as a listing found it: read (with its per-pod rule count), or unavailable and why. */
 export interface BackendStatus {
@@ -52,7 +52,7 @@ export function nodeBackends(setting: BackendSetting = 'auto'): BackendChoice {
   if (last && last.key === key && now - last.at < 1000 && now >= last.at) return last.choice;
   const probed = span('residue.backends'); // the file probes' cost, in the log line's timings
   const choice = chooseBackends(probeBackends(process.env.PATH), setting);
-  probed();
+  probed.end();
   last = { key, at: now, choice };
   return choice;
 }
@@ -315,12 +315,12 @@ async function snapshot(run: Run, opts: ResidueOptions, ips: readonly string[]):
     // A span for the log line's timings.
     const families = { v4: ips.some((ip) => !ip.includes(':')), v6: ips.some((ip) => ip.includes(':')) };
     const choice = opts.ebtables === false ? { read: [], skipped: [] } : nodeBackends(opts.backends);
-    const [eb, neighbours] = await timed('residue.list', () =>
-      Promise.all([
-        opts.ebtables === false ? { available: false, rules: [], backends: [] } : listPreroutingResidue(run, mayNameAny(ips), choice),
-        opts.neigh === false ? [] : listPermanentNeighbours(run, families),
-      ]),
-    );
+    using listing = span('residue.list');
+    const [eb, neighbours] = await Promise.all([
+      opts.ebtables === false ? { available: false, rules: [], backends: [] } : listPreroutingResidue(run, mayNameAny(ips), choice),
+      opts.neigh === false ? [] : listPermanentNeighbours(run, families),
+    ]);
+    listing.end();
     return { ebtablesAvailable: eb.available, rules: eb.rules, neighbours, backends: eb.backends, choice };
   } catch (e) {
     throw new CniError(ErrorCode.ResidueCleanupFailed, 'listing residue', { details: messageOf(e), cause: e });

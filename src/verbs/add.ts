@@ -6,7 +6,7 @@ import { AddressHeldError, type LedgerRecord } from '../ledger/record.js';
 import { readNetnsIdentity } from '../effects/netns-probe.js';
 import { attachmentOf, exclusively, tally, type VerbContext } from './context.js';
 import { prefetchFixes, prepareAddresses, resultIps, validateFixes } from './address-steps.js';
-import { span, timed } from '../spans.js';
+import { span } from '../spans.js';
 
 /** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */
 export async function cmdAdd(ctx: VerbContext): Promise<Result> {
@@ -54,10 +54,14 @@ async function addChained(ctx: VerbContext): Promise<Result> {
   // Chained, the shim allocates nothing and never releases: a repeated ADD re-runs the address steps and
   // records the runtime's addresses again; a failure changes nothing in the ledger.
   return exclusively(ctx, async () => {
-    await timed('address', () => prepareAddresses(ctx, ips, { ownDevs }));
-    await timed('ledger.write', async () =>
-      putClaiming(ctx, record(ctx, 'attached', ips, readNetnsIdentity(ctx.env.netns), await ctx.ledger.get(attachmentOf(ctx)))),
-    );
+    using addressing = span('address');
+    await prepareAddresses(ctx, ips, { ownDevs });
+    addressing.end();
+    using writing = span('ledger.write');
+    const netnsId = readNetnsIdentity(ctx.env.netns);
+    const previous = await ctx.ledger.get(attachmentOf(ctx));
+    await putClaiming(ctx, record(ctx, 'attached', ips, netnsId, previous));
+    writing.end();
     ctx.log.info({ ips }, 'chained ADD');
     return convertResult(prev, ctx.conf.cniVersion);
   });
@@ -104,7 +108,9 @@ function repeatedAdd(ctx: VerbContext, previous: LedgerRecord): CniError {
 async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
   const delegate = ctx.delegate!;
   // Resolving the delegate first: a missing or mute delegate fails the ADD before anything is written.
-  const version = await timed('delegate.version', () => delegate.versionFor(ctx.conf.cniVersion));
+  using versioning = span('delegate.version');
+  const version = await delegate.versionFor(ctx.conf.cniVersion);
+  versioning.end();
   const intentWritten = span('ledger.intent');
   return exclusively(ctx, async () => {
     const previous = await ctx.ledger.get(attachmentOf(ctx));
@@ -115,16 +121,22 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
     // The namespace is the runtime's and held for the whole ADD: read once, kept in both records.
     const netnsId = readNetnsIdentity(ctx.env.netns);
     await ctx.ledger.put(record(ctx, 'intent', previous?.ips ?? [], netnsId, previous));
-    intentWritten();
+    intentWritten.end();
     const run = prefetchFixes(ctx); // the fixes' listings run while the delegate allocates
     const conf = delegateConf(ctx.conf, version);
     let result: Result;
     try {
-      result = await timed('delegate.add', () => delegate.add(conf, ctx.conf.cniVersion));
+      using adding = span('delegate.add');
+      result = await delegate.add(conf, ctx.conf.cniVersion);
+      adding.end();
       const ips = resultIps(result, 'delegate');
       if (ips.length === 0) throw new CniError(ErrorCode.DelegateFailed, `delegate ${delegate.type} returned no IP addresses`);
-      await timed('address', () => prepareAddresses({ ...ctx, run }, ips, { ownDevs: [] }));
-      await timed('ledger.write', () => putClaiming(ctx, record(ctx, 'attached', ips, netnsId, previous)));
+      using addressing = span('address');
+      await prepareAddresses({ ...ctx, run }, ips, { ownDevs: [] });
+      addressing.end();
+      using writing = span('ledger.write');
+      await putClaiming(ctx, record(ctx, 'attached', ips, netnsId, previous));
+      writing.end();
       ctx.log.info({ ips, delegateVersion: version }, 'IPAM ADD');
       return result;
     } catch (e) {
@@ -141,7 +153,9 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
  */
 async function undoAllocation(ctx: VerbContext, conf: Record<string, unknown>): Promise<void> {
   try {
-    await timed('delegate.del', () => ctx.delegate!.del(conf));
+    using releasing = span('delegate.del');
+    await ctx.delegate!.del(conf);
+    releasing.end();
     await ctx.ledger.remove(attachmentOf(ctx));
   } catch (e) {
     ctx.log.error({ err: e }, 'ADD failed and the delegate DEL failed too: the intent record stays for GC');

@@ -4,7 +4,7 @@ import { convertResult, resultHostDevices } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
 import { attachmentOf, exclusively, type VerbContext } from './context.js';
 import { checkAddresses, resultIps } from './address-steps.js';
-import { timed } from '../spans.js';
+import { span } from '../spans.js';
 
 /** CHECK: the ledger holds the attachment with the runtime's addresses, the address checks pass, the delegate agrees. */
 export async function cmdCheck(ctx: VerbContext): Promise<void> {
@@ -40,11 +40,15 @@ async function checkAttached(ctx: VerbContext): Promise<void> {
   await checkAddresses(ctx, rec.ips, { ownDevs: resultHostDevices(prev) });
   const delegate = ctx.delegate;
   if (delegate) {
-    const version = await timed('delegate.version', () => delegate.versionFor(ctx.conf.cniVersion));
+    using versioning = span('delegate.version');
+    const version = await delegate.versionFor(ctx.conf.cniVersion);
+    versioning.end();
     // CHECK exists from 0.4.0 on; an older delegate simply cannot be asked.
     if (atLeast(version, '0.4.0')) {
       const extra = prev ? { prevResult: convertResult(prev, version) } : {};
-      await timed('delegate.check', () => delegate.check(delegateConf(ctx.conf, version, extra)));
+      using checking = span('delegate.check');
+      await delegate.check(delegateConf(ctx.conf, version, extra));
+      checking.end();
     }
   }
 }

@@ -50,8 +50,8 @@ export function exclusively<T>(ctx: VerbContext, fn: () => Promise<T>): Promise<
   const waitMs = Math.max(MIN_ATTACHMENT_WAIT_MS, 3 * (ctx.conf.settings.delegateTimeoutMs + KILL_GRACE_MS) + 5_000);
   const locked = span('ledger.lock');
   const entered = () => {
-    locked();
+    locked.end();
     return fn();
   };
-  return ctx.ledger.lockedAttachment(attachmentOf(ctx), waitMs, entered).finally(locked);
+  return ctx.ledger.lockedAttachment(attachmentOf(ctx), waitMs, entered).finally(locked.end);
 }

@@ -4,7 +4,7 @@ import { atLeast } from '../cni/versions.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { AttachmentLockError } from '../effects/ledger.js';
 import { attachmentOf, exclusively, tally, type VerbContext } from './context.js';
-import { timed } from '../spans.js';
+import { span } from '../spans.js';
 
 /**
  * DEL: idempotent and tolerant (no netns, no prevResult, nothing recorded: all fine). In the IPAM slot the
@@ -41,7 +41,9 @@ export async function cmdDel(ctx: VerbContext): Promise<void> {
         return;
       }
       released = true;
-      const forgotten = await timed('ledger.remove', () => ctx.ledger.remove(attachmentOf(ctx)));
+      using removing = span('ledger.remove');
+      const forgotten = await ctx.ledger.remove(attachmentOf(ctx));
+      removing.end();
       ctx.log.info({ ips: forgotten?.ips ?? [], recorded: Boolean(forgotten) }, 'DEL');
     });
   } catch (e) {
@@ -67,9 +69,13 @@ async function release(ctx: VerbContext): Promise<boolean> {
   if (ctx.conf.placement !== 'ipam') return true;
   const delegate = ctx.delegate;
   if (!delegate) return false;
-  const version = await timed('delegate.version', () => delegate.versionFor(ctx.conf.cniVersion));
+  using versioning = span('delegate.version');
+  const version = await delegate.versionFor(ctx.conf.cniVersion);
+  versioning.end();
   const prev = ctx.conf.prevResult;
   const extra = prev && atLeast(version, '0.4.0') ? { prevResult: convertResult(prev, version) } : {};
-  await timed('delegate.del', () => delegate.del(delegateConf(ctx.conf, version, extra)));
+  using releasing = span('delegate.del');
+  await delegate.del(delegateConf(ctx.conf, version, extra));
+  releasing.end();
   return true;
 }

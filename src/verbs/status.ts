@@ -3,7 +3,7 @@ import { delegateConf } from '../cni/config.js';
 import { DelegateNoAnswer } from '../effects/delegate.js';
 import type { VerbContext } from './context.js';
 import { statusProblems } from './address-steps.js';
-import { timed } from '../spans.js';
+import { span } from '../spans.js';
 import { decideStatus, type StatusCheck } from '../status/decide.js';
 import { readMemo, writeMemo } from '../status/memo.js';
 
@@ -82,7 +82,9 @@ async function look(ctx: VerbContext): Promise<Finding> {
   });
   let versions: string[];
   try {
-    versions = await timed('delegate.version', () => bounded().supportedVersions());
+    using versioning = span('delegate.version');
+    versions = await bounded().supportedVersions();
+    versioning.end();
   } catch (e) {
     if (isUnanswered(e)) return noAnswer('VERSION', e);
     return { kind: 'persistent', error: unavailable(`delegate ${type} is not available`, e) };
@@ -94,7 +96,9 @@ async function look(ctx: VerbContext): Promise<Finding> {
   // the cache: a stat) is still required: GC and the agent's IPs need it, and it is the IPAM the chain runs.
   if (ctx.conf.placement !== 'ipam' || !versions.includes('1.1.0')) return { kind: 'ok' };
   try {
-    await timed('delegate.status', () => bounded().status(delegateConf(ctx.conf, '1.1.0')));
+    using asking = span('delegate.status');
+    await bounded().status(delegateConf(ctx.conf, '1.1.0'));
+    asking.end();
     return { kind: 'ok' };
   } catch (e) {
     if (isUnanswered(e)) return noAnswer('STATUS', e);

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CniError, ErrorCode } from '../../src/cni/errors.js';
 import { deleteRule } from '../../src/effects/ebtables.js';
-import { runInNetns, type Run } from '../../src/effects/exec.js';
+import { runInNetns, wrapRun, type Run } from '../../src/effects/exec.js';
 import { deleteNeighbour, listNeighbours } from '../../src/effects/neigh.js';
 import { cleanResidue, findOrphans, listPreroutingResidue, listResidueFor } from '../../src/residue/clean.js';
 import { localMacs } from '../../src/effects/links.js';
@@ -157,7 +157,7 @@ describe.skipIf(!rootOrSkip())('residue effects (root, real ebtables and iproute
 
   it('absent ebtables is tolerated; neighbours are still cleaned', async () => {
     const { r } = await residueNode();
-    const noEbtables: Run = (file, args, opts) => r(file === 'ebtables' ? `/nonexistent-${uid()}/ebtables` : file, args, opts);
+    const noEbtables = wrapRun(r, (file, args, opts, inner) => inner(file === 'ebtables' ? `/nonexistent-${uid()}/ebtables` : file, args, opts));
     const res = await cleanResidue(noEbtables, [POD]);
     expect(res.ebtablesAvailable).toBe(false);
     expect(res.removed.rules).toEqual([]);
@@ -168,10 +168,11 @@ describe.skipIf(!rootOrSkip())('residue effects (root, real ebtables and iproute
     const { r } = await residueNode();
     const listed = await natListing(r);
     // ebtables -D as an unprivileged user: a real failure ("Permission denied (you must be root)").
-    const failingDelete: Run = (file, args, opts) =>
+    const failingDelete = wrapRun(r, (file, args, opts, inner) =>
       file === 'ebtables' && args.includes('-D')
-        ? r('setpriv', ['--reuid', '65534', '--regid', '65534', '--clear-groups', file, ...args], opts)
-        : r(file, args, opts);
+        ? inner('setpriv', ['--reuid', '65534', '--regid', '65534', '--clear-groups', file, ...args], opts)
+        : inner(file, args, opts),
+    );
     const err = await cleanResidue(failingDelete, [POD], { excludeDevs: ['lxcpod'] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CniError);
     expect((err as CniError).code).toBe(ErrorCode.ResidueCleanupFailed);

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentMetrics } from '../../src/agent/metrics.js';
 import { reconcileOnce, type ReconcileOptions } from '../../src/agent/reconcile.js';
-import type { Run } from '../../src/effects/exec.js';
+import { runElsewhere } from '../../src/effects/exec.js';
 import { Ledger } from '../../src/effects/ledger.js';
 import { parseMetrics, seriesKey } from '../../src/metrics.js';
 import { silentLogger } from '../../src/log.js';
@@ -19,7 +19,7 @@ let dir: string | undefined;
 afterEach(async () => dir && rm(dir, { recursive: true, force: true }));
 
 /** Every program "runs" forever. */
-const hanging: Run = () => new Promise(() => undefined);
+const hanging = runElsewhere(() => new Promise(() => undefined));
 
 async function world(): Promise<Omit<ReconcileOptions, 'signal' | 'bounds'>> {
   dir = await mkdtemp(join(tmpdir(), 'pass-bounds-'));

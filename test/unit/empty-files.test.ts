@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ShimSettingsSchema, type NetConf } from '../../src/cni/config.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 import { Delegate } from '../../src/effects/delegate.js';
-import { run, type Run } from '../../src/effects/exec.js';
+import { run, runElsewhere } from '../../src/effects/exec.js';
 import { Ledger } from '../../src/effects/ledger.js';
 import type { LedgerRecord } from '../../src/ledger/record.js';
 import { silentLogger } from '../../src/log.js';
@@ -98,7 +98,7 @@ describe('a delegate VERSION cache of 0 bytes', () => {
     await writeFile(join(bin, 'fake-ipam'), '#!/bin/sh\n');
     await chmod(join(bin, 'fake-ipam'), 0o755);
     let versionCalls = 0;
-    const fakeRun = (async () => {
+    const fakeRun = runElsewhere(async () => {
       versionCalls++;
       return {
         stdout: JSON.stringify({ cniVersion: '1.0.0', supportedVersions: ['0.4.0', '1.0.0'] }),
@@ -107,7 +107,7 @@ describe('a delegate VERSION cache of 0 bytes', () => {
         timedOut: false,
         notFound: false,
       };
-    }) as unknown as Run;
+    });
     const cacheDir = join(w.stateDir, '.delegate-versions');
     const delegate = () => new Delegate({ type: 'fake-ipam', cniPath: [bin], env: {}, timeoutMs: 5_000, log: silentLogger, cacheDir, run: fakeRun });
     expect(await delegate().supportedVersions()).toEqual(['0.4.0', '1.0.0']);

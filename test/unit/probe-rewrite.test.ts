@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CniError, ToolError, ErrorCode } from '../../src/cni/errors.js';
-import type { Run, RunResult } from '../../src/effects/exec.js';
+import { runElsewhere, type Run, type RunResult } from '../../src/effects/exec.js';
 import { parseDefaultRouteDev } from '../../src/effects/uplink.js';
 import { ensureProbeRewrite, listProbeTable, probeRewriteStatus, removeProbeRewrite, tableState } from '../../src/probe-rewrite/node.js';
 import { parseBpfProbeHandler, parseProbeTable, probeCounters, probeRewriteRuleset, probeTableMatches } from '../../src/probe-rewrite/ruleset.js';
@@ -114,14 +114,14 @@ describe('effects over a scripted Run', () => {
   /** A Run answering from `script` (keyed by "file args…"), recording every call. */
   function scripted(script: Record<string, Partial<RunResult>>) {
     const calls: string[] = [];
-    const run: Run = async (file, args, opts) => {
+    const run = runElsewhere(async (file, args, opts) => {
       const key = [file, ...args].join(' ');
       calls.push(key);
       const answer = script[key];
       if (!answer) throw new Error(`unscripted call: ${key}`);
       expect(opts?.check).toBe(false); // failures are interpreted here, not thrown by run()
       return { stdout: '', stderr: '', exitCode: 0, timedOut: false, notFound: false, ...answer };
-    };
+    });
     return { run, calls };
   }
   const LIST = 'nft -j list table ip6 azureSLBProbe';

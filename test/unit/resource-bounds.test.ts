@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_CONNECTIONS, startHttp } from '../../src/agent/http.js';
 import { AgentMetrics } from '../../src/agent/metrics.js';
-import { run, runsHere, withDefaultTimeout, type Run } from '../../src/effects/exec.js';
+import { run, runElsewhere, withDefaultTimeout } from '../../src/effects/exec.js';
 import { createLogger } from '../../src/log.js';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { readdirSync } from 'node:fs';
@@ -77,16 +77,16 @@ describe('log files', () => {
 describe('withDefaultTimeout', () => {
   it("bounds every call that sets no timeout, keeps a caller's own, and runs where the wrapped Run runs", async () => {
     const seen: Array<number | undefined> = [];
-    const fake: Run = async (_file, _args, opts = {}) => {
+    const fake = runElsewhere(async (_file, _args, opts = {}) => {
       seen.push(opts.timeoutMs);
       return { stdout: '', stderr: '', exitCode: 0, timedOut: false, notFound: false };
-    };
+    });
     const bounded = withDefaultTimeout(fake, 1234);
     await bounded('x', []);
     await bounded('x', [], { timeoutMs: 5 });
     expect(seen).toEqual([1234, 5]);
-    expect(runsHere(withDefaultTimeout(run, 1000))).toBe(true);
-    expect(runsHere(bounded)).toBe(false);
+    expect(withDefaultTimeout(run, 1000).here).toBe(true);
+    expect(bounded.here).toBe(false);
     // A real stuck child is killed at the bound.
     const t0 = Date.now();
     const r = await withDefaultTimeout(run, 300)('sleep', ['30'], { check: false });

@@ -13,7 +13,7 @@ import { ToolError } from '../../src/cni/errors.js';
 import { parseRuleTables, defaultUplink, listRoutes, parseRoutes } from '../../src/effects/routes.js';
 import type { Route } from '../../src/net/route.js';
 import { findCapturingRoutes, routeText, uplinkGateways } from '../../src/reserved/capture.js';
-import type { Run, RunResult } from '../../src/effects/exec.js';
+import { runElsewhere, type RunResult } from '../../src/effects/exec.js';
 import { parseCidrs } from '../../src/net/cidr.js';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/routes/${name}`, import.meta.url), 'utf8');
@@ -199,14 +199,14 @@ describe('listRoutes', () => {
     const calls: string[] = [];
     let inFlight = 0;
     let maxInFlight = 0;
-    const run = (async (file: string, args: readonly string[]) => {
+    const run = runElsewhere(async (file, args) => {
       calls.push([file, ...args].join(' '));
       inFlight++;
       maxInFlight = Math.max(maxInFlight, inFlight);
       await new Promise((r) => setTimeout(r, 5));
       inFlight--;
       return result(fixture(args.includes('-6') ? 'node-v6.json' : 'node-v4.json'));
-    }) as Run;
+    });
     const routes = await listRoutes(run);
     expect(calls.sort()).toEqual(['ip -j -4 route show table all', 'ip -j -6 route show table all']);
     expect(maxInFlight).toBe(2);
@@ -214,11 +214,11 @@ describe('listRoutes', () => {
   });
 
   it('tolerates a kernel without IPv6 and reports other failures', async () => {
-    const noV6 = (async (_f: string, args: readonly string[]) =>
-      args.includes('-6') ? result('', 2, 'RTNETLINK answers: Address family not supported by protocol\n') : result(fixture('host-v4.json'))) as Run;
+    const noV6 = runElsewhere(async (_f, args) =>
+      args.includes('-6') ? result('', 2, 'RTNETLINK answers: Address family not supported by protocol\n') : result(fixture('host-v4.json')),
+    );
     expect((await listRoutes(noV6)).every((r) => r.family === 4)).toBe(true);
-    const broken = (async (_f: string, args: readonly string[]) =>
-      args.includes('-6') ? result('', 1, 'Error: something else\n') : result('[]')) as Run;
+    const broken = runElsewhere(async (_f, args) => (args.includes('-6') ? result('', 1, 'Error: something else\n') : result('[]')));
     await expect(listRoutes(broken)).rejects.toBeInstanceOf(ToolError);
   });
 });
