@@ -21,7 +21,7 @@ import { sinceStart } from '../spans.js';
 import { cachedAttachments, gcFromCache, type CacheView } from '../gc/from-cache.js';
 import { FIXES } from '../fixes/registry.js';
 import type { Pass, StepOutcome } from '../fixes/agent-step.js';
-import { podName, viewNetworkPods, type PodsView } from '../fixes/pods.js';
+import { podName, viewNetworkPods, type PodsView } from '../pods/view.js';
 import type { AgentMetrics } from './metrics.js';
 import { AGENT_LOCK_WAIT_MS } from '../fixes/attachment-lock.js';
 import { PersistingProblems } from './problems.js';

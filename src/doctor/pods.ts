@@ -2,7 +2,7 @@
 // and guards as GC, src/gc/from-cache.ts), against the ledger: pods the shim never saw (started outside the chain)
 // and pods holding an address inside reservedCIDRs. "Could not look" is its own finding, never "no pods".
 import { cachedAttachments, DEFAULT_CACHE_DIR } from '../gc/from-cache.js';
-import { podName, viewNetworkPods } from '../fixes/pods.js';
+import { podName, viewNetworkPods } from '../pods/view.js';
 import { type DoctorCheck, type Finding, list } from './check.js';
 
 const NAME = 'runtime-pods';

@@ -5,7 +5,7 @@ import type { Attachment } from '../cni/config.js';
 /**
  * A pod attachment as the runtime cached it: its addresses (from the cached result) and, when the runtime passed
  * them in CNI_ARGS (kubelet's runtimes do), the pod's namespace and name. The node agent reads these for pods the
- * shim never saw (src/fixes/pods.ts).
+ * shim never saw (src/pods/view.ts).
  */
 export interface CachedPod extends Attachment {
   /** Canonical addresses, without prefix. */

@@ -7,7 +7,7 @@ import { attachmentKey, attachmentOfKey } from '../cni/config.js';
 import { listNeighbours } from '../effects/neigh.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { CachedPod } from '../gc/cached-pod.js';
-import { networkPodRanges, podName } from '../fixes/pods.js';
+import { networkPodRanges, podName } from '../pods/view.js';
 import { AttachmentBusy, exclusiveAttachment } from '../fixes/attachment-lock.js';
 import type { AgentStep } from '../fixes/agent-step.js';
 import { findResidueOnNode, listPreroutingResidue, nodeBackends, readNodeFacts } from './clean.js';

@@ -1,4 +1,4 @@
-// The node agent's view of the pods the runtime knows (src/fixes/pods.ts) from cache files written as libcni writes
+// The node agent's view of the pods the runtime knows (src/pods/view.ts) from cache files written as libcni writes
 // them (src/gc/from-cache.ts cachedAttachments): addresses from every result version, the pod's namespace/name from
 // cniArgs, pods the ledger does not hold, reserved addresses (never residue targets), and entries whose addresses
 // cannot be read (unknown, not none).
@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cachedAttachments } from '../../src/gc/from-cache.js';
-import { podName, viewPods } from '../../src/fixes/pods.js';
+import { podName, viewPods } from '../../src/pods/view.js';
 import { parseCidrs } from '../../src/net/cidr.js';
 import { podRecord } from '../helpers/ledger-record.js';
 
