@@ -21,7 +21,8 @@ import { sinceStart } from '../spans.js';
 import { cachedAttachments, gcFromCache, type CacheView } from '../gc/from-cache.js';
 import { FIXES } from '../fixes/registry.js';
 import type { Pass, StepOutcome } from '../fixes/agent-step.js';
-import { podName, viewNetworkPods, type PodsView } from '../pods/view.js';
+import { podName, viewPods, type PodsView } from '../pods/view.js';
+import { podHolds } from '../fixes/pod-holds.js';
 import type { AgentMetrics } from './metrics.js';
 import { AGENT_LOCK_WAIT_MS } from '../fixes/attachment-lock.js';
 import { PersistingProblems } from './problems.js';
@@ -367,7 +368,7 @@ async function podsStep(
       );
     return { outcome: 'skipped' };
   }
-  const v = viewNetworkPods(net.conf, view.pods, await ledger());
+  const v = viewPods(view.pods, await ledger(), podHolds(net.conf));
   m.cacheReadable.set({ network }, 1);
   m.runtimePods.set({ network }, view.pods.length);
   m.unseenPods.set({ network }, v.unseen.length);

@@ -12,6 +12,7 @@ import type { Logger } from '../log.js';
 import type { DoctorCheck } from '../doctor/check.js';
 import type { Command } from '../cli/command.js';
 import type { AgentStep } from './agent-step.js';
+import type { PodHold } from '../pods/view.js';
 
 /** What a fix's address hooks get at ADD and CHECK. */
 export interface AddressCall {
@@ -69,6 +70,11 @@ export interface Fix {
   verify?(call: AddressCall): Promise<void>;
   /** STATUS: why no ADD can succeed now, or undefined. */
   status?(conf: NetConf, log: Logger): string | undefined;
+  /**
+   * The runtime's pods view (src/pods/view.ts): the addresses of the runtime's pods this fix holds apart (listed in
+   * the view's `held`, never among the unseen pods' addresses, so no step acts on them); undefined: none here.
+   */
+  holds?(conf: NetConf): PodHold | undefined;
   /** The plugin's textfile: the families this fix owns, what its tallies add to, and a tally per call outcome. */
   metrics?: {
     families: Record<string, CniFamily>;
