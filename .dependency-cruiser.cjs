@@ -61,8 +61,9 @@ const MAY_IMPORT = {
   'network/': ['cni/', 'net/', 'ledger/', 'effects/', 'conflist\\.ts', 'log\\.ts'],
   ...Object.fromEntries(FIXES.map((f) => [f, FIX_PARTS])),
   'fixes/': [...FIXES, ...FIX_PARTS],
-  'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts'],
-  'pods/': ['cni/', 'ledger/', 'gc/cached-pod\\.ts'],
+  // gc and pods are agent steps of the fixes' shape (src/fixes/agent-step.ts), run by src/agent/reconcile.ts.
+  'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts', 'fixes/(fix|agent-step|attachment-lock)\\.ts'],
+  'pods/': ['cni/', 'ledger/', 'gc/cached-pod\\.ts', 'fixes/(fix|agent-step|lasting)\\.ts'],
   // install validates the fixes' settings it writes into the conflist.
   'install/': ['cni/', 'net/', 'effects/', 'conflist\\.ts', 'log\\.ts', ...FIXES],
   'plan/': ['cni/', 'net/', 'reserved/'],
