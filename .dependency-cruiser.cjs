@@ -22,9 +22,11 @@ const FIX_PARTS = [
   // OpenNetwork, which a fix's doctor check is handed.
   'network/',
   'doctor/check\\.ts',
-  // The Fix interface and what an agent step works with (the pods view, the attachment lock); a fix importing the
-  // registry would be a cycle (no-cycles below).
+  // The Fix interface and what an agent step works with (the attachment lock); a fix importing the registry would be
+  // a cycle (no-cycles below).
   'fixes/',
+  // The runtime's pods view the pods step hands the fixes' steps (fix-neutral: a fix hands it its hold, Fix.holds).
+  'pods/view\\.ts',
   // The runtime's view of a pod (a type alone) and the warm-up's scripted-answer type.
   'gc/cached-pod\\.ts',
   'doubles/',
@@ -59,14 +61,16 @@ const MAY_IMPORT = {
   'network/': ['cni/', 'net/', 'ledger/', 'effects/', 'conflist\\.ts', 'log\\.ts'],
   ...Object.fromEntries(FIXES.map((f) => [f, FIX_PARTS])),
   'fixes/': [...FIXES, ...FIX_PARTS],
-  'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts'],
+  // gc and pods are agent steps of the fixes' shape (src/fixes/agent-step.ts), run by src/agent/reconcile.ts.
+  'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts', 'fixes/(fix|agent-step|attachment-lock)\\.ts'],
+  'pods/': ['cni/', 'ledger/', 'gc/cached-pod\\.ts', 'fixes/(fix|agent-step|lasting)\\.ts'],
   // install validates the fixes' settings it writes into the conflist.
   'install/': ['cni/', 'net/', 'effects/', 'conflist\\.ts', 'log\\.ts', ...FIXES],
   'plan/': ['cni/', 'net/', 'reserved/'],
   // The verbs, doctor and the agent reach the fixes through the registry (src/fixes/), never a fix folder.
   'verbs/': [...CALLER_BASE, 'status/', 'gc/'],
-  'doctor/': [...CALLER_BASE, 'conflist\\.ts', 'gc/'],
-  'agent/': [...CALLER_BASE, 'conflist\\.ts', 'metrics\\.ts', 'gc/', 'install/'],
+  'doctor/': [...CALLER_BASE, 'conflist\\.ts', 'gc/', 'pods/view\\.ts'],
+  'agent/': [...CALLER_BASE, 'conflist\\.ts', 'metrics\\.ts', 'gc/', 'pods/', 'install/'],
   // The CLI: the node's operator commands over the modules below it (a fix's own are in its folder, found through
   // the registry; `plan` reads the reserved fix's pool planner). Nothing but main.ts imports it.
   'cli/': [...CALLER_BASE, 'conflist\\.ts', 'startup\\.ts', 'gc/', 'install/', 'plan/', 'doctor/', 'agent/', 'reserved/'],

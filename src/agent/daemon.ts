@@ -111,7 +111,7 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
   process.on('SIGHUP', onHup);
   const summary: AgentSummary = { passes: 0, last: undefined, install: undefined };
   let seen: EntryInUse | undefined;
-  const memory: PassMemory = { unseen: new Set() };
+  const memory: PassMemory = {};
   let retries = 0;
   try {
     while (!signal.aborted) {

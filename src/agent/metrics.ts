@@ -9,16 +9,16 @@ import { Counter, Gauge, Registry } from 'prom-client';
 import type { EntryInUse } from '../conflist.js';
 import { FAMILIES, parseMetrics, renderMetrics, type Series, seriesKey } from '../metrics.js';
 import type { AgentFamily } from '../fixes/fix.js';
-import { FIXES } from '../fixes/registry.js';
+import { STEPS } from './steps.js';
 
 /** Labels any plugin series may carry (src/metrics.ts applyUpdate). */
 const PLUGIN_LABELS = ['network', 'verb', 'code', 'kind'] as const;
 
-/** The pass's own steps; every fix with an agent step adds its own (Fix.agent.step), run after these. */
-const CORE_STEPS = ['network', 'gc', 'pods'] as const;
+/** Every step a pass runs, in order: `network` (the pass runner's own), then the steps (src/agent/steps.ts). */
+const STEP_NAMES: readonly string[] = ['network', ...STEPS.map((s) => s.step)];
 
-/** Every step a pass runs, in order. */
-const STEPS: readonly string[] = [...CORE_STEPS, ...FIXES.flatMap((f) => (f.agent ? [f.agent.step] : []))];
+/** Every series the steps declared (AgentStepEntry.families). */
+const FAMILIES_OF_STEPS: readonly AgentFamily[] = STEPS.flatMap((s) => s.families);
 
 export class AgentMetrics {
   readonly registry = new Registry();
@@ -43,42 +43,6 @@ export class AgentMetrics {
     name: 'ipam_shim_agent_errors_total',
     help: 'Errors met by reconcile steps (each failed release, cleanup or restore counts once).',
     labelNames: ['step'],
-    registers: [this.registry],
-  });
-  readonly released = new Counter({
-    name: 'ipam_shim_agent_gc_released_total',
-    help: 'Leaked pod attachments released by the agent (gc mode apply).',
-    labelNames: ['network'],
-    registers: [this.registry],
-  });
-  readonly forgotten = new Counter({
-    name: 'ipam_shim_agent_gc_forgotten_total',
-    help: 'Chained records of provably dead pods the agent forgot in report mode (no address released: chained, the main plugin holds it).',
-    labelNames: ['network'],
-    registers: [this.registry],
-  });
-  readonly leaked = new Gauge({
-    name: 'ipam_shim_agent_gc_leaked',
-    help: "Attachments the last pass found leaked (not in the runtime's cache, proven dead, past the grace period): released in apply mode, reported in report mode.",
-    labelNames: ['network', 'mode'],
-    registers: [this.registry],
-  });
-  readonly cacheReadable = new Gauge({
-    name: 'ipam_shim_agent_runtime_cache_readable',
-    help: "1 when the last pass read the runtime's result cache for the network, 0 when it could not look (missing or unreadable: then the runtime_pods, unseen_pods and reserved_pods series are absent, not 0).",
-    labelNames: ['network'],
-    registers: [this.registry],
-  });
-  readonly runtimePods = new Gauge({
-    name: 'ipam_shim_agent_runtime_pods',
-    help: "Pod attachments in the runtime's result cache for the network (the last pass).",
-    labelNames: ['network'],
-    registers: [this.registry],
-  });
-  readonly unseenPods = new Gauge({
-    name: 'ipam_shim_agent_unseen_pods',
-    help: "Pod attachments in the runtime's result cache that the shim's ledger does not hold: pods started while the shim was not in the chain (their residue is removed all the same).",
-    labelNames: ['network'],
     registers: [this.registry],
   });
   readonly entryInUse = new Gauge({
@@ -109,27 +73,27 @@ export class AgentMetrics {
 
   constructor() {
     for (const k of ['ok', 'error', 'stopped']) this.passes.inc({ outcome: k }, 0);
-    for (const s of STEPS) this.errors.inc({ step: s }, 0);
-    for (const fam of FIXES.flatMap((f) => f.agent?.families ?? [])) this.fixFamily(fam);
+    for (const s of STEP_NAMES) this.errors.inc({ step: s }, 0);
+    for (const fam of FAMILIES_OF_STEPS) this.stepFamily(fam);
     this.buildInfo.set({ version: process.env.IPAM_SHIM_VERSION ?? 'unbundled', node: process.env.NODE_NAME || hostname() }, 1);
     for (const [name, fam] of Object.entries(FAMILIES)) if (fam.type !== 'histogram') this.pluginFamily(name, fam.type, fam.help);
     this.processGauges();
   }
 
-  private readonly fixSeries = new Map<string, Counter | Gauge>();
+  private readonly stepSeries = new Map<string, Counter | Gauge>();
 
-  /** A series a fix declared (Fix.agent.families), created with the registry. */
-  private fixFamily(fam: AgentFamily): void {
+  /** A series a step declared (AgentStepEntry.families), created with the registry. */
+  private stepFamily(fam: AgentFamily): void {
     const opts = { name: fam.name, help: fam.help, labelNames: fam.labelNames ?? [], registers: [this.registry] };
     const series = fam.type === 'counter' ? new Counter(opts) : new Gauge(opts);
     if (fam.zero) series instanceof Counter ? series.inc(0) : series.set(0);
-    this.fixSeries.set(fam.name, series);
+    this.stepSeries.set(fam.name, series);
   }
 
-  /** The fixes' per-network series (AgentFamily.perNetwork), created at 0 once a pass has opened `network`; idempotent. */
+  /** The steps' per-network series (AgentFamily.perNetwork), created at 0 once a pass has opened `network`; idempotent. */
   networkKnown(network: string): void {
-    for (const fam of FIXES.flatMap((f) => f.agent?.families ?? [])) {
-      const series = this.fixSeries.get(fam.name);
+    for (const fam of FAMILIES_OF_STEPS) {
+      const series = this.stepSeries.get(fam.name);
       for (const labels of fam.perNetwork ?? []) {
         // inc(0) and set(+0) leave an existing series' value as it is.
         if (series instanceof Counter) series.inc({ ...labels, network }, 0);
@@ -138,16 +102,16 @@ export class AgentMetrics {
     }
   }
 
-  /** A fix's counter by name; throws for a name no fix declared as a counter (a bug, caught by any pass). */
+  /** A step's counter by name; throws for a name no step declared as a counter (a bug, caught by any pass). */
   counter(name: string): Counter {
-    const s = this.fixSeries.get(name);
-    if (!(s instanceof Counter)) throw new TypeError(`no agent counter ${name} is declared by a fix`);
+    const s = this.stepSeries.get(name);
+    if (!(s instanceof Counter)) throw new TypeError(`no agent counter ${name} is declared by a step`);
     return s;
   }
 
   gauge(name: string): Gauge {
-    const s = this.fixSeries.get(name);
-    if (!(s instanceof Gauge)) throw new TypeError(`no agent gauge ${name} is declared by a fix`);
+    const s = this.stepSeries.get(name);
+    if (!(s instanceof Gauge)) throw new TypeError(`no agent gauge ${name} is declared by a step`);
     return s;
   }
 

@@ -1,33 +1,29 @@
-// One reconcile pass of the node agent, on the shim's network as the plugin sees it (src/cli/network.ts):
-//   gc       leaked pod attachments, from the runtime's result cache, with every guard of `ipam-shim gc`
-//            (src/gc/); released only in `apply` mode, reported in `report` mode;
-//   pods     every pod the runtime's result cache holds (GC's source and guards), against the ledger: pods the
-//            shim never saw are counted, and the view is what the fixes' steps work on;
-//   then every fix's step (src/fixes/registry.ts, Fix.agent): reserved (pods holding a reserved address are
-//            reported, never touched), residue (removed for ledger addresses and unseen pods, with ADD's
-//            function), probe (the IPv6 probe rewrite put back where due, with ADD's decision).
+// One reconcile pass of the node agent, on the shim's network as the plugin sees it (src/cli/network.ts): the network
+// step opens it, then every step runs in order (src/agent/steps.ts: gc, pods, then every fix's), each with the same
+// Pass (src/fixes/agent-step.ts). The runner knows no step by name: it reads the runtime's result cache and lists
+// the ledger once a pass for the steps that ask, hands the pods step's view to the steps after it, and writes the
+// pass's report, metrics and log line.
 // Every step is its own try: one failing step is logged and counted, the others still run. SIGTERM (`signal`)
 // is honoured between steps and between attachments, never inside a release or a cleanup; a step that does not
 // reach its next safe point within PASS_BOUNDS.stopGraceMs is left behind, so the pass ends whatever it is doing.
 // A step that runs past PASS_BOUNDS.stepMs is abandoned the same way (outcome "abandoned", counted as an error):
 // its signal asks it to stop at its next safe point, and the pass, and the next one, go on without it. Leaving a
 // step behind is safe because everything a step does to an attachment it does under the attachment's lock.
-import { attachmentKey } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import { openConflistNetwork, type NetworkSelection, type OpenNetwork } from '../network/open.js';
 import type { Logger } from '../log.js';
 import { sinceStart } from '../spans.js';
-import { cachedAttachments, gcFromCache, type CacheView } from '../gc/from-cache.js';
-import { FIXES } from '../fixes/registry.js';
-import type { Pass, StepOutcome } from '../fixes/agent-step.js';
-import { podName, viewNetworkPods, type PodsView } from '../fixes/pods.js';
+import { cachedAttachments } from '../gc/from-cache.js';
+import type { CacheView } from '../gc/cached-pod.js';
+import type { GcFlags, Pass, StepOutcome } from '../fixes/agent-step.js';
+import { podHolds } from '../fixes/pod-holds.js';
+import type { PodsView } from '../pods/view.js';
 import type { AgentMetrics } from './metrics.js';
-import { AGENT_LOCK_WAIT_MS } from '../fixes/attachment-lock.js';
 import { PersistingProblems } from './problems.js';
-import { Lasting } from '../fixes/lasting.js';
+import { STEPS } from './steps.js';
 
-export type GcMode = 'report' | 'apply';
+export type { GcMode } from '../fixes/agent-step.js';
 
 export interface ReconcileOptions {
   network: NetworkSelection;
@@ -35,9 +31,9 @@ export interface ReconcileOptions {
   run: Run;
   log: Logger;
   metrics: AgentMetrics;
-  gc: { mode: GcMode; cacheDir: string; graceMs: number; allowEmptyCache: boolean };
+  gc: GcFlags;
   signal: AbortSignal;
-  /** What one pass leaves the next (the daemon keeps one): only to log newly unseen pods once, not every pass. */
+  /** What one pass leaves the next (the daemon keeps one): what each step keeps (Pass.state). */
   memory?: PassMemory;
   /** The agent's problems across passes (logged when they start and end); absent: each pass logs its own. */
   problems?: PersistingProblems;
@@ -77,13 +73,7 @@ class StepOverrunError extends Error {
 }
 
 export interface PassMemory {
-  /** The unseen pods of the last pass (attachment keys): replaced every pass, never grows beyond the node's pods. */
-  unseen: Set<string>;
-  /** The cache files the last pass ignored (names libcni would refuse): logged when they first appear. */
-  ignored?: Set<string>;
-  /** Why the runtime's result cache was out of sight at the last pass (logged when it starts and when it ends). */
-  outOfSight?: Lasting<{ why: string }>;
-  /** What each fix's step keeps across passes (Pass.state), by step. */
+  /** What each step keeps across passes (Pass.state), by step. */
   steps?: Map<string, unknown>;
 }
 
@@ -92,18 +82,11 @@ export interface PassReport {
   steps: Partial<Record<string, PassStepOutcome>>;
   /** Attachments left for the next pass because a CNI call held their lock (or re-recorded them). */
   busy: number;
-  /** gc: leaked attachments found (released in apply mode). */
-  leaked: number;
-  released: number;
-  /** gc, report mode: chained records of provably dead pods forgotten. */
-  forgotten: number;
-  /** pods: attachments in the runtime's cache and those not in the ledger; undefined: could not look. */
-  runtimePods?: number;
-  unseenPods?: number;
-  /** Cache entries left out because libcni would refuse their names (src/gc/from-cache.ts `ignored`). */
-  cacheIgnored?: number;
-  /** What the fixes' steps noted (Pass.note): residueRemoved, probeRestored, reservedPods, … */
-  fixes: Record<string, number | boolean>;
+  /**
+   * What the steps noted (Pass.note, AgentStepEntry.notes): gc's leaked, released, forgotten, cacheIgnored; pods'
+   * runtimePods, unseenPods (absent: could not look); the fixes' residueRemoved, probeRestored, reservedPods, …
+   */
+  notes: Record<string, number | boolean>;
   errors: number;
   durationMs: number;
   stopped: boolean;
@@ -119,10 +102,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     network: undefined,
     steps: {},
     busy: 0,
-    leaked: 0,
-    released: 0,
-    forgotten: 0,
-    fixes: {},
+    notes: Object.assign({}, ...STEPS.map((s) => s.notes ?? {})),
     errors: 0,
     durationMs: 0,
     stopped: false,
@@ -181,24 +161,11 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   });
   if (net) {
     const n = net;
-    // The runtime's result cache, read once for the GC and pods steps (a read that throws fails both).
-    let reading: Promise<CacheView> | undefined;
-    const cache = () => (reading ??= cachedAttachments(o.gc.cacheDir, n.conf.name).then((v) => noteIgnored(o, n, report, v)));
-    await step('gc', (signal) => gcStep(o, n, report, cache, signal));
-    // One ledger listing for the pods step and the fixes' steps (taken after GC: what it released is gone from it).
-    let listing: Promise<LedgerRecord[]> | undefined;
-    const records = () => (listing ??= n.ledger.list().then((l) => l.records));
-    let runtime: PodsView | undefined;
-    await step('pods', async () => {
-      const r = await podsStep(o, n, report, cache, records);
-      runtime = r.view;
-      return r.outcome;
-    });
-    for (const fix of FIXES) {
-      if (!fix.agent) continue;
-      const { step: name, load } = fix.agent;
-      await step(name, async (signal) => (await load()).reconcile(passFor(o, n, report, name, records, runtime, signal)));
-    }
+    // The runtime's result cache and one ledger listing (taken after GC: what it released is gone from it), read
+    // once for the steps that ask; the pods step's view, for the steps after it.
+    const shared: Shared = { runtime: undefined };
+    for (const { step: name, load } of STEPS)
+      await step(name, async (signal) => (await load()).reconcile(passFor(o, n, report, name, shared, signal)));
   }
 
   report.stopped = stopped(o);
@@ -207,18 +174,12 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
   o.metrics.passes.inc({ outcome });
   o.metrics.lastDuration.set(report.durationMs / 1000);
   o.metrics.lastPass.set(Date.now() / 1000);
-  const { steps, leaked, released, forgotten, fixes, errors, network, busy, runtimePods, unseenPods, cacheIgnored } = report;
+  const { steps, notes, errors, network, busy } = report;
   o.log.info(
     {
       network,
       steps,
-      leaked,
-      released,
-      forgotten,
-      runtimePods,
-      unseenPods,
-      cacheIgnored,
-      ...fixes,
+      ...notes,
       busy,
       errors,
       stopped: report.stopped,
@@ -254,167 +215,26 @@ function leftBehind(signal: AbortSignal, bounds: PassBounds): { promise: Promise
   return { promise, cancel };
 }
 
-/** Logs the cache entries left out for names libcni would refuse, by file name, when they first appear; counts them. */
-function noteIgnored(o: ReconcileOptions, net: OpenNetwork, report: PassReport, view: CacheView): CacheView {
-  report.cacheIgnored = view.ignored.length;
-  const before = o.memory?.ignored ?? new Set<string>();
-  const fresh = view.ignored.filter((i) => !before.has(i.file));
-  if (o.memory) o.memory.ignored = new Set(view.ignored.map((i) => i.file));
-  if (fresh.length)
-    net.log.warn(
-      { step: 'gc', count: view.ignored.length, new: fresh.slice(0, 20) },
-      "runtime cache entries with a container ID or interface name libcni would refuse: ignored (never a pod of this node's, never a path)",
-    );
-  return view;
+/** What the steps of one pass share: the reads made once, the pods step's view. */
+interface Shared {
+  cache?: Promise<CacheView>;
+  records?: Promise<LedgerRecord[]>;
+  runtime: PodsView | undefined;
 }
 
-async function gcStep(
-  o: ReconcileOptions,
-  net: OpenNetwork,
-  report: PassReport,
-  cache: () => Promise<CacheView>,
-  signal: AbortSignal,
-): Promise<StepOutcome> {
-  const apply = o.gc.mode === 'apply';
-  const {
-    valid,
-    refused,
-    report: gc,
-  } = await gcFromCache(net, {
-    cacheDir: o.gc.cacheDir,
-    cache: await cache(),
-    apply,
-    graceMs: o.gc.graceMs,
-    allowEmptyCache: o.gc.allowEmptyCache,
-    signal,
-    lockWaitMs: AGENT_LOCK_WAIT_MS,
-    // Report mode releases nothing. A provably dead pod's chained record with no delegate behind it is only a note
-    // that nothing of ours can ever release through: forgotten, so it cannot wedge the address. With a delegate it is
-    // the evidence an apply releases through, and the leak must stay reported (ipam_shim_agent_gc_leaked, the
-    // shipped alert): kept. Either way an ADD given the address takes it from the dead holder (src/gc/stale.ts).
-    forgetChained: !net.delegate,
-  });
-  const name = net.conf.name;
-  report.busy += gc.skipped.length;
-  if (refused) net.log.warn({ step: 'gc', refused }, 'gc: refusing to release anything');
-  report.leaked = gc.plan.release.length;
-  report.released = gc.released.length;
-  report.forgotten = gc.forgotten.length;
-  o.metrics.forgotten.inc({ network: name }, gc.forgotten.length);
-  if (gc.forgotten.length)
-    net.log.warn(
-      { step: 'gc', forgotten: gc.forgotten },
-      'gc: forgot the chained records of provably dead pods (no address released: chained, the main plugin holds it)',
-    );
-  o.metrics.leaked.reset();
-  o.metrics.leaked.set({ network: name, mode: o.gc.mode }, gc.plan.release.length);
-  o.metrics.released.inc({ network: name }, gc.released.length);
-  for (const e of gc.errors) {
-    o.metrics.errors.inc({ step: 'gc' });
-    net.log.error({ step: 'gc', attachment: e.attachment, code: e.code, error: e.error }, 'gc: release failed');
-  }
-  report.errors += gc.errors.length;
-  const leaked = gc.plan.release.map((r) => ({ containerID: r.record.containerID, ifname: r.record.ifname, ips: r.record.ips, why: r.reason }));
-  if (leaked.length) {
-    net.log.warn(
-      { step: 'gc', mode: o.gc.mode, leaked, released: gc.released },
-      apply ? 'gc: released leaked attachments' : 'gc: leaked attachments found (report mode: set gc mode apply to release them)',
-    );
-  } else net.log.debug({ step: 'gc', cached: valid.length, kept: gc.plan.kept.length }, 'gc: nothing leaked');
-  return gc.errors.length ? 'error' : refused && apply ? 'skipped' : 'ok';
-}
-
-/**
- * Every pod the runtime knows (its result cache, with GC's guards: a file of this network that cannot be read
- * makes the list unknowable and fails the step). "Could not look" never reads as "found nothing": then the
- * gauges are removed (no series, not 0) and ipam_shim_agent_runtime_cache_readable is 0.
- */
-async function podsStep(
-  o: ReconcileOptions,
-  net: OpenNetwork,
-  report: PassReport,
-  cache: () => Promise<CacheView>,
-  ledger: () => Promise<LedgerRecord[]>,
-): Promise<{ outcome: StepOutcome; view?: PodsView }> {
-  const network = net.conf.name;
-  const m = o.metrics;
-  const blind = () => {
-    m.cacheReadable.set({ network }, 0);
-    for (const g of [m.runtimePods, m.unseenPods]) g.remove({ network });
-  };
-  let view: CacheView;
-  try {
-    view = await cache();
-  } catch (e) {
-    blind();
-    throw e;
-  }
-  // A cache out of sight lasts (no runtime has written one yet, a wrong --cache-dir): said when it starts and ends.
-  // (An unreadable cache fails the step: PersistingProblems says when that starts and ends.)
-  if (view.blind?.kind === 'unreadable') {
-    blind();
-    throw new Error(view.blind.why);
-  }
-  const outOfSight = o.memory ? (o.memory.outOfSight ??= new Lasting((c) => c.why)) : new Lasting<{ why: string }>((c) => c.why);
-  const sight = outOfSight.update(view.blind?.kind === 'missing' ? [{ why: view.blind.why }] : []);
-  for (const c of sight.ended) net.log.info({ step: 'pods', was: c.why, since: c.since }, "pods: the runtime's result cache is in sight again");
-  if (view.blind?.kind === 'missing') {
-    blind();
-    for (const c of sight.started)
-      net.log.warn(
-        { step: 'pods', why: c.why },
-        "pods: the runtime's result cache is out of sight: pods the shim never saw are not looked at (check --cache-dir; logged again when it changes or ends)",
-      );
-    return { outcome: 'skipped' };
-  }
-  const v = viewNetworkPods(net.conf, view.pods, await ledger());
-  m.cacheReadable.set({ network }, 1);
-  m.runtimePods.set({ network }, view.pods.length);
-  m.unseenPods.set({ network }, v.unseen.length);
-  report.runtimePods = view.pods.length;
-  report.unseenPods = v.unseen.length;
-  // Unseen pods are logged when they first appear (a pod started before the shim was installed stays unseen
-  // until it ends); the gauge tells the rest.
-  const before = o.memory?.unseen ?? new Set<string>();
-  const now = new Set(v.unseen.map(attachmentKey));
-  const fresh = v.unseen.filter((p) => !before.has(attachmentKey(p)));
-  if (o.memory) o.memory.unseen = now;
-  if (fresh.length) {
-    net.log.warn(
-      {
-        step: 'pods',
-        count: v.unseen.length,
-        new: fresh.slice(0, 20).map((p) => ({ pod: podName(p), containerID: p.containerID, ifname: p.ifname, ips: p.ips })),
-      },
-      "pods: the runtime holds pods the shim never saw (started while it was not in the chain): their residue is removed like the ledger's",
-    );
-  }
-  for (const p of v.unreadable) {
-    report.errors++;
-    m.errors.inc({ step: 'pods' });
-    net.log.error(
-      { step: 'pods', pod: podName(p), containerID: p.containerID, ifname: p.ifname, why: p.unreadable },
-      "pods: a cache entry's addresses cannot be read: its residue and reserved addresses are not looked at",
-    );
-  }
-  return { outcome: v.unreadable.length ? 'error' : 'ok', view: v };
-}
-
-/** What a fix's step gets from this pass (src/fixes/agent-step.ts). */
-function passFor(
-  o: ReconcileOptions,
-  net: OpenNetwork,
-  report: PassReport,
-  step: string,
-  records: () => Promise<LedgerRecord[]>,
-  runtime: PodsView | undefined,
-  signal: AbortSignal,
-): Pass {
+/** What a step gets from this pass (src/fixes/agent-step.ts). */
+function passFor(o: ReconcileOptions, net: OpenNetwork, report: PassReport, step: string, shared: Shared, signal: AbortSignal): Pass {
   return {
     net,
     signal,
-    records,
-    runtime,
+    flags: { gc: o.gc },
+    records: () => (shared.records ??= net.ledger.list().then((l) => l.records)),
+    cache: () => (shared.cache ??= cachedAttachments(o.gc.cacheDir, net.conf.name)),
+    holds: () => podHolds(net.conf),
+    runtime: shared.runtime,
+    provide: (view) => {
+      shared.runtime = view;
+    },
     counter: (name) => o.metrics.counter(name),
     gauge: (name) => o.metrics.gauge(name),
     error: () => {
@@ -424,7 +244,7 @@ function passFor(
     busy: () => {
       report.busy++;
     },
-    note: (fields) => Object.assign(report.fixes, fields),
+    note: (fields) => Object.assign(report.notes, fields),
     state: <T>(init: () => T): T => {
       const kept = o.memory ? (o.memory.steps ??= new Map()) : new Map<string, unknown>();
       if (!kept.has(step)) kept.set(step, init());

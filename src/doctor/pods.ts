@@ -2,7 +2,8 @@
 // and guards as GC, src/gc/from-cache.ts), against the ledger: pods the shim never saw (started outside the chain)
 // and pods holding an address inside reservedCIDRs. "Could not look" is its own finding, never "no pods".
 import { cachedAttachments, DEFAULT_CACHE_DIR } from '../gc/from-cache.js';
-import { podName, viewNetworkPods } from '../fixes/pods.js';
+import { podName, viewPods } from '../pods/view.js';
+import { podHolds } from '../fixes/pod-holds.js';
 import { type DoctorCheck, type Finding, list } from './check.js';
 
 const NAME = 'runtime-pods';
@@ -39,8 +40,8 @@ export const podsCheck: DoctorCheck = {
     if (view.blind && view.blind.kind !== 'empty')
       return [{ check: NAME, verdict: 'warn', summary: `could not look at the pods the runtime knows: ${view.blind.why}`, fix }];
     const { records } = await net.ledger.list();
-    const v = viewNetworkPods(net.conf, view.pods, records);
-    const out: Finding[] = v.reserved.map((r) => ({
+    const v = viewPods(view.pods, records, podHolds(net.conf));
+    const out: Finding[] = v.held.map(({ fix: _fix, ...r }) => ({
       check: NAME,
       verdict: 'problem' as const,
       summary: `pod ${podName(r.pod)} (${r.pod.containerID}) holds ${r.ip}, inside reserved CIDR ${r.cidr}: replies to it are routed to the reserved subnet's owner and lost`,

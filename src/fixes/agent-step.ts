@@ -1,20 +1,44 @@
-// What a fix's node-agent step gets from a reconcile pass (src/agent/reconcile.ts runs the network, gc and pods
-// steps, then every fix's step in registry order) and what it answers.
+// What a node-agent step gets from a reconcile pass and what it answers: the gc and pods steps (src/gc/, src/pods/)
+// and every fix's step alike. src/agent/reconcile.ts runs the network step, then each step in order (gc, pods,
+// then the fixes' in registry order: src/agent/steps.ts).
 import type { Counter, Gauge } from 'prom-client';
+import type { CacheView } from '../gc/cached-pod.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { OpenNetwork } from '../network/open.js';
-import type { PodsView } from './pods.js';
+import type { PodHold, PodsView } from '../pods/view.js';
 
 export type StepOutcome = 'ok' | 'error' | 'skipped' | 'stopped';
+
+export type GcMode = 'report' | 'apply';
+
+/** The agent's gc flags: the gc step's mode and guards, and where the runtime's result cache is. */
+export interface GcFlags {
+  mode: GcMode;
+  cacheDir: string;
+  graceMs: number;
+  allowEmptyCache: boolean;
+}
+
+/** The agent's own flags (src/cli/agent.ts), beside the network's settings (net.conf.settings). */
+interface PassFlags {
+  gc: GcFlags;
+}
 
 export interface Pass {
   net: OpenNetwork;
   signal: AbortSignal;
+  flags: PassFlags;
   /** The ledger's records: one listing per pass, taken after GC (what it released is gone from it). */
   records(): Promise<LedgerRecord[]>;
+  /** The runtime's result cache for the network: read once per pass (gc, then pods); a read that throws fails both. */
+  cache(): Promise<CacheView>;
+  /** Every fix's hold on the pods' addresses (Fix.holds), for the pods view; throws what a fix's settings reader does. */
+  holds(): Array<{ fix: string; hold: PodHold }>;
   /** Every pod the runtime knows, against the ledger (the pods step); undefined when it could not look. */
   runtime: PodsView | undefined;
-  /** One of the series the fix declared (Fix.agent.families). */
+  /** Hands the runtime's pods view to the steps after this one (Pass.runtime): the pods step's answer. */
+  provide(view: PodsView): void;
+  /** One of the series the step declared (AgentStepEntry.families). */
   counter(name: string): Counter;
   gauge(name: string): Gauge;
   /** Counts one error of this step (the pass's `errors` and ipam_shim_agent_errors_total{step}). */

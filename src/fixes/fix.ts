@@ -12,6 +12,7 @@ import type { Logger } from '../log.js';
 import type { DoctorCheck } from '../doctor/check.js';
 import type { Command } from '../cli/command.js';
 import type { AgentStep } from './agent-step.js';
+import type { PodHold } from '../pods/view.js';
 
 /** What a fix's address hooks get at ADD and CHECK. */
 export interface AddressCall {
@@ -54,6 +55,17 @@ export interface AgentFamily {
   perNetwork?: Array<Record<string, string>>;
 }
 
+/** A step of the agent's pass: a fix's (Fix.agent), the gc step's and the pods step's (src/agent/steps.ts). */
+export interface AgentStepEntry {
+  /** A label value (ipam_shim_agent_steps_total{step}), `step` in its log lines. */
+  step: string;
+  /** The agent series it owns (src/agent/metrics.ts creates them; Pass.counter/gauge hand them out). */
+  families: AgentFamily[];
+  /** Fields the pass's log line carries even when the step does not run, with their value then. */
+  notes?: Record<string, number | boolean>;
+  load(): Promise<AgentStep>;
+}
+
 export interface Fix {
   /** Unique; how logs and docs name the fix. */
   name: string;
@@ -69,6 +81,11 @@ export interface Fix {
   verify?(call: AddressCall): Promise<void>;
   /** STATUS: why no ADD can succeed now, or undefined. */
   status?(conf: NetConf, log: Logger): string | undefined;
+  /**
+   * The runtime's pods view (src/pods/view.ts): the addresses of the runtime's pods this fix holds apart (listed in
+   * the view's `held`, never among the unseen pods' addresses, so no step acts on them); undefined: none here.
+   */
+  holds?(conf: NetConf): PodHold | undefined;
   /** The plugin's textfile: the families this fix owns, what its tallies add to, and a tally per call outcome. */
   metrics?: {
     families: Record<string, CniFamily>;
@@ -77,7 +94,7 @@ export interface Fix {
     outcome?(verb: string, code: number): string | undefined;
   };
   /** The node agent: the step's name (a label value), the series it owns, and the step itself. */
-  agent?: { step: string; families: AgentFamily[]; load(): Promise<AgentStep> };
+  agent?: AgentStepEntry;
   /** doctor's checks for this fix. */
   doctor?(): Promise<DoctorCheck[]>;
   /** Its operator commands (`ipam-shim <name>`), each loaded only when it runs (src/cli/index.ts). */

@@ -7,10 +7,10 @@
 //   reads 1 in ipam_shim_agent_reserved_routes{network,reserved,route,gateway}, 0 once it is gone; logged once when
 //   it appears and once when it goes. Reported only: the route is another component's (Cilium's, the cloud's).
 import { attachmentKey } from '../cni/config.js';
-import { podName } from '../fixes/pods.js';
+import { podName } from '../pods/view.js';
 import type { AgentStep, Pass, StepOutcome } from '../fixes/agent-step.js';
 import { Lasting } from '../fixes/lasting.js';
-import { reservedCidrs } from './decision.js';
+import { RESERVED, reservedCidrs } from './decision.js';
 import { capturingRoutes, lookAtRoutes, routeGateway } from './node-routes.js';
 
 export const reservedStep: AgentStep = {
@@ -31,7 +31,7 @@ function reservedPods(pass: Pass): StepOutcome {
     gauge.remove({ network });
     return 'skipped';
   }
-  const reserved = pass.runtime.reserved;
+  const reserved = pass.runtime.held.filter((h) => h.fix === RESERVED);
   const pods = new Set(reserved.map((r) => attachmentKey(r.pod))).size;
   gauge.set({ network }, pods);
   pass.note({ reservedPods: pods });

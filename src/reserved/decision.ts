@@ -4,7 +4,11 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import type { NetConf } from '../cni/config.js';
 import { parseCidrs, type Cidr } from '../net/cidr.js';
+import type { PodHold } from '../pods/view.js';
 import { assessRanges, everySetWhollyReserved, findReservedHit, type RangeSetAssessment } from './ranges.js';
+
+/** The fix's name (Fix.name): the pods view names the fix holding an address by it. */
+export const RESERVED = 'reserved';
 
 /** A reservedCIDRs list as the plugin reads it: code 7 when an entry is not a CIDR. */
 export function parseReservedCidrs(list: readonly string[]): Cidr[] {
@@ -28,6 +32,19 @@ export function reservedCidrs(conf: Pick<NetConf, 'settings'>): Cidr[] {
     parsedReserved.set(conf, cidrs);
   }
   return cidrs;
+}
+
+/**
+ * The pods view's hold (Fix.holds, src/pods/view.ts): a pod's address inside reservedCIDRs is reported, never acted
+ * on (its residue may be the reserved subnet's real owner's). No reservedCIDRs: no hold.
+ */
+export function reservedHold(conf: Pick<NetConf, 'settings'>): PodHold | undefined {
+  const cidrs = reservedCidrs(conf);
+  if (!cidrs.length) return undefined;
+  return (ip) => {
+    const hit = findReservedHit(ip, cidrs);
+    return hit && { ip: hit.ip, cidr: hit.cidr.text };
+  };
 }
 
 /** ADD, CHECK: code 100 for the first address inside a reserved CIDR. */

@@ -3,10 +3,10 @@
 // the runtime knows that holds one (never touches it); doctor and the agent find the routes that capture reserved subnets.
 import { ErrorCode } from '../cni/errors.js';
 import type { Fix } from '../fixes/fix.js';
-import { delegateRangesVerdict, refuseReserved, reservedCidrs } from './decision.js';
+import { delegateRangesVerdict, RESERVED, refuseReserved, reservedCidrs, reservedHold } from './decision.js';
 
 export const reservedFix: Fix = {
-  name: 'reserved',
+  name: RESERVED,
   // A bad reservedCIDRs list fails the ADD before the delegate allocates anything.
   validate: (conf) => void reservedCidrs(conf),
   refuse: refuseReserved,
@@ -15,6 +15,7 @@ export const reservedFix: Fix = {
     if (overlapping.length) log.warn({ ranges: overlapping }, 'delegate ranges overlap reserved CIDRs: some ADDs will be refused');
     return problem;
   },
+  holds: reservedHold,
   metrics: {
     families: {
       ipam_shim_reserved_refusals_total: { type: 'counter', help: 'ADDs refused because the address lies in a reserved CIDR (error 100).' },

@@ -1,13 +1,14 @@
 // The node agent's residue step: azure-vnet residue naming a ledger address or the address of a pod the shim never
-// saw (the pods step's residueTargets: reserved addresses excepted), removed with the function ADD uses. A cache
-// entry is the runtime's word and may name anything: an unseen pod's address is a target only when THE rule
-// (src/residue/cleanable.ts) allows it, judged against the node's addresses read this pass; when they cannot be
-// read, no unseen pod's address is cleaned this pass.
+// saw (the pods view's unseenAddresses: addresses a fix holds apart, the reserved ones, excepted), removed with the
+// function ADD uses. A cache entry is the runtime's word and may name anything: an unseen pod's address is a target
+// only when THE rule (src/residue/cleanable.ts) allows it, judged against the node's addresses read this pass; when
+// they cannot be read, no unseen pod's address is cleaned this pass.
 import { attachmentKey, attachmentOfKey } from '../cni/config.js';
 import { listNeighbours } from '../effects/neigh.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { CachedPod } from '../gc/cached-pod.js';
-import { networkPodRanges, podName } from '../fixes/pods.js';
+import { podName } from '../pods/view.js';
+import { networkPodRanges } from '../fixes/pod-ranges.js';
 import { AttachmentBusy, exclusiveAttachment } from '../fixes/attachment-lock.js';
 import type { AgentStep } from '../fixes/agent-step.js';
 import { findResidueOnNode, listPreroutingResidue, nodeBackends, readNodeFacts } from './clean.js';
@@ -32,7 +33,7 @@ export const residueStep: AgentStep = {
     pass.note({ residueRemoved: 0 });
     if (!residue.ebtables && !residue.neigh) return 'skipped';
     const records = await pass.records();
-    const candidates = pass.runtime?.residueTargets ?? [];
+    const candidates = pass.runtime?.unseenAddresses ?? [];
     if (!records.some((r) => r.ips.length) && !candidates.length) return 'ok';
     // The node's own addresses, MACs and next hops: what no address of a pod can be. Could not look: no unseen pod's
     // address is cleaned (ledger addresses still go to cleanResidueFor, which reads them again and fails loudly).

@@ -76,7 +76,7 @@ const said = (lines: Record<string, any>[], re: RegExp) => lines.filter((l) => r
 describe('lasting conditions: logged once when they start, once when they end', () => {
   it("the runtime's result cache out of sight: one warning over three passes, one line when it is in sight again", async () => {
     const { o, cache, lines } = await world();
-    const memory: PassMemory = { unseen: new Set() };
+    const memory: PassMemory = {};
     await passes(o, memory, 3);
     expect(said(lines, /result cache is out of sight/).map((l) => l.level)).toEqual(['warn']);
     await mkdir(cache, { recursive: true });
@@ -88,7 +88,7 @@ describe('lasting conditions: logged once when they start, once when they end', 
   it("a rogue cache entry naming the node's address: the residue step's refusal is logged once while it lasts, once when it goes", async () => {
     const { o, cache, lines } = await world();
     const entry = await cacheEntry(cache, 'rogue', '10.0.0.5');
-    const memory: PassMemory = { unseen: new Set() };
+    const memory: PassMemory = {};
     await passes(o, memory, 3);
     const refused = said(lines, /cannot be a pod's of this network are not cleaned/);
     expect(refused).toHaveLength(1);
@@ -117,7 +117,7 @@ describe('series created at 0 as soon as a pass knows the network', () => {
     const { o } = await world();
     const before = parseMetrics((await o.metrics.render()).body);
     expect(before.get(seriesKey('ipam_shim_agent_residue_removed_total', { network: 'net', kind: 'ebtables' }))).toBeUndefined();
-    await passes(o, { unseen: new Set() }, 1);
+    await passes(o, {}, 1);
     const after = parseMetrics((await o.metrics.render()).body);
     for (const kind of ['ebtables', 'neigh'])
       expect(after.get(seriesKey('ipam_shim_agent_residue_removed_total', { network: 'net', kind }))?.value, kind).toBe(0);

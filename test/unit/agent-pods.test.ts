@@ -1,4 +1,4 @@
-// The node agent's view of the pods the runtime knows (src/fixes/pods.ts) from cache files written as libcni writes
+// The node agent's view of the pods the runtime knows (src/pods/view.ts) from cache files written as libcni writes
 // them (src/gc/from-cache.ts cachedAttachments): addresses from every result version, the pod's namespace/name from
 // cniArgs, pods the ledger does not hold, reserved addresses (never residue targets), and entries whose addresses
 // cannot be read (unknown, not none).
@@ -7,8 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cachedAttachments } from '../../src/gc/from-cache.js';
-import { podName, viewPods } from '../../src/fixes/pods.js';
-import { parseCidrs } from '../../src/net/cidr.js';
+import { podName, viewPods, type PodHold } from '../../src/pods/view.js';
+import { podHolds } from '../../src/fixes/pod-holds.js';
+import type { NetConf } from '../../src/cni/config.js';
+import { reservedHold } from '../../src/reserved/decision.js';
 import { podRecord } from '../helpers/ledger-record.js';
 
 let dir: string | undefined;
@@ -70,13 +72,15 @@ describe('the runtime pods the agent sees', () => {
     const view = await cachedAttachments(d, 'net');
     expect(view.blind).toBeUndefined();
     expect(view.pods.map((p) => p.containerID).sort()).toEqual(['bad', 'new', 'old', 'res', 'seen']);
-    const v = viewPods(view.pods, [rec('seen', '10.0.0.2/24')], parseCidrs(['10.0.9.0/24']));
+    // The reserved fix's hold (Fix.holds), as the pods step and doctor get it.
+    const reserved = { settings: { reservedCIDRs: ['10.0.9.0/24'] } } as unknown as Parameters<typeof reservedHold>[0];
+    const v = viewPods(view.pods, [rec('seen', '10.0.0.2/24')], [{ fix: 'reserved', hold: reservedHold(reserved)! }]);
     expect(v.unseen.map((p) => p.containerID).sort()).toEqual(['bad', 'new', 'old', 'res']);
-    expect(v.reserved).toEqual([
-      { pod: expect.objectContaining({ containerID: 'res', namespace: 'c', name: 'db-0' }), ip: '10.0.9.5', cidr: '10.0.9.0/24' },
+    expect(v.held).toEqual([
+      { pod: expect.objectContaining({ containerID: 'res', namespace: 'c', name: 'db-0' }), ip: '10.0.9.5', cidr: '10.0.9.0/24', fix: 'reserved' },
     ]);
     // The reserved address is never a residue target; the pod's other address is.
-    expect(Object.fromEntries(v.residueTargets.map((p) => [p.containerID, p.ips]))).toEqual({
+    expect(Object.fromEntries(v.unseenAddresses.map((p) => [p.containerID, p.ips]))).toEqual({
       new: ['10.0.0.3', 'fd00::3'],
       old: ['10.0.0.4'],
       res: ['10.0.0.5'],
@@ -100,5 +104,41 @@ describe('the runtime pods the agent sees', () => {
     dir = await mkdtemp(join(tmpdir(), 'agent-pods-'));
     const view = await cachedAttachments(dir, 'net');
     expect(view.blind?.kind).toBe('missing');
+  });
+});
+
+// The view is fix-neutral: a fix holds addresses apart through its own hook (Fix.holds), so a fifth fix that wants
+// unseen pods' addresses, or holds some back, edits no shared view.
+const conf = (reservedCIDRs: string[]) => ({ name: 'n', settings: { reservedCIDRs } }) as unknown as NetConf;
+
+describe('the pods view is fix-neutral', () => {
+  const pod = (containerID: string, ...ips: string[]) => ({ containerID, ifname: 'eth0', ips });
+
+  it("keeps every fix's held addresses out of the unseen pods' addresses, naming the fix that holds each", () => {
+    // A fifth fix's hold, beside the reserved fix's: nothing of the view changes for it.
+    const other: PodHold = (ip) => (ip === '10.0.0.7' ? { ip, cidr: '10.0.0.7/32' } : undefined);
+    const holds = [...podHolds(conf(['10.0.9.0/24'])), { fix: 'fifth', hold: other }];
+    const v = viewPods(
+      [pod('seen', '10.0.9.1'), pod('a', '10.0.9.5', '10.0.0.5'), pod('b', '10.0.0.7'), pod('c', '10.0.0.8')],
+      [podRecord('seen', '10.0.9.1/24')],
+      holds,
+    );
+    expect(v.unseen.map((p) => p.containerID)).toEqual(['a', 'b', 'c']);
+    expect(v.held.map(({ pod, ip, cidr, fix }) => [pod.containerID, ip, cidr, fix])).toEqual([
+      ['seen', '10.0.9.1', '10.0.9.0/24', 'reserved'],
+      ['a', '10.0.9.5', '10.0.9.0/24', 'reserved'],
+      ['b', '10.0.0.7', '10.0.0.7/32', 'fifth'],
+    ]);
+    // b is left with no address: not among them at all.
+    expect(v.unseenAddresses.map((p) => [p.containerID, p.ips])).toEqual([
+      ['a', ['10.0.0.5']],
+      ['c', ['10.0.0.8']],
+    ]);
+  });
+
+  it("takes the reserved fix's hold from its Fix (Fix.holds), none without reservedCIDRs", () => {
+    expect(podHolds(conf(['10.0.9.0/24'])).map((h) => h.fix)).toEqual(['reserved']);
+    expect(podHolds(conf([]))).toEqual([]);
+    expect(() => podHolds(conf(['not-a-cidr']))).toThrow();
   });
 });

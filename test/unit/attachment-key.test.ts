@@ -8,7 +8,7 @@ import { type Attachment, attachmentKey, attachmentName, attachmentOfKey } from 
 import { Ledger } from '../../src/effects/ledger.js';
 import { MemoryLedger } from '../helpers/memory-ledger.js';
 import { planGc } from '../../src/gc/plan.js';
-import { viewPods } from '../../src/fixes/pods.js';
+import { viewPods } from '../../src/pods/view.js';
 import { podRecord } from '../helpers/ledger-record.js';
 
 // CNI_IFNAME may hold anything but "/", ":" and whitespace (libcni's rule, src/cni/env.ts): these reach the ledger.

@@ -5,7 +5,7 @@ import { parseNodeAddresses } from '../../src/effects/node-addresses.js';
 import { ledgerSubnets, pointsAtNode, refusal, routeGateways, type NodeFacts, type PodRanges } from '../../src/residue/cleanable.js';
 import { findResidue } from '../../src/residue/clean.js';
 import { classifyRule, type ResidueRule } from '../../src/residue/parse.js';
-import { networkPodRanges } from '../../src/fixes/pods.js';
+import { networkPodRanges } from '../../src/fixes/pod-ranges.js';
 import { parseRoutes } from '../../src/effects/routes.js';
 import { parseNetConf } from '../../src/cni/config.js';
 

@@ -1,0 +1,41 @@
+// Where the network's pod ranges are read: host-local ranges through the reserved fix's reader, the residue fix's
+// ledger subnets where none can be read. Two fixes' parts, so it sits with the list of fixes (src/fixes/), not in
+// the fix-neutral pods view (src/pods/view.ts).
+import type { OpenNetwork } from '../network/open.js';
+import { assessRanges } from '../reserved/ranges.js';
+import { ipamSources } from '../reserved/ipam-sources.js';
+import { ledgerSubnets, type PodRanges } from '../residue/cleanable.js';
+
+/**
+ * The network's pod ranges, for THE cleaning rule (src/residue/cleanable.ts): the host-local ranges of every IPAM
+ * config that hands out this network's addresses (the delegate's, and chained, the main plugin's: the reserved
+ * fix's one reader of that shape), plus, when one of them has none to read (azure-ipam, cilium's) or there is none,
+ * the subnets the ledger's addresses were handed out in. Nothing readable at all: no range, and no unseen pod's
+ * address is a target.
+ */
+export function networkPodRanges(net: Pick<OpenNetwork, 'conf' | 'shim'>, ledgerIps: readonly string[]): PodRanges {
+  const ranges: PodRanges['ranges'][number][] = [];
+  const where: string[] = [];
+  const sources = ipamSources(net);
+  let unreadable = sources.length === 0;
+  for (const src of sources) {
+    let sets: ReturnType<typeof assessRanges> = [];
+    try {
+      sets = assessRanges(src.ipam, []);
+    } catch {
+      // malformed: ADD fails on it anyway; its addresses are bounded by the ledger's subnets below
+    }
+    const found = sets.flatMap((s) =>
+      s.ranges.map((r) => ({ family: r.range.family, first: r.range.first, last: r.range.last, text: r.range.text })),
+    );
+    if (!found.length) unreadable = true;
+    else where.push(`${src.where} host-local ranges`);
+    ranges.push(...found);
+  }
+  if (unreadable) {
+    const subnets = ledgerSubnets(ledgerIps);
+    ranges.push(...subnets);
+    where.push(subnets.length ? "the ledger's subnets" : 'no readable IPAM ranges and no ledger address');
+  }
+  return { ranges, source: where.join(' + ') };
+}

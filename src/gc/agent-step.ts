@@ -1,0 +1,100 @@
+// The node agent's gc step: leaked pod attachments, from the runtime's result cache (read once a pass, Pass.cache),
+// with every guard of `ipam-shim gc` (gcFromCache); released only in `apply` mode, reported in `report` mode.
+import type { AgentStep, Pass } from '../fixes/agent-step.js';
+import type { AgentStepEntry } from '../fixes/fix.js';
+import { AGENT_LOCK_WAIT_MS } from '../fixes/attachment-lock.js';
+import type { CacheView } from './cached-pod.js';
+import { gcFromCache } from './from-cache.js';
+
+const gcStep: AgentStep = {
+  async reconcile(pass) {
+    const { net } = pass;
+    const { mode, cacheDir, graceMs, allowEmptyCache } = pass.flags.gc;
+    const apply = mode === 'apply';
+    const {
+      valid,
+      refused,
+      report: gc,
+    } = await gcFromCache(net, {
+      cacheDir,
+      cache: noteIgnored(pass, await pass.cache()),
+      apply,
+      graceMs,
+      allowEmptyCache,
+      signal: pass.signal,
+      lockWaitMs: AGENT_LOCK_WAIT_MS,
+      // Report mode releases nothing. A provably dead pod's chained record with no delegate behind it is only a note
+      // that nothing of ours can ever release through: forgotten, so it cannot wedge the address. With a delegate it
+      // is the evidence an apply releases through, and the leak must stay reported (ipam_shim_agent_gc_leaked, the
+      // shipped alert): kept. Either way an ADD given the address takes it from the dead holder (src/gc/stale.ts).
+      forgetChained: !net.delegate,
+    });
+    const network = net.conf.name;
+    for (const _ of gc.skipped) pass.busy();
+    if (refused) net.log.warn({ step: 'gc', refused }, 'gc: refusing to release anything');
+    pass.note({ leaked: gc.plan.release.length, released: gc.released.length, forgotten: gc.forgotten.length });
+    pass.counter('ipam_shim_agent_gc_forgotten_total').inc({ network }, gc.forgotten.length);
+    if (gc.forgotten.length)
+      net.log.warn(
+        { step: 'gc', forgotten: gc.forgotten },
+        'gc: forgot the chained records of provably dead pods (no address released: chained, the main plugin holds it)',
+      );
+    const leakedGauge = pass.gauge('ipam_shim_agent_gc_leaked');
+    leakedGauge.reset();
+    leakedGauge.set({ network, mode }, gc.plan.release.length);
+    pass.counter('ipam_shim_agent_gc_released_total').inc({ network }, gc.released.length);
+    for (const e of gc.errors) {
+      pass.error();
+      net.log.error({ step: 'gc', attachment: e.attachment, code: e.code, error: e.error }, 'gc: release failed');
+    }
+    const leaked = gc.plan.release.map((r) => ({ containerID: r.record.containerID, ifname: r.record.ifname, ips: r.record.ips, why: r.reason }));
+    if (leaked.length) {
+      net.log.warn(
+        { step: 'gc', mode, leaked, released: gc.released },
+        apply ? 'gc: released leaked attachments' : 'gc: leaked attachments found (report mode: set gc mode apply to release them)',
+      );
+    } else net.log.debug({ step: 'gc', cached: valid.length, kept: gc.plan.kept.length }, 'gc: nothing leaked');
+    return gc.errors.length ? 'error' : refused && apply ? 'skipped' : 'ok';
+  },
+};
+
+/** Logs the cache entries left out for names libcni would refuse, by file name, when they first appear; counts them. */
+function noteIgnored(pass: Pass, view: CacheView): CacheView {
+  pass.note({ cacheIgnored: view.ignored.length });
+  const kept = pass.state(() => ({ ignored: new Set<string>() }));
+  const fresh = view.ignored.filter((i) => !kept.ignored.has(i.file));
+  kept.ignored = new Set(view.ignored.map((i) => i.file));
+  if (fresh.length)
+    pass.net.log.warn(
+      { step: 'gc', count: view.ignored.length, new: fresh.slice(0, 20) },
+      "runtime cache entries with a container ID or interface name libcni would refuse: ignored (never a pod of this node's, never a path)",
+    );
+  return view;
+}
+
+export const gcAgent: AgentStepEntry = {
+  step: 'gc',
+  families: [
+    {
+      name: 'ipam_shim_agent_gc_released_total',
+      type: 'counter',
+      help: 'Leaked pod attachments released by the agent (gc mode apply).',
+      labelNames: ['network'],
+    },
+    {
+      name: 'ipam_shim_agent_gc_forgotten_total',
+      type: 'counter',
+      help: 'Chained records of provably dead pods the agent forgot in report mode (no address released: chained, the main plugin holds it).',
+      labelNames: ['network'],
+    },
+    {
+      name: 'ipam_shim_agent_gc_leaked',
+      type: 'gauge',
+      help: "Attachments the last pass found leaked (not in the runtime's cache, proven dead, past the grace period): released in apply mode, reported in report mode.",
+      labelNames: ['network', 'mode'],
+    },
+  ],
+  // The pass's line always says what gc found, 0 when it did not run.
+  notes: { leaked: 0, released: 0, forgotten: 0 },
+  load: async () => gcStep,
+};
