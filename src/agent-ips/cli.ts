@@ -2,8 +2,8 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { agentIpOwner } from '../ledger/owner.js';
 import { allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from './allocate.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../cli/network.js';
-import { parseArgv, UsageError, type Command } from '../cli/command.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../fix/network-flags.js';
+import { parseArgv, UsageError, type Command } from '../fix/command.js';
 import { shown } from '../terminal.js';
 
 const USAGE = `ipam-shim agent-ip allocate --owner NAME [--family 4|6|dual (default: whatever the delegate hands out)] [--wait SECONDS]

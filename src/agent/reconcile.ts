@@ -20,12 +20,12 @@ import type { Logger } from '../log.js';
 import { sinceStart } from '../spans.js';
 import { cachedAttachments, gcFromCache, type CacheView } from '../gc/from-cache.js';
 import { FIXES } from '../fixes/registry.js';
-import type { Pass, StepOutcome } from '../fixes/agent-step.js';
+import type { Pass, StepOutcome } from '../fix/agent-step.js';
 import { podName, viewNetworkPods, type PodsView } from '../fixes/pods.js';
 import type { AgentMetrics } from './metrics.js';
-import { AGENT_LOCK_WAIT_MS } from '../fixes/attachment-lock.js';
+import { AGENT_LOCK_WAIT_MS } from '../fix/attachment-lock.js';
 import { PersistingProblems } from './problems.js';
-import { Lasting } from '../fixes/lasting.js';
+import { Lasting } from '../fix/lasting.js';
 
 export type GcMode = 'report' | 'apply';
 

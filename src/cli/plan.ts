@@ -6,7 +6,7 @@ import { type FamilyPlan, type Plan, planPool, planToJson } from '../reserved/po
 import { CLUSTER_POOL, InputError, type ReservedEntry } from '../plan/inputs.js';
 import { type PlanRequest, PlanRequestError, type PlanSources, planInputOf, requestOf } from '../plan/request.js';
 import { parseCidr } from '../net/cidr.js';
-import { type Command, type CommandOutput, asUsage, parseArgv, UsageError } from './command.js';
+import { type Command, type CommandOutput, asUsage, parseArgv, UsageError } from '../fix/command.js';
 import { shown } from '../terminal.js';
 
 const USAGE = `ipam-shim plan [--values FILE] [--ciliumnodes FILE] [--ippools FILE] [--azure-subnets FILE]…

@@ -3,7 +3,7 @@
 // and pods holding an address inside reservedCIDRs. "Could not look" is its own finding, never "no pods".
 import { cachedAttachments, DEFAULT_CACHE_DIR } from '../gc/from-cache.js';
 import { podName, viewNetworkPods } from '../fixes/pods.js';
-import { type DoctorCheck, type Finding, list } from './check.js';
+import { type DoctorCheck, type Finding, list } from '../fix/doctor-check.js';
 
 const NAME = 'runtime-pods';
 

@@ -5,7 +5,7 @@
 import type { NetConf } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
-import type { AddressCall } from './fix.js';
+import type { AddressCall } from '../fix/fix.js';
 import { FIXES } from './registry.js';
 
 /** First: every fix's check of its settings (code 7), before the delegate allocates anything. */

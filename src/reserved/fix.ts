@@ -2,7 +2,7 @@
 // fails CHECK; STATUS fails when the delegate can only hand out such addresses; the node agent reports every pod
 // the runtime knows that holds one (never touches it); doctor and the agent find the routes that capture reserved subnets.
 import { ErrorCode } from '../cni/errors.js';
-import type { Fix } from '../fixes/fix.js';
+import type { Fix } from '../fix/fix.js';
 import { delegateRangesVerdict, refuseReserved, reservedCidrs } from './decision.js';
 
 export const reservedFix: Fix = {

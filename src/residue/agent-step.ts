@@ -8,12 +8,12 @@ import { listNeighbours } from '../effects/neigh.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { CachedPod } from '../gc/cached-pod.js';
 import { networkPodRanges, podName } from '../fixes/pods.js';
-import { AttachmentBusy, exclusiveAttachment } from '../fixes/attachment-lock.js';
-import type { AgentStep } from '../fixes/agent-step.js';
+import { AttachmentBusy, exclusiveAttachment } from '../fix/attachment-lock.js';
+import type { AgentStep } from '../fix/agent-step.js';
 import { findResidueOnNode, listPreroutingResidue, nodeBackends, readNodeFacts } from './clean.js';
 import { refusal, type NodeFacts, type Refusal } from './cleanable.js';
 import { cleanResidueFor } from './cure.js';
-import { Lasting } from '../fixes/lasting.js';
+import { Lasting } from '../fix/lasting.js';
 
 /** An address of a cache entry THE rule refuses, with the pod and the entry (its attachment key). */
 type Refused = Refusal & { pod: string; entry: string };

@@ -4,7 +4,7 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import type { NetConf } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
-import type { AddressCall } from '../fixes/fix.js';
+import type { AddressCall } from '../fix/fix.js';
 import * as steps from '../fixes/address-steps.js';
 import { tally, type VerbContext } from './context.js';
 import { addressProblem, canonicalIp } from '../net/ip.js';

@@ -4,7 +4,7 @@
 // near command and nothing far.
 import { describe, expect, it } from 'vitest';
 import { runCli, suggest } from '../../src/cli/index.js';
-import { commandHelp, type Command } from '../../src/cli/command.js';
+import { commandHelp, type Command } from '../../src/fix/command.js';
 import { agentCommand } from '../../src/cli/agent.js';
 import { agentIpCommand } from '../../src/agent-ips/cli.js';
 import { doctorCommand } from '../../src/cli/doctor.js';

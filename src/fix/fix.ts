@@ -9,8 +9,8 @@ import type { NetConf } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
 import type { RunScript } from '../doubles/scripted-run.js';
 import type { Logger } from '../log.js';
-import type { DoctorCheck } from '../doctor/check.js';
-import type { Command } from '../cli/command.js';
+import type { DoctorCheck } from './doctor-check.js';
+import type { Command } from './command.js';
 import type { AgentStep } from './agent-step.js';
 
 /** What a fix's address hooks get at ADD and CHECK. */

@@ -3,7 +3,7 @@
 import type { Counter, Gauge } from 'prom-client';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { OpenNetwork } from '../network/open.js';
-import type { PodsView } from './pods.js';
+import type { PodsView } from '../fixes/pods.js';
 
 export type StepOutcome = 'ok' | 'error' | 'skipped' | 'stopped';
 
