@@ -6,5 +6,5 @@ import type { Fix } from '../fix/fix.js';
 export const agentIpsFix: Fix = {
   name: 'agent-ips',
   doctor: async () => [(await import('./doctor.js')).agentCheck],
-  commands: { 'agent-ip': async () => (await import('./cli.js')).agentIpCommand },
+  commands: { 'agent-ip': async (fixes) => (await import('./cli.js')).agentIpCommand(fixes) },
 };

@@ -7,12 +7,16 @@ import { versionJson, versionText } from './version.js';
 import { FIXES } from '../fixes/registry.js';
 import { forTerminal } from '../terminal.js';
 
+/** Each fix's own commands (Fix.commands), handed the registry's list of fixes. */
+const fixCommands = (): Record<string, () => Promise<Command>> =>
+  Object.fromEntries(FIXES.flatMap((f) => Object.entries(f.commands ?? {}).map(([name, load]) => [name, () => load(FIXES)] as const)));
+
 /**
  * Each command's module, loaded only when it runs (none of them is on the CNI call's path: src/main.ts): the
  * node's commands here, each fix's own from the registry (Fix.commands).
  */
 const COMMANDS: Record<string, () => Promise<Command>> = {
-  ...Object.assign({}, ...FIXES.map((f) => f.commands ?? {})),
+  ...fixCommands(),
   plan: async () => (await import('./plan.js')).planCommand,
   doctor: async () => (await import('./doctor.js')).doctorCommand,
   gc: async () => (await import('./gc.js')).gcCommand,

@@ -4,8 +4,9 @@ import { convertResult, resultHostDevices, type Result } from '../cni/result.js'
 import { ownerOf } from '../ledger/owner.js';
 import { AddressHeldError, type LedgerRecord } from '../ledger/record.js';
 import { readNetnsIdentity } from '../effects/netns-probe.js';
-import { attachmentOf, exclusively, tally, type VerbContext } from './context.js';
-import { prefetchFixes, prepareAddresses, resultIps, validateFixes } from './address-steps.js';
+import { addressCall, attachmentOf, exclusively, tally, type VerbContext } from './context.js';
+import { resultIps } from './address-steps.js';
+import { prefetchFixes, prepareAddresses, validateFixes } from '../fixes/address-steps.js';
 import { span, timed } from '../spans.js';
 
 /** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */
@@ -54,7 +55,7 @@ async function addChained(ctx: VerbContext): Promise<Result> {
   // Chained, the shim allocates nothing and never releases: a repeated ADD re-runs the address steps and
   // records the runtime's addresses again; a failure changes nothing in the ledger.
   return exclusively(ctx, async () => {
-    await timed('address', () => prepareAddresses(ctx, ips, { ownDevs }));
+    await timed('address', () => prepareAddresses(addressCall(ctx, ips, ownDevs)));
     await timed('ledger.write', async () =>
       putClaiming(ctx, record(ctx, 'attached', ips, readNetnsIdentity(ctx.env.netns), await ctx.ledger.get(attachmentOf(ctx)))),
     );
@@ -123,7 +124,7 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
       result = await timed('delegate.add', () => delegate.add(conf, ctx.conf.cniVersion));
       const ips = resultIps(result, 'delegate');
       if (ips.length === 0) throw new CniError(ErrorCode.DelegateFailed, `delegate ${delegate.type} returned no IP addresses`);
-      await timed('address', () => prepareAddresses({ ...ctx, run }, ips, { ownDevs: [] }));
+      await timed('address', () => prepareAddresses(addressCall({ ...ctx, run }, ips, [])));
       await timed('ledger.write', () => putClaiming(ctx, record(ctx, 'attached', ips, netnsId, previous)));
       ctx.log.info({ ips, delegateVersion: version }, 'IPAM ADD');
       return result;

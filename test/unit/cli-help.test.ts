@@ -16,10 +16,11 @@ import { probeRewriteCommand } from '../../src/probe-rewrite/cli.js';
 import { residueCommand } from '../../src/residue/cli.js';
 import { versionCommand } from '../../src/cli/version.js';
 import { isAgentCommandLine } from '../../src/cli/agent-reload.js';
+import { FIXES } from '../../src/fixes/registry.js';
 
 const ALL: Command[] = [
   agentCommand,
-  agentIpCommand,
+  agentIpCommand(FIXES),
   doctorCommand,
   gcCommand,
   installCommand,
