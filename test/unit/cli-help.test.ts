@@ -11,7 +11,7 @@ import { doctorCommand } from '../../src/cli/doctor.js';
 import { gcCommand } from '../../src/cli/gc.js';
 import { installCommand, uninstallCommand } from '../../src/cli/install.js';
 import { ledgerCommand } from '../../src/cli/ledger.js';
-import { planCommand } from '../../src/cli/plan.js';
+import { planCommand } from '../../src/reserved/plan/command.js';
 import { probeRewriteCommand } from '../../src/probe-rewrite/cli.js';
 import { residueCommand } from '../../src/residue/cli.js';
 import { versionCommand } from '../../src/cli/version.js';

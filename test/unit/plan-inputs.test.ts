@@ -5,8 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { CLUSTER_POOL, fromAzureSubnets, fromCiliumNodes, fromHelmValues, fromPodIPPools } from '../../src/plan/inputs.js';
-import { planPool } from '../../src/reserved/pool-plan.js';
+import { CLUSTER_POOL, fromAzureSubnets, fromCiliumNodes, fromHelmValues, fromPodIPPools } from '../../src/reserved/plan/inputs.js';
+import { planPool } from '../../src/reserved/plan/pool.js';
 import { formatIp } from '../../src/net/ip.js';
 
 const DIR = resolve(import.meta.dirname, '../fixtures/plan');

@@ -14,10 +14,10 @@
 // Cost: for each (reserved CIDR, pool entry) pair the touched block indexes form one interval, computed with two
 // shifts; intervals are sorted and merged. O(R·P·log(R·P)) bigint operations, independent of the pool's size —
 // a /8 pool with /24 blocks and an fd00::/48 pool with /120 blocks cost the same.
-import { BITS, type Family } from '../net/ip.js';
-import { type Cidr, makeCidr, parseCidrs } from '../net/cidr.js';
-import { type CollisionPoint, type TakenPlan, heldBlocks, holderMap, isBlock, planTaken } from './pool-held.js';
-import { type Proposal, proposePool } from './pool-proposal.js';
+import { BITS, type Family } from '../../net/ip.js';
+import { type Cidr, makeCidr, parseCidrs } from '../../net/cidr.js';
+import { type CollisionPoint, type TakenPlan, heldBlocks, holderMap, isBlock, planTaken } from './held.js';
+import { type Proposal, proposePool } from './proposal.js';
 
 export interface PlanInput {
   /** Pool entries in Cilium's order (clusterPoolIPv4PodCIDRList / IPv6 list); IPv4 and IPv6 may be mixed. */

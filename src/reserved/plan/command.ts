@@ -1,13 +1,13 @@
 // `ipam-shim plan`: which node CIDRs of a Cilium cluster-pool (or of each multi-pool pool) collide with reserved
 // subnets (src/reserved/pool-plan.ts), from flags or from the files an operator has (src/plan/): Helm values,
 // CiliumNodes, CiliumPodIPPools, Azure subnets.
-import type { CollisionPoint } from '../reserved/pool-held.js';
-import { type FamilyPlan, type Plan, planPool, planToJson } from '../reserved/pool-plan.js';
-import { CLUSTER_POOL, InputError, type ReservedEntry } from '../plan/inputs.js';
-import { type PlanRequest, PlanRequestError, type PlanSources, planInputOf, requestOf } from '../plan/request.js';
-import { parseCidr } from '../net/cidr.js';
-import { type Command, type CommandOutput, asUsage, parseArgv, UsageError } from '../fix/command.js';
-import { shown } from '../terminal.js';
+import type { CollisionPoint } from './held.js';
+import { type FamilyPlan, type Plan, planPool, planToJson } from './pool.js';
+import { CLUSTER_POOL, InputError, type ReservedEntry } from './inputs.js';
+import { type PlanRequest, PlanRequestError, type PlanSources, planInputOf, requestOf } from './request.js';
+import { parseCidr } from '../../net/cidr.js';
+import { type Command, type CommandOutput, asUsage, parseArgv, UsageError } from '../../fix/command.js';
+import { shown } from '../../terminal.js';
 
 const USAGE = `ipam-shim plan [--values FILE] [--ciliumnodes FILE] [--ippools FILE] [--azure-subnets FILE]…
               [--pool CIDR[,CIDR…]] [--node-mask N] [--node-mask-v6 N] [--reserved CIDR[,CIDR…]] [--allocated K] [--nodes N] [--json]
