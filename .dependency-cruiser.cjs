@@ -71,14 +71,13 @@ const MAY_IMPORT = {
   'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts'],
   // install validates the fixes' settings it writes into the conflist.
   'install/': ['cni/', 'net/', 'effects/', 'conflist\\.ts', 'log\\.ts', ...FIXES],
-  'plan/': ['cni/', 'net/', 'reserved/'],
   // The verbs, doctor and the agent reach the fixes through the registry (src/fixes/), never a fix folder.
   'verbs/': [...CALLER_BASE, 'status/', 'gc/'],
   'doctor/': [...CALLER_BASE, 'conflist\\.ts', 'gc/'],
   'agent/': [...CALLER_BASE, 'conflist\\.ts', 'metrics\\.ts', 'gc/', 'install/'],
   // The CLI: the node's operator commands over the modules below it (a fix's own are in its folder, found through
-  // the registry; `plan` reads the reserved fix's pool planner). Nothing but main.ts imports it.
-  'cli/': [...CALLER_BASE, 'conflist\\.ts', 'startup\\.ts', 'gc/', 'install/', 'plan/', 'doctor/', 'agent/', 'reserved/'],
+  // the registry). Nothing but main.ts imports it.
+  'cli/': [...CALLER_BASE, 'conflist\\.ts', 'startup\\.ts', 'gc/', 'install/', 'doctor/', 'agent/'],
   // The per-call tallies come from the verbs' context; the families and tallies from the fixes' registry.
   'metrics\\.ts': ['cni/', 'ledger/', 'effects/', 'log\\.ts', 'verbs/context\\.ts', 'fix/', 'fixes/'],
   'plugin\\.ts': ['cni/', 'effects/', 'log\\.ts', 'spans\\.ts', 'metrics\\.ts', 'verbs/', 'fixes/'],

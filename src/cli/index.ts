@@ -17,7 +17,6 @@ const fixCommands = (): Record<string, () => Promise<Command>> =>
  */
 const COMMANDS: Record<string, () => Promise<Command>> = {
   ...fixCommands(),
-  plan: async () => (await import('../reserved/plan/command.js')).planCommand,
   doctor: async () => (await import('./doctor.js')).doctorCommand,
   gc: async () => (await import('./gc.js')).gcCommand,
   install: async () => (await import('./install.js')).installCommand,

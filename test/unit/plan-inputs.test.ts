@@ -1,5 +1,5 @@
-// plan's inputs (src/plan/inputs.ts) on the fixture files and on edge cases, and the planner's held-CIDR model
-// (src/reserved/pool-plan.ts `taken`) against a simulation of Cilium's cidrset (lowest free block first).
+// plan's inputs (src/reserved/plan/inputs.ts) on the fixture files and on edge cases, and the planner's held-CIDR model
+// (src/reserved/plan/pool.ts `taken`) against a simulation of Cilium's cidrset (lowest free block first).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { readFile } from 'node:fs/promises';

@@ -438,7 +438,7 @@ describe('plan command', () => {
   });
 });
 
-// ---- the proposal (src/reserved/pool-proposal.ts), checked by arithmetic with ip-num, not by its own code ----
+// ---- the proposal (src/reserved/plan/proposal.ts), checked by arithmetic with ip-num, not by its own code ----
 
 const v4 = (s: string) => IPv4CidrRange.fromCidr(s);
 const span = (s: string) => {

@@ -1,4 +1,4 @@
-// PURE: what `ipam-shim plan` reads from the files an operator has, as parsed documents (src/plan/read.ts turns
+// PURE: what `ipam-shim plan` reads from the files an operator has, as parsed documents (read.ts turns
 // files into them): Cilium's Helm values, `kubectl get ciliumnodes -o yaml`, `kubectl get ciliumpodippools -o yaml`
 // and `az network vnet subnet list` output. Only the fields plan needs are checked; the rest passes untouched.
 // Cilium's defaults apply where a value is absent (its chart's values.yaml).
