@@ -143,7 +143,7 @@ await bundle(`${dist}ipam-shim.js`, false);
 if (diet) checkPatchesApplied('dist/ipam-shim.js');
 chmodSync(`${dist}ipam-shim.js`, 0o755);
 // The yaml package, alone: dist/ipam-shim-yaml.js beside the bundle, and an asset of the single executable;
-// src/plan/yaml.ts loads it when `plan` reads a file.
+// src/reserved/plan/yaml.ts loads it when `plan` reads a file.
 const YAML_FILE = 'ipam-shim-yaml.js';
 await build({
   entryPoints: [require.resolve('yaml')],

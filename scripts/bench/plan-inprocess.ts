@@ -84,7 +84,7 @@ export function makeInput(family: 4 | 6, n: number): Input {
 // Child: planPool in-process, one row.
 
 async function child(family: 4 | 6, n: number, runs: number): Promise<void> {
-  const { planPool } = await import('../../src/reserved/pool-plan.js');
+  const { planPool } = await import('../../src/reserved/plan/pool.js');
   const input = makeInput(family, n);
   const opts = { pools: input.pools, nodeMask: input.nodeMask, reserved: input.reserved };
   const rssBefore = process.resourceUsage().maxRSS;

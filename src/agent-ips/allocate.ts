@@ -1,6 +1,7 @@
 // cilium-agent's own IPs under delegated IPAM (design-cfps #13): allocate through the delegate with a
 // deterministic container ID, idempotently across restarts, recorded as owner `agent` so GC never
-// releases them. Every address it answers with got every fix's cure, as a pod's at ADD (src/fixes/address-steps.ts).
+// releases them. Every address it answers with got every fix's cure, as a pod's at ADD (src/fix/address-steps.ts, over
+// the list of fixes the CLI hands the command).
 import { AGENT_OWNER, agentContainerID } from '../ledger/owner.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type NetConf } from '../cni/config.js';
@@ -12,7 +13,8 @@ import type { LedgerRecord } from '../ledger/record.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { Run } from '../effects/exec.js';
 import { deleteNetns, ensureNetns } from '../effects/netns.js';
-import { prepareAddresses, validateFixes } from '../fixes/address-steps.js';
+import { prepareAddresses, validateFixes } from '../fix/address-steps.js';
+import type { Fix } from '../fix/fix.js';
 import type { Logger } from '../log.js';
 
 const AGENT_IFNAME = 'eth0';
@@ -28,6 +30,8 @@ export interface AgentDeps {
   delegate: IpamDelegate;
   run: Run;
   log: Logger;
+  /** Every fix (the registry's list, handed down by the CLI): each one's refusal and cure runs on the addresses. */
+  fixes: readonly Fix[];
 }
 
 export interface AgentAllocation {
@@ -70,7 +74,7 @@ async function cureAddresses(d: AgentDeps, ips: string[]): Promise<Record<string
   const tally = (name: string, by: number) => {
     if (by) cured[name] = (cured[name] ?? 0) + by;
   };
-  await prepareAddresses({ conf: d.conf, run: d.run, log: d.log, ips, ownDevs: [], tally });
+  await prepareAddresses(d.fixes, { conf: d.conf, run: d.run, log: d.log, ips, ownDevs: [], tally });
   return cured;
 }
 
@@ -80,7 +84,7 @@ async function cureAddresses(d: AgentDeps, ips: string[]): Promise<Record<string
  */
 export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Family): Promise<AgentAllocation> {
   validateOwner(owner);
-  validateFixes(d.conf); // a fix's bad setting (reservedCIDRs, …) is 7 before the delegate allocates anything
+  validateFixes(d.fixes, d.conf); // a fix's bad setting (reservedCIDRs, …) is 7 before the delegate allocates anything
   return d.ledger.lockedAgentOwner(owner, async () => {
     const containerID = agentContainerID(owner);
     const att = { containerID, ifname: AGENT_IFNAME };

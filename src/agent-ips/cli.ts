@@ -2,9 +2,10 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { agentIpOwner } from '../ledger/owner.js';
 import { allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from './allocate.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../cli/network.js';
-import { parseArgv, UsageError, type Command } from '../cli/command.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../fix/network-flags.js';
+import { parseArgv, UsageError, type Command } from '../fix/command.js';
 import { shown } from '../terminal.js';
+import type { Fix } from '../fix/fix.js';
 
 const USAGE = `ipam-shim agent-ip allocate --owner NAME [--family 4|6|dual (default: whatever the delegate hands out)] [--wait SECONDS]
 ipam-shim agent-ip release  --owner NAME
@@ -13,7 +14,8 @@ ipam-shim agent-ip list
 
 const OPTIONS = { ...NETWORK_FLAGS, owner: { type: 'string' }, family: { type: 'string' }, wait: { type: 'string', default: '30' } } as const;
 
-export const agentIpCommand: Command = {
+/** The command, over the list of fixes whose cures `allocate` runs (the registry's: src/cli/index.ts hands it). */
+export const agentIpCommand = (fixes: readonly Fix[]): Command => ({
   name: 'agent-ip',
   summary: "allocate, release or list cilium-agent's own IPs through the delegated IPAM plugin (never released by GC)",
   usage: USAGE,
@@ -77,7 +79,7 @@ export const agentIpCommand: Command = {
         `the shim's entry in ${net.shim.path} has no "delegate": agent IPs need the IPAM plugin to allocate from`,
       );
     }
-    const deps = { conf: net.conf, ledger: net.ledger, delegate: net.delegate, run: net.run, log: net.log };
+    const deps = { conf: net.conf, ledger: net.ledger, delegate: net.delegate, run: net.run, log: net.log, fixes };
     if (action === 'release') {
       const out = await releaseAgentIp(deps, values.owner!);
       return {
@@ -92,4 +94,4 @@ export const agentIpCommand: Command = {
     const text = `${out.ips.join(' ')}\n${out.action}${out.note ? `: ${shown(out.note)}` : ''} (container ID ${shown(out.containerID)}, network ${shown(out.network)})`;
     return { data: out, text, exitCode: 0 };
   },
-};
+});

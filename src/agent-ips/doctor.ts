@@ -4,7 +4,7 @@ import { delegateConf } from '../cni/config.js';
 import { atLeast } from '../cni/versions.js';
 import { agentReallocateFix } from '../ledger/owner.js';
 import { agentPrevResult, listAgentIps } from './allocate.js';
-import type { DoctorCheck, Finding } from '../doctor/check.js';
+import type { DoctorCheck, Finding } from '../fix/doctor-check.js';
 
 export const agentCheck: DoctorCheck = {
   name: 'agent-ips',

@@ -4,8 +4,8 @@ import { attachmentName } from '../cni/config.js';
 import { DEFAULT_CACHE_DIR, gcFromCache } from '../gc/from-cache.js';
 import type { GcReport } from '../gc/run-gc.js';
 import { shown } from '../terminal.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from './network.js';
-import { parseArgv, UsageError, type Command } from './command.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../fix/network-flags.js';
+import { parseArgv, UsageError, type Command } from '../fix/command.js';
 import { podName } from './ledger.js';
 
 const USAGE = `ipam-shim gc --network NAME [--cache-dir /var/lib/cni] [--grace-seconds 60] [--apply] [--allow-empty-cache]

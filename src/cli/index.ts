@@ -1,19 +1,22 @@
 // Operator CLI: find the command, run it, render once (text or --json). Commands never print or exit.
 // Exit statuses (docs/cli.md): 0 fine, 1 found a problem, 2 usage, 3 could not run.
 import { run } from '../effects/exec.js';
-import { commandHelp, Exit, ProblemFound, UsageError, type Command } from './command.js';
+import { commandHelp, Exit, ProblemFound, UsageError, type Command } from '../fix/command.js';
 import { ABOUT } from '../cni/skel.js';
 import { versionJson, versionText } from './version.js';
 import { FIXES } from '../fixes/registry.js';
 import { forTerminal } from '../terminal.js';
+
+/** Each fix's own commands (Fix.commands), handed the registry's list of fixes. */
+const fixCommands = (): Record<string, () => Promise<Command>> =>
+  Object.fromEntries(FIXES.flatMap((f) => Object.entries(f.commands ?? {}).map(([name, load]) => [name, () => load(FIXES)] as const)));
 
 /**
  * Each command's module, loaded only when it runs (none of them is on the CNI call's path: src/main.ts): the
  * node's commands here, each fix's own from the registry (Fix.commands).
  */
 const COMMANDS: Record<string, () => Promise<Command>> = {
-  ...Object.assign({}, ...FIXES.map((f) => f.commands ?? {})),
-  plan: async () => (await import('./plan.js')).planCommand,
+  ...fixCommands(),
   doctor: async () => (await import('./doctor.js')).doctorCommand,
   gc: async () => (await import('./gc.js')).gcCommand,
   install: async () => (await import('./install.js')).installCommand,

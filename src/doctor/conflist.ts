@@ -4,7 +4,7 @@ import { isObject } from '../cni/json.js';
 import { CniError } from '../cni/errors.js';
 import { ANCHOR_TYPE } from '../cni/config.js';
 import { confDirProblem, conflistFiles, holdsShim, readNetworkConfig, ShimConflistMissing } from '../conflist.js';
-import { type DoctorCheck, type Finding, list, type NodeView } from './check.js';
+import { type DoctorCheck, type Finding, list, type NodeView } from '../fix/doctor-check.js';
 import { anyShim, ciliumConfig, describeConfig, scanConfDir } from './conf-dir.js';
 import { allocator, typeOf } from './ipam-config.js';
 

@@ -1,7 +1,7 @@
 // Doctor's delegate check: the delegate is on the CNI path and speaks a version the shim can bridge to.
 import { isSupported } from '../cni/versions.js';
 import { Delegate } from '../effects/delegate.js';
-import type { DoctorCheck } from './check.js';
+import type { DoctorCheck } from '../fix/doctor-check.js';
 
 export const delegateCheck: DoctorCheck = {
   name: 'delegate',

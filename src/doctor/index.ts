@@ -1,6 +1,6 @@
 // The checks `ipam-shim doctor` runs, in order: the node's own (the conflists, the shim and its delegate, the
 // state dir, the ledger), every fix's (src/fixes/registry.ts), then the pods the runtime knows.
-import type { DoctorCheck } from './check.js';
+import type { DoctorCheck } from '../fix/doctor-check.js';
 import { NODE_CHECKS } from './node.js';
 import { podsCheck } from './pods.js';
 import { FIXES } from '../fixes/registry.js';

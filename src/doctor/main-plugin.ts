@@ -5,7 +5,7 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ANCHOR_TYPE, PLUGIN_TYPE } from '../cni/config.js';
-import type { DoctorCheck, Finding } from './check.js';
+import type { DoctorCheck, Finding } from '../fix/doctor-check.js';
 import { typeOf } from './ipam-config.js';
 import { ciliumConfig, scanConfDir } from './conf-dir.js';
 

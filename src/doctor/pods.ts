@@ -4,7 +4,7 @@
 import { cachedAttachments, DEFAULT_CACHE_DIR } from '../gc/from-cache.js';
 import { podName, viewPods } from '../pods/view.js';
 import { podHolds } from '../fixes/pod-holds.js';
-import { type DoctorCheck, type Finding, list } from './check.js';
+import { type DoctorCheck, type Finding, list } from '../fix/doctor-check.js';
 
 const NAME = 'runtime-pods';
 

@@ -1,10 +1,11 @@
 // Where the network's pod ranges are read: host-local ranges through the reserved fix's reader, the residue fix's
 // ledger subnets where none can be read. Two fixes' parts, so it sits with the list of fixes (src/fixes/), not in
-// the fix-neutral pods view (src/pods/view.ts).
+// the fix-neutral pods view (src/pods/view.ts); the agent's pass hands it to a step (Pass.podRanges).
 import type { OpenNetwork } from '../network/open.js';
 import { assessRanges } from '../reserved/ranges.js';
 import { ipamSources } from '../reserved/ipam-sources.js';
-import { ledgerSubnets, type PodRanges } from '../residue/cleanable.js';
+import type { PodRanges } from '../pods/view.js';
+import { ledgerSubnets } from '../residue/cleanable.js';
 
 /**
  * The network's pod ranges, for THE cleaning rule (src/residue/cleanable.ts): the host-local ranges of every IPAM

@@ -7,6 +7,7 @@
 import { attachmentKey, attachmentName } from '../cni/config.js';
 import type { CachedPod } from '../gc/cached-pod.js';
 import type { LedgerRecord } from '../ledger/record.js';
+import type { IpRange } from '../net/cidr.js';
 
 /** An address a fix holds apart (Fix.holds): the address as checked and the fix's CIDR that holds it. */
 export type PodHold = (ip: string) => { ip: string; cidr: string } | undefined;
@@ -59,4 +60,11 @@ export function viewPods(
     if (ips.length) out.unseenAddresses.push({ ...pod, ips });
   }
   return out;
+}
+
+/** The network's pod ranges, and where they were read (for logs and docs). */
+export interface PodRanges {
+  ranges: ReadonlyArray<IpRange & { text: string }>;
+  /** e.g. `delegate host-local ranges`, `the ledger's subnets`; `none` when nothing could tell. */
+  source: string;
 }

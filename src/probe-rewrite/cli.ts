@@ -9,8 +9,8 @@ import { linkExists } from '../effects/links.js';
 import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeAssessment } from './assess.js';
 import { ensureProbeRewrite, removeProbeRewrite } from './node.js';
 import { PROBE_TABLE, safeUplinkName } from './ruleset.js';
-import { parseArgv, UsageError, type Command, type CommandOutput } from '../cli/command.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from '../cli/network.js';
+import { parseArgv, UsageError, type Command, type CommandOutput } from '../fix/command.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from '../fix/network-flags.js';
 import type { OpenNetwork } from '../network/open.js';
 import { shown } from '../terminal.js';
 

@@ -1,8 +1,9 @@
 // Fix 4, pod addresses inside someone else's subnet: an address inside reservedCIDRs is refused at ADD (100) and
 // fails CHECK; STATUS fails when the delegate can only hand out such addresses; the node agent reports every pod
-// the runtime knows that holds one (never touches it); doctor and the agent find the routes that capture reserved subnets.
+// the runtime knows that holds one (never touches it); doctor and the agent find the routes that capture reserved subnets;
+// `ipam-shim plan` (plan/) tells which node CIDRs of a Cilium pool land on a reserved subnet.
 import { ErrorCode } from '../cni/errors.js';
-import type { Fix } from '../fixes/fix.js';
+import type { Fix } from '../fix/fix.js';
 import { delegateRangesVerdict, RESERVED, refuseReserved, reservedCidrs, reservedHold } from './decision.js';
 
 export const reservedFix: Fix = {
@@ -42,4 +43,6 @@ export const reservedFix: Fix = {
     load: async () => (await import('./agent-step.js')).reservedStep,
   },
   doctor: async () => [(await import('./doctor.js')).reservedCheck],
+  // Which node CIDRs of a Cilium pool collide with reserved subnets: an operator's command, off the CNI path.
+  commands: { plan: async () => (await import('./plan/command.js')).planCommand },
 };

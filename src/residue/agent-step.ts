@@ -7,14 +7,13 @@ import { attachmentKey, attachmentOfKey } from '../cni/config.js';
 import { listNeighbours } from '../effects/neigh.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { CachedPod } from '../gc/cached-pod.js';
-import { podName } from '../pods/view.js';
-import { networkPodRanges } from '../fixes/pod-ranges.js';
-import { AttachmentBusy, exclusiveAttachment } from '../fixes/attachment-lock.js';
-import type { AgentStep } from '../fixes/agent-step.js';
+import { podName, type PodRanges } from '../pods/view.js';
+import { AttachmentBusy, exclusiveAttachment } from '../fix/attachment-lock.js';
+import type { AgentStep } from '../fix/agent-step.js';
 import { findResidueOnNode, listPreroutingResidue, nodeBackends, readNodeFacts } from './clean.js';
 import { refusal, type NodeFacts, type Refusal } from './cleanable.js';
 import { cleanResidueFor } from './cure.js';
-import { Lasting } from '../fixes/lasting.js';
+import { Lasting } from '../fix/lasting.js';
 
 /** An address of a cache entry THE rule refuses, with the pod and the entry (its attachment key). */
 type Refused = Refusal & { pod: string; entry: string };
@@ -47,17 +46,7 @@ export const residueStep: AgentStep = {
         "residue: the node's addresses could not be read: the addresses of pods the shim never saw are not cleaned this pass",
       );
     }
-    const unseen = node
-      ? admitted(
-          candidates,
-          node,
-          networkPodRanges(
-            net,
-            records.flatMap((r) => r.ips),
-          ),
-          pass,
-        )
-      : [];
+    const unseen = node ? admitted(candidates, node, await pass.podRanges(), pass) : [];
     const ips = [...records.flatMap((r) => r.ips), ...unseen.flatMap((p) => p.ips)];
     if (!ips.length) return node ? 'ok' : 'error';
     // One look at the node for every ledger address and every address of a pod the shim never saw (ADD looks per
@@ -123,12 +112,7 @@ export const residueStep: AgentStep = {
  * Unseen pods with only the addresses THE rule lets the agent clean: never the node's own, never outside the
  * network's pod ranges. What is left out is logged (the pod, the address, why) and counted in the pass's line.
  */
-function admitted(
-  pods: readonly CachedPod[],
-  node: NodeFacts,
-  ranges: ReturnType<typeof networkPodRanges>,
-  pass: Parameters<AgentStep['reconcile']>[0],
-): CachedPod[] {
+function admitted(pods: readonly CachedPod[], node: NodeFacts, ranges: PodRanges, pass: Parameters<AgentStep['reconcile']>[0]): CachedPod[] {
   const out: CachedPod[] = [];
   const refused: Refused[] = [];
   for (const pod of pods) {

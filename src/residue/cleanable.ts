@@ -12,18 +12,12 @@ import type { NodeAddresses } from '../effects/node-addresses.js';
 import { makeCidr, type Cidr, type IpRange } from '../net/cidr.js';
 import { exactIp, parseIp } from '../net/ip.js';
 import type { Route } from '../net/route.js';
+import type { PodRanges } from '../pods/view.js';
 
 /** What the node holds: its interfaces' addresses and MACs, and its routes' next hops. */
 export interface NodeFacts extends NodeAddresses {
   /** Next hops of the node's routes (the gateway), canonical text → the device the route goes out of. */
   gateways: ReadonlyMap<string, string>;
-}
-
-/** The network's pod ranges, and where they were read (for logs and docs). */
-export interface PodRanges {
-  ranges: ReadonlyArray<IpRange & { text: string }>;
-  /** e.g. `delegate host-local ranges`, `the ledger's subnets`; `none` when nothing could tell. */
-  source: string;
 }
 
 type RefusalKind = 'node-address' | 'next-hop' | 'outside-ranges';

@@ -4,8 +4,9 @@ import { convertResult, resultHostDevices, type Result } from '../cni/result.js'
 import { ownerOf } from '../ledger/owner.js';
 import { AddressHeldError, type LedgerRecord } from '../ledger/record.js';
 import { readNetnsIdentity } from '../effects/netns-probe.js';
-import { attachmentOf, exclusively, tally, type VerbContext } from './context.js';
-import { prefetchFixes, prepareAddresses, resultIps, validateFixes } from './address-steps.js';
+import { addressCall, attachmentOf, exclusively, tally, type VerbContext } from './context.js';
+import { resultIps } from './address-steps.js';
+import { prefetchFixes, prepareAddresses, validateFixes } from '../fixes/address-steps.js';
 import { span } from '../spans.js';
 
 /** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */
@@ -55,7 +56,7 @@ async function addChained(ctx: VerbContext): Promise<Result> {
   // records the runtime's addresses again; a failure changes nothing in the ledger.
   return exclusively(ctx, async () => {
     using addressing = span('address');
-    await prepareAddresses(ctx, ips, { ownDevs });
+    await prepareAddresses(addressCall(ctx, ips, ownDevs));
     addressing.end();
     using writing = span('ledger.write');
     const netnsId = readNetnsIdentity(ctx.env.netns);
@@ -132,7 +133,7 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
       const ips = resultIps(result, 'delegate');
       if (ips.length === 0) throw new CniError(ErrorCode.DelegateFailed, `delegate ${delegate.type} returned no IP addresses`);
       using addressing = span('address');
-      await prepareAddresses({ ...ctx, run }, ips, { ownDevs: [] });
+      await prepareAddresses(addressCall({ ...ctx, run }, ips, []));
       addressing.end();
       using writing = span('ledger.write');
       await putClaiming(ctx, record(ctx, 'attached', ips, netnsId, previous));

@@ -2,8 +2,9 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { attachmentName, delegateConf } from '../cni/config.js';
 import { convertResult, resultHostDevices } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
-import { attachmentOf, exclusively, type VerbContext } from './context.js';
-import { checkAddresses, resultIps } from './address-steps.js';
+import { addressCall, attachmentOf, exclusively, type VerbContext } from './context.js';
+import { resultIps } from './address-steps.js';
+import { checkAddresses } from '../fixes/address-steps.js';
 import { span } from '../spans.js';
 
 /** CHECK: the ledger holds the attachment with the runtime's addresses, the address checks pass, the delegate agrees. */
@@ -37,7 +38,7 @@ async function checkAttached(ctx: VerbContext): Promise<void> {
       });
     }
   }
-  await checkAddresses(ctx, rec.ips, { ownDevs: resultHostDevices(prev) });
+  await checkAddresses(addressCall(ctx, rec.ips, resultHostDevices(prev)));
   const delegate = ctx.delegate;
   if (delegate) {
     using versioning = span('delegate.version');

@@ -4,6 +4,7 @@ import type { Request } from '../cni/skel.js';
 import type { Attachment } from '../cni/config.js';
 import { run as defaultRun, KILL_GRACE_MS, type Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
+import type { AddressCall } from '../fix/fix.js';
 import { networkDeps, type NetworkDeps } from '../network/open.js';
 import { span } from '../spans.js';
 
@@ -35,6 +36,16 @@ export function createContext(
 ): VerbContext {
   return { ...req, ...networkDeps(req.conf, { cniPath: req.env.path, env: procEnv, log, run }), procEnv, counters };
 }
+
+/** What the fixes' address hooks get from this call: its addresses, and the pod's own host-side interfaces (not residue). */
+export const addressCall = (ctx: VerbContext, ips: string[], ownDevs: readonly string[]): AddressCall => ({
+  conf: ctx.conf,
+  run: ctx.run,
+  log: ctx.log,
+  ips,
+  ownDevs,
+  tally: (name, by) => tally(ctx.counters, name, by),
+});
 
 export const attachmentOf = (ctx: VerbContext): Attachment => ({ containerID: ctx.env.containerID, ifname: ctx.env.ifname });
 

@@ -4,32 +4,20 @@
 // near command and nothing far.
 import { describe, expect, it } from 'vitest';
 import { runCli, suggest } from '../../src/cli/index.js';
-import { commandHelp, type Command } from '../../src/cli/command.js';
+import { commandHelp, type Command } from '../../src/fix/command.js';
 import { agentCommand } from '../../src/cli/agent.js';
-import { agentIpCommand } from '../../src/agent-ips/cli.js';
 import { doctorCommand } from '../../src/cli/doctor.js';
 import { gcCommand } from '../../src/cli/gc.js';
 import { installCommand, uninstallCommand } from '../../src/cli/install.js';
 import { ledgerCommand } from '../../src/cli/ledger.js';
-import { planCommand } from '../../src/cli/plan.js';
-import { probeRewriteCommand } from '../../src/probe-rewrite/cli.js';
-import { residueCommand } from '../../src/residue/cli.js';
 import { versionCommand } from '../../src/cli/version.js';
 import { isAgentCommandLine } from '../../src/cli/agent-reload.js';
+import { FIXES } from '../../src/fixes/registry.js';
 
-const ALL: Command[] = [
-  agentCommand,
-  agentIpCommand,
-  doctorCommand,
-  gcCommand,
-  installCommand,
-  uninstallCommand,
-  ledgerCommand,
-  planCommand,
-  probeRewriteCommand,
-  residueCommand,
-  versionCommand,
-];
+/** Each fix's own commands (Fix.commands), as the CLI loads them: a new fix's are checked without a line here. */
+const FIX_COMMANDS: Command[] = await Promise.all(FIXES.flatMap((f) => Object.values(f.commands ?? {}).map((load) => load(FIXES))));
+
+const ALL: Command[] = [agentCommand, doctorCommand, gcCommand, installCommand, uninstallCommand, ledgerCommand, versionCommand, ...FIX_COMMANDS];
 
 describe('command help', () => {
   it('covers every command the CLI lists', async () => {

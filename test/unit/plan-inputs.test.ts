@@ -1,12 +1,12 @@
-// plan's inputs (src/plan/inputs.ts) on the fixture files and on edge cases, and the planner's held-CIDR model
-// (src/reserved/pool-plan.ts `taken`) against a simulation of Cilium's cidrset (lowest free block first).
+// plan's inputs (src/reserved/plan/inputs.ts) on the fixture files and on edge cases, and the planner's held-CIDR model
+// (src/reserved/plan/pool.ts `taken`) against a simulation of Cilium's cidrset (lowest free block first).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { CLUSTER_POOL, fromAzureSubnets, fromCiliumNodes, fromHelmValues, fromPodIPPools } from '../../src/plan/inputs.js';
-import { planPool } from '../../src/reserved/pool-plan.js';
+import { CLUSTER_POOL, fromAzureSubnets, fromCiliumNodes, fromHelmValues, fromPodIPPools } from '../../src/reserved/plan/inputs.js';
+import { planPool } from '../../src/reserved/plan/pool.js';
 import { formatIp } from '../../src/net/ip.js';
 
 const DIR = resolve(import.meta.dirname, '../fixtures/plan');

@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import { IPv4, IPv4CidrRange, IPv4Prefix, IPv6, IPv6CidrRange, IPv6Prefix } from 'ip-num';
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../src/cli/command.js';
-import { planCommand } from '../../src/cli/plan.js';
-import { type FamilyPlan, planPool } from '../../src/reserved/pool-plan.js';
+import { UsageError } from '../../src/fix/command.js';
+import { planCommand } from '../../src/reserved/plan/command.js';
+import { type FamilyPlan, planPool } from '../../src/reserved/plan/pool.js';
 
 // ---- oracle: enumerate every node CIDR with ip-num and test it against every reserved CIDR (small pools only) ----
 
@@ -438,7 +438,7 @@ describe('plan command', () => {
   });
 });
 
-// ---- the proposal (src/reserved/pool-proposal.ts), checked by arithmetic with ip-num, not by its own code ----
+// ---- the proposal (src/reserved/plan/proposal.ts), checked by arithmetic with ip-num, not by its own code ----
 
 const v4 = (s: string) => IPv4CidrRange.fromCidr(s);
 const span = (s: string) => {

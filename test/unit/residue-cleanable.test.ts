@@ -2,7 +2,8 @@
 // addresses as `ip -j addr` prints them, its next hops, the network's pod ranges) and findResidue applying it.
 import { describe, expect, it } from 'vitest';
 import { parseNodeAddresses } from '../../src/effects/node-addresses.js';
-import { ledgerSubnets, pointsAtNode, refusal, routeGateways, type NodeFacts, type PodRanges } from '../../src/residue/cleanable.js';
+import { ledgerSubnets, pointsAtNode, refusal, routeGateways, type NodeFacts } from '../../src/residue/cleanable.js';
+import type { PodRanges } from '../../src/pods/view.js';
 import { findResidue } from '../../src/residue/clean.js';
 import { classifyRule, type ResidueRule } from '../../src/residue/parse.js';
 import { networkPodRanges } from '../../src/fixes/pod-ranges.js';

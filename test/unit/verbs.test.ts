@@ -9,6 +9,7 @@ import { cmdAdd } from '../../src/verbs/add.js';
 import { cmdDel } from '../../src/verbs/del.js';
 import { cmdGc } from '../../src/verbs/gc.js';
 import { allocateAgentIp } from '../../src/agent-ips/allocate.js';
+import { FIXES } from '../../src/fixes/registry.js';
 import { parseNetConf } from '../../src/cni/config.js';
 import { silentLogger } from '../../src/log.js';
 import { warm, warmRun } from '../../src/warm.js';
@@ -167,6 +168,7 @@ describe('agent IPs', () => {
     delegate: f.delegate,
     run: f.run,
     log: silentLogger,
+    fixes: FIXES,
   });
   const netnsOk = () => '';
 

@@ -2,6 +2,7 @@
 // does for the addresses an ADD hands out, what CHECK verifies, what makes STATUS fail, what the node agent keeps
 // right between calls, what doctor reports, and which metric series it owns. ADD, CHECK, STATUS, the agent,
 // doctor, both metric registries and the build's warm-up loop over src/fixes/registry.ts and know no fix by name.
+// This folder (src/fix/) is what a fix is built on; the list of fixes sits above the fix folders (src/fixes/).
 //
 // The CNI path loads every fix's module (src/fixes/registry.ts), so a fix's own module holds only what a call
 // runs; its agent step and doctor checks are loaded on demand (`load`, `doctor`), and so stay out of a call.
@@ -9,8 +10,8 @@ import type { NetConf } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
 import type { RunScript } from '../doubles/scripted-run.js';
 import type { Logger } from '../log.js';
-import type { DoctorCheck } from '../doctor/check.js';
-import type { Command } from '../cli/command.js';
+import type { DoctorCheck } from './doctor-check.js';
+import type { Command } from './command.js';
 import type { AgentStep } from './agent-step.js';
 import type { PodHold } from '../pods/view.js';
 
@@ -97,8 +98,11 @@ export interface Fix {
   agent?: AgentStepEntry;
   /** doctor's checks for this fix. */
   doctor?(): Promise<DoctorCheck[]>;
-  /** Its operator commands (`ipam-shim <name>`), each loaded only when it runs (src/cli/index.ts). */
-  commands?: Record<string, () => Promise<Command>>;
+  /**
+   * Its operator commands (`ipam-shim <name>`), each loaded only when it runs (src/cli/index.ts), handed the list of
+   * every fix (the registry's: a command that hands out addresses cures them as ADD does, src/fix/address-steps.ts).
+   */
+  commands?: Record<string, (fixes: readonly Fix[]) => Promise<Command>>;
   /**
    * The build's warm-up (src/warm.ts): the node's tools this fix runs, answered as they print, and the /proc files
    * it reads, so that the sample calls take the branches a real call takes.

@@ -1,7 +1,7 @@
-// What `ipam-shim plan` plans, settled from its sources: the files an operator has (src/plan/inputs.ts reads their
+// What `ipam-shim plan` plans, settled from its sources: the files an operator has (inputs.ts reads their
 // shapes), the flags over them, Cilium's defaults under both. Cluster-pool gives one pool, multi-pool one per
-// pool; each becomes one planPool input (src/reserved/pool-plan.ts).
-import type { planPool } from '../reserved/pool-plan.js';
+// pool; each becomes one planPool input (pool.ts).
+import type { planPool } from './pool.js';
 import {
   CILIUM_DEFAULTS,
   CLUSTER_POOL,

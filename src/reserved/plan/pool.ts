@@ -14,10 +14,11 @@
 // Cost: for each (reserved CIDR, pool entry) pair the touched block indexes form one interval, computed with two
 // shifts; intervals are sorted and merged. O(R·P·log(R·P)) bigint operations, independent of the pool's size —
 // a /8 pool with /24 blocks and an fd00::/48 pool with /120 blocks cost the same.
-import { BITS, type Family } from '../net/ip.js';
-import { type Cidr, makeCidr, parseCidrs } from '../net/cidr.js';
-import { type CollisionPoint, type TakenPlan, heldBlocks, holderMap, isBlock, planTaken } from './pool-held.js';
-import { type Proposal, proposePool } from './pool-proposal.js';
+import { BITS, type Family } from '../../net/ip.js';
+import { type Cidr, makeCidr, parseCidrs } from '../../net/cidr.js';
+import { type CollisionPoint, type TakenPlan, heldBlocks, holderMap, isBlock, planTaken } from './held.js';
+import { type Proposal, proposePool } from './proposal.js';
+import { blockRange, collidingRanges, locate, type PoolEntryPlan, poolEntries } from './blocks.js';
 
 export interface PlanInput {
   /** Pool entries in Cilium's order (clusterPoolIPv4PodCIDRList / IPv6 list); IPv4 and IPv6 may be mixed. */
@@ -39,7 +40,7 @@ export interface PlanInput {
   taken?: string[];
   /** Who holds which node CIDR (CiliumNodes' names), to name the nodes on a reserved subnet. */
   holders?: Array<{ cidr: string; node: string }>;
-  /** How many nodes the proposed list must hold (src/reserved/pool-proposal.ts). Default 0. */
+  /** How many nodes the proposed list must hold (proposal.ts). Default 0. */
   nodes?: bigint;
 }
 
@@ -55,13 +56,6 @@ interface CollisionRange {
   reserved: string[];
   /** How many reserved CIDRs touch this range in total. */
   reservedCount: number;
-}
-
-interface PoolEntryPlan {
-  cidr: string;
-  /** Global index of this entry's first block. */
-  offset: bigint;
-  blocks: bigint;
 }
 
 export interface FamilyPlan {
@@ -168,12 +162,6 @@ function checkMask(family: Family, mask: number, entries: Cidr[]): number {
   return mask;
 }
 
-interface Interval {
-  from: bigint;
-  to: bigint;
-  reserved: number; // index into the family's reserved list
-}
-
 function planFamily(
   family: Family,
   mask: number,
@@ -186,13 +174,7 @@ function planFamily(
   nodes: bigint,
 ): FamilyPlan {
   const shift = BigInt(BITS[family] - mask);
-  const entries: PoolEntryPlan[] = [];
-  let total = 0n;
-  for (const p of pools) {
-    const blocks = 1n << BigInt(mask - p.prefix);
-    entries.push({ cidr: p.text, offset: total, blocks });
-    total += blocks;
-  }
+  const { entries, total } = poolEntries(pools, mask);
   const warnings: string[] = [];
   for (let i = 0; i < pools.length; i++) {
     for (let j = 0; j < i; j++) {
@@ -203,34 +185,7 @@ function planFamily(
     }
   }
 
-  // One interval per (reserved, pool entry) pair that intersect.
-  const intervals: Interval[] = [];
-  let outside = 0;
-  reserved.forEach((r, ri) => {
-    let touched = false;
-    pools.forEach((p, pi) => {
-      const first = r.first > p.first ? r.first : p.first;
-      const last = r.last < p.last ? r.last : p.last;
-      if (first > last) return;
-      touched = true;
-      const off = entries[pi]!.offset;
-      intervals.push({ from: off + ((first - p.first) >> shift), to: off + ((last - p.first) >> shift), reserved: ri });
-    });
-    if (!touched) outside++;
-  });
-  intervals.sort((a, b) => (a.from < b.from ? -1 : a.from > b.from ? 1 : a.reserved - b.reserved));
-
-  // Merge overlapping or adjacent intervals, remembering which reserved CIDRs fed each.
-  const merged: Array<{ from: bigint; to: bigint; reserved: number[] }> = [];
-  for (const iv of intervals) {
-    const top = merged[merged.length - 1];
-    if (top && iv.from <= top.to + 1n) {
-      if (iv.to > top.to) top.to = iv.to;
-      top.reserved.push(iv.reserved);
-    } else {
-      merged.push({ from: iv.from, to: iv.to, reserved: [iv.reserved] });
-    }
-  }
+  const { merged, outside } = collidingRanges(pools, entries, reserved, shift);
   let colliding = 0n;
   for (const m of merged) colliding += m.to - m.from + 1n;
 
@@ -319,18 +274,6 @@ function planFamily(
     }),
     warnings,
   };
-}
-
-function locate(entries: PoolEntryPlan[], index: bigint): PoolEntryPlan {
-  for (const e of entries) if (index >= e.offset && index < e.offset + e.blocks) return e;
-  throw new Error(`block index ${index} outside the pool`);
-}
-
-function blockRange(entries: PoolEntryPlan[], pools: Cidr[], index: bigint, shift: bigint): { first: bigint; last: bigint } {
-  const e = locate(entries, index);
-  const p = pools[entries.indexOf(e)]!;
-  const first = p.first + ((index - e.offset) << shift);
-  return { first, last: first + (1n << shift) - 1n };
 }
 
 /** JSON-safe copy: every bigint becomes a decimal string (IPv6 counts exceed 2^53). */

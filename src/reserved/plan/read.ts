@@ -1,5 +1,5 @@
 // `ipam-shim plan`'s input files: read a file (or stdin for "-") and parse it as YAML, which JSON is a subset of.
-// The parser is loaded here, on first use, from outside the bundle a CNI call starts (src/plan/yaml.ts).
+// The parser is loaded here, on first use, from outside the bundle a CNI call starts (yaml.ts).
 import { createReadStream } from 'node:fs';
 import { InputError } from './inputs.js';
 import { loadYaml } from './yaml.js';

@@ -5,7 +5,7 @@ import type { Counter, Gauge } from 'prom-client';
 import type { CacheView } from '../gc/cached-pod.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { OpenNetwork } from '../network/open.js';
-import type { PodHold, PodsView } from '../pods/view.js';
+import type { PodHold, PodRanges, PodsView } from '../pods/view.js';
 
 export type StepOutcome = 'ok' | 'error' | 'skipped' | 'stopped';
 
@@ -32,6 +32,11 @@ export interface Pass {
   records(): Promise<LedgerRecord[]>;
   /** The runtime's result cache for the network: read once per pass (gc, then pods); a read that throws fails both. */
   cache(): Promise<CacheView>;
+  /**
+   * The network's pod ranges (the IPAM configs' host-local ranges, else the ledger's subnets: src/fixes/pod-ranges.ts)
+   * from this pass's records: nothing outside them is an unseen pod's address to clean (src/residue/cleanable.ts).
+   */
+  podRanges(): Promise<PodRanges>;
   /** Every fix's hold on the pods' addresses (Fix.holds), for the pods view; throws what a fix's settings reader does. */
   holds(): Array<{ fix: string; hold: PodHold }>;
   /** Every pod the runtime knows, against the ledger (the pods step); undefined when it could not look. */

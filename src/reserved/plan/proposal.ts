@@ -9,8 +9,8 @@
 //    the rest, the first free one after the last entry (else from the start) inside the private range the pool lies
 //    in, touching no entry, no reserved subnet and no node CIDR held elsewhere; when none exists, how many are missing.
 // Cost: O((R + P + H) log) bigint operations: the removed blocks are ranges, never enumerated.
-import { BITS, type Family } from '../net/ip.js';
-import { type Cidr, type IpRange, makeCidr, parseCidr } from '../net/cidr.js';
+import { BITS, type Family } from '../../net/ip.js';
+import { type Cidr, type IpRange, makeCidr, parseCidr } from '../../net/cidr.js';
 
 export interface ProposalInput {
   family: Family;

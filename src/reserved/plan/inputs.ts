@@ -1,8 +1,8 @@
-// PURE: what `ipam-shim plan` reads from the files an operator has, as parsed documents (src/plan/read.ts turns
+// PURE: what `ipam-shim plan` reads from the files an operator has, as parsed documents (read.ts turns
 // files into them): Cilium's Helm values, `kubectl get ciliumnodes -o yaml`, `kubectl get ciliumpodippools -o yaml`
 // and `az network vnet subnet list` output. Only the fields plan needs are checked; the rest passes untouched.
 // Cilium's defaults apply where a value is absent (its chart's values.yaml).
-import * as z from '../cni/zod.js';
+import * as z from '../../cni/zod.js';
 
 /** Cilium's chart defaults for cluster-pool (ipam.operator.*). */
 export const CILIUM_DEFAULTS = {

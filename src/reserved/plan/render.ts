@@ -1,144 +1,14 @@
-// `ipam-shim plan`: which node CIDRs of a Cilium cluster-pool (or of each multi-pool pool) collide with reserved
-// subnets (src/reserved/pool-plan.ts), from flags or from the files an operator has (src/plan/): Helm values,
-// CiliumNodes, CiliumPodIPPools, Azure subnets.
-import type { CollisionPoint } from '../reserved/pool-held.js';
-import { type FamilyPlan, type Plan, planPool, planToJson } from '../reserved/pool-plan.js';
-import { CLUSTER_POOL, InputError, type ReservedEntry } from '../plan/inputs.js';
-import { type PlanRequest, PlanRequestError, type PlanSources, planInputOf, requestOf } from '../plan/request.js';
-import { parseCidr } from '../net/cidr.js';
-import { type Command, type CommandOutput, asUsage, parseArgv, UsageError } from './command.js';
-import { shown } from '../terminal.js';
-
-const USAGE = `ipam-shim plan [--values FILE] [--ciliumnodes FILE] [--ippools FILE] [--azure-subnets FILE]…
-              [--pool CIDR[,CIDR…]] [--node-mask N] [--node-mask-v6 N] [--reserved CIDR[,CIDR…]] [--allocated K] [--nodes N] [--json]
-
-  FILE is a path, or - for stdin (one input at a time); YAML or JSON, as the tools print it. Cilium's defaults
-  fill in what no input says: 10.0.0.0/8 and 24 (IPv6: fd00::/104 and 120).`;
-
-const OPTIONS = {
-  pool: { type: 'string', multiple: true },
-  'node-mask': { type: 'string' },
-  'node-mask-v6': { type: 'string' },
-  reserved: { type: 'string', multiple: true },
-  allocated: { type: 'string' },
-  nodes: { type: 'string' },
-  values: { type: 'string', multiple: true },
-  ciliumnodes: { type: 'string', multiple: true },
-  ippools: { type: 'string', multiple: true },
-  'azure-subnets': { type: 'string', multiple: true },
-} as const;
-
-export const planCommand: Command = {
-  name: 'plan',
-  summary: 'which cluster-pool node CIDRs collide with reserved subnets, and how many nodes fit before the first',
-  usage: USAGE,
-  options: OPTIONS,
-  flagHelp: {
-    values: {
-      value: 'FILE',
-      text: "Cilium's Helm values (ipam.mode, ipam.operator.clusterPoolIPv4PodCIDRList, …MaskSize, the IPv6 ones when ipv6.enabled, autoCreateCiliumPodIPPools), e.g. values.yaml",
-    },
-    ciliumnodes: {
-      value: 'FILE',
-      text: "kubectl get ciliumnodes -o yaml: the node CIDRs nodes hold (spec.ipam.podCIDRs, multi-pool's spec.ipam.pools.allocated); replaces --allocated, e.g. nodes.yaml or -",
-    },
-    ippools: { value: 'FILE', text: 'kubectl get ciliumpodippools -o yaml: multi-pool, each pool planned on its own, e.g. pools.yaml' },
-    'azure-subnets': {
-      value: 'FILE',
-      text: "az network vnet subnet list -o json: every subnet's prefixes are reserved (repeatable), e.g. subnets.json",
-    },
-    pool: { value: 'CIDR[,CIDR…]', text: "cluster-pool's list, over the values file (default 10.0.0.0/8), e.g. 10.0.0.0/8" },
-    'node-mask': { value: 'N', text: 'the node CIDR mask, over the values file (default 24; an IPv6-only --pool: 120), e.g. 24' },
-    'node-mask-v6': { value: 'N', text: 'the IPv6 node CIDR mask (default 120), e.g. 112' },
-    reserved: { value: 'CIDR[,CIDR…]', text: "reserved CIDRs besides the subnets' (without any, every node CIDR is safe), e.g. 10.4.76.0/24" },
-    allocated: { value: 'K', text: 'node CIDRs handed out so far (the next node gets index K), when no --ciliumnodes, e.g. 1000' },
-    nodes: {
-      value: 'N',
-      text: 'the node count the proposed pool list must hold (default: the CiliumNodes given), e.g. 300',
-    },
-  },
-  examples: [
-    'ipam-shim plan --values values.yaml --ciliumnodes nodes.yaml --azure-subnets subnets.json',
-    'kubectl get ciliumnodes -o yaml | ipam-shim plan --ciliumnodes - --azure-subnets subnets.json',
-    'ipam-shim plan --pool 10.0.0.0/8 --node-mask 24 --reserved 10.4.76.0/24 --allocated 1000',
-    'ipam-shim plan --values values.yaml --ciliumnodes nodes.yaml --reserved 10.3.0.0/24 --nodes 40',
-  ],
-  exitStatus:
-    '0 no node CIDR collides; 1 at least one collides; 2 usage (an unreadable or malformed input file included); 3 could not run (an internal error)',
-  async run(argv: string[]): Promise<CommandOutput> {
-    const flags = parseFlags(argv);
-    const req = await requestOf(flags).catch((e: unknown) => {
-      throw e instanceof InputError || e instanceof PlanRequestError ? new UsageError(e.message) : e;
-    });
-    const planned = req.pools.map((p) => ({ spec: p, plan: asUsage(() => planPool(planInputOf(p, flags, req))) }));
-    const collision = planned.some((p) => p.plan.collision);
-    const names = reservedNames(req.reserved);
-    const nodesFrom = flags.nodes !== undefined ? '--nodes' : req.held ? 'the CiliumNodes given' : undefined;
-    const inputs = {
-      mode: req.mode,
-      files: req.files,
-      defaulted: req.defaulted,
-      ...(req.held ? { nodes: req.held.nodes, pendingNodes: req.held.pending } : {}),
-    };
-    const data =
-      req.mode === CLUSTER_POOL
-        ? { ...(planToJson(planned[0]!.plan) as object), inputs }
-        : { pools: planned.map((p) => ({ name: p.spec.name, source: p.spec.source, ...(planToJson(p.plan) as object) })), collision, inputs };
-    const head = renderInputs(req);
-    const body =
-      req.mode === CLUSTER_POOL
-        ? renderPlan(planned[0]!.plan, names, { target: (f) => `ipam.operator.clusterPool${f}PodCIDRList`, clusterPool: true, nodesFrom })
-        : planned
-            .map((p) => {
-              const target = (f: string) => `CiliumPodIPPool ${shown(p.spec.name)} spec.${f.toLowerCase()}.cidrs`;
-              return `pool ${shown(p.spec.name)} (${shown(p.spec.source)})\n${indent(renderPlan(p.plan, names, { target, clusterPool: false, nodesFrom }))}`;
-            })
-            .join('\n');
-    return { data, text: head + body, exitCode: collision ? 1 : 0 };
-  },
-};
-
-function parseFlags(argv: string[]): PlanSources {
-  const { values } = parseArgv({
-    args: argv,
-    // --json is src/cli/index.ts's (it strips it); accepted here too for callers that hand it on.
-    options: { ...OPTIONS, json: { type: 'boolean' } },
-    allowPositionals: false,
-    strict: true,
-  });
-  const out: PlanSources = {
-    pools: splitList(values.pool),
-    reserved: splitList(values.reserved),
-    values: values.values ?? [],
-    ciliumnodes: values.ciliumnodes ?? [],
-    ippools: values.ippools ?? [],
-    azureSubnets: values['azure-subnets'] ?? [],
-  };
-  const files = [...out.values, ...out.ciliumnodes, ...out.ippools, ...out.azureSubnets];
-  if (
-    !out.pools.length &&
-    !out.reserved.length &&
-    !files.length &&
-    values['node-mask'] === undefined &&
-    values['node-mask-v6'] === undefined &&
-    values.allocated === undefined &&
-    values.nodes === undefined
-  ) {
-    throw new UsageError('nothing to plan: give --values, --ippools or --pool (and what is reserved: --azure-subnets, --reserved)');
-  }
-  if (files.filter((f) => f === '-').length > 1) throw new UsageError('only one input can be read from stdin (-)');
-  if (values.allocated !== undefined && out.ciliumnodes.length)
-    throw new UsageError('--allocated and --ciliumnodes: the CiliumNodes say what is allocated; give one');
-  if (out.pools.length && out.ippools.length) throw new UsageError('--pool is the cluster-pool list; --ippools plans multi-pool pools: give one');
-  if (values.allocated !== undefined) out.allocated = bigFlag('--allocated', values.allocated);
-  if (values.nodes !== undefined) out.nodes = bigFlag('--nodes', values.nodes);
-  if (values['node-mask'] !== undefined) out.nodeMask = intFlag('--node-mask', values['node-mask']);
-  if (values['node-mask-v6'] !== undefined) out.nodeMaskV6 = intFlag('--node-mask-v6', values['node-mask-v6']);
-  return out;
-}
+// `ipam-shim plan`'s text (command.ts): the inputs read, then per family the pool, its collisions as a table, and
+// the proposal (proposal.ts) with how an operator can apply it. Values from outside are shown through shown().
+import type { CollisionPoint } from './held.js';
+import type { FamilyPlan, Plan } from './pool.js';
+import type { ReservedEntry } from './inputs.js';
+import type { PlanRequest } from './request.js';
+import { parseCidr } from '../../net/cidr.js';
+import { shown } from '../../terminal.js';
 
 /** Canonical reserved CIDR text → the Azure subnet names it came from, for the output. */
-function reservedNames(reserved: ReservedEntry[]): Map<string, string> {
+export function reservedNames(reserved: ReservedEntry[]): Map<string, string> {
   const names = new Map<string, string>();
   for (const r of reserved) {
     if (!r.name) continue;
@@ -152,7 +22,7 @@ function reservedNames(reserved: ReservedEntry[]): Map<string, string> {
   return names;
 }
 
-function renderInputs(req: PlanRequest): string {
+export function renderInputs(req: PlanRequest): string {
   const lines = req.files.map((f) => `${f.flag} ${shown(f.source)}: ${shown(f.summary)}`);
   if (req.defaulted.length) lines.push(`Cilium's defaults for: ${req.defaulted.join(', ')}`);
   if (req.held?.pending.length)
@@ -162,28 +32,11 @@ function renderInputs(req: PlanRequest): string {
   return lines.length ? `${lines.join('\n')}\n\n` : '';
 }
 
-const indent = (text: string) =>
+export const indent = (text: string) =>
   text
     .split('\n')
     .map((l) => (l ? `  ${l}` : l))
     .join('\n');
-
-function splitList(values: string[] | undefined): string[] {
-  return (values ?? [])
-    .flatMap((v) => v.split(','))
-    .map((s) => s.trim())
-    .filter(Boolean);
-}
-
-function intFlag(name: string, v: string): number {
-  if (!/^\d{1,3}$/.test(v.trim())) throw new UsageError(`${name}: expected a prefix length, got "${v}"`);
-  return Number(v.trim());
-}
-
-function bigFlag(name: string, v: string): bigint {
-  if (!/^\d+$/.test(v.trim())) throw new UsageError(`${name}: expected a non-negative integer, got "${v}"`);
-  return BigInt(v.trim());
-}
 
 /** What the proposal edits and where its node count came from. */
 interface ProposalContext {
@@ -260,7 +113,7 @@ function renderFamily(f: FamilyPlan, names: Map<string, string>, ctx: ProposalCo
 /** Lists longer than this are cut in the text (--json has them whole). */
 const MAX_LISTED_ENTRIES = 40;
 
-/** The proposal (src/reserved/pool-proposal.ts) and how an operator can apply it, honest about what Cilium allows. */
+/** The proposal (proposal.ts) and how an operator can apply it, honest about what Cilium allows. */
 function renderProposal(f: FamilyPlan, named: (cidr: string) => string, ctx: ProposalContext): string[] {
   const p = f.proposal;
   if (!p.changed && p.fits && (p.nodes === 0n || f.collidingBlocks > 0n)) return [];

@@ -1,7 +1,7 @@
-// PURE: the node CIDRs nodes hold now (CiliumNodes), against a planned pool (src/reserved/pool-plan.ts): which held
+// PURE: the node CIDRs nodes hold now (CiliumNodes), against a planned pool (pool.ts): which held
 // blocks sit on a reserved subnet and who holds them, and the lowest-free-first order Cilium's cidrset takes after
 // an operator restart.
-import { type Cidr, parseCidr } from '../net/cidr.js';
+import { type Cidr, parseCidr } from '../../net/cidr.js';
 
 export interface CollisionPoint {
   index: bigint;
