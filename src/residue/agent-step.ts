@@ -5,6 +5,7 @@
 // read, no unseen pod's address is cleaned this pass.
 import { attachmentKey, attachmentOfKey } from '../cni/config.js';
 import { listNeighbours } from '../effects/neigh.js';
+import { addressOf } from '../net/ip.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { CachedPod } from '../gc/cached-pod.js';
 import { networkPodRanges, podName } from '../fixes/pods.js';
@@ -21,7 +22,12 @@ type Refused = Refusal & { pod: string; entry: string };
 /** The ledger attachment holding each address. */
 function holders(records: LedgerRecord[]): Map<string, LedgerRecord> {
   const out = new Map<string, LedgerRecord>();
-  for (const r of records) for (const ip of r.ips) out.set(ip.split('/')[0]!, r);
+  for (const r of records) {
+    for (const text of r.ips) {
+      const ip = addressOf(text);
+      if (ip) out.set(ip, r);
+    }
+  }
   return out;
 }
 

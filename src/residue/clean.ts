@@ -10,7 +10,7 @@ import type { Neighbour } from '../net/neighbour.js';
 import { listRoutes } from '../effects/routes.js';
 import type { Route } from '../net/route.js';
 import { parsePrerouting, type ResidueRule } from './parse.js';
-import { exactIp } from '../net/ip.js';
+import { addressOf } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
 import { hostRouteDevices, isPodOwnNeighbour } from './own.js';
 import { readNodeAddresses } from '../effects/node-addresses.js';
@@ -328,7 +328,7 @@ async function snapshot(run: Run, opts: ResidueOptions, ips: readonly string[]):
 }
 
 function hostAddress(ip: string): string {
-  const addr = exactIp(ip.split('/')[0] ?? '');
+  const addr = addressOf(ip);
   if (!addr) throw new TypeError(`not an IP address: ${JSON.stringify(ip)}`);
   return addr;
 }

@@ -7,7 +7,7 @@ import type { Run } from '../effects/exec.js';
 import { listNeighbours } from '../effects/neigh.js';
 import type { Neighbour } from '../net/neighbour.js';
 import { localMacs } from '../effects/links.js';
-import { exactIp } from '../net/ip.js';
+import { addressOf } from '../net/ip.js';
 import {
   cleanResidue,
   findOrphans,
@@ -97,7 +97,7 @@ const neighView = (n: Neighbour): NeighbourView => ({ ip: n.ip, dev: n.dev, ...(
 export function mergeTargets(ledger: Array<{ ip: string; attachment: string }>, named: readonly string[]): Target[] {
   const byIp = new Map<string, Target>();
   const get = (raw: string): Target => {
-    const ip = exactIp(raw.split('/')[0] ?? '');
+    const ip = addressOf(raw);
     if (!ip) throw new TypeError(`not an IP address: ${JSON.stringify(raw)}`);
     let t = byIp.get(ip);
     if (!t) byIp.set(ip, (t = { ip, sources: [], attachments: [] }));
