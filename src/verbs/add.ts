@@ -1,11 +1,11 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { attachmentName, delegateConf } from '../cni/config.js';
-import { convertResult, resultHostDevices, type Result } from '../cni/result.js';
+import { convertResult, resultHostDevices, resultIps, type Result } from '../cni/result.js';
 import { ownerOf } from '../ledger/owner.js';
 import { AddressHeldError, type LedgerRecord } from '../ledger/record.js';
 import { readNetnsIdentity } from '../effects/netns-probe.js';
 import { attachmentOf, exclusively, tally, type VerbContext } from './context.js';
-import { prefetchFixes, prepareAddresses, resultIps, validateFixes } from './address-steps.js';
+import { prefetchFixes, prepareAddresses, validateFixes } from './address-steps.js';
 import { span, timed } from '../spans.js';
 
 /** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */
@@ -121,7 +121,7 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
     let result: Result;
     try {
       result = await timed('delegate.add', () => delegate.add(conf, ctx.conf.cniVersion));
-      const ips = resultIps(result, 'delegate');
+      const ips = resultIps(result, { delegate: delegate.type }); // Delegate.add refused a bad address already
       if (ips.length === 0) throw new CniError(ErrorCode.DelegateFailed, `delegate ${delegate.type} returned no IP addresses`);
       await timed('address', () => prepareAddresses({ ...ctx, run }, ips, { ownDevs: [] }));
       await timed('ledger.write', () => putClaiming(ctx, record(ctx, 'attached', ips, netnsId, previous)));

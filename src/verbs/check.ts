@@ -1,9 +1,9 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { attachmentName, delegateConf } from '../cni/config.js';
-import { convertResult, resultHostDevices } from '../cni/result.js';
+import { convertResult, resultHostDevices, resultIps } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
 import { attachmentOf, exclusively, type VerbContext } from './context.js';
-import { checkAddresses, resultIps } from './address-steps.js';
+import { checkAddresses } from './address-steps.js';
 import { timed } from '../spans.js';
 
 /** CHECK: the ledger holds the attachment with the runtime's addresses, the address checks pass, the delegate agrees. */
