@@ -5,10 +5,9 @@ import { CniError, ErrorCode, formatIssues } from './errors.js';
 import { isSupported, SUPPORTED_VERSIONS } from './versions.js';
 import { parseResult, type Result } from './result.js';
 import { validContainerID } from './env.js';
+import { isObject } from './json.js';
 
 export const PLUGIN_TYPE = 'ipam-shim';
-/** The main plugin the shim chains after (install puts it there; doctor and STATUS look for it): Cilium's. */
-export const ANCHOR_TYPE = 'cilium-cni';
 
 /** The log file's bound when the config does not set one (docs/configuration.md): ~16,000 calls' lines per file. */
 export const DEFAULT_LOG_MAX_BYTES = 10 * 1024 * 1024;
@@ -64,7 +63,7 @@ export const ShimSettingsSchema = z.strictObject({
 });
 
 export type ShimSettings = z.infer<typeof ShimSettingsSchema>;
-type Placement = 'chained' | 'ipam';
+export type Placement = 'chained' | 'ipam';
 
 /** Keys the runtime or spec may put into a plugin's config next to ours (chained placement). */
 const STANDARD_KEYS = new Set([
@@ -158,10 +157,23 @@ function requireName(raw: Record<string, unknown>): string {
   return name;
 }
 
+/**
+ * THE rule for whether a plugin entry (or a stdin config) holds the shim, and where: `chained` (its `type`, which
+ * wins), `ipam` (its `ipam.type`), or undefined. The plugin (parseNetConf), the conf dir's reader (src/conflist.ts)
+ * and install's conflist surgery (src/install/conflist-edit.ts) all ask here.
+ */
+export function shimPlacement(entry: unknown): Placement | undefined {
+  if (!isObject(entry)) return undefined;
+  if (entry.type === PLUGIN_TYPE) return 'chained';
+  return isObject(entry.ipam) && entry.ipam.type === PLUGIN_TYPE ? 'ipam' : undefined;
+}
+
+/** Whether a plugin entry holds the shim, chained or in its IPAM slot (shimPlacement). */
+export const holdsShim = (entry: unknown): boolean => shimPlacement(entry) !== undefined;
+
 function detectPlacement(raw: Record<string, unknown>): Placement {
-  if (raw.type === PLUGIN_TYPE) return 'chained';
-  const ipam = raw.ipam;
-  if (ipam && typeof ipam === 'object' && (ipam as Record<string, unknown>).type === PLUGIN_TYPE) return 'ipam';
+  const placement = shimPlacement(raw);
+  if (placement) return placement;
   throw new CniError(ErrorCode.InvalidNetworkConfig, `neither "type" nor "ipam.type" is "${PLUGIN_TYPE}"`);
 }
 

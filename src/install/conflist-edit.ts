@@ -3,7 +3,8 @@
 // is scanned for the spans of the `plugins` elements and only our element (with its separator) is spliced in
 // or out, in the file's own indentation, line endings and spacing. Insert-then-remove gives back the
 // original bytes exactly.
-import { ANCHOR_TYPE, PLUGIN_TYPE } from '../cni/config.js';
+import { PLUGIN_TYPE, shimPlacement } from '../cni/config.js';
+import { ANCHOR_TYPE } from '../conflist.js';
 import { isObject } from '../cni/json.js';
 
 /** What is wrong with a conflist (callers branch on it, never on the message). */
@@ -169,8 +170,8 @@ export function inspectConflist(text: string, anchorType = ANCHOR_TYPE): Conflis
     const value = values[i];
     return { span, value, type: isObject(value) && typeof value.type === 'string' ? value.type : undefined };
   });
-  const chained = plugins.flatMap((p, i) => (p.type === PLUGIN_TYPE ? [i] : []));
-  const ipamSlot = plugins.findIndex((p) => isObject(p.value) && isObject(p.value.ipam) && p.value.ipam.type === PLUGIN_TYPE);
+  const chained = plugins.flatMap((p, i) => (shimPlacement(p.value) === 'chained' ? [i] : []));
+  const ipamSlot = plugins.findIndex((p) => shimPlacement(p.value) === 'ipam');
   return { list, plugins, pluginsSpan: member.value, anchor: plugins.findIndex((p) => p.type === anchorType), chained, ipamSlot };
 }
 
