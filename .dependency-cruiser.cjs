@@ -60,7 +60,8 @@ const MAY_IMPORT = {
   'network/': ['cni/', 'net/', 'ledger/', 'effects/', 'conflist\\.ts', 'log\\.ts'],
   ...Object.fromEntries(FIXES.map((f) => [f, FIX_PARTS])),
   'fixes/': [...FIXES, ...FIX_PARTS],
-  'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts'],
+  // GC releases an attachment under the agent's attachment lock (one rule for "busy").
+  'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts', 'fixes/attachment-lock\\.ts'],
   // install validates the fixes' settings it writes into the conflist.
   'install/': ['cni/', 'net/', 'effects/', 'conflist\\.ts', 'log\\.ts', ...FIXES],
   'plan/': ['cni/', 'net/', 'reserved/'],
