@@ -294,7 +294,9 @@ export class Ledger implements LedgerStore {
 
   /**
    * Counts for the metrics gauges, from the record file names alone (`<containerID>:<ifname>.json`); only the
-   * records whose container ID `isAgent` accepts are opened (for their addresses). Missing ledger: zeros.
+   * records whose container ID `isAgent` accepts are opened (for their addresses), read as every reader reads a
+   * record (parseLedgerRecord: one that is no record is code 103, never counted as whatever it holds). Missing
+   * ledger: zeros.
    */
   async census(isAgent: (containerID: string) => boolean): Promise<{ attachments: number; agentIps: number }> {
     let all: string[];
@@ -308,8 +310,8 @@ export class Ledger implements LedgerStore {
     let agentIps = 0;
     for (const n of names) {
       if (!isAgent(attachmentOfKey(n.slice(0, -'.json'.length)).containerID)) continue;
-      const rec = JSON.parse((await readFileNoFollow(join(this.recordsDir, n))) ?? '{}') as { ips?: unknown };
-      if (Array.isArray(rec.ips)) agentIps += rec.ips.length;
+      const rec = await this.readRecord(join(this.recordsDir, n));
+      agentIps += rec?.ips.length ?? 0;
     }
     return { attachments: names.length, agentIps };
   }
