@@ -195,14 +195,15 @@ export interface ResidueOptions extends FindOptions {
   neigh?: boolean;
 }
 
-export interface ResidueReport extends ResidueSnapshot {
+/** The residue on the node for some addresses (listResidueFor: CHECK, `residue scan`), with the backends read. */
+export interface NodeResidue extends ResidueSnapshot {
   /** false when no backend could be read (see ebtablesBackends for each one's reason). */
   ebtablesAvailable: boolean;
   ebtablesBackends: BackendStatus[];
 }
 
 /** Read-only (CHECK, `residue scan`): the residue present now for `ips`. Listing failures throw CniError 102. */
-export async function listResidueFor(run: Run, ips: readonly string[], opts: ResidueOptions = {}): Promise<ResidueReport> {
+export async function listResidueFor(run: Run, ips: readonly string[], opts: ResidueOptions = {}): Promise<NodeResidue> {
   const snap = await snapshot(run, opts, ips);
   return { ebtablesAvailable: snap.ebtablesAvailable, ebtablesBackends: snap.backends, ...(await findResidueOnNode(run, ips, snap, opts)) };
 }

@@ -59,7 +59,8 @@ export interface TargetReport extends Target {
   left?: { rules: RuleView[]; neighbours: NeighbourView[] };
 }
 
-export interface ResidueReport {
+/** What `ipam-shim residue scan|clean` reports (its --json document): the targets, what was found or removed, counts. */
+export interface ResidueCommandReport {
   mode: 'scan' | 'clean';
   /** clean: whether anything was (meant to be) deleted. */
   apply: boolean;
@@ -133,7 +134,7 @@ export function assemble(
 }
 
 /** PURE. Counts and the verdict. */
-export function summarise(r: Omit<ResidueReport, 'counts' | 'ok'>): ResidueReport {
+export function summarise(r: Omit<ResidueCommandReport, 'counts' | 'ok'>): ResidueCommandReport {
   const sum = (f: (t: TargetReport) => number) => r.targets.reduce((a, t) => a + f(t), 0);
   const counts = {
     rules: sum((t) => t.rules.length),
