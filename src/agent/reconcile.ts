@@ -12,7 +12,7 @@
 // A step that runs past PASS_BOUNDS.stepMs is abandoned the same way (outcome "abandoned", counted as an error):
 // its signal asks it to stop at its next safe point, and the pass, and the next one, go on without it. Leaving a
 // step behind is safe because everything a step does to an attachment it does under the attachment's lock.
-import { attachmentKey } from '../cni/config.js';
+import { attachmentKey } from '../ledger/key.js';
 import type { Run } from '../effects/exec.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import { openConflistNetwork, type NetworkSelection, type OpenNetwork } from '../network/open.js';

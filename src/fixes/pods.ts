@@ -3,7 +3,8 @@
 // cilium-agent or CNS rewrite leaves, during an upgrade) are in the cache only: their residue is the agent's to
 // remove, their count tells the operator that pods start outside the chain, and one holding a reserved address is
 // reported (never touched: the address may be the reserved subnet's real owner's too).
-import { attachmentKey, attachmentName } from '../cni/config.js';
+import { attachmentName } from '../cni/config.js';
+import { attachmentKey } from '../ledger/key.js';
 import type { CachedPod } from '../gc/cached-pod.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { Cidr } from '../net/cidr.js';

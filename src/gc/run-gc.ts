@@ -1,7 +1,8 @@
 // GC end to end for one network: probe, plan, forward GC to a delegate that speaks 1.1.0 (the GC verb only),
 // release the rest with delegate DELs. Shared by the GC verb and `ipam-shim gc`.
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { attachmentKey, delegateConf, type Attachment, type NetConf } from '../cni/config.js';
+import { delegateConf, type Attachment, type NetConf } from '../cni/config.js';
+import { attachmentKey } from '../ledger/key.js';
 import type { IpamDelegate } from '../effects/delegate.js';
 import { AttachmentBusy, exclusiveAttachment } from '../fixes/attachment-lock.js';
 import type { LedgerRecord, Liveness } from '../ledger/record.js';

@@ -3,7 +3,7 @@
 // entry is the runtime's word and may name anything: an unseen pod's address is a target only when THE rule
 // (src/residue/cleanable.ts) allows it, judged against the node's addresses read this pass; when they cannot be
 // read, no unseen pod's address is cleaned this pass.
-import { attachmentKey, attachmentOfKey } from '../cni/config.js';
+import { attachmentKey, attachmentOfKey } from '../ledger/key.js';
 import { listNeighbours } from '../effects/neigh.js';
 import { addressOf } from '../net/ip.js';
 import type { LedgerRecord } from '../ledger/record.js';
