@@ -11,7 +11,7 @@ import type { CachedPod } from '../gc/cached-pod.js';
 import { networkPodRanges, podName } from '../fixes/pods.js';
 import { AttachmentBusy, exclusiveAttachment } from '../fixes/attachment-lock.js';
 import type { AgentStep } from '../fixes/agent-step.js';
-import { findResidueOnNode, listPreroutingResidue, nodeBackends, readNodeFacts } from './clean.js';
+import { findResidueOnNode, listPreroutingResidue, nodeBackends, readNodeFacts } from './find.js';
 import { refusal, type NodeFacts, type Refusal } from './cleanable.js';
 import { cleanResidueFor } from './cure.js';
 import { Lasting } from '../fixes/lasting.js';

@@ -21,7 +21,7 @@ import { confDirProblem, DEFAULT_CONF_DIR } from '../conflist.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from '../cli/network.js';
 import type { OpenNetwork } from '../network/open.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from '../cli/command.js';
-import { readNodeFacts } from './clean.js';
+import { readNodeFacts } from './find.js';
 import { refusal } from './cleanable.js';
 import { shown } from '../terminal.js';
 

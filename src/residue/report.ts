@@ -8,17 +8,16 @@ import { listNeighbours } from '../effects/neigh.js';
 import type { Neighbour } from '../net/neighbour.js';
 import { localMacs } from '../effects/links.js';
 import { addressOf } from '../net/ip.js';
+import { cleanResidue, type CleanFailure } from './clean.js';
 import {
-  cleanResidue,
   findOrphans,
   findResidueOnNode,
   listPreroutingResidue,
   nodeBackends,
   type BackendStatus,
-  type CleanFailure,
   type ResidueSnapshot,
   type Spared,
-} from './clean.js';
+} from './find.js';
 import type { NodeFacts } from './cleanable.js';
 import type { BackendName, BackendSetting } from './backends.js';
 import type { ResidueRule } from './parse.js';
