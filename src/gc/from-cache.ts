@@ -2,7 +2,6 @@
 // attachments libcni cached, then the GC verb's own algorithm and guards (src/gc/run-gc.ts), and the refusal
 // to release anything when the cache is out of sight. `ipam-shim gc` and the node agent's gc step both call
 // gcFromCache; neither decides anything of its own.
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type Stats } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Attachment } from '../cni/config.js';
@@ -12,6 +11,7 @@ import { badAddress, canonicalAddresses } from '../cni/result.js';
 import type { OpenNetwork } from '../network/open.js';
 import { runGc, type GcReport } from './run-gc.js';
 import type { CachedPod } from './cached-pod.js';
+import { readCacheFile, type FileRead } from './cache-file.js';
 
 /** What the runtime's result cache showed for a network: its attachments, or why it could not be seen. */
 export interface CacheView {
@@ -91,87 +91,14 @@ function entryNamesProblem(containerId: string, ifName: string): string | undefi
 
 const CACHE_KIND = 'cniCacheV1';
 /**
- * The largest cache file read. A libcni entry is a few KiB: its largest field is `config`, the network's conflist
- * base64'd (a 1 KiB conflist: ~1.4 KiB), then the result and the runtime's capability args (containerd's pod
- * annotations). 1 MiB is a few hundred times that, and bounds what one read holds (eight at a time: 8 MiB of text
- * plus its parse) whatever the file is: a 1 GB file is "could not look", not 1 GB of the agent's memory.
- */
-export const MAX_CACHE_ENTRY_BYTES = 1 << 20;
-/**
  * The most cache files named for one network a pass reads. A node runs at most a few hundred pods (kubelet's
  * maxPods: 110 by default, 250 on the largest AKS nodes); more entries than this is a runtime leaking entries or a
  * planted flood, and reading them all would cost the agent memory and time without bound: "could not look".
  */
 export const MAX_CACHE_ENTRIES = 10_000;
 
-const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = constants;
 /** Files read between two yields to the event loop (HTTP probes, SIGTERM): ~1 ms of synchronous reads. */
 const READ_BATCH = 64;
-
-/** What one cache file held: its text, gone (removed since the listing), or why it could not be looked at. */
-type FileRead = { text: string } | { gone: true } | { why: string };
-
-const errnoOf = (e: unknown): string | undefined => (e as { code?: string }).code;
-
-/** Why a file's status makes it no cache entry, or undefined. */
-function notAnEntry(st: Stats): string | undefined {
-  if (st.isSymbolicLink()) return 'is a symbolic link (not followed)';
-  if (!st.isFile()) return `is not a regular file (${fileKind(st)})`;
-  if (st.size > MAX_CACHE_ENTRY_BYTES) return `is ${st.size} bytes, more than the ${MAX_CACHE_ENTRY_BYTES} a cache entry may be`;
-  return undefined;
-}
-
-/**
- * Reads one cache file as a runtime's own file must be read by a root process: only a regular file of at most
- * MAX_CACHE_ENTRY_BYTES is opened (lstat first: a FIFO, socket or device is never opened), never through a symlink
- * (a link to a root-only file would put its bytes in our hands), never blocking (O_NONBLOCK: a file swapped for a
- * FIFO after the lstat is caught by the fstat, not waited on). ENOENT is "gone": libcni's DEL removes entries at
- * any time, and a file listed a moment ago and removed since is not part of the runtime's state.
- * Synchronous: four system calls on a small local file cost less than the thread-pool round trips of async ones
- * (5,000 entries: CPU 1.3 s async, see docs/performance.md), and the ledger beside it is read the same way.
- */
-function readCacheFile(path: string): FileRead {
-  let fd: number;
-  try {
-    const why = notAnEntry(lstatSync(path));
-    if (why) return { why };
-    fd = openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-  } catch (e) {
-    const code = errnoOf(e);
-    if (code === 'ENOENT') return { gone: true };
-    if (code === 'ELOOP') return { why: 'is a symbolic link (not followed)' };
-    return { why: `cannot be opened (${code ?? (e as Error).name})` };
-  }
-  try {
-    const st = fstatSync(fd);
-    const why = notAnEntry(st);
-    if (why) return { why };
-    // One byte more than it claims, in one read (a short read of a regular file is its end): a file that grew past
-    // the bound since fstat is still refused; one rewritten in place meanwhile reads as what was there (the parse decides).
-    const buf = Buffer.allocUnsafe(st.size + 1);
-    const n = readSync(fd, buf, 0, buf.length, 0);
-    if (n > MAX_CACHE_ENTRY_BYTES) return { why: `grew past the ${MAX_CACHE_ENTRY_BYTES} bytes a cache entry may be while read` };
-    return { text: buf.toString('utf8', 0, n) };
-  } catch (e) {
-    return { why: `cannot be read (${errnoOf(e) ?? (e as Error).name})` };
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function fileKind(st: {
-  isDirectory(): boolean;
-  isFIFO(): boolean;
-  isSocket(): boolean;
-  isCharacterDevice(): boolean;
-  isBlockDevice(): boolean;
-}): string {
-  if (st.isDirectory()) return 'a directory';
-  if (st.isFIFO()) return 'a FIFO';
-  if (st.isSocket()) return 'a socket';
-  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
-  return 'not a file';
-}
 
 /** libcni's cache root (containerd, CRI-O, podman): `results/` below it. */
 export const DEFAULT_CACHE_DIR = '/var/lib/cni';

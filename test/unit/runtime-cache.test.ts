@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { validContainerID, validInterfaceName } from '../../src/cni/env.js';
 import { Ledger, PathEscapeError } from '../../src/effects/ledger.js';
-import { cachedAttachments, MAX_CACHE_ENTRIES, MAX_CACHE_ENTRY_BYTES, RuntimeCacheError } from '../../src/gc/from-cache.js';
+import { cachedAttachments, MAX_CACHE_ENTRIES, RuntimeCacheError } from '../../src/gc/from-cache.js';
+import { MAX_CACHE_ENTRY_BYTES } from '../../src/gc/cache-file.js';
 
 let dir: string | undefined;
 const fifos: string[] = [];
