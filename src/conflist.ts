@@ -6,10 +6,25 @@ import { type Dirent, readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { CniError, ErrorCode } from './cni/errors.js';
 import { isObject } from './cni/json.js';
-import { parseNetConf, PLUGIN_TYPE, type NetConf } from './cni/config.js';
+import { holdsShim, parseNetConf, type NetConf } from './cni/config.js';
 import { compareVersions, isSupported } from './cni/versions.js';
 
 export const DEFAULT_CONF_DIR = '/etc/cni/net.d';
+
+/** The main plugin the shim chains after (install puts it there; doctor and STATUS look for it): Cilium's. */
+export const ANCHOR_TYPE = 'cilium-cni';
+
+/**
+ * THE rule for which plugin of a list allocates the addresses the chained shim (at `shimIndex`) sees: the anchor
+ * (cilium-cni) when listed, else the plugin right before the shim; undefined when there is none. Doctor mirrors its
+ * IPAM config; install (which puts the shim right after the anchor) copies it into the entry's `delegate`.
+ */
+export function allocatorOf(plugins: readonly unknown[], shimIndex: number): Record<string, unknown> | undefined {
+  const anchor = plugins.find((p) => isObject(p) && p.type === ANCHOR_TYPE);
+  if (anchor) return anchor as Record<string, unknown>;
+  const prev = plugins[shimIndex - 1];
+  return isObject(prev) ? prev : undefined;
+}
 
 export interface ShimConflist {
   path: string;
@@ -17,10 +32,6 @@ export interface ShimConflist {
   /** Index of the plugin entry that holds the shim. */
   index: number;
   conf: NetConf;
-}
-
-export function holdsShim(entry: unknown): boolean {
-  return isObject(entry) && (entry.type === PLUGIN_TYPE || (isObject(entry.ipam) && entry.ipam.type === PLUGIN_TYPE));
 }
 
 /** The version a runtime would pick: the highest of cniVersion ∪ cniVersions that we speak. */

@@ -5,8 +5,7 @@
 import { AGENT_OWNER, agentContainerID } from '../ledger/owner.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type NetConf } from '../cni/config.js';
-import { resultAddresses } from '../cni/result.js';
-import { canonicalIp } from '../net/ip.js';
+import { resultIps } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
 import type { IpamDelegate } from '../effects/delegate.js';
 import type { LedgerRecord } from '../ledger/record.js';
@@ -133,7 +132,7 @@ export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Fami
     await d.ledger.put(base);
     const result = await d.delegate.add(delegateConf(d.conf, version), d.conf.cniVersion, env);
     // Canonical text, as the verbs record (Delegate.add refused any address src/net/ip.ts does not take).
-    const ips = resultAddresses(result).map(canonicalIp);
+    const ips = resultIps(result, { delegate: d.delegate.type });
     try {
       if (!ips.length) throw new CniError(ErrorCode.DelegateFailed, `delegate ${d.delegate.type} returned no IP addresses`);
       const cured = await cureAddresses(d, ips);

@@ -5,10 +5,9 @@ import { CniError, ErrorCode, formatIssues } from './errors.js';
 import { isSupported, SUPPORTED_VERSIONS } from './versions.js';
 import { parseResult, type Result } from './result.js';
 import { validContainerID } from './env.js';
+import { isObject } from './json.js';
 
 export const PLUGIN_TYPE = 'ipam-shim';
-/** The main plugin the shim chains after (install puts it there; doctor and STATUS look for it): Cilium's. */
-export const ANCHOR_TYPE = 'cilium-cni';
 
 /** The log file's bound when the config does not set one (docs/configuration.md): ~16,000 calls' lines per file. */
 export const DEFAULT_LOG_MAX_BYTES = 10 * 1024 * 1024;
@@ -64,7 +63,7 @@ export const ShimSettingsSchema = z.strictObject({
 });
 
 export type ShimSettings = z.infer<typeof ShimSettingsSchema>;
-type Placement = 'chained' | 'ipam';
+export type Placement = 'chained' | 'ipam';
 
 /** Keys the runtime or spec may put into a plugin's config next to ours (chained placement). */
 const STANDARD_KEYS = new Set([
@@ -88,19 +87,6 @@ const STANDARD_KEYS = new Set([
 export interface Attachment {
   containerID: string;
   ifname: string;
-}
-
-/**
- * The one spelling of an attachment as a map key and a ledger file name (`<containerID>:<ifname>`): a container
- * ID holds no `:` (the spec's regex, checked on every CNI call), so the FIRST `:` splits it back (attachmentOfKey);
- * an ifname may hold one (libcni forbids it in CNI_IFNAME, but a GC valid list's ifname is any string).
- */
-export const attachmentKey = (a: Attachment): string => `${a.containerID}:${a.ifname}`;
-
-/** attachmentKey's inverse. */
-export function attachmentOfKey(key: string): Attachment {
-  const at = key.indexOf(':');
-  return { containerID: key.slice(0, at), ifname: key.slice(at + 1) };
 }
 
 /** How an attachment is named to people (logs, errors, doctor): `<containerID>/<ifname>`. */
@@ -158,10 +144,23 @@ function requireName(raw: Record<string, unknown>): string {
   return name;
 }
 
+/**
+ * THE rule for whether a plugin entry (or a stdin config) holds the shim, and where: `chained` (its `type`, which
+ * wins), `ipam` (its `ipam.type`), or undefined. The plugin (parseNetConf), the conf dir's reader (src/conflist.ts)
+ * and install's conflist surgery (src/install/conflist-edit.ts) all ask here.
+ */
+export function shimPlacement(entry: unknown): Placement | undefined {
+  if (!isObject(entry)) return undefined;
+  if (entry.type === PLUGIN_TYPE) return 'chained';
+  return isObject(entry.ipam) && entry.ipam.type === PLUGIN_TYPE ? 'ipam' : undefined;
+}
+
+/** Whether a plugin entry holds the shim, chained or in its IPAM slot (shimPlacement). */
+export const holdsShim = (entry: unknown): boolean => shimPlacement(entry) !== undefined;
+
 function detectPlacement(raw: Record<string, unknown>): Placement {
-  if (raw.type === PLUGIN_TYPE) return 'chained';
-  const ipam = raw.ipam;
-  if (ipam && typeof ipam === 'object' && (ipam as Record<string, unknown>).type === PLUGIN_TYPE) return 'ipam';
+  const placement = shimPlacement(raw);
+  if (placement) return placement;
   throw new CniError(ErrorCode.InvalidNetworkConfig, `neither "type" nor "ipam.type" is "${PLUGIN_TYPE}"`);
 }
 

@@ -2,6 +2,7 @@
 import * as z from './zod.js';
 import { atLeast } from './versions.js';
 import { CniError, ErrorCode, formatIssues } from './errors.js';
+import { addressProblem, canonicalIp } from '../net/ip.js';
 
 const IpConfigSchema = z.looseObject({
   address: z.string(),
@@ -21,18 +22,12 @@ const ResultSchema = z.looseObject({
 });
 
 export type Result = z.infer<typeof ResultSchema>;
-type IpConfig = z.infer<typeof IpConfigSchema>;
 
 /** Parses a result (a delegate's stdout or a prevResult), reporting problems as code 6. */
 export function parseResult(raw: unknown, what: string): Result {
   const r = ResultSchema.safeParse(raw);
   if (!r.success) throw new CniError(ErrorCode.DecodingFailure, `failed to decode ${what}`, { details: formatIssues(r.error.issues) });
   return r.data;
-}
-
-/** The bare address of an ips[] entry ("10.0.0.5/24" → "10.0.0.5"). */
-function addressOf(ip: IpConfig): string {
-  return ip.address.split('/')[0] ?? ip.address;
 }
 
 const familyOf = (address: string): '4' | '6' => (address.includes(':') ? '6' : '4');
@@ -48,9 +43,51 @@ export function convertResult(result: Result, version: string): Result {
   return out;
 }
 
-/** Every bare address a result hands out, each once (an address listed twice is still one allocation). */
-export function resultAddresses(result: Result): string[] {
-  return [...new Set((result.ips ?? []).map(addressOf))];
+/** The first of `texts` (`address[/prefix]`) that is not an address the shim takes (src/net/ip.ts's rule), or undefined. */
+export function badAddress(texts: readonly string[]): { address: string; kind: 'invalid' | 'mapped'; message: string } | undefined {
+  for (const address of texts) {
+    const problem = addressProblem(address);
+    if (problem) return { address, ...problem };
+  }
+  return undefined;
+}
+
+/**
+ * THE canonical addresses of a result's texts (its `ips[].address`; a cached 0.2.0 result's `ip4`/`ip6` too): each
+ * once, in order, in canonical text (src/net/ip.ts canonicalIp: the prefix dropped; RFC 5952). Deduplicated after
+ * canonicalising: `FD00:0::5/64` and `fd00::5/64` are one allocation. Callers refuse badAddress first; throws on one.
+ */
+export function canonicalAddresses(texts: readonly string[]): string[] {
+  return [...new Set(texts.map(canonicalIp))];
+}
+
+/** Where a result came from, for the refusal's code and message: a prevResult, or delegate `type`'s ADD (`output`: an excerpt of it, made only for a refusal). */
+export type ResultOrigin = 'prevResult' | { delegate: string; output?: () => string };
+
+/**
+ * THE refusal of a result holding an address the shim does not take, at the boundary: in a prevResult, one that is
+ * not an IP is 6 (it cannot be decoded) and an IPv4-mapped one 7; in a delegate's result 101 (the delegate's fault).
+ */
+export function refuseBadAddresses(result: Pick<Result, 'ips'>, origin: ResultOrigin): void {
+  const bad = badAddress((result.ips ?? []).map((ip) => ip.address));
+  if (!bad) return;
+  const what = bad.kind === 'mapped' ? 'an IPv4-mapped IPv6 address' : 'an address that is not an IP';
+  if (origin === 'prevResult') {
+    const code = bad.kind === 'mapped' ? ErrorCode.InvalidNetworkConfig : ErrorCode.DecodingFailure;
+    throw new CniError(code, `prevResult holds ${what}: ${JSON.stringify(bad.address)}`, { details: bad.message });
+  }
+  throw new CniError(ErrorCode.DelegateFailed, `delegate ${origin.delegate} ADD returned ${what}: ${JSON.stringify(bad.address)}`, {
+    details: origin.output === undefined ? bad.message : `${bad.message}; the result: ${origin.output()}`,
+  });
+}
+
+/**
+ * The addresses a result hands out (ADD, CHECK, `agent-ip allocate`): refused at the boundary (refuseBadAddresses),
+ * then canonicalAddresses.
+ */
+export function resultIps(result: Pick<Result, 'ips'>, origin: ResultOrigin): string[] {
+  refuseBadAddresses(result, origin);
+  return canonicalAddresses((result.ips ?? []).map((ip) => ip.address));
 }
 
 /** PURE. Host-side interfaces a CNI result names: the ones without a `sandbox`. */

@@ -1,9 +1,9 @@
 // What doctor sees in a conf dir when no conflist holds the shim: every network config the runtime's reader
 // accepts (src/conflist.ts readNetworkConfig), the files it refuses and why, and the one holding cilium-cni (the
 // conflist the shim is chained into). One scan, so the conflist and main-plugin checks name the same file.
-import { ANCHOR_TYPE } from '../cni/config.js';
+import { holdsShim } from '../cni/config.js';
 import { CniError } from '../cni/errors.js';
-import { conflistFiles, holdsShim, type NetworkConfigFile, readNetworkConfig } from '../conflist.js';
+import { ANCHOR_TYPE, conflistFiles, type NetworkConfigFile, readNetworkConfig } from '../conflist.js';
 import { typeOf } from './ipam-config.js';
 
 export interface ConfDirScan {

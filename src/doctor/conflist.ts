@@ -2,11 +2,11 @@
 import { dirname } from 'node:path';
 import { isObject } from '../cni/json.js';
 import { CniError } from '../cni/errors.js';
-import { ANCHOR_TYPE } from '../cni/config.js';
-import { confDirProblem, conflistFiles, holdsShim, readNetworkConfig, ShimConflistMissing } from '../conflist.js';
+import { holdsShim } from '../cni/config.js';
+import { allocatorOf, ANCHOR_TYPE, confDirProblem, conflistFiles, readNetworkConfig, ShimConflistMissing } from '../conflist.js';
 import { type DoctorCheck, type Finding, list, type NodeView } from '../fix/doctor-check.js';
 import { anyShim, ciliumConfig, describeConfig, scanConfDir } from './conf-dir.js';
-import { allocator, typeOf } from './ipam-config.js';
+import { typeOf } from './ipam-config.js';
 
 const NAME = 'conflist';
 
@@ -102,6 +102,7 @@ export const conflistCheck: DoctorCheck = {
       const i = net.shim.index;
       const ciliumAt = types.indexOf(ANCHOR_TYPE);
       const prev = plugins[i - 1];
+      const alloc = allocatorOf(plugins, i);
       if (i === 0) {
         out.push({
           check: name,
@@ -116,7 +117,7 @@ export const conflistCheck: DoctorCheck = {
           summary: `the shim is plugin ${i} (${types.join(' → ')}), not right after cilium-cni`,
           fix: 'run ipam-shim install: it moves the entry right after cilium-cni',
         });
-      } else if (ciliumAt < 0 && !isObject(isObject(prev) ? prev.ipam : undefined)) {
+      } else if (ciliumAt < 0 && !isObject(alloc?.ipam)) {
         out.push({
           check: name,
           verdict: 'warn',
@@ -126,9 +127,9 @@ export const conflistCheck: DoctorCheck = {
       } else {
         out.push({ check: name, verdict: 'ok', summary: `chained after ${typeOf(prev)} in ${net.shim.path} (${types.join(' → ')})` });
       }
-      const ipam = allocator(net)?.ipam;
+      const ipam = alloc?.ipam;
       const delegate = net.conf.settings.delegate;
-      const allocType = typeOf(allocator(net));
+      const allocType = typeOf(alloc);
       if (!isObject(ipam)) {
         if (!delegate)
           out.push({

@@ -4,7 +4,8 @@
 // shim would be chained into, the one holding cilium-cni, and at no other network's.
 import { accessSync, constants, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { ANCHOR_TYPE, PLUGIN_TYPE } from '../cni/config.js';
+import { PLUGIN_TYPE } from '../cni/config.js';
+import { ANCHOR_TYPE } from '../conflist.js';
 import type { DoctorCheck, Finding } from '../fix/doctor-check.js';
 import { typeOf } from './ipam-config.js';
 import { ciliumConfig, scanConfDir } from './conf-dir.js';

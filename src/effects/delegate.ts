@@ -3,8 +3,7 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { parseResult, convertResult, type Result } from '../cni/result.js';
-import { addressProblem } from '../net/ip.js';
+import { parseResult, convertResult, refuseBadAddresses, type Result } from '../cni/result.js';
 import { bridgeVersion, LATEST_VERSION } from '../cni/versions.js';
 import { assertPrivateDirSync, ensurePrivateDir, readFileNoFollowSync, writeFileAtomic } from './fs-atomic.js';
 import { MAX_OUTPUT_BYTES, run as defaultRun, type Run, type RunResult } from './exec.js';
@@ -142,14 +141,8 @@ export class Delegate implements IpamDelegate {
   async add(conf: Record<string, unknown>, resultVersion: string, env: NodeJS.ProcessEnv = {}): Promise<Result> {
     const out = await this.call('ADD', conf, env);
     const result = parseResult(out ?? {}, `delegate ${this.o.type} ADD result`);
-    for (const ip of result.ips ?? []) {
-      const problem = addressProblem(ip.address);
-      if (!problem) continue;
-      const what = problem.kind === 'mapped' ? 'an IPv4-mapped IPv6 address' : 'an address that is not an IP';
-      throw new CniError(ErrorCode.DelegateFailed, `delegate ${this.o.type} ADD returned ${what}: ${JSON.stringify(ip.address)}`, {
-        details: `${problem.message}; the result: ${excerpt(JSON.stringify(out))}`,
-      });
-    }
+    // At the boundary: the delegate's output excerpt is only at hand here.
+    refuseBadAddresses(result, { delegate: this.o.type, output: () => excerpt(JSON.stringify(out)) });
     return convertResult(result, resultVersion);
   }
 

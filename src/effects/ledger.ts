@@ -5,83 +5,27 @@
 import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { attachmentKey, attachmentOfKey, type Attachment } from '../cni/config.js';
+import { type Attachment } from '../cni/config.js';
+import { attachmentKey, attachmentOfKey } from '../ledger/key.js';
 import { AddressHeldError, durableFor, NewerLedgerFormatError, parseLedgerRecord, sameAttachment, type LedgerRecord } from '../ledger/record.js';
 import type { LedgerListing, LedgerStore } from '../ledger/store.js';
 import {
   assertPrivateDir,
   ensurePrivateDir,
-  isErrno,
   readFileNoFollow,
   readFileNoFollowSync,
   removeFile,
   writeFileAtomic,
   UnsafePathError,
 } from './fs-atomic.js';
-import { breakIfStale, withLock, LockTimeoutError } from './lock.js';
-
-/**
- * How long a writer waits for the network's lock. Holders keep it for a few file writes, but with many
- * parallel ADDs on a starved node (64 at once on 2 busy cores: p50 1.5 s, max 9 s measured) 10 s was too
- * short and ADDs failed with 11. A dead holder's lock is broken at once, so waiting longer costs nothing
- * else; host-local itself waits on its flock without any limit.
- */
-const LEDGER_LOCK_WAIT_MS = 30_000;
+import { breakIfStale, withLock } from './lock.js';
+import { attachmentLocked, networkLocked } from './ledger-locks.js';
+import { assertLedgerLayout, fileIn, unsafe } from './ledger-dir.js';
 
 /** NAME_MAX (255) minus what writeFileAtomic adds for its temp file (at most 16 bytes: fs-atomic.ts tempNameFor; 18 kept). */
 const MAX_RECORD_NAME_BYTES = 255 - 18;
 
-function unsafe(e: UnsafePathError): CniError {
-  return new CniError(ErrorCode.LedgerCorrupt, `unsafe ledger directory: ${e.message}`, { details: e.path, cause: e });
-}
-
-/** What a network's ledger directory holds: the two subdirectories, the locks, and dot-named temp/probe/attachment-lock files. */
-const OWN_ENTRY = /^(records|ips|lock(\.break)?|agent-.+\.lock(\.break)?|\..+)$/;
-
-/**
- * `<stateDir>/<network>` may exist already, and open() tightens it to 0700. One that holds anything else is not
- * ours to chmod or write into (stateDir "/" with a network named "etc" would otherwise lock the node out of
- * /etc): refused, untouched. Missing is fine.
- */
-function assertLedgerLayout(dir: string): void {
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch (e) {
-    if (isErrno(e, 'ENOENT')) return;
-    throw e;
-  }
-  const foreign = names.filter((n) => !OWN_ENTRY.test(n));
-  if (foreign.length) {
-    const shown = foreign.slice(0, 3).join(', ') + (foreign.length > 3 ? ', …' : '');
-    throw new UnsafePathError(dir, `holds files that are not an ipam-shim ledger's (${shown}): check stateDir and the network name`);
-  }
-}
-
-/**
- * A ledger path would leave its directory: the name it is built from (an attachment's container ID and interface
- * name, an owner) is not one file name. Every CNI call's names are validated first (src/cni/env.ts), so only a name
- * from elsewhere (the runtime's result cache, read by the agent) can get here: nothing is created, read or removed.
- */
-export class PathEscapeError extends CniError {
-  constructor(
-    readonly dir: string,
-    readonly name: string,
-  ) {
-    super(ErrorCode.InvalidEnvironment, 'a ledger path would leave its directory', {
-      details: `${JSON.stringify(name)} is not one file name in ${dir}`,
-    });
-  }
-}
-
-/** `dir`/`name`, for a name that is one file name; anything that could resolve elsewhere throws PathEscapeError. */
-function fileIn(dir: string, name: string): string {
-  if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) throw new PathEscapeError(dir, name);
-  return join(dir, name);
-}
-
-/** Ledger.lockedAttachment could not take the lock (the ledger is unusable, or another call holds it): fn never ran. */
-export class AttachmentLockError extends CniError {}
+export { AttachmentLockError } from './ledger-locks.js';
 
 const keyOf = attachmentKey;
 
@@ -259,24 +203,7 @@ export class Ledger implements LedgerStore {
     // refuse it, or find nothing).
     const path = this.attachmentLockPath(a);
     if (Buffer.byteLength(`${keyOf(a)}.json`) > MAX_RECORD_NAME_BYTES) return fn();
-    try {
-      await this.open();
-    } catch (e) {
-      throw new AttachmentLockError((e as CniError).code, (e as CniError).msg, { details: (e as CniError).details, cause: e });
-    }
-    let entered = false;
-    try {
-      return await withLock(path, () => ((entered = true), fn()), waitMs);
-    } catch (e) {
-      if (entered) throw e;
-      if (e instanceof LockTimeoutError) {
-        throw new AttachmentLockError(ErrorCode.TryAgainLater, `another ADD, DEL or CHECK of ${keyOf(a)} is still running`, { details: e.message });
-      }
-      throw new AttachmentLockError(ErrorCode.IoFailure, `cannot take the attachment lock in ${this.dir}`, {
-        details: (e as Error).message,
-        cause: e,
-      });
-    }
+    return attachmentLocked({ path, dir: this.dir, key: keyOf(a), open: () => this.open() }, waitMs, fn);
   }
 
   async lockedAgentOwner<T>(owner: string, fn: () => Promise<T>): Promise<T> {
@@ -294,7 +221,9 @@ export class Ledger implements LedgerStore {
 
   /**
    * Counts for the metrics gauges, from the record file names alone (`<containerID>:<ifname>.json`); only the
-   * records whose container ID `isAgent` accepts are opened (for their addresses). Missing ledger: zeros.
+   * records whose container ID `isAgent` accepts are opened (for their addresses), read as every reader reads a
+   * record (parseLedgerRecord: one that is no record is code 103, never counted as whatever it holds). Missing
+   * ledger: zeros.
    */
   async census(isAgent: (containerID: string) => boolean): Promise<{ attachments: number; agentIps: number }> {
     let all: string[];
@@ -308,8 +237,8 @@ export class Ledger implements LedgerStore {
     let agentIps = 0;
     for (const n of names) {
       if (!isAgent(attachmentOfKey(n.slice(0, -'.json'.length)).containerID)) continue;
-      const rec = JSON.parse((await readFileNoFollow(join(this.recordsDir, n))) ?? '{}') as { ips?: unknown };
-      if (Array.isArray(rec.ips)) agentIps += rec.ips.length;
+      const rec = await this.readRecord(join(this.recordsDir, n));
+      agentIps += rec?.ips.length ?? 0;
     }
     return { attachments: names.length, agentIps };
   }
@@ -321,16 +250,7 @@ export class Ledger implements LedgerStore {
   /** Runs fn under the network's lock (code 11 when it cannot be had in time). */
   async locked<T>(fn: () => Promise<T>): Promise<T> {
     await this.open();
-    try {
-      return await withLock(join(this.dir, 'lock'), fn, LEDGER_LOCK_WAIT_MS);
-    } catch (e) {
-      if (e instanceof LockTimeoutError) throw new CniError(ErrorCode.TryAgainLater, e.message);
-      // A file system error (ENOSPC, EROFS, EIO…) is an I/O failure with its path, not an internal error (999).
-      if (!(e instanceof CniError) && typeof (e as { code?: unknown }).code === 'string') {
-        throw new CniError(ErrorCode.IoFailure, `ledger write failed in ${this.dir}`, { details: (e as Error).message, cause: e });
-      }
-      throw e;
-    }
+    return networkLocked(this.dir, fn);
   }
 
   private ipPath(ip: string): string {

@@ -1,10 +1,11 @@
 // The node's uplink as the default route names it: `ip -j [-6] route show default`, read family by family in
-// UPLINK_FAMILIES order and judged by the one uplink rule (defaultUplink in routes.ts), so the probe rewrite and
+// UPLINK_FAMILIES order and judged by the one uplink rule (defaultUplink in src/net/uplink.ts), so the probe rewrite and
 // the route checks never disagree on it.
 import { ToolError } from '../cni/errors.js';
 import type { Run } from './exec.js';
 import type { Family } from '../net/ip.js';
-import { defaultUplink, parseRoutes, UPLINK_FAMILIES } from './routes.js';
+import { parseRoutes } from './routes.js';
+import { defaultUplink, UPLINK_FAMILIES } from '../net/uplink.js';
 
 const TIMEOUT_MS = 5_000;
 

@@ -3,15 +3,21 @@
 // the lock is working on that attachment right now, and the next pass will look again.
 import { type Attachment, attachmentName } from '../cni/config.js';
 import { ErrorCode } from '../cni/errors.js';
-import { AttachmentLockError, type Ledger } from '../effects/ledger.js';
+import { AttachmentLockError } from '../effects/ledger.js';
+import type { LedgerStore } from '../ledger/store.js';
 
 /** How long a pass waits for one attachment's lock. */
 export const AGENT_LOCK_WAIT_MS = 5_000;
 
-/** fn never ran: a CNI call of this attachment held its lock. */
+/** fn never ran: a CNI call of this attachment held its lock (THE rule for "busy": the agent's steps and GC). */
 export class AttachmentBusy extends Error {}
 
-export async function exclusiveAttachment<T>(ledger: Ledger, a: Attachment, fn: () => Promise<T>, waitMs = AGENT_LOCK_WAIT_MS): Promise<T> {
+export async function exclusiveAttachment<T>(
+  ledger: Pick<LedgerStore, 'lockedAttachment'>,
+  a: Attachment,
+  fn: () => Promise<T>,
+  waitMs = AGENT_LOCK_WAIT_MS,
+): Promise<T> {
   try {
     return await ledger.lockedAttachment(a, waitMs, fn);
   } catch (e) {

@@ -7,13 +7,11 @@ import { join } from 'node:path';
 import type { Attachment } from '../cni/config.js';
 import { validContainerID, validInterfaceName } from '../cni/env.js';
 import * as z from '../cni/zod.js';
-import { addressProblem, canonicalIp } from '../net/ip.js';
+import { badAddress, canonicalAddresses } from '../cni/result.js';
 import type { OpenNetwork } from '../network/open.js';
 import { runGc, type GcReport } from './run-gc.js';
 import type { CachedPod, CacheView, IgnoredEntry } from './cached-pod.js';
 import { readCacheFile, type FileRead } from './cache-file.js';
-
-export { MAX_CACHE_ENTRY_BYTES } from './cache-file.js';
 
 /**
  * One file of this network could not be looked at (not a regular file, too large, not JSON, …), or the network has
@@ -57,9 +55,9 @@ function podOf(a: Attachment, entry: unknown): CachedPod {
   const name = arg('K8S_POD_NAME');
   const pod: CachedPod = { ...a, ips: [], ...(namespace ? { namespace } : {}), ...(name ? { name } : {}) };
   const texts = [...(result?.ips ?? []).map((i) => i.address), ...(result?.ip4 ? [result.ip4.ip] : []), ...(result?.ip6 ? [result.ip6.ip] : [])];
-  const bad = texts.map(addressProblem).find(Boolean);
+  const bad = badAddress(texts);
   if (bad) return { ...pod, unreadable: bad.message };
-  pod.ips = [...new Set(texts.map(canonicalIp))];
+  pod.ips = canonicalAddresses(texts);
   return pod;
 }
 

@@ -1,9 +1,10 @@
 // GC end to end for one network: probe, plan, forward GC to a delegate that speaks 1.1.0 (the GC verb only),
 // release the rest with delegate DELs. Shared by the GC verb and `ipam-shim gc`.
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { attachmentKey, delegateConf, type Attachment, type NetConf } from '../cni/config.js';
+import { delegateConf, type Attachment, type NetConf } from '../cni/config.js';
+import { attachmentKey } from '../ledger/key.js';
 import type { IpamDelegate } from '../effects/delegate.js';
-import { AttachmentLockError } from '../effects/ledger.js';
+import { AttachmentBusy, exclusiveAttachment } from '../fix/attachment-lock.js';
 import type { LedgerRecord, Liveness } from '../ledger/record.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { probeAttachment } from '../effects/netns-probe.js';
@@ -117,7 +118,7 @@ async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddres
           o.log.info({ containerID: record.containerID, ifname: record.ifname }, 'GC: the record changed since it was planned; left for the next GC');
         }
       } catch (e) {
-        if (e instanceof AttachmentLockError && e.code === ErrorCode.TryAgainLater) {
+        if (e instanceof AttachmentBusy) {
           // An ADD, DEL or CHECK of it is running right now: not a leak to act on now.
           outcomes[i] = { attachment, skipped: 'busy' };
           o.log.info(
@@ -140,7 +141,7 @@ async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddres
 
 /**
  * Releases one recorded attachment as the only ADD, DEL or CHECK of it would (never interleaved with one: under its
- * lock, code 11 AttachmentLockError when a call holds it past `lockWaitMs`), and only the record that was planned:
+ * lock, AttachmentBusy when a call holds it past `lockWaitMs`), and only the record that was planned:
  * false, untouched, when it was rewritten since (the runtime reused the ID). The delegate's DEL first (when there is
  * one and `releaseAddress`), then the record.
  */
@@ -151,21 +152,26 @@ async function releaseRecord(
   releaseAddress = true,
 ): Promise<boolean> {
   const attachment = { containerID: record.containerID, ifname: record.ifname };
-  return o.ledger.lockedAttachment(attachment, lockWaitMs, async () => {
-    const current = await o.ledger.get(attachment);
-    if (current?.updatedAt !== record.updatedAt) return false;
-    if (o.delegate && releaseAddress) {
-      const version = await o.delegate.versionFor(o.conf.cniVersion);
-      await o.delegate.del(delegateConf(o.conf, version), {
-        CNI_CONTAINERID: record.containerID,
-        CNI_IFNAME: record.ifname,
-        CNI_NETNS: '',
-        CNI_ARGS: '',
-      });
-    }
-    await o.ledger.remove(attachment);
-    return true;
-  });
+  return exclusiveAttachment(
+    o.ledger,
+    attachment,
+    async () => {
+      const current = await o.ledger.get(attachment);
+      if (current?.updatedAt !== record.updatedAt) return false;
+      if (o.delegate && releaseAddress) {
+        const version = await o.delegate.versionFor(o.conf.cniVersion);
+        await o.delegate.del(delegateConf(o.conf, version), {
+          CNI_CONTAINERID: record.containerID,
+          CNI_IFNAME: record.ifname,
+          CNI_NETNS: '',
+          CNI_ARGS: '',
+        });
+      }
+      await o.ledger.remove(attachment);
+      return true;
+    },
+    lockWaitMs,
+  );
 }
 
 function errorEntry(e: unknown): { error: string; code: number } {

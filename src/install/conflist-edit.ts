@@ -3,20 +3,16 @@
 // is scanned for the spans of the `plugins` elements and only our element (with its separator) is spliced in
 // or out, in the file's own indentation, line endings and spacing. Insert-then-remove gives back the
 // original bytes exactly.
-import { ANCHOR_TYPE, PLUGIN_TYPE } from '../cni/config.js';
+import { PLUGIN_TYPE, shimPlacement } from '../cni/config.js';
+import { ANCHOR_TYPE } from '../conflist.js';
 import { isObject } from '../cni/json.js';
 
-/** What is wrong with a conflist (callers branch on it, never on the message). */
-export type ConflistEditKind = 'not-json' | 'not-object' | 'single-plugin' | 'bad-entry' | 'no-anchor' | 'internal';
-
+/**
+ * A conflist install cannot edit; the message says why. No caller branches on the reason: install reports the
+ * file as unreadable (install/conflist.ts) or skips it (install.ts uninstall), whatever it is.
+ */
 export class ConflistEditError extends Error {
-  constructor(
-    readonly kind: ConflistEditKind,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'ConflistEditError';
-  }
+  override name = 'ConflistEditError';
 }
 
 interface Span {
@@ -151,10 +147,10 @@ export function inspectConflist(text: string, anchorType = ANCHOR_TYPE): Conflis
   try {
     list = JSON.parse(text);
   } catch (e) {
-    throw new ConflistEditError('not-json', `not valid JSON: ${(e as Error).message}`);
+    throw new ConflistEditError(`not valid JSON: ${(e as Error).message}`);
   }
-  if (!isObject(list)) throw new ConflistEditError('not-object', 'not a JSON object');
-  if (!Array.isArray(list.plugins)) throw new ConflistEditError('single-plugin', 'no "plugins" array: a single-plugin .conf cannot chain the shim');
+  if (!isObject(list)) throw new ConflistEditError('not a JSON object');
+  if (!Array.isArray(list.plugins)) throw new ConflistEditError('no "plugins" array: a single-plugin .conf cannot chain the shim');
   const sc = new Scanner(text);
   const top = sc.ws(0);
   // JSON.parse keeps the last of duplicate keys; so do we.
@@ -164,13 +160,13 @@ export function inspectConflist(text: string, anchorType = ANCHOR_TYPE): Conflis
     .at(-1)!;
   const spans = sc.elements(member.value.start);
   const values = list.plugins as unknown[];
-  if (spans.length !== values.length) throw new ConflistEditError('internal', 'internal: plugin spans do not match the parsed list');
+  if (spans.length !== values.length) throw new ConflistEditError('internal: plugin spans do not match the parsed list');
   const plugins = spans.map((span, i) => {
     const value = values[i];
     return { span, value, type: isObject(value) && typeof value.type === 'string' ? value.type : undefined };
   });
-  const chained = plugins.flatMap((p, i) => (p.type === PLUGIN_TYPE ? [i] : []));
-  const ipamSlot = plugins.findIndex((p) => isObject(p.value) && isObject(p.value.ipam) && p.value.ipam.type === PLUGIN_TYPE);
+  const chained = plugins.flatMap((p, i) => (shimPlacement(p.value) === 'chained' ? [i] : []));
+  const ipamSlot = plugins.findIndex((p) => shimPlacement(p.value) === 'ipam');
   return { list, plugins, pluginsSpan: member.value, anchor: plugins.findIndex((p) => p.type === anchorType), chained, ipamSlot };
 }
 
@@ -258,10 +254,10 @@ function insertAfter(text: string, shape: ConflistShape, i: number, entry: Recor
  * plugin's IPAM slot, nothing is changed (`ipam-slot`): that placement is the operator's choice.
  */
 export function upsertShimEntry(text: string, entry: Record<string, unknown>, anchorType = ANCHOR_TYPE): UpsertResult {
-  if (entry.type !== PLUGIN_TYPE) throw new ConflistEditError('bad-entry', `the entry's type must be "${PLUGIN_TYPE}"`);
+  if (entry.type !== PLUGIN_TYPE) throw new ConflistEditError(`the entry's type must be "${PLUGIN_TYPE}"`);
   let shape = inspectConflist(text, anchorType);
   if (shape.ipamSlot >= 0) return { text, action: 'ipam-slot', changed: false, index: shape.ipamSlot };
-  if (shape.anchor < 0) throw new ConflistEditError('no-anchor', `no "${anchorType}" plugin in the list: nothing to chain the shim after`);
+  if (shape.anchor < 0) throw new ConflistEditError(`no "${anchorType}" plugin in the list: nothing to chain the shim after`);
   const want = shape.anchor + 1;
   const exact = shape.chained.length === 1 && shape.chained[0] === want;
   if (exact) {

@@ -1,11 +1,11 @@
 import { chmod, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { ANCHOR_TYPE, parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config.js';
+import { parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config.js';
 import { isObject } from '../cni/json.js';
 import { parseReservedCidrs } from '../reserved/decision.js';
 import { checkProbeSettings } from '../probe-rewrite/ruleset.js';
 import { CniError } from '../cni/errors.js';
-import { conflistFiles, readNetworkConfig } from '../conflist.js';
+import { allocatorOf, ANCHOR_TYPE, conflistFiles, readNetworkConfig } from '../conflist.js';
 import { syncDir, writeFileAtomic } from '../effects/fs-atomic.js';
 import { inspectConflist, upsertShimEntry, type ConflistShape, type UpsertAction } from './conflist-edit.js';
 
@@ -84,6 +84,13 @@ function existingKeys(shape: ConflistShape): Record<string, unknown> | undefined
   return keys;
 }
 
+/** The plugin that allocates for the shim install puts right after the anchor (allocatorOf's rule); undefined without an anchor. */
+const allocatorFor = (shape: ConflistShape): Record<string, unknown> | undefined =>
+  allocatorOf(
+    shape.plugins.map((p) => p.value),
+    shape.anchor + 1,
+  );
+
 function warningsFor(target: Target, before: string[], entry: Record<string, unknown>): string[] {
   const out: string[] = [];
   if (before.length) {
@@ -91,8 +98,8 @@ function warningsFor(target: Target, before: string[], entry: Record<string, unk
       `${before[0]} sorts before ${target.path}: runtimes (libcni) use the first network config, so the shim's entry is not used until that file is moved away`,
     );
   }
-  const anchor = target.shape.plugins[target.shape.anchor]?.value;
-  if (isObject(anchor) && !isObject(anchor.ipam) && entry.delegate === undefined) {
+  const anchor = allocatorFor(target.shape);
+  if (anchor && !isObject(anchor.ipam) && entry.delegate === undefined) {
     out.push(
       `${ANCHOR_TYPE} in ${target.path} has no "ipam": the shim's entry has no delegate, so GC, STATUS and agent IPs cannot reach the IPAM plugin (give "delegate" in --shim-config)`,
     );
@@ -107,14 +114,8 @@ function warningsFor(target: Target, before: string[], entry: Record<string, unk
  */
 function buildEntry(shimKeys: Record<string, unknown>, shape: ConflistShape): Record<string, unknown> {
   const keys = { ...shimKeys };
-  const anchor = shape.anchor >= 0 ? shape.plugins[shape.anchor]!.value : undefined;
-  if (
-    keys.delegate === undefined &&
-    isObject(anchor) &&
-    isObject(anchor.ipam) &&
-    typeof anchor.ipam.type === 'string' &&
-    anchor.ipam.type !== PLUGIN_TYPE
-  ) {
+  const anchor = allocatorFor(shape);
+  if (keys.delegate === undefined && anchor && isObject(anchor.ipam) && typeof anchor.ipam.type === 'string' && anchor.ipam.type !== PLUGIN_TYPE) {
     keys.delegate = anchor.ipam;
   }
   validateShimKeys(keys);

@@ -3,7 +3,8 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { stat, unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { confDirProblem, conflistFiles, holdsShim, readNetworkConfig } from '../conflist.js';
+import { holdsShim } from '../cni/config.js';
+import { confDirProblem, conflistFiles, readNetworkConfig } from '../conflist.js';
 import { isErrno, syncDir } from '../effects/fs-atomic.js';
 import type { Logger } from '../log.js';
 import { inspectConflist, removeShimEntry, type ConflistShape } from './conflist-edit.js';

@@ -4,7 +4,8 @@
 // applies these rules is src/effects/ledger.ts.
 import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
-import { attachmentKey, type Attachment } from '../cni/config.js';
+import { type Attachment } from '../cni/config.js';
+import { attachmentKey } from './key.js';
 
 /**
  * The namespace CNI_NETNS named at ADD (src/effects/netns-probe.ts `readNetnsIdentity`): its nsfs device and inode,

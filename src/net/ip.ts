@@ -101,8 +101,27 @@ export function addressProblem(text: string): { kind: 'invalid' | 'mapped'; mess
   }
 }
 
-/** The canonical text of an address (`address[/prefix]`: the prefix is dropped): dotted quad, or RFC 5952. */
-export function canonicalIp(text: string): string {
+/**
+ * THE rule for the address of `address[/prefix]` (a result's `ips[].address`, a ledger entry, a route's `dst`, an
+ * operator's `--ip`): the prefix is dropped unread ("10.0.0.5/24" → 10.0.0.5) and the address parsed by parseIp's
+ * rules (a mapped one refused). `text` is its canonical text (dotted quad, RFC 5952): the ledger's index, residue
+ * and GC compare text, so `FD00:0::5/64` and `fd00::5` must be one address. Throws as parseIp does.
+ */
+export function parseAddressOf(text: string): { family: Family; value: bigint; text: string } {
   const { family, value } = parseIp(text.split('/')[0] ?? '');
-  return formatIp(family, value);
+  return { family, value, text: formatIp(family, value) };
+}
+
+/** The canonical text of an address (`address[/prefix]`: the prefix is dropped; parseAddressOf's rule). Throws. */
+export function canonicalIp(text: string): string {
+  return parseAddressOf(text).text;
+}
+
+/** As canonicalIp, undefined instead of a throw: for callers that skip or report what is not an address. */
+export function addressOf(text: string): string | undefined {
+  try {
+    return canonicalIp(text);
+  } catch {
+    return undefined;
+  }
 }

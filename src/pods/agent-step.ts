@@ -1,7 +1,7 @@
 // The node agent's pods step: every pod the runtime's result cache holds (Pass.cache: GC's reader and guards)
 // against the ledger. Pods the shim never saw are counted and logged when they first appear; the view
 // (src/pods/view.ts, with every fix's hold) is handed to the steps after this one (Pass.provide).
-import { attachmentKey } from '../cni/config.js';
+import { attachmentKey } from '../ledger/key.js';
 import type { AgentStep, Pass } from '../fix/agent-step.js';
 import type { AgentStepEntry } from '../fix/fix.js';
 import { Lasting } from '../fix/lasting.js';

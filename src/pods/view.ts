@@ -4,7 +4,8 @@
 // steps act on for them (the residue step cleans for them), their count tells the operator that pods start outside
 // the chain. A fix may hold addresses apart (Fix.holds, the reserved fix's reservedCIDRs): those are listed, never
 // among the unseen pods' addresses, so no step acts on them. The view names no fix.
-import { attachmentKey, attachmentName } from '../cni/config.js';
+import { attachmentName } from '../cni/config.js';
+import { attachmentKey } from '../ledger/key.js';
 import type { CachedPod } from '../gc/cached-pod.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { IpRange } from '../net/cidr.js';

@@ -4,8 +4,8 @@ import { DEFAULT_CONF_DIR } from '../conflist.js';
 import type { ShimSettings } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
 import type { LedgerStore } from '../ledger/store.js';
-import { decide, probeRewriteNeeded, type ProbeVerdict, type TableState } from './decide.js';
-import { probeRewriteStatus, type ProbeRewriteStatus } from './node.js';
+import { decide, probeRewriteNeeded, type ProbeVerdict } from './decide.js';
+import { probeFacts, readProbeNode, type ProbeRewriteStatus } from './node.js';
 import { DEFAULT_PROBE_GLOBAL, DEFAULT_PROBE_SOURCE, PROBE_TABLE, type PacketCounter } from './ruleset.js';
 
 export interface ProbeAssessment {
@@ -48,14 +48,8 @@ export async function assessProbeRewrite(run: Run, input: AssessInput): Promise<
     ipv6Addresses = records.reduce((n, r) => n + r.ips.filter((ip) => ip.includes(':')).length, 0);
   }
   const ipv6 = ipv6Addresses === null || ipv6Addresses > 0; // no ledger known: assume IPv6 is in play
-  const status = await probeRewriteStatus(run, { ...(uplinkWanted ? { uplink: uplinkWanted } : {}), probeSource, probeGlobal });
-  const { verdict, problem } = decide({
-    table: tableOf(status),
-    uplink: status.available && status.uplink !== null,
-    bpf: status.available && status.state === 'handled-by-bpf',
-    mode,
-    ipv6,
-  });
+  const { status, read } = await readProbeNode(run, { ...(uplinkWanted ? { uplink: uplinkWanted } : {}), probeSource, probeGlobal });
+  const { verdict, problem } = decide(probeFacts(read, mode, ipv6));
   return {
     mode,
     settingsFrom: input.settingsFrom ?? null,
@@ -68,11 +62,6 @@ export async function assessProbeRewrite(run: Run, input: AssessInput): Promise<
     verdict,
     problem,
   };
-}
-
-function tableOf(status: ProbeRewriteStatus): TableState {
-  if (!status.available) return 'nft-unavailable';
-  return !status.tablePresent ? 'absent' : status.matchesExpected ? 'matching' : 'drifted';
 }
 
 export const fmtCounter = (c: PacketCounter): string => `${c.packets} packets / ${c.bytes} bytes`;

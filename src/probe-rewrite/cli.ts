@@ -1,14 +1,13 @@
 // `ipam-shim probe-rewrite ensure | remove | status`: the IPv6 LB probe rewrite (table ip6 azureSLBProbe) by hand.
 // Settings (uplink, probe addresses, mode) come from the shim's conflist when there is one, else the defaults;
 // flags win over both. status exits 1 when the rewrite is needed and missing, or drifted.
-import { isIPv6 } from 'node:net';
 import { ShimConflistMissing } from '../conflist.js';
 import type { Run } from '../effects/exec.js';
 import { readDefaultUplink } from '../effects/uplink.js';
 import { linkExists } from '../effects/links.js';
 import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeAssessment } from './assess.js';
 import { ensureProbeRewrite, removeProbeRewrite } from './node.js';
-import { PROBE_TABLE, safeUplinkName } from './ruleset.js';
+import { PROBE_TABLE, plainIPv6, safeUplinkName } from './ruleset.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from '../fix/command.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from '../fix/network-flags.js';
 import type { OpenNetwork } from '../network/open.js';
@@ -138,7 +137,7 @@ function parseFlags(argv: string[]): Flags {
   }
   for (const key of ['probe-source', 'probe-global'] as const) {
     const v = values[key];
-    if (v !== undefined && (!isIPv6(v) || v.includes('%'))) throw new UsageError(`--${key}: not an IPv6 address: ${JSON.stringify(v)}`);
+    if (v !== undefined && plainIPv6(v) === undefined) throw new UsageError(`--${key}: not an IPv6 address: ${JSON.stringify(v)}`);
   }
   return {
     action: action as Action,

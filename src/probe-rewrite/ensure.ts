@@ -7,7 +7,7 @@ import { readDefaultUplink } from '../effects/uplink.js';
 import type { Logger } from '../log.js';
 import { span } from '../spans.js';
 import { decide } from './decide.js';
-import { ensureProbeRewrite, isProbeHandledByBpf, listProbeTable, tableState } from './node.js';
+import { ensureProbeRewrite, isProbeHandledByBpf, listProbeTable, probeFacts } from './node.js';
 import { resolveOptions, type ProbeRewriteOptions } from './ruleset.js';
 
 /** What ensureProbeRewriteIfDue did: nothing to do, installed/restored the table, left it to BPF, or failed. */
@@ -32,9 +32,10 @@ export async function ensureProbeRewriteIfDue(ctx: { conf: NetConf; run: Run; lo
       : null;
     if (opts) resolveOptions(opts); // bad settings are code 7 before anything else
     if (listing.status === 'rejected') throw listing.reason;
-    const facts = { table: tableState(listing.value, opts), uplink: opts !== null, bpf: undefined as boolean | undefined, mode, ipv6: true };
+    const read = { listed: listing.value, opts };
+    const facts = probeFacts(read, mode, true);
     let d = decide(facts);
-    if (d.action === 'look-for-bpf') d = decide({ ...facts, bpf: await isProbeHandledByBpf(ctx.run, opts!.uplink) });
+    if (d.action === 'look-for-bpf') d = decide(probeFacts({ ...read, bpf: await isProbeHandledByBpf(ctx.run, opts!.uplink) }, mode, true));
     switch (d.action) {
       case 'none':
         if (d.verdict === 'handled-by-bpf')

@@ -3,7 +3,7 @@
 import type { Run } from '../effects/exec.js';
 import { applyNftScript, deleteNftTable, listIngressFilters, listNftTable, type NftUnavailable } from '../effects/probe-rewrite.js';
 import { readDefaultUplink } from '../effects/uplink.js';
-import type { TableState } from './decide.js';
+import type { ProbeFacts, ProbeMode, TableState } from './decide.js';
 import {
   parseBpfProbeHandler,
   parseProbeTable,
@@ -47,6 +47,21 @@ export function tableState(listed: ProbeListing, opts: ProbeRewriteOptions | nul
   return opts !== null && probeTableMatches(listed.table, opts) ? 'matching' : 'drifted';
 }
 
+/** What was read of the node: the table's listing, the options it is judged against (null: no uplink), a BPF handler when looked for. */
+export interface ProbeRead {
+  listed: ProbeListing;
+  opts: ProbeRewriteOptions | null;
+  bpf?: boolean | undefined;
+}
+
+/**
+ * THE node facts decide() judges, assembled from what was read: ADD and the agent (ensure.ts: BPF looked for only
+ * when decide asks) and doctor and `probe-rewrite status` (assess.ts: always looked) alike. PURE.
+ */
+export function probeFacts(read: ProbeRead, mode: ProbeMode, ipv6: boolean): ProbeFacts {
+  return { table: tableState(read.listed, read.opts), uplink: read.opts !== null, bpf: read.bpf, mode, ipv6 };
+}
+
 /**
  * Installs (or repairs) the probe rewrite on `opts.uplink`: the whole `ip6 azureSLBProbe` table in one atomic
  * `nft -f -` transaction. Idempotent and safe to run concurrently (each run replaces the table wholesale, so
@@ -74,20 +89,27 @@ export async function removeProbeRewrite(run: Run): Promise<NftUnavailable | { a
  * (treated as no BPF handler), nft missing → `{available: false}`.
  */
 export async function probeRewriteStatus(run: Run, opts: Partial<ProbeRewriteOptions> = {}): Promise<ProbeRewriteStatus> {
+  return (await readProbeNode(run, opts)).status;
+}
+
+/** probeRewriteStatus, with what it read (for probeFacts). */
+export async function readProbeNode(run: Run, opts: Partial<ProbeRewriteOptions> = {}): Promise<{ status: ProbeRewriteStatus; read: ProbeRead }> {
   const uplink = opts.uplink ?? (await readDefaultUplink(run));
-  if (uplink !== null) resolveOptions({ ...opts, uplink });
+  const full = uplink === null ? null : { ...opts, uplink };
+  if (full) resolveOptions(full);
   const listed = await listProbeTable(run);
-  if (!listed.available) return listed;
-  const bpf = uplink !== null && (await isProbeHandledByBpf(run, uplink));
+  if (!listed.available) return { status: listed, read: { listed, opts: full } };
+  const bpf = full !== null && (await isProbeHandledByBpf(run, full.uplink));
   const table = listed.table;
-  return {
+  const status: ProbeRewriteStatus = {
     available: true,
     state: bpf ? 'handled-by-bpf' : table ? 'present' : 'absent',
     uplink,
     tablePresent: table !== null,
     counters: probeCounters(table),
-    matchesExpected: tableState(listed, uplink === null ? null : { ...opts, uplink }) === 'matching',
+    matchesExpected: tableState(listed, full) === 'matching',
   };
+  return { status, read: { listed, opts: full, bpf } };
 }
 
 /**

@@ -89,11 +89,19 @@ export function resolveOptions(opts: ProbeRewriteOptions): ResolvedOptions {
   };
 }
 
-/** RFC 5952 text (what nft prints), so a config spelled `FE80:0:0::…` still compares equal to the listing. */
+/**
+ * THE rule for a probe address (the `probeSource`/`probeGlobal` settings and the CLI's `--probe-source`/
+ * `--probe-global`): a plain IPv6 address, in RFC 5952 text (what nft prints, so a config spelled `FE80:0:0::…`
+ * still compares equal to the listing); undefined for anything else. ip-num, not node:net's isIPv6: compiling its
+ * regular expression cost ~7 ms of every dual-stack ADD. No zone ids (fe80::1%eth0), no prefix (a rule matches one
+ * address), no IPv4-mapped address (src/net/ip.ts's rule).
+ */
+export function plainIPv6(addr: string): string | undefined {
+  return addr.includes('%') || addr.includes('/') ? undefined : exactIPv6(addr);
+}
+
 function canonicalIPv6(addr: string, field: string): string {
-  // ip-num, RFC 5952 form (nft prints that too). Not node:net's isIPv6: compiling its regular expression cost
-  // ~7 ms of every dual-stack ADD. No zone ids (fe80::1%eth0) and no prefix: a rule matches one address.
-  const canonical = addr.includes('%') || addr.includes('/') ? undefined : exactIPv6(addr);
+  const canonical = plainIPv6(addr);
   if (canonical === undefined) throw invalid(`${field}: not a plain IPv6 address: ${JSON.stringify(addr)}`);
   return canonical;
 }

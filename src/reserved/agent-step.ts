@@ -6,7 +6,7 @@
 //   src/reserved/node-routes.ts; the firewall incident: another node's pod-CIDR route over the firewall subnet)
 //   reads 1 in ipam_shim_agent_reserved_routes{network,reserved,route,gateway}, 0 once it is gone; logged once when
 //   it appears and once when it goes. Reported only: the route is another component's (Cilium's, the cloud's).
-import { attachmentKey } from '../cni/config.js';
+import { attachmentKey } from '../ledger/key.js';
 import { podName } from '../pods/view.js';
 import type { AgentStep, Pass, StepOutcome } from '../fix/agent-step.js';
 import { Lasting } from '../fix/lasting.js';

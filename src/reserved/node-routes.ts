@@ -2,7 +2,8 @@
 // step on every pass: every route of every table and the tables `ip rule` reaches, the uplink (the shim's `uplink`
 // setting, else the default route's device), and the routes that capture a reserved CIDR (src/reserved/capture.ts).
 import type { Run } from '../effects/exec.js';
-import { defaultUplink, listActiveTables, listRoutes } from '../effects/routes.js';
+import { listActiveTables, listRoutes } from '../effects/routes.js';
+import { defaultUplink } from '../net/uplink.js';
 import type { Cidr } from '../net/cidr.js';
 import type { ActiveTables, Route } from '../net/route.js';
 import { findCapturingRoutes, type CapturingRoute } from './capture.js';

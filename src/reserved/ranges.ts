@@ -1,11 +1,11 @@
 // PURE: reserved CIDRs (config `reservedCIDRs`, doctor's checks): which addresses and host-local ranges fall
 // inside them, and which parts of a range are left. Parsing rules are in src/net/cidr.ts.
 import { isObject } from '../cni/json.js';
-import { formatIp, parseIp, type Family } from '../net/ip.js';
+import { formatIp, parseAddressOf, parseIp, type Family } from '../net/ip.js';
 import { parseCidr, rangeOverlap, type Cidr, type IpRange } from '../net/cidr.js';
 
 export interface ReservedHit {
-  /** The address as checked (without any prefix). */
+  /** The address as checked: without any prefix, in canonical text (parseAddressOf). */
   ip: string;
   /** The first reserved CIDR (list order) containing it. */
   cidr: Cidr;
@@ -16,10 +16,9 @@ export interface ReservedHit {
  * results use): only the address counts. O(R) bigint compares. Throws on an unparseable address.
  */
 export function findReservedHit(ip: string, cidrs: readonly Cidr[]): ReservedHit | undefined {
-  const addr = ip.trim().split('/')[0] ?? '';
-  const { family, value } = parseIp(addr);
+  const { family, value, text } = parseAddressOf(ip);
   for (const c of cidrs) {
-    if (c.family === family && c.first <= value && value <= c.last) return { ip: addr, cidr: c };
+    if (c.family === family && c.first <= value && value <= c.last) return { ip: text, cidr: c };
   }
   return undefined;
 }

@@ -3,14 +3,15 @@
 // function ADD uses. A cache entry is the runtime's word and may name anything: an unseen pod's address is a target
 // only when THE rule (src/residue/cleanable.ts) allows it, judged against the node's addresses read this pass; when
 // they cannot be read, no unseen pod's address is cleaned this pass.
-import { attachmentKey, attachmentOfKey } from '../cni/config.js';
+import { attachmentKey, attachmentOfKey } from '../ledger/key.js';
 import { listNeighbours } from '../effects/neigh.js';
+import { addressOf } from '../net/ip.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { CachedPod } from '../gc/cached-pod.js';
 import { podName, type PodRanges } from '../pods/view.js';
 import { AttachmentBusy, exclusiveAttachment } from '../fix/attachment-lock.js';
 import type { AgentStep } from '../fix/agent-step.js';
-import { findResidueOnNode, listPreroutingResidue, nodeBackends, readNodeFacts } from './clean.js';
+import { findResidueOnNode, listPreroutingResidue, nodeBackends, readNodeFacts } from './find.js';
 import { refusal, type NodeFacts, type Refusal } from './cleanable.js';
 import { cleanResidueFor } from './cure.js';
 import { Lasting } from '../fix/lasting.js';
@@ -21,7 +22,12 @@ type Refused = Refusal & { pod: string; entry: string };
 /** The ledger attachment holding each address. */
 function holders(records: LedgerRecord[]): Map<string, LedgerRecord> {
   const out = new Map<string, LedgerRecord>();
-  for (const r of records) for (const ip of r.ips) out.set(ip.split('/')[0]!, r);
+  for (const r of records) {
+    for (const text of r.ips) {
+      const ip = addressOf(text);
+      if (ip) out.set(ip, r);
+    }
+  }
   return out;
 }
 

@@ -10,7 +10,7 @@ import {
   scanTargets,
   summarise,
   type NeighbourView,
-  type ResidueReport,
+  type ResidueCommandReport,
   type RuleView,
 } from './report.js';
 import type { BackendSetting } from './backends.js';
@@ -21,7 +21,7 @@ import { confDirProblem, DEFAULT_CONF_DIR } from '../conflist.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from '../fix/network-flags.js';
 import type { OpenNetwork } from '../network/open.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from '../fix/command.js';
-import { readNodeFacts } from './clean.js';
+import { readNodeFacts } from './find.js';
 import { refusal } from './cleanable.js';
 import { shown } from '../terminal.js';
 
@@ -144,7 +144,7 @@ export const residueCommand: Command = {
     };
     // The flag, else the network's setting, else auto.
     const backends = flagBackends ?? net?.conf.settings.residue.ebtablesBackends ?? 'auto';
-    let report: ResidueReport;
+    let report: ResidueCommandReport;
     if (apply) {
       const r = await cleanTargets(ctx.run, targets, backends, node);
       report = summarise({ ...base, ...r });
@@ -169,7 +169,7 @@ const ruleCmd = (x: RuleView) =>
 const neighText = (n: NeighbourView) => `${n.ip} dev ${shown(n.dev)}${n.mac ? ` lladdr ${n.mac}` : ''} ${shown(n.state.join(','))}`.trimEnd();
 
 /** The human rendering of a report. */
-export function renderResidue(r: ResidueReport): string {
+export function renderResidue(r: ResidueCommandReport): string {
   const lines: string[] = [];
   lines.push(r.network ? `network ${shown(r.network)} (${shown(r.conflist ?? '')})` : 'no ipam-shim network');
   if (r.ledgerNote) lines.push(`note: ${shown(r.ledgerNote)}`);

@@ -5,7 +5,7 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { listPreroutingCall } from '../effects/ebtables.js';
 import { prefetching } from '../effects/exec.js';
 import type { Fix } from '../fix/fix.js';
-import { listResidueFor, nodeBackends } from './clean.js';
+import { listResidueFor, nodeBackends } from './find.js';
 import { cleanResidueFor, residueOptions, residueOff } from './cure.js';
 import { warmProc, warmRun } from './warm.js';
 

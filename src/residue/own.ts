@@ -7,7 +7,7 @@
 // Callers without the result (doctor, residue scan/clean) rely on the routes; ADD and CHECK have both.
 import type { Neighbour } from '../net/neighbour.js';
 import { routeDst, type Route } from '../net/route.js';
-import { exactIp } from '../net/ip.js';
+import { addressOf } from '../net/ip.js';
 
 /** PURE. For each address, the devices the host reaches it through by a host route (any table, unicast). */
 export function hostRouteDevices(routes: readonly Route[]): Map<string, Set<string>> {
@@ -16,7 +16,7 @@ export function hostRouteDevices(routes: readonly Route[]): Map<string, Set<stri
     if (r.type !== 'unicast') continue;
     const dst = routeDst(r);
     if (!dst || dst.prefix !== (r.family === 4 ? 32 : 128)) continue;
-    const ip = exactIp(dst.text.split('/')[0]!);
+    const ip = addressOf(dst.text);
     const devs = [r.dev, ...(r.nexthops ?? []).map((h) => h.dev)].filter((d): d is string => typeof d === 'string');
     if (!ip || !devs.length) continue;
     let set = out.get(ip);

@@ -19,7 +19,7 @@ export interface ResidueRule {
   text: string;
   /** `text` split into argv; `ebtables -t nat -D PREROUTING ...args` deletes exactly this rule. */
   args: string[];
-  /** Set by the listing (clean.ts): the ebtables backend holding it and the program that deletes it. */
+  /** Set by the listing (find.ts): the ebtables backend holding it and the program that deletes it. */
   backend?: BackendName;
   program?: string;
 }

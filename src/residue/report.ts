@@ -7,18 +7,17 @@ import type { Run } from '../effects/exec.js';
 import { listNeighbours } from '../effects/neigh.js';
 import type { Neighbour } from '../net/neighbour.js';
 import { localMacs } from '../effects/links.js';
-import { exactIp } from '../net/ip.js';
+import { addressOf } from '../net/ip.js';
+import { cleanResidue, type CleanFailure } from './clean.js';
 import {
-  cleanResidue,
   findOrphans,
   findResidueOnNode,
   listPreroutingResidue,
   nodeBackends,
   type BackendStatus,
-  type CleanFailure,
   type ResidueSnapshot,
   type Spared,
-} from './clean.js';
+} from './find.js';
 import type { NodeFacts } from './cleanable.js';
 import type { BackendName, BackendSetting } from './backends.js';
 import type { ResidueRule } from './parse.js';
@@ -59,7 +58,8 @@ export interface TargetReport extends Target {
   left?: { rules: RuleView[]; neighbours: NeighbourView[] };
 }
 
-export interface ResidueReport {
+/** What `ipam-shim residue scan|clean` reports (its --json document): the targets, what was found or removed, counts. */
+export interface ResidueCommandReport {
   mode: 'scan' | 'clean';
   /** clean: whether anything was (meant to be) deleted. */
   apply: boolean;
@@ -97,7 +97,7 @@ const neighView = (n: Neighbour): NeighbourView => ({ ip: n.ip, dev: n.dev, ...(
 export function mergeTargets(ledger: Array<{ ip: string; attachment: string }>, named: readonly string[]): Target[] {
   const byIp = new Map<string, Target>();
   const get = (raw: string): Target => {
-    const ip = exactIp(raw.split('/')[0] ?? '');
+    const ip = addressOf(raw);
     if (!ip) throw new TypeError(`not an IP address: ${JSON.stringify(raw)}`);
     let t = byIp.get(ip);
     if (!t) byIp.set(ip, (t = { ip, sources: [], attachments: [] }));
@@ -133,7 +133,7 @@ export function assemble(
 }
 
 /** PURE. Counts and the verdict. */
-export function summarise(r: Omit<ResidueReport, 'counts' | 'ok'>): ResidueReport {
+export function summarise(r: Omit<ResidueCommandReport, 'counts' | 'ok'>): ResidueCommandReport {
   const sum = (f: (t: TargetReport) => number) => r.targets.reduce((a, t) => a + f(t), 0);
   const counts = {
     rules: sum((t) => t.rules.length),

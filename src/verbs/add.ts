@@ -1,11 +1,10 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { attachmentName, delegateConf } from '../cni/config.js';
-import { convertResult, resultHostDevices, type Result } from '../cni/result.js';
+import { convertResult, resultHostDevices, resultIps, type Result } from '../cni/result.js';
 import { ownerOf } from '../ledger/owner.js';
 import { AddressHeldError, type LedgerRecord } from '../ledger/record.js';
 import { readNetnsIdentity } from '../effects/netns-probe.js';
 import { addressCall, attachmentOf, exclusively, tally, type VerbContext } from './context.js';
-import { resultIps } from './address-steps.js';
 import { prefetchFixes, prepareAddresses, validateFixes } from '../fixes/address-steps.js';
 import { span } from '../spans.js';
 
@@ -130,7 +129,7 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
       using adding = span('delegate.add');
       result = await delegate.add(conf, ctx.conf.cniVersion);
       adding.end();
-      const ips = resultIps(result, 'delegate');
+      const ips = resultIps(result, { delegate: delegate.type }); // Delegate.add refused a bad address already
       if (ips.length === 0) throw new CniError(ErrorCode.DelegateFailed, `delegate ${delegate.type} returned no IP addresses`);
       using addressing = span('address');
       await prepareAddresses(addressCall({ ...ctx, run }, ips, []));

@@ -1,9 +1,8 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { attachmentName, delegateConf } from '../cni/config.js';
-import { convertResult, resultHostDevices } from '../cni/result.js';
+import { convertResult, resultHostDevices, resultIps } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
 import { addressCall, attachmentOf, exclusively, type VerbContext } from './context.js';
-import { resultIps } from './address-steps.js';
 import { checkAddresses } from '../fixes/address-steps.js';
 import { span } from '../spans.js';
 

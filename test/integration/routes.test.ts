@@ -3,7 +3,8 @@
 // exactly the planted capturing route and nothing among the clean ones.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runInNetns } from '../../src/effects/exec.js';
-import { defaultUplink, listRoutes } from '../../src/effects/routes.js';
+import { listRoutes } from '../../src/effects/routes.js';
+import { defaultUplink } from '../../src/net/uplink.js';
 import { findCapturingRoutes } from '../../src/reserved/capture.js';
 import { parseCidrs } from '../../src/net/cidr.js';
 import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';

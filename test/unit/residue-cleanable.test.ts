@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parseNodeAddresses } from '../../src/effects/node-addresses.js';
 import { ledgerSubnets, pointsAtNode, refusal, routeGateways, type NodeFacts } from '../../src/residue/cleanable.js';
 import type { PodRanges } from '../../src/pods/view.js';
-import { findResidue } from '../../src/residue/clean.js';
+import { findResidue } from '../../src/residue/find.js';
 import { classifyRule, type ResidueRule } from '../../src/residue/parse.js';
 import { networkPodRanges } from '../../src/fixes/pod-ranges.js';
 import { parseRoutes } from '../../src/effects/routes.js';

@@ -1,7 +1,7 @@
 // `ipam-shim residue`: target merging, per-IP split, verdicts and the human rendering (pure parts).
 import { describe, expect, it } from 'vitest';
 import { renderResidue, residueCommand } from '../../src/residue/cli.js';
-import { assemble, mergeTargets, summarise, type ResidueReport } from '../../src/residue/report.js';
+import { assemble, mergeTargets, summarise, type ResidueCommandReport } from '../../src/residue/report.js';
 import { UsageError } from '../../src/fix/command.js';
 import { classifyRule, type ResidueRule } from '../../src/residue/parse.js';
 
@@ -104,7 +104,7 @@ describe('renderResidue', () => {
   });
 
   it('a dry run says so; --apply shows what was removed and what is LEFT', () => {
-    const dry: ResidueReport = summarise({ ...base, mode: 'clean', ...split });
+    const dry: ResidueCommandReport = summarise({ ...base, mode: 'clean', ...split });
     expect(renderResidue(dry)).toContain('dry run: nothing is changed');
     expect(renderResidue(dry)).toContain('    would remove  ebtables -t nat PREROUTING -p ARP');
     const applied = summarise({

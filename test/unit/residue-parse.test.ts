@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseArpTable, parseNeighbours } from '../../src/effects/neigh.js';
-import { findOrphans, findResidue } from '../../src/residue/clean.js';
+import { findOrphans, findResidue } from '../../src/residue/find.js';
 import { parseLinkMacs } from '../../src/effects/links.js';
 import { classifyRule, parsePrerouting, type ResidueRule } from '../../src/residue/parse.js';
 import { exactIPv4, exactIPv6 } from '../../src/net/ip.js';

@@ -10,7 +10,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ToolError } from '../../src/cni/errors.js';
-import { parseRuleTables, defaultUplink, listRoutes, parseRoutes } from '../../src/effects/routes.js';
+import { parseRuleTables, listRoutes, parseRoutes } from '../../src/effects/routes.js';
+import { defaultUplink } from '../../src/net/uplink.js';
 import type { Route } from '../../src/net/route.js';
 import { findCapturingRoutes, routeText, uplinkGateways } from '../../src/reserved/capture.js';
 import { runElsewhere, type RunResult } from '../../src/effects/exec.js';

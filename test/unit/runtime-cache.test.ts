@@ -9,8 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { validContainerID, validInterfaceName } from '../../src/cni/env.js';
-import { Ledger, PathEscapeError } from '../../src/effects/ledger.js';
-import { cachedAttachments, MAX_CACHE_ENTRIES, MAX_CACHE_ENTRY_BYTES, RuntimeCacheError } from '../../src/gc/from-cache.js';
+import { Ledger } from '../../src/effects/ledger.js';
+import { PathEscapeError } from '../../src/effects/ledger-dir.js';
+import { cachedAttachments, MAX_CACHE_ENTRIES, RuntimeCacheError } from '../../src/gc/from-cache.js';
+import { MAX_CACHE_ENTRY_BYTES } from '../../src/gc/cache-file.js';
 
 let dir: string | undefined;
 const fifos: string[] = [];
