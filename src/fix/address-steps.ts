@@ -4,7 +4,6 @@
 // the same cures whoever hands it out, and no fix folder imports the registry. This module knows no fix by name.
 import type { NetConf } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
-import type { Logger } from '../log.js';
 import type { AddressCall, Fix } from './fix.js';
 
 /** First: every fix's check of its settings (code 7), before the delegate allocates anything. */
@@ -40,11 +39,19 @@ export async function checkAddresses(fixes: readonly Fix[], call: AddressCall): 
   await each(fixes, call, 'verify');
 }
 
-/** STATUS: the first reason a fix gives that no ADD can succeed now, or undefined. */
-export function statusProblems(fixes: readonly Fix[], conf: NetConf, log: Logger): string | undefined {
+/** What STATUS learns from the fixes: the first reason a fix gives that no ADD can succeed now, and their warnings. */
+export interface StatusLook {
+  problem?: string;
+  warnings: Array<{ fix: string; msg: string; fields: Record<string, unknown> }>;
+}
+
+/** STATUS: every fix's look, in list order, up to the first problem. */
+export function statusLook(fixes: readonly Fix[], conf: NetConf): StatusLook {
+  const warnings: StatusLook['warnings'] = [];
   for (const fix of fixes) {
-    const problem = fix.status?.(conf, log);
-    if (problem) return problem;
+    const found = fix.status?.(conf);
+    if (found?.warning) warnings.push({ fix: fix.name, ...found.warning });
+    if (found?.problem) return { problem: found.problem, warnings };
   }
-  return undefined;
+  return { warnings };
 }

@@ -67,6 +67,16 @@ export interface AgentStepEntry {
   load(): Promise<AgentStep>;
 }
 
+/**
+ * What a fix's STATUS look found: why no ADD can succeed now, and a lasting condition worth a warning. STATUS runs
+ * on every CRI Status (every 5 s per node), so the verb logs a warning when it changes and once an hour while it
+ * lasts (src/status/warnings.ts), not on every call.
+ */
+export interface StatusFinding {
+  problem?: string;
+  warning?: { msg: string; fields: Record<string, unknown> };
+}
+
 export interface Fix {
   /** Unique; how logs and docs name the fix. */
   name: string;
@@ -81,7 +91,7 @@ export interface Fix {
   /** CHECK: read-only; throws a CniError when the node is not right for the addresses. */
   verify?(call: AddressCall): Promise<void>;
   /** STATUS: why no ADD can succeed now, or undefined. */
-  status?(conf: NetConf, log: Logger): string | undefined;
+  status?(conf: NetConf): StatusFinding;
   /**
    * The runtime's pods view (src/pods/view.ts): the addresses of the runtime's pods this fix holds apart (listed in
    * the view's `held`, never among the unseen pods' addresses, so no step acts on them); undefined: none here.

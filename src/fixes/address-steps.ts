@@ -3,7 +3,6 @@
 // allocate` runs the same loop over the list the CLI hands its command (src/cli/index.ts). No fix is named here.
 import type { NetConf } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
-import type { Logger } from '../log.js';
 import * as steps from '../fix/address-steps.js';
 import type { AddressCall } from '../fix/fix.js';
 import { FIXES } from './registry.js';
@@ -28,7 +27,7 @@ export function checkAddresses(call: AddressCall): Promise<void> {
   return steps.checkAddresses(FIXES, call);
 }
 
-/** STATUS: the first reason a fix gives that no ADD can succeed now, or undefined. */
-export function statusProblems(ctx: { conf: NetConf; log: Logger }): string | undefined {
-  return steps.statusProblems(FIXES, ctx.conf, ctx.log);
+/** STATUS: every fix's look (src/fix/address-steps.ts). */
+export function statusLook(conf: NetConf): steps.StatusLook {
+  return steps.statusLook(FIXES, conf);
 }

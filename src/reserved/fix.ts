@@ -11,10 +11,17 @@ export const reservedFix: Fix = {
   // A bad reservedCIDRs list fails the ADD before the delegate allocates anything.
   validate: (conf) => void reservedCidrs(conf),
   refuse: refuseReserved,
-  status(conf, log) {
+  status(conf) {
     const { problem, overlapping } = delegateRangesVerdict(conf);
-    if (overlapping.length) log.warn({ ranges: overlapping }, 'delegate ranges overlap reserved CIDRs: some ADDs will be refused');
-    return problem;
+    return {
+      ...(problem && { problem }),
+      ...(overlapping.length && {
+        warning: {
+          msg: 'delegate ranges overlap reserved CIDRs: some ADDs will be refused',
+          fields: { ranges: overlapping, reserved: reservedCidrs(conf).map((c) => c.text) },
+        },
+      }),
+    };
   },
   holds: reservedHold,
   metrics: {

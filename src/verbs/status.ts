@@ -2,10 +2,11 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf } from '../cni/config.js';
 import { DelegateNoAnswer } from '../effects/delegate.js';
 import type { VerbContext } from './context.js';
-import { statusProblems } from '../fixes/address-steps.js';
+import { statusLook } from '../fixes/address-steps.js';
 import { span } from '../spans.js';
 import { decideStatus, type StatusCheck } from '../status/decide.js';
 import { readMemo, writeMemo } from '../status/memo.js';
+import { decideWarnings, warningFingerprint } from '../status/warnings.js';
 
 /** What one look found: nothing wrong, or the error to answer and whether it can clear by itself. */
 type Finding = { kind: 'ok' } | { kind: Exclude<StatusCheck['kind'], 'ok'>; error: CniError };
@@ -27,12 +28,16 @@ export async function cmdStatus(ctx: VerbContext): Promise<void> {
     // Lasting by nature, and there is nowhere to remember anything in.
     throw unavailable(`state dir ${stateDir} is not writable`, e);
   }
-  const found = await look(ctx);
+  const fixes = statusLook(ctx.conf);
+  const found = await look(ctx, fixes.problem);
   const memo = readMemo(ctx.ledger.dir);
   const now = Date.now();
   const { verdict, memo: next } = decideStatus({ kind: found.kind }, memo, now, statusGraceMs);
-  if (next)
-    await writeMemo(ctx.ledger.dir, next).catch((e: unknown) =>
+  const warned = decideWarnings(warningFingerprint(fixes.warnings), memo, now);
+  if (warned.log) for (const w of fixes.warnings) ctx.log.warn({ fix: w.fix, ...w.fields }, w.msg);
+  if (warned.cleared) ctx.log.info('STATUS: the warnings logged before are gone');
+  if (next || warned.memo)
+    await writeMemo(ctx.ledger.dir, { ...(next ?? memo), warned: memo.warned, warnedAt: memo.warnedAt, ...warned.memo }).catch((e: unknown) =>
       ctx.log.warn({ err: e }, 'STATUS memo not written: the next STATUS cannot tell a blip from a lasting failure'),
     );
   switch (verdict.answer) {
@@ -62,8 +67,7 @@ export async function cmdStatus(ctx: VerbContext): Promise<void> {
 const iso = (t: number | undefined) => (t === undefined ? undefined : new Date(t).toISOString());
 
 /** The checks after the state dir's, in order; the first failure is the finding. */
-async function look(ctx: VerbContext): Promise<Finding> {
-  const problem = statusProblems(ctx);
+async function look(ctx: VerbContext, problem: string | undefined): Promise<Finding> {
   if (problem) return { kind: 'persistent', error: unavailable(problem) };
   if (!ctx.delegate) return { kind: 'ok' };
   const { statusTimeoutMs } = ctx.conf.settings;

@@ -194,6 +194,23 @@ describe.skipIf(!enabled)('STATUS through the built plugin', () => {
     await hungStatus({ statusTimeoutMs: 300 }, 300); // default statusGraceMs: 15 s
   });
 
+  it('a lasting warning (delegate ranges overlapping reservedCIDRs) is logged when it appears or changes, not on every STATUS', async () => {
+    // 10.241.0.0/24 is the delegate's range: a /28 inside it leaves ADD most addresses, so STATUS answers 0 and warns.
+    const overlapping = (cidr: string) => conf({ placement: 'chained', keys: { reservedCIDRs: [cidr] } });
+    const warned = async () => (await logLines()).filter((l) => l.msg === 'delegate ranges overlap reserved CIDRs: some ADDs will be refused');
+    for (let i = 0; i < 4; i++) expect((await status(overlapping('10.241.0.16/28'))).exitCode).toBe(0);
+    expect(await warned()).toHaveLength(1);
+    expect((await warned())[0]).toMatchObject({ level: 'warn', fix: 'reserved' });
+    // Changed: logged again, once.
+    for (let i = 0; i < 2; i++) expect((await status(overlapping('10.241.0.32/28'))).exitCode).toBe(0);
+    expect(await warned()).toHaveLength(2);
+    // Gone: said once; back: warned again.
+    for (let i = 0; i < 2; i++) expect((await status(conf({ placement: 'chained' }))).exitCode).toBe(0);
+    expect((await logLines()).filter((l) => l.msg === 'STATUS: the warnings logged before are gone')).toHaveLength(1);
+    expect((await status(overlapping('10.241.0.32/28'))).exitCode).toBe(0);
+    expect(await warned()).toHaveLength(3);
+  });
+
   it('statusTimeoutMs and statusGraceMs are validated like every setting (code 7 naming the key)', async () => {
     for (const [key, value] of [
       ['statusTimeoutMs', 50],

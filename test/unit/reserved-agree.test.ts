@@ -3,10 +3,10 @@
 // For each shape below: STATUS fails exactly when doctor reports a problem, and both say whether one range set
 // or every set is the reason. Also: a malformed range set is named by its own index.
 import { describe, expect, it } from 'vitest';
-import { statusProblems } from '../../src/fixes/address-steps.js';
+import { statusLook } from '../../src/fixes/address-steps.js';
+import type { NetConf } from '../../src/cni/config.js';
 import { rangeFindings, RANGES_CHECK } from '../../src/reserved/doctor.js';
 import { parseCidrs } from '../../src/net/cidr.js';
-import type { VerbContext } from '../../src/verbs/context.js';
 
 const hl = (extra: Record<string, unknown>) => ({ type: 'host-local', ...extra });
 const cases: Array<{ name: string; delegate: Record<string, unknown>; reserved: string[]; refused: 'no' | 'one set' | 'every set' }> = [
@@ -49,9 +49,8 @@ const cases: Array<{ name: string; delegate: Record<string, unknown>; reserved: 
   },
 ];
 
-const quiet = { warn() {}, info() {}, debug() {}, error() {} };
 const statusOf = (delegate: unknown, reserved: string[]) =>
-  statusProblems({ conf: { name: 'n', settings: { reservedCIDRs: reserved, delegate } }, log: quiet } as unknown as VerbContext);
+  statusLook({ name: 'n', settings: { reservedCIDRs: reserved, delegate } } as unknown as NetConf).problem;
 
 describe("STATUS and doctor agree on the delegate's ranges", () => {
   for (const c of cases) {
