@@ -1,4 +1,4 @@
-// Shared by the robustness suites (concurrency, crash, delegate faults, fuzz, permissions) and scripts/soak.ts:
+// Shared by the robustness suites (concurrency, crash, delegate faults, fuzz, permissions) and test/soak/churn.ts:
 // read the shim's ledger and host-local's store straight from disk and say where they disagree.
 import { readdir, readFile, lstat } from 'node:fs/promises';
 import { join } from 'node:path';

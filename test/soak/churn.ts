@@ -13,8 +13,8 @@
 // p50/p99 latency per verb (whole list through the runner, and the shim's own time from its log). Exit 1 on any
 // leak or error.
 //
-//   npx tsx scripts/soak.ts [--minutes 10] [--placement both|chained|ipam] [--concurrency 4] [--max-attached 16]
-//                           [--keep] [--json FILE]
+//   npm run soak -- [--minutes 10] [--placement both|chained|ipam] [--concurrency 4] [--max-attached 16]
+//                   [--keep] [--json FILE]
 //   IPAM_SHIM_SOAK_MINUTES overrides the default duration. Needs root. Runs inside a scratch network namespace
 //   (re-executing itself under `ip netns exec`), so ptp's veths, routes and the shim's residue checks never touch
 //   the machine's own namespace; every state directory lives under a temp dir.
@@ -25,10 +25,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
-import { CniRunner, GcError, PluginError, RunnerError, type JsonObject } from '../test/runner/runner.js';
-import { disagreements, hostLocalStore, readLedger } from '../test/helpers/robust.js';
+import { CniRunner, GcError, PluginError, RunnerError, type JsonObject } from '../runner/runner.js';
+import { disagreements, hostLocalStore, readLedger } from '../helpers/robust.js';
 
-const ROOT = resolve(import.meta.dirname, '..');
+const ROOT = resolve(import.meta.dirname, '../..');
 const SHIM = process.env.IPAM_SHIM_BIN ?? join(ROOT, 'dist/ipam-shim.js');
 const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
 

@@ -6,8 +6,8 @@
 // passes. Prints the series; exit 1 if fds grow at all (beyond a pass's own children's pipes), if RSS or the heap
 // floor grow past their slack, if a pass fails, a scrape fails, or the agent does not stop cleanly on SIGTERM.
 //
-//   npx tsx scripts/soak-agent.ts [--passes 10000] [--pods 300] [--leaked 10] [--interval 0.1]
-//                                 [--sample-every 1000] [--nofile 1024] [--flood 300] [--json FILE] [--keep]
+//   npm run soak:agent -- [--passes 10000] [--pods 300] [--leaked 10] [--interval 0.1]
+//                         [--sample-every 1000] [--nofile 1024] [--flood 300] [--json FILE] [--keep]
 //   --flood N: once, after the second sample, N idle connections are opened to the agent's HTTP port at once: its fds
 //   may rise by at most its connection cap (src/agent/http.ts MAX_CONNECTIONS) while they are held, the agent must
 //   close them itself (its header timeout) and answer /healthz again within 20 s, and the passes go on.
@@ -21,13 +21,13 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
-import { Ledger } from '../src/effects/ledger.js';
-import type { LedgerRecord } from '../src/ledger/record.js';
-import { parseMetrics } from '../src/metrics.js';
-import { MAX_CONNECTIONS } from '../src/agent/http.js';
+import { Ledger } from '../../src/effects/ledger.js';
+import type { LedgerRecord } from '../../src/ledger/record.js';
+import { parseMetrics } from '../../src/metrics.js';
+import { MAX_CONNECTIONS } from '../../src/agent/http.js';
 import { connect, type Socket } from 'node:net';
 
-const ROOT = resolve(import.meta.dirname, '..');
+const ROOT = resolve(import.meta.dirname, '../..');
 const AGENT = process.env.IPAM_SHIM_AGENT ?? join(ROOT, 'dist/ipam-shim');
 const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
 
