@@ -12,12 +12,12 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
-import { hostLocalAllocations, ledgerRecords } from '../helpers/cni.js';
-import { inNs } from '../helpers/netns.js';
-import { PLACEMENTS, shimConfList, VERSIONS } from '../helpers/cri/conflists.js';
-import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
-import { CRI_SHIM } from '../helpers/cri/bed.js';
-import { vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
+import { hostLocalAllocations, ledgerRecords } from '../support/shim/cni.js';
+import { inNs } from '../support/net/netns.js';
+import { PLACEMENTS, shimConfList, VERSIONS } from '../support/runtimes/cri/conflists.js';
+import { criOrSkip, useCriBed } from '../support/runtimes/cri/suite.js';
+import { CRI_SHIM } from '../support/runtimes/cri/bed.js';
+import { vnetBridge, withoutLines } from '../support/net/azure-vnet.js';
 
 const enabled = criOrSkip();
 const POD = '10.240.0.32';

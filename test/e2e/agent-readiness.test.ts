@@ -14,11 +14,11 @@ import { mkdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseMetrics, seriesKey } from '../../src/metrics.js';
-import { PLUGIN_DIR, ROOT, scratch, shimBinDir } from '../helpers/cni.js';
-import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
-import { routedNode } from '../helpers/routed-node.js';
-import { hostLocal, shimKeys } from '../helpers/shim-conf.js';
-import { waitFor } from '../helpers/wait.js';
+import { PLUGIN_DIR, ROOT, scratch, shimBinDir } from '../support/shim/cni.js';
+import { inNs, rootOrSkip, TestNet } from '../support/net/netns.js';
+import { routedNode } from '../support/net/routed-node.js';
+import { hostLocal, shimKeys } from '../support/shim/conf.js';
+import { waitFor } from '../support/wait.js';
 
 const AGENT = join(ROOT, 'dist/ipam-shim');
 const enabled = rootOrSkip();

@@ -6,8 +6,8 @@ import { execa } from 'execa';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PLUGIN_DIR, ROOT, scratch, SHIM } from '../helpers/cni.js';
-import { rootOrSkip, TestNet } from '../helpers/netns.js';
+import { PLUGIN_DIR, ROOT, scratch, SHIM } from '../support/shim/cni.js';
+import { rootOrSkip, TestNet } from '../support/net/netns.js';
 
 const enabled = rootOrSkip();
 

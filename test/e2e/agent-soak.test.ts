@@ -9,8 +9,8 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_CONNECTIONS } from '../../src/agent/http.js';
-import { ROOT, scratch } from '../helpers/cni.js';
-import { rootOrSkip } from '../helpers/netns.js';
+import { ROOT, scratch } from '../support/shim/cni.js';
+import { rootOrSkip } from '../support/net/netns.js';
 
 const TSX = join(ROOT, 'node_modules/.bin/tsx');
 const SCRIPT = join(ROOT, 'test/soak/agent.ts');

@@ -10,11 +10,11 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
 import { parseMetrics, seriesKey } from '../../src/metrics.js';
-import { FIXTURE_BIN, hostLocalAllocations, PLUGIN_DIR, ROOT, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
-import { inNs, rootOrSkip, TestNet, uid } from '../helpers/netns.js';
-import { CniRunner } from '../runner/runner.js';
-import { legacyFirstPath, vnetBridge } from '../helpers/azure-vnet.js';
-import { waitFor } from '../helpers/wait.js';
+import { FIXTURE_BIN, hostLocalAllocations, PLUGIN_DIR, ROOT, scratch, SHIM, shimBinDir } from '../support/shim/cni.js';
+import { inNs, rootOrSkip, TestNet, uid } from '../support/net/netns.js';
+import { CniRunner } from '../support/runtimes/runner.js';
+import { legacyFirstPath, vnetBridge } from '../support/net/azure-vnet.js';
+import { waitFor } from '../support/wait.js';
 
 /** The single executable the DaemonSet's image ships. */
 const AGENT = join(ROOT, 'dist/ipam-shim');

@@ -8,9 +8,9 @@ import { existsSync } from 'node:fs';
 import { chmod, lstat, mkdir, readdir, readFile, readlink, rename, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseMetrics } from '../../src/metrics.js';
-import { TestNet, inNs, rootOrSkip } from '../helpers/netns.js';
-import { BUNDLE_SHIM, PLUGIN_DIR, ROOT, SHIM, invoke, ledgerRecords, scratch } from '../helpers/cni.js';
-import { hostLocal, shimConf } from '../helpers/shim-conf.js';
+import { TestNet, inNs, rootOrSkip } from '../support/net/netns.js';
+import { BUNDLE_SHIM, PLUGIN_DIR, ROOT, SHIM, invoke, ledgerRecords, scratch } from '../support/shim/cni.js';
+import { hostLocal, shimConf } from '../support/shim/conf.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 const SEA = join(ROOT, 'dist/ipam-shim');

@@ -19,12 +19,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
 import { ErrorCode } from '../../src/cni/errors.js';
-import { FIXTURE_BIN, invoke, PLUGIN_DIR, ROOT, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
-import { rootOrSkip, TestNet, uid } from '../helpers/netns.js';
-import { shimConf } from '../helpers/shim-conf.js';
-import { vnetBridge } from '../helpers/azure-vnet.js';
-import { CniRunner, PluginError } from '../runner/runner.js';
-import { waitFor as waitForEvery } from '../helpers/wait.js';
+import { FIXTURE_BIN, invoke, PLUGIN_DIR, ROOT, scratch, SHIM, shimBinDir } from '../support/shim/cni.js';
+import { rootOrSkip, TestNet, uid } from '../support/net/netns.js';
+import { shimConf } from '../support/shim/conf.js';
+import { vnetBridge } from '../support/net/azure-vnet.js';
+import { CniRunner, PluginError } from '../support/runtimes/runner.js';
+import { waitFor as waitForEvery } from '../support/wait.js';
 
 /** Prometheus scrapes every second: poll it at 250 ms. */
 const waitFor = (what: string, pred: () => Promise<boolean> | boolean, ms = 30_000) => waitForEvery(what, pred, ms, 250);

@@ -8,11 +8,11 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
-import { ledgerRecords, PLUGIN_DIR, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
-import { shimKeys } from '../helpers/shim-conf.js';
-import { rootOrSkip, TestNet } from '../helpers/netns.js';
-import { bpfFilterArgs, ping, probeTopology, UPLINK, watchPodInput as watchInput } from '../helpers/probe-topology.js';
-import { CniRunner, type JsonObject } from '../runner/runner.js';
+import { ledgerRecords, PLUGIN_DIR, scratch, SHIM, shimBinDir } from '../support/shim/cni.js';
+import { shimKeys } from '../support/shim/conf.js';
+import { rootOrSkip, TestNet } from '../support/net/netns.js';
+import { bpfFilterArgs, ping, probeTopology, UPLINK, watchPodInput as watchInput } from '../support/net/probe-topology.js';
+import { CniRunner, type JsonObject } from '../support/runtimes/runner.js';
 
 const root = rootOrSkip();
 const TABLE = 'azureSLBProbe'; // AgentBaker's name: a contract, spelled out here on purpose

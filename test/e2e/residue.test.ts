@@ -11,12 +11,12 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { run as hostRun, runInNetns, type Run } from '../../src/effects/exec.js';
-import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
-import { shimKeys } from '../helpers/shim-conf.js';
-import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
-import { hasPodman, PodmanBed } from '../helpers/podman.js';
-import { CniRunner, PluginError } from '../runner/runner.js';
-import { legacyFirstPath, natListing, vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
+import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR, scratch, SHIM, shimBinDir } from '../support/shim/cni.js';
+import { shimKeys } from '../support/shim/conf.js';
+import { inNs, rootOrSkip, TestNet } from '../support/net/netns.js';
+import { hasPodman, PodmanBed } from '../support/runtimes/podman.js';
+import { CniRunner, PluginError } from '../support/runtimes/runner.js';
+import { legacyFirstPath, natListing, vnetBridge, withoutLines } from '../support/net/azure-vnet.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 const POD = '10.240.0.32';

@@ -2,7 +2,7 @@
 // .cache/image/ and so shared with an `npm run image` earlier in the same CI run, then podman import and
 // podman build into a private store) and run under podman the way deploy/daemonset.yaml runs it: with the
 // DaemonSet's own securityContext (its capabilities only, drop ALL, the default seccomp profile, a read-only root:
-// the flags test/helpers/daemonset.ts derives from the manifest), in the network of a namespace standing for the
+// the flags test/support/deploy/daemonset.ts derives from the manifest), in the network of a namespace standing for the
 // node, every hostPath volume of the DaemonSet a temp dir mounted at its mountPath. The container's default command
 // (`agent`, which runs install --watch) installs the shim into the node's dirs; the operator commands run in it with
 // `podman exec`, as `kubectl exec` would; every effect is checked from outside.
@@ -11,10 +11,10 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../scripts/image/build-image.js';
-import { inNs, TestNet, uid } from '../helpers/netns.js';
-import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
-import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../helpers/daemonset.js';
-import { PodmanBed } from '../helpers/podman.js';
+import { inNs, TestNet, uid } from '../support/net/netns.js';
+import { buildTestImage, nodeImagePrerequisites } from '../support/deploy/node-image.js';
+import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../support/deploy/daemonset.js';
+import { PodmanBed } from '../support/runtimes/podman.js';
 
 const enabled = nodeImagePrerequisites('the image test');
 

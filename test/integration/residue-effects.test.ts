@@ -10,8 +10,8 @@ import { runInNetns, type Run } from '../../src/effects/exec.js';
 import { deleteNeighbour, listNeighbours } from '../../src/effects/neigh.js';
 import { cleanResidue, findOrphans, listPreroutingResidue, listResidueFor } from '../../src/residue/clean.js';
 import { localMacs } from '../../src/effects/links.js';
-import { rootOrSkip, TestNet, uid } from '../helpers/netns.js';
-import { natListing, vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
+import { rootOrSkip, TestNet, uid } from '../support/net/netns.js';
+import { natListing, vnetBridge, withoutLines } from '../support/net/azure-vnet.js';
 
 const POD = '10.240.0.32';
 const POD_MAC = '0:d:3a:30:47:42'; // the dead MAC of a pod azure-vnet once attached

@@ -1,6 +1,6 @@
 // The whole node through the real parts: the node image (built as `npm run image` builds it) run under podman the
 // way deploy/daemonset.yaml runs it — with the DaemonSet's own securityContext (the podman flags
-// test/helpers/daemonset.ts derives from the manifest: its capabilities after drop ALL, the default seccomp profile,
+// test/support/deploy/daemonset.ts derives from the manifest: its capabilities after drop ALL, the default seccomp profile,
 // a read-only root; never privileged), in the network of the namespace standing for the node, the DaemonSet's host
 // paths being the CRI bed's own dirs (containerd's CNI bin and conf dirs, the host's /var/lib/cni where the bed's
 // containerd keeps libcni's result cache, /run/netns with rslave propagation so pod namespaces created later are
@@ -22,18 +22,18 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../scripts/image/build-image.js';
-import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR } from '../helpers/cni.js';
-import { hasContainerd } from '../helpers/cri/bed.js';
-import { hostLocal } from '../helpers/cri/conflists.js';
-import { ping, PROBE_SOURCE, watchPodInput } from '../helpers/probe-topology.js';
+import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR } from '../support/shim/cni.js';
+import { hasContainerd } from '../support/runtimes/cri/bed.js';
+import { hostLocal } from '../support/runtimes/cri/conflists.js';
+import { ping, PROBE_SOURCE, watchPodInput } from '../support/net/probe-topology.js';
 import { runInNetns } from '../../src/effects/exec.js';
 import { PROBE_TABLE } from '../../src/probe-rewrite/ruleset.js';
-import { useCriBed } from '../helpers/cri/suite.js';
-import { inNs, uid } from '../helpers/netns.js';
-import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
-import { PodmanBed } from '../helpers/podman.js';
-import { vnetBridge } from '../helpers/azure-vnet.js';
-import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../helpers/daemonset.js';
+import { useCriBed } from '../support/runtimes/cri/suite.js';
+import { inNs, uid } from '../support/net/netns.js';
+import { buildTestImage, nodeImagePrerequisites } from '../support/deploy/node-image.js';
+import { PodmanBed } from '../support/runtimes/podman.js';
+import { vnetBridge } from '../support/net/azure-vnet.js';
+import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../support/deploy/daemonset.js';
 
 const enabled = nodeImagePrerequisites('the whole-node test', { 'containerd, runc and busybox-static (scripts/install-deps.sh)': hasContainerd() });
 
@@ -330,7 +330,7 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     const conflist = async () => JSON.parse(await readFile(s.bed.confListPath, 'utf8')) as { plugins: Array<Record<string, unknown>> };
     await waitFor('the shim in the conflist', async () => (await conflist()).plugins.some((p) => p.type === 'ipam-shim'));
 
-    // Azure's LB beside the node (test/helpers/probe-topology.ts): lb (fe80::1234:5678:9abc only) ── node's `lb6`,
+    // Azure's LB beside the node (test/support/net/probe-topology.ts): lb (fe80::1234:5678:9abc only) ── node's `lb6`,
     // the node's default IPv6 route via it (the uplink the shim discovers).
     const lb = await s.net.netns('lb');
     const [inLb, inNode] = [runInNetns(lb), runInNetns(s.node)];

@@ -1,4 +1,4 @@
-// Soak: N minutes of random ADD / DEL / CHECK / GC churn through the libcni-like runner (test/runner/runner.ts)
+// Soak: N minutes of random ADD / DEL / CHECK / GC churn through the libcni-like runner (test/support/runtimes/runner.ts)
 // against the BUILT shim and the real reference plugins, in network namespaces it creates and removes. Two
 // lanes by default, one per placement:
 //   chained  ptp + host-local, then ipam-shim chained after it (with host-local as its delegate for GC);
@@ -25,8 +25,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
-import { CniRunner, GcError, PluginError, RunnerError, type JsonObject } from '../runner/runner.js';
-import { disagreements, hostLocalStore, readLedger } from '../helpers/robust.js';
+import { CniRunner, GcError, PluginError, RunnerError, type JsonObject } from '../support/runtimes/runner.js';
+import { disagreements, hostLocalStore, readLedger } from '../support/shim/robust.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const SHIM = process.env.IPAM_SHIM_BIN ?? join(ROOT, 'dist/ipam-shim.js');

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { cachedAttachments } from '../../src/gc/from-cache.js';
 import { podName, viewPods } from '../../src/fixes/pods.js';
 import { parseCidrs } from '../../src/net/cidr.js';
-import { podRecord } from '../helpers/ledger-record.js';
+import { podRecord } from '../support/doubles/ledger-record.js';
 
 let dir: string | undefined;
 afterEach(async () => dir && rm(dir, { recursive: true, force: true }));

@@ -16,7 +16,7 @@ import { existsSync } from 'node:fs';
 import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { uid } from './netns.js';
+import { uid } from '../net/netns.js';
 import { unmountBelow } from './mounts.js';
 
 export const BUSYBOX_APPLETS = [

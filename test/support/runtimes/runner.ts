@@ -2,7 +2,7 @@
 // (containernetworking/cni, libcni/api.go + conf.go) does, including its result cache, prevResult handling,
 // GC's DEL synthesis and STATUS. Behaviour mirrored, and where this deliberately differs, is listed in the
 // comments marked "libcni:" and in README-style notes at the bottom of this header. The real libcni 1.3 (the
-// cnitool harness, test/harness/) checks it: test/integration/runner.test.ts runs the same calls through both.
+// cnitool harness, test/support/runtimes/cnitool.ts) checks it: test/integration/runner.test.ts runs the same calls through both.
 //
 // libcni behaviours mirrored (1.2.x/1.3.0, CNI spec 1.1.0):
 // - Config version: the highest of `cniVersion` ∪ `cniVersions`, ignoring entries newer than what this runtime

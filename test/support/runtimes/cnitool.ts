@@ -1,5 +1,5 @@
 // The real libcni as a test runtime: tools/cnitool (built from Debian's Go and libcni 1.3 by
-// scripts/build-cnitool.sh) driven with the same calls as the TypeScript runner (test/runner/runner.ts), so a
+// scripts/build-cnitool.sh) driven with the same calls as the TypeScript runner (test/support/runtimes/runner.ts), so a
 // suite can run through either. Every runtime decision (config version, prevResult, cache, GC's DELs, STATUS)
 // is libcni's; this file only spawns the harness, and reads back libcni's cache and the harness's trace.
 import { execa } from 'execa';
@@ -7,9 +7,9 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
-import type { Attachment, CacheEntry, CniRunnerOptions, GcReport, Invocation, JsonObject, RuntimeOpts } from '../runner/runner.js';
-import { DEFAULT_CACHE_DIR, pickConfigVersion, readCacheEntry } from '../runner/runner.js';
-import { ROOT } from '../helpers/cni.js';
+import type { Attachment, CacheEntry, CniRunnerOptions, GcReport, Invocation, JsonObject, RuntimeOpts } from './runner.js';
+import { DEFAULT_CACHE_DIR, pickConfigVersion, readCacheEntry } from './runner.js';
+import { ROOT } from '../shim/cni.js';
 
 /** The harness binary: CNITOOL_BIN, else what scripts/build-cnitool.sh links at .deps/cnitool. */
 export const CNITOOL = process.env.CNITOOL_BIN ?? path.join(ROOT, '.deps/cnitool');

@@ -3,9 +3,9 @@
 // .cache/image/, so several suites in one run build it once).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildImage, CACHE_DIR, ROOT } from '../../scripts/image/build-image.js';
-import { rootOrSkip, uid } from './netns.js';
-import { hasPodman, type PodmanBed } from './podman.js';
+import { buildImage, CACHE_DIR, ROOT } from '../../../scripts/image/build-image.js';
+import { rootOrSkip, uid } from '../net/netns.js';
+import { hasPodman, type PodmanBed } from '../runtimes/podman.js';
 
 /** Root, podman, mmdebstrap and the built executable (plus `extra`: name → present); with CI=true a missing one fails. */
 export function nodeImagePrerequisites(what: string, extra: Record<string, boolean> = {}): boolean {

@@ -1,10 +1,10 @@
-// Two CNI runtimes for the verb suites: the TypeScript runner (test/runner/runner.ts, a re-implementation of
-// libcni's behaviour) and the real libcni through the cnitool harness (test/harness/cnitool.ts). A suite that
+// Two CNI runtimes for the verb suites: the TypeScript runner (test/support/runtimes/runner.ts, a re-implementation of
+// libcni's behaviour) and the real libcni through the cnitool harness (test/support/runtimes/cnitool.ts). A suite that
 // runs through both finds where the imitation drifts from the library; libcni is the one that is right.
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { ROOT } from '../helpers/cni.js';
-import { CniRunner, type CniRunnerOptions } from '../runner/runner.js';
+import { ROOT } from '../shim/cni.js';
+import { CniRunner, type CniRunnerOptions } from './runner.js';
 import { CnitoolRuntime, harnessMissing } from './cnitool.js';
 
 export type RuntimeKind = 'runner' | 'libcni';

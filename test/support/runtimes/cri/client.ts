@@ -5,7 +5,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { join } from 'node:path';
 
-const PROTO = join(import.meta.dirname, '../../fixtures/cri/runtime-v1.proto');
+const PROTO = join(import.meta.dirname, '../../../fixtures/cri/runtime-v1.proto');
 
 export interface PodSandboxMetadata {
   name: string;

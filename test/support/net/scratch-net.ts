@@ -1,7 +1,7 @@
 // The per-test fixture most e2e files share: a fresh scratch directory and a TestNet, removed after each test
 // (namespaces first, then the directory), also when the test failed.
 import { afterEach, beforeEach } from 'vitest';
-import { scratch } from './cni.js';
+import { scratch } from '../shim/cni.js';
 import { TestNet } from './netns.js';
 
 export type Scratch = Awaited<ReturnType<typeof scratch>>;

@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { join, resolve } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
-import { ROOT } from '../../scripts/image/build-image.js';
+import { ROOT } from '../../../scripts/image/build-image.js';
 
 type Obj = Record<string, any>;
 const execFileP = promisify(execFile);

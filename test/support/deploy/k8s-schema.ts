@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { ROOT } from '../../scripts/image/build-image.js';
+import { ROOT } from '../../../scripts/image/build-image.js';
 
 type Obj = Record<string, any>;
 interface TypeRef {

@@ -3,8 +3,8 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SHIM } from './cni.js';
-import type { Scratch } from './scratch-net.js';
-import { shimKeys } from './shim-conf.js';
+import type { Scratch } from '../net/scratch-net.js';
+import { shimKeys } from './conf.js';
 
 /** host-local's one range (subnet, first and last address handed out). */
 export interface HostLocalRange {

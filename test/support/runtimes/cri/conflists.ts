@@ -10,7 +10,7 @@ export const PLACEMENTS: Placement[] = ['chained', 'ipam'];
 export const VERSIONS: CniVersion[] = ['0.3.1', '1.0.0'];
 
 /** The recording chained plugin (test/fixtures/cri/cni-logger.cjs), for CriBedOptions.plugins. */
-export const CNI_LOGGER = { 'cni-logger': path.join(import.meta.dirname, '../../fixtures/cri/cni-logger.cjs') };
+export const CNI_LOGGER = { 'cni-logger': path.join(import.meta.dirname, '../../../fixtures/cri/cni-logger.cjs') };
 
 export interface Range {
   subnet: string;

@@ -5,7 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { run, runInNetns, type Run } from '../../src/effects/exec.js';
+import { run, runInNetns, type Run } from '../../../src/effects/exec.js';
 import type { TestNet } from './netns.js';
 
 export const UPLINK = 'eth0';
@@ -70,7 +70,7 @@ export async function bpfFilterArgs(net: TestNet): Promise<string[]> {
   const dir = await mkdtemp(join(tmpdir(), 'probe6-bpf-'));
   net.defer(() => rm(dir, { recursive: true, force: true }));
   const obj = join(dir, 'ipv6_hp_ingress.o');
-  const ir = fileURLToPath(new URL('../fixtures/nft/tc-pass-classifier.ll', import.meta.url));
+  const ir = fileURLToPath(new URL('../../fixtures/nft/tc-pass-classifier.ll', import.meta.url));
   const llc = await run('llc', ['-march=bpf', '-filetype=obj', ir, '-o', obj], { check: false });
   if (llc.exitCode === 0) return ['bpf', 'da', 'obj', obj, 'sec', 'classifier'];
   console.warn('llc unavailable: using a classic BPF filter (tc bytecode) instead of eBPF');

@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Run } from '../../src/effects/exec.js';
+import type { Run } from '../../../src/effects/exec.js';
 import { inNs, type TestNet } from './netns.js';
 
 /**

@@ -1,9 +1,9 @@
 // cnitool-shaped CLI over CniRunner (see runner.ts for the libcni behaviour it mirrors).
 //
-//   tsx test/runner/cnirun.ts add|check|del <network> <netns-path-or-name> [--ifname IF] [--cache-dir DIR]
-//   tsx test/runner/cnirun.ts gc <network> [<netns>] [--valid cid:ifname,...] [--cache-dir DIR]
-//   tsx test/runner/cnirun.ts status <network> [<netns>]
-//   tsx test/runner/cnirun.ts version <plugin-type>
+//   tsx test/support/runtimes/cnirun.ts add|check|del <network> <netns-path-or-name> [--ifname IF] [--cache-dir DIR]
+//   tsx test/support/runtimes/cnirun.ts gc <network> [<netns>] [--valid cid:ifname,...] [--cache-dir DIR]
+//   tsx test/support/runtimes/cnirun.ts status <network> [<netns>]
+//   tsx test/support/runtimes/cnirun.ts version <plugin-type>
 //
 // Like cnitool: the conflist named <network> comes from NETCONFPATH (default /etc/cni/net.d, libcni LoadConfList
 // rules), plugins from CNI_PATH, CNI_ARGS ("K=V;K2=V2") and CAP_ARGS (JSON) from the environment, the interface

@@ -1,7 +1,7 @@
 // One builder for the shim's network configs in tests: the shim in the IPAM slot of a main plugin (ptp by
 // default), or chained as its own plugin. Each test passes only what it is about; the rest is the scratch dirs.
 
-/** The scratch directories a config points at (test/helpers/cni.ts scratch(), useScratchNet()). */
+/** The scratch directories a config points at (test/support/shim/cni.ts scratch(), useScratchNet()). */
 export interface ShimDirs {
   stateDir: string;
   logFile: string;

@@ -1,7 +1,7 @@
 // The per-file fixture of the CRI suites: one node netns and one private containerd shared by the file's tests
 // (starting containerd and importing the image costs ~2 s), torn down after the last test even when tests failed.
 import { afterAll, afterEach, beforeAll } from 'vitest';
-import { rootOrSkip, TestNet } from '../netns.js';
+import { rootOrSkip, TestNet } from '../../net/netns.js';
 import { CriBed, hasContainerd, type CriBedOptions } from './bed.js';
 import { containerdBinDir } from './containerd.js';
 

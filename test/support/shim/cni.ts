@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-export const ROOT = resolve(import.meta.dirname, '../..');
+export const ROOT = resolve(import.meta.dirname, '../../..');
 /**
  * The plugin under test: the single executable by default, what a node runs (started from its startup snapshot,
  * whose warm-up state the bundle never exercises); IPAM_SHIM_BIN tests another build, e.g. dist/ipam-shim.js.

@@ -1,9 +1,9 @@
 // A ledger held in memory, for the verbs' unit tests: the LedgerStore contract without files or locks (one
 // process, calls already serialised by the caller's await).
-import { CniError, ErrorCode } from '../../src/cni/errors.js';
-import { type Attachment, attachmentKey as keyOf } from '../../src/cni/config.js';
-import { sameAttachment, type LedgerRecord } from '../../src/ledger/record.js';
-import type { LedgerListing, LedgerStore } from '../../src/ledger/store.js';
+import { CniError, ErrorCode } from '../../../src/cni/errors.js';
+import { type Attachment, attachmentKey as keyOf } from '../../../src/cni/config.js';
+import { sameAttachment, type LedgerRecord } from '../../../src/ledger/record.js';
+import type { LedgerListing, LedgerStore } from '../../../src/ledger/store.js';
 
 export class MemoryLedger implements LedgerStore {
   readonly dir: string;

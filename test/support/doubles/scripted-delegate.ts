@@ -1,7 +1,7 @@
 // An IPAM delegate that answers from a script instead of running a plugin, for the verbs' unit tests. Every call
 // is recorded, so a test can see what the verb asked.
-import type { Result } from '../../src/cni/result.js';
-import type { IpamDelegate } from '../../src/effects/delegate.js';
+import type { Result } from '../../../src/cni/result.js';
+import type { IpamDelegate } from '../../../src/effects/delegate.js';
 
 export type DelegateCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS';
 
