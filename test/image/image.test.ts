@@ -15,6 +15,8 @@ import { inNs, TestNet, uid } from '../support/net/netns.js';
 import { buildTestImage, nodeImagePrerequisites } from '../support/deploy/node-image.js';
 import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../support/deploy/daemonset.js';
 import { PodmanBed } from '../support/runtimes/podman.js';
+import { waitFor as waitForEvery } from '../support/wait.js';
+import { podRules } from '../support/net/azure-vnet.js';
 
 const enabled = nodeImagePrerequisites('the image test');
 
@@ -26,25 +28,14 @@ const ENTRYPOINT = '/usr/local/bin/ipam-shim';
 const POD = '10.240.0.32';
 const DECOY = '10.240.0.33';
 const DEAD_MAC = '0:d:3a:30:47:42';
-/** azure-vnet's two per-pod rules (bridge mode), as test/e2e/residue.test.ts has them. */
-const podRules = (ip: string): string[][] => [
-  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', DEAD_MAC, '--arpreply-target', 'DROP'],
-  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', DEAD_MAC, '--dnat-target', 'ACCEPT'],
-];
 
 const sha = async (p: string) =>
   createHash('sha256')
     .update(await readFile(p))
     .digest('hex');
 
-async function waitFor(what: string, pred: () => Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await pred().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+/** Polls every 200 ms (each look runs podman). */
+const waitFor = (what: string, pred: () => Promise<boolean> | boolean, ms = 20_000) => waitForEvery(what, pred, ms, 200);
 
 describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it', () => {
   const net = new TestNet();
@@ -150,7 +141,8 @@ describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it
   });
 
   it("residue scan lists the node's ebtables rules (written by the node's ebtables) and clean --apply removes only the named address's", async () => {
-    for (const ip of [POD, DECOY]) for (const rule of podRules(ip)) await inNs(node, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    for (const ip of [POD, DECOY])
+      for (const rule of podRules(ip, DEAD_MAC)) await inNs(node, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
     const scan = await shimExec(['residue', 'scan', '--ip', POD, '--json']);
     expect(scan.exitCode, `${scan.stdout}\n${scan.stderr}`).toBe(1);
     const found = JSON.parse(String(scan.stdout)) as {

@@ -17,6 +17,7 @@ import { commandLine, daemonSetView, kubectlBin, podmanMountArgs, podmanSecurity
 import { inNs, TestNet, uid } from '../support/net/netns.js';
 import { buildTestImage, nodeImagePrerequisites } from '../support/deploy/node-image.js';
 import { PodmanBed } from '../support/runtimes/podman.js';
+import { waitFor as waitForEvery } from '../support/wait.js';
 
 const enabled = nodeImagePrerequisites('the variant tests', { 'kubectl 1.36 (scripts/install-deps.sh: .deps/kubectl-1.36)': Boolean(kubectlBin()) });
 
@@ -55,14 +56,8 @@ async function tree(dir: string, rel = ''): Promise<Map<string, string>> {
   return out;
 }
 
-async function waitFor(what: string, pred: () => Promise<boolean>, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await pred().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+/** Polls every 200 ms (each look runs podman). */
+const waitFor = (what: string, pred: () => Promise<boolean> | boolean, ms = 30_000) => waitForEvery(what, pred, ms, 200);
 
 describe.skipIf(!enabled)('the shipped variants under podman, as their DaemonSets run them', () => {
   const net = new TestNet();

@@ -32,8 +32,9 @@ import { useCriBed } from '../support/runtimes/cri/suite.js';
 import { inNs, uid } from '../support/net/netns.js';
 import { buildTestImage, nodeImagePrerequisites } from '../support/deploy/node-image.js';
 import { PodmanBed } from '../support/runtimes/podman.js';
-import { vnetBridge } from '../support/net/azure-vnet.js';
+import { podRules, vnetBridge } from '../support/net/azure-vnet.js';
 import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../support/deploy/daemonset.js';
+import { waitFor as waitForEvery } from '../support/wait.js';
 
 const enabled = nodeImagePrerequisites('the whole-node test', { 'containerd, runc and busybox-static (scripts/install-deps.sh)': hasContainerd() });
 
@@ -42,11 +43,6 @@ const CNI_CACHE = '/var/lib/cni';
 const INTERVAL_S = 2;
 const RANGES = [[{ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' }]];
 const DEAD_MAC = '0:d:3a:30:47:42';
-/** azure-vnet's two per-pod rules (bridge mode), as test/cri/residue.test.ts has them. */
-const podRules = (ip: string, mac: string): string[][] => [
-  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
-  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT'],
-];
 /** An address no pod has (host-local hands out .32 upwards): its rules are a decoy the agent must leave. */
 const DECOY = '10.240.0.61';
 const GRACE_S = 2;
@@ -56,16 +52,9 @@ const sha = async (p: string) =>
   createHash('sha256')
     .update(await readFile(p))
     .digest('hex');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function waitFor(what: string, pred: () => Promise<boolean>, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await pred().catch(() => false)) return;
-    await sleep(200);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+/** Polls every 200 ms (podman, containerd and the scrape are not free). */
+const waitFor = (what: string, pred: () => Promise<boolean> | boolean, ms = 30_000) => waitForEvery(what, pred, ms, 200);
 
 describe.skipIf(!enabled)('the whole node: the agent image under podman beside containerd', () => {
   // ptp under cilium-cni's name (install anchors the shim's entry after cilium-cni), host-local as its IPAM; no shim

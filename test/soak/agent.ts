@@ -26,6 +26,8 @@ import type { LedgerRecord } from '../../src/ledger/record.js';
 import { parseMetrics } from '../../src/metrics.js';
 import { MAX_CONNECTIONS } from '../../src/agent/http.js';
 import { connect, type Socket } from 'node:net';
+import { agentArgs, jsonLines } from '../support/shim/agent.js';
+import { shimKeys } from '../support/shim/conf.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const AGENT = process.env.IPAM_SHIM_AGENT ?? join(ROOT, 'dist/ipam-shim');
@@ -149,14 +151,11 @@ async function makeNode(dir: string, pods: number, leaked: number): Promise<{ ne
     name: network,
     plugins: [
       { type: 'ptp', ipMasq: false, ipam: hostLocal },
-      {
-        type: 'ipam-shim',
-        stateDir,
-        logFile: join(dir, 'shim.log'),
-        metricsFile: join(dir, 'ipam-shim.prom'),
-        uplink: 'uplink0',
+      shimKeys({
+        dirs: { stateDir, logFile: join(dir, 'shim.log') },
         delegate: hostLocal,
-      },
+        keys: { metricsFile: join(dir, 'ipam-shim.prom'), uplink: 'uplink0' },
+      }),
     ],
   };
   const confText = JSON.stringify(confList);
@@ -228,32 +227,13 @@ async function soak(): Promise<number> {
   process.on('SIGTERM', interrupt);
   try {
     const node = await makeNode(dir, pods, leaked);
-    const agentArgs = [
+    const argv = [
       AGENT,
-      'agent',
-      '--network',
-      node.network,
-      '--conf-dir',
-      node.confDir,
-      '--cni-path',
-      PLUGIN_DIR,
-      '--cache-dir',
-      node.cacheDir,
-      '--cni-bin-dir',
-      node.binDir,
-      '--source',
-      AGENT,
-      '--grace-seconds',
-      '0',
-      '--jitter',
-      '0',
-      '--interval',
-      String(intervalS),
-      '--listen',
-      `127.0.0.1:${port}`,
+      ...agentArgs(AGENT, { ...node, cniPath: PLUGIN_DIR }, { graceSeconds: 0 }),
+      ...['--interval', String(intervalS), '--listen', `127.0.0.1:${port}`],
     ];
     // prlimit execs the agent: the pid is the agent's.
-    const cmd = nofile > 0 ? ['prlimit', `--nofile=${nofile}:${nofile}`, ...agentArgs] : agentArgs;
+    const cmd = nofile > 0 ? ['prlimit', `--nofile=${nofile}:${nofile}`, ...argv] : argv;
     proc = execa(cmd[0]!, cmd.slice(1), { reject: false, stdout: { file: log }, stderr: { file: `${log}.stderr` } });
     const pid = proc.pid!;
     const url = `http://127.0.0.1:${port}`;
@@ -343,8 +323,7 @@ async function soak(): Promise<number> {
     proc.kill('SIGTERM');
     const done = await Promise.race([proc, sleep(10_000).then(() => undefined)]);
     report.exit.code = done?.exitCode ?? undefined;
-    const lines = (await readFile(log, 'utf8')).split('\n').filter((l) => l.startsWith('{'));
-    report.exit.stoppedLine = lines.length > 0 && JSON.parse(lines.at(-1)!).msg === 'agent stopped';
+    report.exit.stoppedLine = jsonLines(await readFile(log, 'utf8')).at(-1)?.msg === 'agent stopped';
     judge(report);
     report.seconds = (Date.now() - t0) / 1000;
     process.stdout.write(

@@ -1,12 +1,31 @@
 // The residue reproduction of field-notes §1, shared by the residue suites (runner, CRI, agent, whole node):
-// a VNet client namespace on a veth whose node end is enslaved to azure-vnet's bridge, and the ebtables listing
-// arithmetic the suites assert with.
+// a VNet client namespace on a veth whose node end is enslaved to azure-vnet's bridge, azure-vnet's per-pod rules,
+// and the ebtables listing arithmetic the suites assert with.
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Run } from '../../../src/effects/exec.js';
 import { inNs, type TestNet } from './netns.js';
+
+/** azure-vnet's two per-pod rules (bridge mode, as in the bug report) for `ip` and `mac`: ebtables args after `-A PREROUTING`. */
+export const podRules = (ip: string, mac: string): string[][] => [
+  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
+  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT'],
+];
+
+/**
+ * ebtables-restore input (`--noflush`) for azure-vnet's nat table on a node: the `prerouting` rules in order, then its
+ * node-wide snat of outgoing frames to eth0's MAC.
+ */
+export const natRestoreInput = (prerouting: string[][], eth0Mac: string): string =>
+  [
+    '*nat',
+    ...prerouting.map((rule) => `-A PREROUTING ${rule.join(' ')}`),
+    `-A POSTROUTING -s unicast -o eth0 -j snat --to-src ${eth0Mac} --snat-arp --snat-target ACCEPT`,
+    'COMMIT',
+    '',
+  ].join('\n');
 
 /**
  * Netns `vnet` (client 10.240.0.4/16) — veth — `node`, whose `eth0` is enslaved to bridge `azure0` (10.240.0.5/16,

@@ -18,6 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { uid } from '../net/netns.js';
 import { unmountBelow } from './mounts.js';
+import { teardown } from '../teardown.js';
 
 export const BUSYBOX_APPLETS = [
   'sh',
@@ -273,14 +274,7 @@ export class PodmanBed {
    * mounts below the bed, netnses of our containers, our podman cache files, the temp dir.
    */
   async cleanup(): Promise<void> {
-    const errors: string[] = [];
-    const step = async (what: string, fn: () => Promise<unknown>) => {
-      try {
-        await fn();
-      } catch (e) {
-        errors.push(`${what}: ${(e as Error).message}`);
-      }
-    };
+    const { step, report } = teardown();
     if (!existsSync(this.baseDir)) return;
     await step('rm containers', async () => {
       const r = await this.podman(['ps', '-aq', '--no-trunc'], { reject: false });
@@ -305,7 +299,7 @@ export class PodmanBed {
       for (const f of await readdir(dir)) if (f.startsWith(`${this.network}-`)) await rm(path.join(dir, f), { force: true });
     });
     await step('rm tree', () => rm(this.baseDir, { recursive: true, force: true, maxRetries: 3 }));
-    if (errors.length) console.warn(`PodmanBed.cleanup (${this.baseDir}): ${errors.join('; ')}`);
+    report(`PodmanBed.cleanup (${this.baseDir})`);
   }
 
   private async netnsPathQuiet(id: string): Promise<string> {

@@ -57,7 +57,11 @@ export async function invoke(conf: unknown, inv: Invocation): Promise<PluginOutp
   const input = typeof conf === 'string' ? conf : JSON.stringify(conf);
   const shim = inv.bin ?? SHIM;
   const [file, args] = inv.inNetns ? ['ip', ['netns', 'exec', inv.inNetns, shim]] : [shim, []];
-  const r = await execa(file, args as string[], { input, env, extendEnv: false, reject: false, timeout: inv.timeoutMs ?? 60_000 });
+  return pluginOutput(await execa(file, args as string[], { input, env, extendEnv: false, reject: false, timeout: inv.timeoutMs ?? 60_000 }));
+}
+
+/** A finished run of the shim as the tests read it: stdout parsed as JSON, undefined where it is not JSON. */
+export function pluginOutput(r: { exitCode?: number; stdout: string; stderr: string }): PluginOutput {
   let json: any;
   try {
     json = r.stdout ? JSON.parse(r.stdout) : undefined;

@@ -32,10 +32,11 @@ import { mkdir, mkdtemp, open, readdir, readFile, rename, rm, rmdir, symlink, wr
 import os from 'node:os';
 import path from 'node:path';
 import { buildSandboxImage } from '../../../fixtures/cri/sandbox-image.js';
-import { ROOT } from '../../shim/cni.js';
+import { pluginOutput, ROOT } from '../../shim/cni.js';
 import { uid } from '../../net/netns.js';
 import { CriClient, type PodSandboxConfig, type PodSandboxStatus } from './client.js';
 import { unmountBelow } from '../mounts.js';
+import { teardown } from '../../teardown.js';
 import { containerdBinDir, containerdBuild, containerdConfig, missingTools, nodeEnv, type ContainerdBuild } from './containerd.js';
 
 /** The built single executable: what a node runs. IPAM_SHIM_BIN tests another build. */
@@ -318,24 +319,14 @@ export class CriBed implements CriBedDirs {
    * state. host-local's store and the shim's ledger (node state of their own) stay. Then containerd starts afresh.
    */
   async crashAndWipe(): Promise<void> {
-    await this.stop('SIGKILL');
-    await this.killStrays();
-    await unmountBelow(this.baseDir);
-    for (const ns of this.netnsPaths) {
-      if (!existsSync(ns)) continue;
-      await execa('umount', [ns], { reject: false });
-      await rm(ns, { force: true });
-    }
+    await this.killNode();
     for (const f of await this.cachedResults()) await rm(path.join(CNI_RESULTS, f), { force: true });
     for (const id of this.sandboxIds) {
       await rm(path.join(CNI_RESULTS, `cni-loopback-${id}-lo`), { force: true });
       await rm(shimSocket(this.socket, id), { force: true });
     }
     await removeCgroups(this.cgroupParent);
-    for (const d of ['root', 'state', 'runc']) {
-      await rm(path.join(this.baseDir, d), { recursive: true, force: true, maxRetries: 3 });
-      await mkdir(path.join(this.baseDir, d), { mode: 0o700 });
-    }
+    await this.emptyDirs(['root', 'state', 'runc']);
     await this.start();
     await this.importImage();
   }
@@ -347,21 +338,39 @@ export class CriBed implements CriBedDirs {
    * store, the shim's ledger. Then containerd starts again and lists the old sandboxes, their netns gone.
    */
   async reboot(): Promise<void> {
+    await this.killNode();
+    for (const id of this.sandboxIds) await rm(shimSocket(this.socket, id), { force: true });
+    await removeCgroups(this.cgroupParent);
+    await this.emptyDirs(['state', 'runc']);
+    await this.start();
+  }
+
+  /**
+   * What a crash and a reboot both do first: containerd, its shims and every sandbox killed (no CNI DEL), the bed's
+   * mounts and the pods' netns gone.
+   */
+  private async killNode(): Promise<void> {
     await this.stop('SIGKILL');
     await this.killStrays();
     await unmountBelow(this.baseDir);
+    await this.removePodNetns();
+  }
+
+  /** Unmounts and removes the pods' network namespaces (those still there). */
+  private async removePodNetns(): Promise<void> {
     for (const ns of this.netnsPaths) {
       if (!existsSync(ns)) continue;
       await execa('umount', [ns], { reject: false });
       await rm(ns, { force: true });
     }
-    for (const id of this.sandboxIds) await rm(shimSocket(this.socket, id), { force: true });
-    await removeCgroups(this.cgroupParent);
-    for (const d of ['state', 'runc']) {
+  }
+
+  /** containerd's directories `dirs` (under the bed) removed and made again, empty. */
+  private async emptyDirs(dirs: string[]): Promise<void> {
+    for (const d of dirs) {
       await rm(path.join(this.baseDir, d), { recursive: true, force: true, maxRetries: 3 });
       await mkdir(path.join(this.baseDir, d), { mode: 0o700 });
     }
-    await this.start();
   }
 
   /** The path of the conflist containerd uses (for the operator CLI's --conflist). */
@@ -380,13 +389,7 @@ export class CriBed implements CriBedDirs {
         reject: false,
       },
     );
-    let json: any;
-    try {
-      json = JSON.parse(r.stdout);
-    } catch {
-      json = undefined;
-    }
-    return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr, json };
+    return pluginOutput(r);
   }
 
   /** Stop and remove every sandbox containerd lists (best effort: each one is tried). */
@@ -443,25 +446,12 @@ export class CriBed implements CriBedDirs {
    * shim sockets and cgroups of this bed's sandboxes, the temp dir.
    */
   async cleanup(): Promise<void> {
-    const errors: string[] = [];
-    const step = async (what: string, fn: () => Promise<unknown>) => {
-      try {
-        await fn();
-      } catch (e) {
-        errors.push(`${what}: ${(e as Error).message}`);
-      }
-    };
+    const { step, report } = teardown();
     if (this.client) await step('remove sandboxes', () => this.removeAllPods());
     await step('stop containerd', () => this.stop());
     await step('kill strays', () => this.killStrays());
     await step('unmount', () => unmountBelow(this.baseDir));
-    await step('pod netns', async () => {
-      for (const ns of this.netnsPaths) {
-        if (!existsSync(ns)) continue;
-        await execa('umount', [ns], { reject: false });
-        await rm(ns, { force: true });
-      }
-    });
+    await step('pod netns', () => this.removePodNetns());
     await step('result cache', async () => {
       for (const f of await this.cachedResults()) await rm(path.join(CNI_RESULTS, f), { force: true });
       // the loopback plugin's entries are keyed by sandbox id, not by our network
@@ -472,7 +462,7 @@ export class CriBed implements CriBedDirs {
     });
     await step('cgroups', () => removeCgroups(this.cgroupParent));
     await step('rm tree', () => rm(this.baseDir, { recursive: true, force: true, maxRetries: 3 }));
-    if (errors.length) console.warn(`CriBed.cleanup (${this.baseDir}): ${errors.join('; ')}`);
+    report(`CriBed.cleanup (${this.baseDir})`);
   }
 
   /** Processes of this bed, by pid: shims name our socket in their arguments, pause processes sit in our cgroup. */
