@@ -18,7 +18,7 @@ import { execa } from 'execa';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { Ledger } from '../../src/effects/ledger.js';
@@ -28,10 +28,9 @@ import { MAX_CONNECTIONS } from '../../src/agent/http.js';
 import { connect, type Socket } from 'node:net';
 import { agentArgs, jsonLines } from '../support/shim/agent.js';
 import { shimKeys } from '../support/shim/conf.js';
+import { PLUGIN_DIR, ROOT } from '../support/paths.js';
 
-const ROOT = resolve(import.meta.dirname, '../..');
 const AGENT = process.env.IPAM_SHIM_AGENT ?? join(ROOT, 'dist/ipam-shim');
-const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
 
 const { values: flags } = parseArgs({
   options: {

@@ -22,15 +22,14 @@ import { execa } from 'execa';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { CniRunner, GcError, PluginError, RunnerError, type JsonObject } from '../support/runtimes/runner.js';
 import { disagreements, hostLocalStore, readLedger } from '../support/shim/robust.js';
+import { PLUGIN_DIR, ROOT } from '../support/paths.js';
 
-const ROOT = resolve(import.meta.dirname, '../..');
 const SHIM = process.env.IPAM_SHIM_BIN ?? join(ROOT, 'dist/ipam-shim.js');
-const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
 
 const { values: flags } = parseArgs({
   options: {

@@ -3,9 +3,11 @@ import { execa } from 'execa';
 import { mkdtemp, rm, readdir } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
+import { FIXTURE_BIN, PLUGIN_DIR, ROOT } from '../paths.js';
 
-export const ROOT = resolve(import.meta.dirname, '../../..');
+// Where the suites also find them (support/paths.ts owns them).
+export { FIXTURE_BIN, PLUGIN_DIR, ROOT };
 /**
  * The plugin under test: the single executable by default, what a node runs (started from its startup snapshot,
  * whose warm-up state the bundle never exercises); IPAM_SHIM_BIN tests another build, e.g. dist/ipam-shim.js.
@@ -15,9 +17,6 @@ export const SHIM = process.env.IPAM_SHIM_BIN ?? join(ROOT, 'dist/ipam-shim');
 export const SEA_SHIM = SHIM.replace(/ipam-shim\.js$/, 'ipam-shim');
 /** The bundle of that build, for `node` (dist/ipam-shim.js). */
 export const BUNDLE_SHIM = SEA_SHIM.replace(/ipam-shim$/, 'ipam-shim.js');
-/** Reference plugins (Debian's containernetworking-plugins); override to test newer upstream builds. */
-export const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
-export const FIXTURE_BIN = join(ROOT, 'test/fixtures/bin');
 
 if (!existsSync(SHIM)) throw new Error(`${SHIM} is missing: run "npm run build" first (npm test does)`);
 

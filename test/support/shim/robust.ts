@@ -2,7 +2,7 @@
 // read the shim's ledger and host-local's store straight from disk and say where they disagree.
 import { readdir, readFile, lstat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { FIXTURE_BIN } from './cni.js';
+import { FIXTURE_BIN } from '../paths.js';
 
 /** The delegate wrapper of test/fixtures/bin (host-local behind configurable sleeps and faults). */
 export const WRAP_IPAM = 'wrap-ipam';
@@ -17,9 +17,11 @@ export interface LedgerOnDisk {
   index: Map<string, string>;
   /** Leftover temp files of writeFileAtomic (".name.<pid>.<attempt>.tmp") anywhere in the ledger. */
   temps: string[];
-  /** Files that are neither records, index entries, temps nor locks. */
+  /** Files that are neither records, index entries, temps, locks nor the STATUS memo. */
   strays: string[];
   lockPresent: boolean;
+  /** The STATUS verb's memo of its last verdicts is there. */
+  statusMemo: boolean;
   /** Per-attachment lock files (`.attach-<cid>:<ifname>.lock`): held now, or left by a killed holder. */
   attachmentLocks: string[];
 }
@@ -35,6 +37,8 @@ async function names(dir: string): Promise<string[]> {
 
 const TEMP = /^\..+\.\d+\.\d+\.tmp$/;
 const ATTACHMENT_LOCK = /^\.attach-.+\.lock(\.break)?$/;
+/** Where STATUS remembers its last verdicts (src/status/memo.ts): the shim's own file in a network's directory. */
+const STATUS_MEMO = '.status.json';
 
 /** Reads <stateDir>/<network> completely; never throws on content (corrupt files are reported). */
 export async function readLedger(stateDir: string, network: string): Promise<LedgerOnDisk> {
@@ -46,11 +50,13 @@ export async function readLedger(stateDir: string, network: string): Promise<Led
     temps: [],
     strays: [],
     lockPresent: false,
+    statusMemo: false,
     attachmentLocks: [],
   };
   for (const n of await names(dir)) {
     if (n === 'records' || n === 'ips') continue;
     if (n === 'lock') out.lockPresent = true;
+    else if (n === STATUS_MEMO) out.statusMemo = true;
     else if (ATTACHMENT_LOCK.test(n)) out.attachmentLocks.push(join(dir, n));
     else if (TEMP.test(n)) out.temps.push(join(dir, n));
     else out.strays.push(join(dir, n));
