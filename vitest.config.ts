@@ -1,9 +1,9 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
-// The suites run the single executable, as a node does (test/helpers/cni.ts); these also run the bundle for `node`.
+// The suites run the single executable, as a node does (test/support/shim/cni.ts); these also run the bundle for `node`.
 const BUNDLE_SUITES = ['test/e2e/protocol.test.ts', 'test/e2e/ipam-slot.test.ts'];
-const integration = { pool: 'forks' as const, globalSetup: ['test/helpers/host-guard.ts'], testTimeout: 120_000, hookTimeout: 120_000 };
+const integration = { pool: 'forks' as const, globalSetup: ['test/support/net/host-guard.ts'], testTimeout: 120_000, hookTimeout: 120_000 };
 
 export default defineConfig({
   test: {

@@ -9,9 +9,9 @@
 import { parseArgs } from 'node:util';
 import { cpus } from 'node:os';
 import { alternate, emptySamples, fmtMs, fmtStats, heading, pushSample, stats, table, type Case, type Samples } from '../bench-lib.js';
-import { CRI_SHIM, CriBed } from '../../test/helpers/cri/bed.js';
-import { shimConfList, type Placement } from '../../test/helpers/cri/conflists.js';
-import { TestNet } from '../../test/helpers/netns.js';
+import { CRI_SHIM, CriBed } from '../../test/support/runtimes/cri/bed.js';
+import { shimConfList, type Placement } from '../../test/support/runtimes/cri/conflists.js';
+import { TestNet } from '../../test/support/net/netns.js';
 
 const { values: flags } = parseArgs({ options: { runs: { type: 'string', default: '15' } }, strict: true });
 const RUNS = Number(flags.runs);

@@ -5,7 +5,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { DemoSection } from './section.js';
 import { CNITOOL, stage, SHIM, PLUGIN_DIR } from './lib.js';
-import { PodmanBed } from '../../test/helpers/podman.js';
+import { PodmanBed } from '../../test/support/runtimes/podman.js';
 
 export const section: DemoSection = {
   name: 'basics',

@@ -8,13 +8,13 @@
 import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { CriBed, hasContainerd } from '../../test/helpers/cri/bed.js';
-import { containerdBinDir, containerdBuild, missingTools } from '../../test/helpers/cri/containerd.js';
-import { ROOT } from '../../test/helpers/cni.js';
-import { unmountBelow } from '../../test/helpers/mounts.js';
-import { CriError } from '../../test/helpers/cri/client.js';
-import { shimConfList } from '../../test/helpers/cri/conflists.js';
-import { TestNet } from '../../test/helpers/netns.js';
+import { CriBed, hasContainerd } from '../../test/support/runtimes/cri/bed.js';
+import { containerdBinDir, containerdBuild, missingTools } from '../../test/support/runtimes/cri/containerd.js';
+import { ROOT } from '../../test/support/shim/cni.js';
+import { unmountBelow } from '../../test/support/runtimes/mounts.js';
+import { CriError } from '../../test/support/runtimes/cri/client.js';
+import { shimConfList } from '../../test/support/runtimes/cri/conflists.js';
+import { TestNet } from '../../test/support/net/netns.js';
 import type { DemoSection } from './section.js';
 
 export const section: DemoSection = {

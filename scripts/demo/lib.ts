@@ -2,13 +2,13 @@
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { TestNet } from '../../test/helpers/netns.js';
+import { TestNet } from '../../test/support/net/netns.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const SHIM = join(ROOT, 'dist/ipam-shim');
 export const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
 export const FIXTURE_BIN = join(ROOT, 'test/fixtures/bin');
-export const CNIRUN = join(ROOT, 'test/runner/cnirun.ts');
+export const CNIRUN = join(ROOT, 'test/support/runtimes/cnirun.ts');
 export const TSX = join(ROOT, 'node_modules/.bin/tsx');
 /** The real libcni: the project's cnitool harness (tools/cnitool), built by scripts/install-deps.sh. */
 export const CNITOOL = process.env.CNITOOL_BIN ?? join(ROOT, '.deps/cnitool');

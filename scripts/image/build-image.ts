@@ -13,7 +13,7 @@
 //   --root DIR, --runroot DIR, --storage-driver NAME   a podman store other than the machine's default
 //
 // podman runs with its own containers.conf (CONTAINERS_CONF): `default_ulimits = []` (the sandbox lacks
-// CAP_SYS_RESOURCE), runc, cgroupfs and a file events log (no systemd/journald here); see test/helpers/podman.ts.
+// CAP_SYS_RESOURCE), runc, cgroupfs and a file events log (no systemd/journald here); see test/support/runtimes/podman.ts.
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

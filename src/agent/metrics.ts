@@ -117,7 +117,7 @@ export class AgentMetrics {
 
   /**
    * The process's own resources, under prom-client's default names: a node agent runs for months, and what it holds
-   * must be seen not to grow (scripts/soak-agent.ts reads them). Not collectDefaultMetrics: its gauges named
+   * must be seen not to grow (test/soak/agent.ts reads them). Not collectDefaultMetrics: its gauges named
    * `*_total` fail `promtool check metrics`, and most of its series watch nothing this process can leak.
    */
   private processGauges(): void {

@@ -48,7 +48,7 @@ export class DelegateNoAnswer extends CniError {
 
 /**
  * What the verbs, GC and the agent-IP code ask of the wrapped IPAM plugin: the narrow interface Delegate
- * implements and a scripted one (test/helpers/scripted-delegate.ts, the verbs' unit tests) stands in for.
+ * implements and a scripted one (test/support/doubles/scripted-delegate.ts, the verbs' unit tests) stands in for.
  */
 export interface IpamDelegate {
   readonly type: string;

@@ -1,5 +1,5 @@
 // The ledger as its users see it: the narrow interface the file store (src/effects/ledger.ts) implements and the
-// in-memory one (test/helpers/memory-ledger.ts: the verbs' unit tests) stands in for.
+// in-memory one (test/support/doubles/memory-ledger.ts: the verbs' unit tests) stands in for.
 import type { Attachment } from '../cni/config.js';
 import type { LedgerRecord } from './record.js';
 

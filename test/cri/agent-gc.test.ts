@@ -4,10 +4,10 @@
 // released by `ipam-shim gc --apply`, whose valid list is containerd's own result cache; live pods keep theirs.
 import { execa } from 'execa';
 import { describe, expect, it } from 'vitest';
-import { hostLocalAllocations, ledgerRecords } from '../helpers/cni.js';
-import { uid } from '../helpers/netns.js';
-import { PLACEMENTS, shimConfList, VERSIONS } from '../helpers/cri/conflists.js';
-import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
+import { hostLocalAllocations, ledgerRecords } from '../support/shim/cni.js';
+import { uid } from '../support/net/netns.js';
+import { PLACEMENTS, shimConfList, VERSIONS } from '../support/runtimes/cri/conflists.js';
+import { criOrSkip, useCriBed } from '../support/runtimes/cri/suite.js';
 
 const enabled = criOrSkip();
 

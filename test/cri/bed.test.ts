@@ -6,11 +6,11 @@ import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { hostLocalAllocations, ledgerRecords } from '../helpers/cni.js';
-import { TestNet, uid } from '../helpers/netns.js';
-import { bedPids, CriBed, shimSocket } from '../helpers/cri/bed.js';
-import { shimConfList } from '../helpers/cri/conflists.js';
-import { criOrSkip } from '../helpers/cri/suite.js';
+import { hostLocalAllocations, ledgerRecords } from '../support/shim/cni.js';
+import { TestNet, uid } from '../support/net/netns.js';
+import { bedPids, CriBed, shimSocket } from '../support/runtimes/cri/bed.js';
+import { shimConfList } from '../support/runtimes/cri/conflists.js';
+import { criOrSkip } from '../support/runtimes/cri/suite.js';
 
 const enabled = criOrSkip();
 

@@ -8,9 +8,9 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { shimEntryInUse } from '../../src/conflist.js';
-import { ledgerRecords } from '../helpers/cni.js';
-import { hostLocal, shimConfList } from '../helpers/cri/conflists.js';
-import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
+import { ledgerRecords } from '../support/shim/cni.js';
+import { hostLocal, shimConfList } from '../support/runtimes/cri/conflists.js';
+import { criOrSkip, useCriBed } from '../support/runtimes/cri/suite.js';
 
 const enabled = criOrSkip();
 

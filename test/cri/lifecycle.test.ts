@@ -5,10 +5,10 @@ import { readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { hostLocalAllocations, ledgerRecords } from '../helpers/cni.js';
-import { inNs } from '../helpers/netns.js';
-import { CNI_LOGGER, PLACEMENTS, shimConfList, VERSIONS, type CniVersion, type Placement } from '../helpers/cri/conflists.js';
-import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
+import { hostLocalAllocations, ledgerRecords } from '../support/shim/cni.js';
+import { inNs } from '../support/net/netns.js';
+import { CNI_LOGGER, PLACEMENTS, shimConfList, VERSIONS, type CniVersion, type Placement } from '../support/runtimes/cri/conflists.js';
+import { criOrSkip, useCriBed } from '../support/runtimes/cri/suite.js';
 
 const enabled = criOrSkip();
 const RANGES = [[{ subnet: '10.96.0.0/24' }]];

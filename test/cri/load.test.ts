@@ -2,9 +2,9 @@
 // addresses, each with its ledger record and host-local allocation; after they are removed in parallel, the
 // ledger, host-local's store and libcni's cache are empty.
 import { describe, expect, it } from 'vitest';
-import { hostLocalAllocations, ledgerRecords } from '../helpers/cni.js';
-import { PLACEMENTS, shimConfList, VERSIONS, type CniVersion, type Placement } from '../helpers/cri/conflists.js';
-import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
+import { hostLocalAllocations, ledgerRecords } from '../support/shim/cni.js';
+import { PLACEMENTS, shimConfList, VERSIONS, type CniVersion, type Placement } from '../support/runtimes/cri/conflists.js';
+import { criOrSkip, useCriBed } from '../support/runtimes/cri/suite.js';
 
 const enabled = criOrSkip();
 const HALF = 12;

@@ -4,9 +4,9 @@
 // (the topology of test/e2e/probe-rewrite.test.ts).
 import { describe, expect, it } from 'vitest';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
-import { hostLocalAllocations, ledgerRecords } from '../helpers/cni.js';
-import { PLACEMENTS, shimConfList, VERSIONS, type Range } from '../helpers/cri/conflists.js';
-import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
+import { hostLocalAllocations, ledgerRecords } from '../support/shim/cni.js';
+import { PLACEMENTS, shimConfList, VERSIONS, type Range } from '../support/runtimes/cri/conflists.js';
+import { criOrSkip, useCriBed } from '../support/runtimes/cri/suite.js';
 
 const enabled = criOrSkip();
 const PROBE_SOURCE = 'fe80::1234:5678:9abc';

@@ -12,13 +12,13 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FIXTURE_BIN, ROOT } from '../helpers/cni.js';
-import { unmountBelow } from '../helpers/mounts.js';
-import { containerdBuild, missingTools } from '../helpers/cri/containerd.js';
-import { CNI_LOGGER, hostLocal, type Placement, PLACEMENTS } from '../helpers/cri/conflists.js';
-import type { CriBedDirs } from '../helpers/cri/bed.js';
-import type { RuntimeCondition } from '../helpers/cri/client.js';
-import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
+import { FIXTURE_BIN, ROOT } from '../support/shim/cni.js';
+import { unmountBelow } from '../support/runtimes/mounts.js';
+import { containerdBuild, missingTools } from '../support/runtimes/cri/containerd.js';
+import { CNI_LOGGER, hostLocal, type Placement, PLACEMENTS } from '../support/runtimes/cri/conflists.js';
+import type { CriBedDirs } from '../support/runtimes/cri/bed.js';
+import type { RuntimeCondition } from '../support/runtimes/cri/client.js';
+import { criOrSkip, useCriBed } from '../support/runtimes/cri/suite.js';
 
 const is2x = (dir: string) => missingTools(dir).length === 0 && containerdBuild(dir).major >= 2;
 /** CONTAINERD_BIN_DIR when it names a 2.x (CI's containerd-2 pass), else the 2.x install-deps publishes. */

@@ -4,10 +4,10 @@
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { hostLocalAllocations, ledgerRecords } from '../helpers/cni.js';
-import { CriError } from '../helpers/cri/client.js';
-import { PLACEMENTS, shimConfList, VERSIONS } from '../helpers/cri/conflists.js';
-import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
+import { hostLocalAllocations, ledgerRecords } from '../support/shim/cni.js';
+import { CriError } from '../support/runtimes/cri/client.js';
+import { PLACEMENTS, shimConfList, VERSIONS } from '../support/runtimes/cri/conflists.js';
+import { criOrSkip, useCriBed } from '../support/runtimes/cri/suite.js';
 
 const enabled = criOrSkip();
 

@@ -12,22 +12,19 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
-import { hostLocalAllocations, ledgerRecords } from '../helpers/cni.js';
-import { inNs } from '../helpers/netns.js';
-import { PLACEMENTS, shimConfList, VERSIONS } from '../helpers/cri/conflists.js';
-import { criOrSkip, useCriBed } from '../helpers/cri/suite.js';
-import { CRI_SHIM } from '../helpers/cri/bed.js';
-import { vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
+import { hostLocalAllocations, ledgerRecords } from '../support/shim/cni.js';
+import { inNs } from '../support/net/netns.js';
+import { PLACEMENTS, shimConfList, VERSIONS } from '../support/runtimes/cri/conflists.js';
+import { criOrSkip, useCriBed } from '../support/runtimes/cri/suite.js';
+import { CRI_SHIM } from '../support/runtimes/cri/bed.js';
+import { natRestoreInput, podRules, vnetBridge, withoutLines } from '../support/net/azure-vnet.js';
+import { followAgent, isPass } from '../support/shim/agent.js';
 
 const enabled = criOrSkip();
 const POD = '10.240.0.32';
 const DEAD_MAC = '0:d:3a:30:47:42';
 const RANGES = [[{ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' }]];
 
-const podRules = (ip: string, mac: string): string[][] => [
-  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
-  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT'],
-];
 const isPodLine = (l: string) => /--(arp-)?ip-dst 10\.240\.0\.32(\/32)? /.test(l);
 
 describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
@@ -55,14 +52,7 @@ describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
       ...podRules('10.240.0.33', '0:d:3a:30:47:33'),
       ['-p', 'IPv6', '-i', 'eth0', '--ip6-dst', 'fd00:10:240::32', '-j', 'dnat', '--to-dst', DEAD_MAC, '--dnat-target', 'ACCEPT'],
     ];
-    const save = [
-      '*nat',
-      ...chain.map((rule) => `-A PREROUTING ${rule.join(' ')}`),
-      `-A POSTROUTING -s unicast -o eth0 -j snat --to-src ${eth0Mac} --snat-arp --snat-target ACCEPT`,
-      'COMMIT',
-      '',
-    ];
-    await r('ebtables-restore', ['--noflush'], { input: save.join('\n') });
+    await r('ebtables-restore', ['--noflush'], { input: natRestoreInput(chain, eth0Mac) });
     await r('ip', ['neigh', 'add', POD, 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
     await r('ip', ['neigh', 'add', '10.240.0.33', 'lladdr', '0:d:3a:30:47:33', 'dev', 'azure0', 'nud', 'permanent']);
   }
@@ -133,25 +123,18 @@ describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
       ],
       { reject: false, buffer: false },
     );
-    let text = '';
-    proc.stdout!.on('data', (d: Buffer) => (text += d.toString()));
-    proc.stderr!.on('data', (d: Buffer) => (text += d.toString()));
-    const lines = () =>
-      text
-        .split('\n')
-        .filter((l) => l.startsWith('{'))
-        .map((l) => JSON.parse(l) as Record<string, any>);
+    const agent = followAgent(proc);
     try {
       const end = Date.now() + 60_000;
-      while (!lines().some((l) => String(l.msg).startsWith('reconcile pass'))) {
-        if (Date.now() > end || proc.exitCode !== null) throw new Error(`no pass from the agent:\n${text}`);
+      while (!agent.passes().length) {
+        if (Date.now() > end || proc.exitCode !== null) throw new Error(`no pass from the agent:\n${agent.text()}`);
         await new Promise((r) => setTimeout(r, 100));
       }
     } finally {
       proc.kill('SIGTERM');
       await proc;
     }
-    return lines();
+    return agent.lines();
   }
 
   it("a pod started without the shim in the list: the agent's first pass removes exactly its residue (decoys stay) and the VNet host pings it", async () => {
@@ -170,7 +153,7 @@ describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
     expect(await ledgerRecords(s.bed.stateDir, s.bed.network)).toEqual([]);
 
     const lines = await agentFirstPass();
-    const pass = lines.find((l) => String(l.msg).startsWith('reconcile pass'))!;
+    const pass = lines.find(isPass)!;
     expect(pass, JSON.stringify(lines)).toMatchObject({ runtimePods: 1, unseenPods: 1, reservedPods: 0, residueRemoved: 3, errors: 0 });
     expect(lines.some((l) => /never saw/.test(l.msg) && l.new?.[0]?.pod === 'default/outside')).toBe(true);
     expect(await ping()).toBe(0);
@@ -193,7 +176,7 @@ describe.skipIf(!enabled)('azure-vnet residue through containerd CRI', () => {
     const neighBefore = await permanentNeigh();
 
     const lines = await agentFirstPass();
-    const pass = lines.find((l) => String(l.msg).startsWith('reconcile pass'))!;
+    const pass = lines.find(isPass)!;
     expect(pass, JSON.stringify(lines)).toMatchObject({ runtimePods: 1, unseenPods: 1, reservedPods: 1, residueRemoved: 0, errors: 0 });
     expect(lines.find((l) => l.reservedCIDR === `${POD}/32`)).toMatchObject({
       level: 'warn',

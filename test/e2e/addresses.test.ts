@@ -9,8 +9,8 @@ import { execa } from 'execa';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { invoke, ledgerRecords, scratch, SHIM } from '../helpers/cni.js';
-import { shimConf } from '../helpers/shim-conf.js';
+import { invoke, ledgerRecords, scratch, SHIM } from '../support/shim/cni.js';
+import { shimConf } from '../support/shim/conf.js';
 
 let s: Awaited<ReturnType<typeof scratch>>;
 beforeEach(async () => {

@@ -9,16 +9,17 @@
 //   and the reserved subnet (once); the route goes, it reads 0 (and one line says so).
 // The timings are measured inside the node netns by one probe process (a Node script) polling the conflist and
 // /readyz every 10 ms, so a spawn per poll does not blur them.
-import { execa, type ResultPromise } from 'execa';
+import { execa } from 'execa';
 import { mkdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseMetrics, seriesKey } from '../../src/metrics.js';
-import { PLUGIN_DIR, ROOT, scratch, shimBinDir } from '../helpers/cni.js';
-import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
-import { routedNode } from '../helpers/routed-node.js';
-import { hostLocal, shimKeys } from '../helpers/shim-conf.js';
-import { waitFor } from '../helpers/wait.js';
+import { PLUGIN_DIR, ROOT, scratch, shimBinDir } from '../support/shim/cni.js';
+import { inNs, rootOrSkip, TestNet } from '../support/net/netns.js';
+import { routedNode } from '../support/net/routed-node.js';
+import { hostLocal, shimKeys } from '../support/shim/conf.js';
+import { waitFor } from '../support/wait.js';
+import { agentArgs, agentGet, followAgent, onePass, type RunningAgent } from '../support/shim/agent.js';
 
 const AGENT = join(ROOT, 'dist/ipam-shim');
 const enabled = rootOrSkip();
@@ -73,48 +74,15 @@ async function atomicWrite(path: string, text: string): Promise<void> {
   await rename(`${path}.tmp`, path);
 }
 
-interface Agent {
-  proc: ResultPromise;
-  lines: () => Array<Record<string, any>>;
-  passes: () => Array<Record<string, any>>;
-}
+type Agent = RunningAgent;
 
 function startAgent(net: TestNet, bed: Bed, args: string[]): Agent {
-  const proc = execa(
-    'ip',
-    [
-      ...['netns', 'exec', bed.node, AGENT, 'agent', '--network', bed.network, '--conf-dir', bed.confDir, '--cni-path', bed.cniPath],
-      ...['--cache-dir', bed.cacheDir, '--cni-bin-dir', bed.binDir, '--source', AGENT, '--jitter', '0', ...args],
-    ],
-    { reject: false, buffer: false },
-  );
+  const proc = execa('ip', ['netns', 'exec', bed.node, AGENT, ...agentArgs(AGENT, bed), ...args], { reject: false, buffer: false });
   net.defer(async () => {
     proc.kill('SIGKILL');
     await proc;
   });
-  let text = '';
-  proc.stdout!.on('data', (d: Buffer) => (text += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (text += d.toString()));
-  const lines = () =>
-    text
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as Record<string, any>);
-  return { proc, lines, passes: () => lines().filter((l) => String(l.msg).startsWith('reconcile pass')) };
-}
-
-async function httpGet(bed: Bed, path: string): Promise<{ status: number; body: string }> {
-  const script = `const r = await fetch('http://127.0.0.1:9740${path}'); process.stdout.write(JSON.stringify({ status: r.status, body: await r.text() }));`;
-  const out = await execa('ip', ['netns', 'exec', bed.node, process.execPath, '--input-type=module', '-e', script]);
-  return JSON.parse(out.stdout) as { status: number; body: string };
-}
-
-/** Sends SIGHUP and waits for the pass it starts to end. */
-async function onePass(a: Agent): Promise<Record<string, any>> {
-  const before = a.passes().length;
-  a.proc.kill('SIGHUP');
-  await waitFor('a pass after SIGHUP', () => a.passes().length > before);
-  return a.passes()[before]!;
+  return followAgent(proc);
 }
 
 /**
@@ -166,7 +134,7 @@ describe.skipIf(!enabled)('agent readiness follows the entry, not the interval',
     const bed = await makeBed(net);
     const a = startAgent(net, bed, ['--interval', '30']);
     await waitFor('the first pass', () => a.passes().length >= 1);
-    const before = await httpGet(bed, '/readyz');
+    const before = await agentGet(bed.node, '/readyz');
     expect(before.status).toBe(503);
     const [t] = await probe(bed, {
       writes: [
@@ -187,16 +155,16 @@ describe.skipIf(!enabled)('agent readiness follows the entry, not the interval',
     await writeFile(bed.agentList, bed.agentText);
     await writeFile(bed.cilium, CILIUM);
     const a = startAgent(net, bed, ['--interval', '30']);
-    await waitFor('/readyz 200', async () => (await httpGet(bed, '/readyz')).status === 200);
+    await waitFor('/readyz 200', async () => (await agentGet(bed.node, '/readyz')).status === 200);
     // The window: the shim's network config is being rewritten when a pass runs.
     await unlink(bed.agentList);
     await onePass(a);
-    const during = await httpGet(bed, '/readyz');
+    const during = await agentGet(bed.node, '/readyz');
     expect(during.status).toBe(503);
     expect(JSON.parse(during.body)).toMatchObject({ reason: 'pass-incomplete' });
     const t0 = Date.now();
     await atomicWrite(bed.agentList, bed.agentText);
-    await waitFor('/readyz 200 again', async () => (await httpGet(bed, '/readyz')).status === 200, 35_000);
+    await waitFor('/readyz 200 again', async () => (await agentGet(bed.node, '/readyz')).status === 200, 35_000);
     const took = Date.now() - t0;
     console.log(`rewrite window: /readyz 200 again ${took} ms after the network config was back`);
     // Each look here spawns a Node process in the netns (~100-300 ms on a loaded machine): 2 s bounds the agent's 1 s.
@@ -210,13 +178,13 @@ describe.skipIf(!enabled)('agent readiness follows the entry, not the interval',
     withShim.plugins.push({ type: 'ipam-shim', delegate: { type: 'azure-ipam' } });
     await writeFile(bed.cilium, JSON.stringify(withShim));
     const a = startAgent(net, bed, ['--interval', '30', '--no-install']);
-    await waitFor('/readyz 200', async () => (await httpGet(bed, '/readyz')).status === 200);
+    await waitFor('/readyz 200', async () => (await agentGet(bed.node, '/readyz')).status === 200);
     await unlink(bed.agentList);
     await onePass(a);
-    expect((await httpGet(bed, '/readyz')).status).toBe(503);
+    expect((await agentGet(bed.node, '/readyz')).status).toBe(503);
     const t0 = Date.now();
     await atomicWrite(bed.agentList, bed.agentText);
-    await waitFor('/readyz 200 again', async () => (await httpGet(bed, '/readyz')).status === 200, 35_000);
+    await waitFor('/readyz 200 again', async () => (await agentGet(bed.node, '/readyz')).status === 200, 35_000);
     const took = Date.now() - t0;
     console.log(`--no-install rewrite window: /readyz 200 again ${took} ms after the network config was back`);
     expect(took).toBeLessThan(3_000); // the retries back off 250 ms, 500 ms, 1 s, …: at most ~2× the window
@@ -227,7 +195,7 @@ describe.skipIf(!enabled)('agent readiness follows the entry, not the interval',
     await writeFile(bed.agentList, bed.agentText);
     await writeFile(bed.cilium, CILIUM);
     const a = startAgent(net, bed, ['--interval', '30']);
-    await waitFor('/readyz 200', async () => (await httpGet(bed, '/readyz')).status === 200);
+    await waitFor('/readyz 200', async () => (await agentGet(bed.node, '/readyz')).status === 200);
     const rounds = await probe(bed, { writes: [[bed.cilium, CILIUM]], rounds: 60, giveUpMs: 900 });
     const chained = rounds.map((r) => r.chainedMs ?? Number.POSITIVE_INFINITY);
     const ready = rounds.map((r) => r.readyMs ?? Number.POSITIVE_INFINITY);
@@ -253,7 +221,7 @@ describe.skipIf(!enabled)('the firewall incident, replayed: the agent finds a ro
     const a = startAgent(net, bed, ['--interval', '30']);
     await waitFor('the first pass', () => a.passes().length >= 1);
     const series = async () => {
-      const m = parseMetrics((await httpGet(bed, '/metrics')).body);
+      const m = parseMetrics((await agentGet(bed.node, '/metrics')).body);
       return [...m.values()].filter((s) => s.name === 'ipam_shim_agent_reserved_routes');
     };
     const labels = { network: bed.network, reserved: FIREWALL, route: '10.224.0.0/16 via 10.240.0.9 dev up0', gateway: '10.240.0.9' };
@@ -264,7 +232,7 @@ describe.skipIf(!enabled)('the firewall incident, replayed: the agent finds a ro
     await inNs(bed.node, 'ip', ['route', 'add', '10.224.0.0/16', 'via', '10.240.0.9', 'dev', 'up0']);
     const pass = await onePass(a);
     expect(pass).toMatchObject({ steps: { reserved: 'ok' }, reservedRoutes: 1 });
-    const m = parseMetrics((await httpGet(bed, '/metrics')).body);
+    const m = parseMetrics((await agentGet(bed.node, '/metrics')).body);
     expect(m.get(seriesKey('ipam_shim_agent_reserved_routes', labels))?.value).toBe(1);
     await onePass(a);
     await onePass(a);
@@ -278,7 +246,7 @@ describe.skipIf(!enabled)('the firewall incident, replayed: the agent finds a ro
     // The route goes (the pool is fixed, the node's CIDR moved): 0 within one pass, one line says so.
     await inNs(bed.node, 'ip', ['route', 'del', '10.224.0.0/16', 'via', '10.240.0.9', 'dev', 'up0']);
     await onePass(a);
-    const after = parseMetrics((await httpGet(bed, '/metrics')).body);
+    const after = parseMetrics((await agentGet(bed.node, '/metrics')).body);
     expect(after.get(seriesKey('ipam_shim_agent_reserved_routes', labels))?.value).toBe(0);
     await onePass(a);
     expect(a.lines().filter((l) => /no longer captures reserved subnet/.test(String(l.msg)))).toMatchObject([

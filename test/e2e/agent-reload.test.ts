@@ -6,19 +6,14 @@ import { execa } from 'execa';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PLUGIN_DIR, ROOT, scratch, SHIM } from '../helpers/cni.js';
-import { rootOrSkip, TestNet } from '../helpers/netns.js';
+import { PLUGIN_DIR, ROOT, scratch, SHIM } from '../support/shim/cni.js';
+import { rootOrSkip, TestNet } from '../support/net/netns.js';
+import { waitFor as waitForEvery } from '../support/wait.js';
+import { followAgent } from '../support/shim/agent.js';
 
 const enabled = rootOrSkip();
 
-async function waitFor(what: string, pred: () => boolean, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (pred()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const waitFor = (what: string, pred: () => Promise<boolean> | boolean, ms = 20_000) => waitForEvery(what, pred, ms);
 
 describe.skipIf(!enabled)('ipam-shim agent reload', () => {
   const net = new TestNet();
@@ -49,14 +44,8 @@ describe.skipIf(!enabled)('ipam-shim agent reload', () => {
       agent.kill('SIGKILL');
       await agent.catch(() => undefined);
     });
-    let out = '';
-    agent.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    const lines = () =>
-      out
-        .split('\n')
-        .filter((l) => l.startsWith('{'))
-        .map((l) => JSON.parse(l) as { msg: string });
-    const passes = () => lines().filter((l) => l.msg.startsWith('reconcile pass')).length;
+    const { lines, passes: passLines } = followAgent(agent);
+    const passes = () => passLines().length;
     // The first pass comes at start; with --interval 3600 the next one is the signal's.
     await waitFor('the first pass', () => passes() >= 1);
     const t0 = Date.now();

@@ -1,4 +1,4 @@
-// The node agent soaked briefly: scripts/soak-agent.ts runs the BUILT executable's `agent` under a hard
+// The node agent soaked briefly: test/soak/agent.ts runs the BUILT executable's `agent` under a hard
 // RLIMIT_NOFILE of 1024 (prlimit) over a ledger and runtime result cache of 200 pods (plus leaked ones it reports
 // every pass), 400 passes at 0.1 s with /metrics scraped throughout, and a flood of idle connections to its HTTP
 // port. Its open fds must stay flat (the agent used to hold one more log-file descriptor every pass), the flood may
@@ -9,11 +9,11 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_CONNECTIONS } from '../../src/agent/http.js';
-import { ROOT, scratch } from '../helpers/cni.js';
-import { rootOrSkip } from '../helpers/netns.js';
+import { ROOT, scratch } from '../support/shim/cni.js';
+import { rootOrSkip } from '../support/net/netns.js';
 
 const TSX = join(ROOT, 'node_modules/.bin/tsx');
-const SCRIPT = join(ROOT, 'scripts/soak-agent.ts');
+const SCRIPT = join(ROOT, 'test/soak/agent.ts');
 const FLOOD = 300;
 
 interface Sample {
@@ -23,7 +23,7 @@ interface Sample {
   heapMiB: number | undefined;
 }
 
-describe.skipIf(!rootOrSkip())('the node agent soaked (scripts/soak-agent.ts, RLIMIT_NOFILE 1024)', () => {
+describe.skipIf(!rootOrSkip())('the node agent soaked (test/soak/agent.ts, RLIMIT_NOFILE 1024)', () => {
   let s: Awaited<ReturnType<typeof scratch>>;
   beforeEach(async () => {
     s = await scratch();

@@ -4,35 +4,28 @@
 //   netns vnet (client 10.240.0.4) ── eth0 ── netns node: eth0 ⊂ bridge azure0 (10.240.0.5/16) ── ptp ── pods
 // Pods are dual-stack (10.240.0.32–63, fd00:10:240::/64), so the ledger holds IPv6 addresses and the IPv6 probe
 // rewrite is due. The agent's /metrics and /healthz are fetched with Node's fetch from inside the node netns.
-import { execa, type ResultPromise } from 'execa';
+import { execa } from 'execa';
 import { mkdir, readdir, readFile, symlink, truncate, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
 import { parseMetrics, seriesKey } from '../../src/metrics.js';
-import { FIXTURE_BIN, hostLocalAllocations, PLUGIN_DIR, ROOT, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
-import { inNs, rootOrSkip, TestNet, uid } from '../helpers/netns.js';
-import { CniRunner } from '../runner/runner.js';
-import { legacyFirstPath, vnetBridge } from '../helpers/azure-vnet.js';
-import { waitFor } from '../helpers/wait.js';
+import { FIXTURE_BIN, hostLocalAllocations, PLUGIN_DIR, ROOT, scratch, SHIM, shimBinDir } from '../support/shim/cni.js';
+import { inNs, rootOrSkip, TestNet, uid } from '../support/net/netns.js';
+import { CniRunner } from '../support/runtimes/runner.js';
+import { legacyFirstPath, podRules, vnetBridge } from '../support/net/azure-vnet.js';
+import { waitFor } from '../support/wait.js';
+import { agentArgs, agentGet, followAgent, onePass, type RunningAgent } from '../support/shim/agent.js';
 
 /** The single executable the DaemonSet's image ships. */
 const AGENT = join(ROOT, 'dist/ipam-shim');
 const DEAD_MAC = '0:d:3a:30:47:42';
-const podRules = (ip: string, mac: string): string[][] => [
-  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
-  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT'],
-];
 /** AKS's cilium conflist: the agent's install step chains the shim into it. */
 const AKS_CILIUM = { cniVersion: '0.3.1', name: 'cilium', plugins: [{ type: 'cilium-cni', ipam: { type: 'azure-ipam' } }] };
 
 const enabled = rootOrSkip();
 
-interface Agent {
-  proc: ResultPromise;
-  lines: () => Array<Record<string, any>>;
-  passes: () => Array<Record<string, any>>;
-}
+type Agent = RunningAgent;
 
 interface Bed {
   net: TestNet;
@@ -113,56 +106,18 @@ async function makeBed(net: TestNet, o: { delegateType?: string; noDelegate?: bo
 }
 
 function startAgent(bed: Bed, args: string[], env: Record<string, string> = {}): Agent {
-  const proc = execa(
-    'ip',
-    [
-      'netns',
-      'exec',
-      bed.node,
-      AGENT,
-      'agent',
-      '--network',
-      bed.network,
-      '--conf-dir',
-      bed.confDir,
-      '--cni-path',
-      bed.cniPath,
-      '--cache-dir',
-      bed.cacheDir,
-      '--cni-bin-dir',
-      bed.binDir,
-      '--source',
-      AGENT,
-      '--grace-seconds',
-      '0',
-      '--jitter',
-      '0',
-      ...args,
-    ],
-    { reject: false, env, buffer: false },
-  );
-  let text = '';
-  proc.stdout!.on('data', (d: Buffer) => (text += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (text += d.toString()));
-  const lines = () =>
-    text
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as Record<string, any>);
-  const agent: Agent = { proc, lines, passes: () => lines().filter((l) => String(l.msg).startsWith('reconcile pass')) };
+  const proc = execa('ip', ['netns', 'exec', bed.node, AGENT, ...agentArgs(AGENT, bed, { graceSeconds: 0 }), ...args], {
+    reject: false,
+    env,
+    buffer: false,
+  });
+  const agent = followAgent(proc);
   bed.agents.push(agent);
   return agent;
 }
 
-/** A real HTTP client (Node's fetch) in the node's netns: the agent listens on the node's loopback. */
-async function httpGet(bed: Bed, path: string, port = 9740): Promise<{ status: number; body: string }> {
-  const script = `const r = await fetch('http://127.0.0.1:${port}${path}'); process.stdout.write(JSON.stringify({ status: r.status, body: await r.text() }));`;
-  const out = await execa('ip', ['netns', 'exec', bed.node, process.execPath, '--input-type=module', '-e', script]);
-  return JSON.parse(out.stdout) as { status: number; body: string };
-}
-
 async function metric(bed: Bed, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
-  const { body } = await httpGet(bed, '/metrics');
+  const { body } = await agentGet(bed.node, '/metrics');
   return parseMetrics(body).get(seriesKey(name, labels))?.value;
 }
 
@@ -211,14 +166,6 @@ const ledgerIps = async (bed: Bed): Promise<string[]> => {
 };
 const ping = async (bed: Bed, ip: string) =>
   (await inNs(bed.vnet, 'ping', ['-c', '2', '-i', '0.2', '-W', '1', '-q', ip], { reject: false })).exitCode;
-const hup = (a: Agent) => a.proc.kill('SIGHUP');
-/** Sends SIGHUP and waits for the pass it starts to end. */
-async function onePass(a: Agent): Promise<Record<string, any>> {
-  const before = a.passes().length;
-  hup(a);
-  await waitFor('a pass after SIGHUP', () => a.passes().length > before);
-  return a.passes()[before]!;
-}
 async function stopWithin(a: Agent, ms: number): Promise<number> {
   const t0 = Date.now();
   a.proc.kill('SIGTERM');
@@ -271,8 +218,8 @@ describe.skipIf(!enabled)('ipam-shim agent (the built executable in a node netns
     );
     expect((await readFile(join(bed.binDir, 'ipam-shim'))).equals(await readFile(AGENT))).toBe(true);
 
-    expect(await httpGet(bed, '/healthz')).toMatchObject({ status: 200 });
-    expect(await httpGet(bed, '/readyz')).toMatchObject({ status: 200 });
+    expect(await agentGet(bed.node, '/healthz')).toMatchObject({ status: 200 });
+    expect(await agentGet(bed.node, '/readyz')).toMatchObject({ status: 200 });
     expect(await metric(bed, 'ipam_shim_agent_gc_released_total', { network: bed.network })).toBe(1);
     expect(await metric(bed, 'ipam_shim_agent_reconcile_passes_total', { outcome: 'ok' })).toBeGreaterThanOrEqual(4);
     expect(await metric(bed, 'ipam_shim_agent_errors_total', { step: 'gc' })).toBe(0);
@@ -506,7 +453,7 @@ describe.skipIf(!enabled)('ipam-shim agent killed mid-pass', () => {
 
 /** /readyz's status and JSON body. */
 async function readyz(bed: Bed): Promise<{ status: number; body: Record<string, any> }> {
-  const r = await httpGet(bed, '/readyz');
+  const r = await agentGet(bed.node, '/readyz');
   return { status: r.status, body: JSON.parse(r.body) as Record<string, any> };
 }
 

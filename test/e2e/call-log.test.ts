@@ -7,10 +7,10 @@
 import { readFile } from 'node:fs/promises';
 import { execa } from 'execa';
 import { describe, expect, it } from 'vitest';
-import { PLUGIN_DIR, SEA_SHIM } from '../helpers/cni.js';
-import { hostLocal, shimConf } from '../helpers/shim-conf.js';
-import { rootOrSkip, uid } from '../helpers/netns.js';
-import { useScratchNet } from '../helpers/scratch-net.js';
+import { PLUGIN_DIR, SEA_SHIM } from '../support/shim/cni.js';
+import { hostLocal, shimConf } from '../support/shim/conf.js';
+import { rootOrSkip, uid } from '../support/net/netns.js';
+import { useScratchNet } from '../support/net/scratch-net.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 const root = rootOrSkip();

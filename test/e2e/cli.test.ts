@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/effects/ledger.js';
 import type { LedgerRecord } from '../../src/ledger/record.js';
-import { ROOT, SEA_SHIM } from '../helpers/cni.js';
-import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
+import { ROOT, SEA_SHIM } from '../support/shim/cni.js';
+import { inNs, rootOrSkip, TestNet } from '../support/net/netns.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 let dir = '';

@@ -11,8 +11,8 @@ import { basename, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadShimConflist, shimEntryInUse } from '../../src/conflist.js';
 import { renderConflist } from '../../src/install/conflist.js';
-import { PLUGIN_DIR, scratch, SHIM } from '../helpers/cni.js';
-import { hostLocal, shimKeys } from '../helpers/shim-conf.js';
+import { PLUGIN_DIR, scratch, SHIM } from '../support/shim/cni.js';
+import { hostLocal, shimKeys } from '../support/shim/conf.js';
 
 let s: Awaited<ReturnType<typeof scratch>>;
 let dir: string;

@@ -14,11 +14,11 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { readShimConflist, listVersion } from '../../src/conflist.js';
 import { parseMetrics } from '../../src/metrics.js';
-import type { JsonObject } from '../runner/runner.js';
-import { RUNTIMES, newRuntime, skipRuntime, type RuntimeKind } from '../harness/runtimes.js';
-import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
-import { useScratchNet } from '../helpers/scratch-net.js';
-import { FIXTURE_BIN, PLUGIN_DIR, ROOT, hostLocalAllocations, invoke, ledgerRecords, shimBinDir } from '../helpers/cni.js';
+import type { JsonObject } from '../support/runtimes/runner.js';
+import { RUNTIMES, newRuntime, skipRuntime, type RuntimeKind } from '../support/runtimes/runtimes.js';
+import { inNs, rootOrSkip, uid } from '../support/net/netns.js';
+import { useScratchNet } from '../support/net/scratch-net.js';
+import { FIXTURE_BIN, PLUGIN_DIR, ROOT, hostLocalAllocations, invoke, ledgerRecords, shimBinDir } from '../support/shim/cni.js';
 
 const DIR = join(ROOT, 'conflist');
 const EXAMPLES = ['aks-cilium-0.3.1.conflist', 'aks-cilium-1.1.0.conflist', 'generic-host-local.conflist', 'generic-host-local-chained.conflist'];

@@ -12,11 +12,11 @@ import { existsSync, watch, type FSWatcher } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FIXTURE_BIN, invoke, SHIM } from '../helpers/cni.js';
-import { hostLocal, shimKeys } from '../helpers/shim-conf.js';
-import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
-import { useScratchNet } from '../helpers/scratch-net.js';
-import { disagreements, envInt, hostLocalStore, pidsIn, pool, readLedger, waitGone, WRAP_IPAM } from '../helpers/robust.js';
+import { FIXTURE_BIN, invoke, SHIM } from '../support/shim/cni.js';
+import { hostLocal, shimKeys } from '../support/shim/conf.js';
+import { inNs, rootOrSkip, uid } from '../support/net/netns.js';
+import { useScratchNet } from '../support/net/scratch-net.js';
+import { disagreements, envInt, hostLocalStore, pidsIn, pool, readLedger, waitGone, WRAP_IPAM } from '../support/shim/robust.js';
 
 const haveRoot = rootOrSkip();
 const RUNS = envInt('IPAM_SHIM_CRASH_N', 30);

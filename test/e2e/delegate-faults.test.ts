@@ -6,10 +6,10 @@ import { execa } from 'execa';
 import { chmod, copyFile, mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { invoke, PLUGIN_DIR, scratch, SEA_SHIM, type PluginOutput } from '../helpers/cni.js';
-import { hostLocal, shimConf } from '../helpers/shim-conf.js';
-import { uid } from '../helpers/netns.js';
-import { disagreements, hostLocalStore, pidsIn, readLedger, waitGone, waitReaped, WRAP_IPAM, WRAP_IPAM_PATH } from '../helpers/robust.js';
+import { invoke, PLUGIN_DIR, scratch, SEA_SHIM, type PluginOutput } from '../support/shim/cni.js';
+import { hostLocal, shimConf } from '../support/shim/conf.js';
+import { uid } from '../support/net/netns.js';
+import { disagreements, hostLocalStore, pidsIn, readLedger, waitGone, waitReaped, WRAP_IPAM, WRAP_IPAM_PATH } from '../support/shim/robust.js';
 
 let s: Awaited<ReturnType<typeof scratch>>;
 let network: string;

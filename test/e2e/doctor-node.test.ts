@@ -9,11 +9,11 @@ import { openNetwork } from '../../src/fix/network-flags.js';
 import { run } from '../../src/effects/exec.js';
 import { NODE_CHECKS } from '../../src/doctor/node.js';
 import type { Finding } from '../../src/fix/doctor-check.js';
-import { CniRunner, type JsonObject } from '../runner/runner.js';
-import { rootOrSkip } from '../helpers/netns.js';
-import { shimKeys } from '../helpers/shim-conf.js';
-import { useScratchNet } from '../helpers/scratch-net.js';
-import { FIXTURE_BIN, PLUGIN_DIR, ROOT, SHIM, shimBinDir } from '../helpers/cni.js';
+import { CniRunner, type JsonObject } from '../support/runtimes/runner.js';
+import { rootOrSkip } from '../support/net/netns.js';
+import { shimKeys } from '../support/shim/conf.js';
+import { useScratchNet } from '../support/net/scratch-net.js';
+import { FIXTURE_BIN, PLUGIN_DIR, ROOT, SHIM, shimBinDir } from '../support/shim/cni.js';
 
 const root = rootOrSkip();
 const d = root ? describe : describe.skip;

@@ -8,9 +8,9 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { PLUGIN_DIR, ROOT, SHIM, hostLocalAllocations, ledgerRecords, scratch } from '../helpers/cni.js';
-import { rootOrSkip, uid } from '../helpers/netns.js';
-import { hostLocal, shimConf, shimKeys } from '../helpers/shim-conf.js';
+import { PLUGIN_DIR, ROOT, SHIM, hostLocalAllocations, ledgerRecords, scratch } from '../support/shim/cni.js';
+import { rootOrSkip, uid } from '../support/net/netns.js';
+import { hostLocal, shimConf, shimKeys } from '../support/shim/conf.js';
 
 const STRACE = ['/usr/bin/strace', '/bin/strace'].find((p) => existsSync(p));
 if (!STRACE && process.env.CI === 'true') throw new Error('CI must have strace (scripts/install-deps.sh installs it)');

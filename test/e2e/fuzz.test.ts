@@ -11,10 +11,10 @@ import { lstatSync } from 'node:fs';
 import { lstat, mkdir, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FIXTURE_BIN, invoke, PLUGIN_DIR, scratch, SHIM } from '../helpers/cni.js';
-import { uid } from '../helpers/netns.js';
-import { hostLocal, shimConf } from '../helpers/shim-conf.js';
-import { disagreements, envInt, hostLocalStore, pool, readLedger, WRAP_IPAM } from '../helpers/robust.js';
+import { FIXTURE_BIN, invoke, PLUGIN_DIR, scratch, SHIM } from '../support/shim/cni.js';
+import { uid } from '../support/net/netns.js';
+import { hostLocal, shimConf } from '../support/shim/conf.js';
+import { disagreements, envInt, hostLocalStore, pool, readLedger, WRAP_IPAM } from '../support/shim/robust.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 const RUNS = envInt('IPAM_SHIM_FUZZ_RUNS', 150);

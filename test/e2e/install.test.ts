@@ -8,10 +8,11 @@ import { existsSync } from 'node:fs';
 import { chmod, lstat, mkdir, readdir, readFile, readlink, rename, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseMetrics } from '../../src/metrics.js';
-import { TestNet, inNs, rootOrSkip } from '../helpers/netns.js';
-import { BUNDLE_SHIM, PLUGIN_DIR, ROOT, SHIM, invoke, ledgerRecords, scratch } from '../helpers/cni.js';
-import { hostLocal, shimConf } from '../helpers/shim-conf.js';
+import { TestNet, inNs, rootOrSkip } from '../support/net/netns.js';
+import { BUNDLE_SHIM, PLUGIN_DIR, ROOT, SHIM, invoke, ledgerRecords, scratch } from '../support/shim/cni.js';
+import { hostLocal, shimConf } from '../support/shim/conf.js';
 import { ErrorCode } from '../../src/cni/errors.js';
+import { waitFor as waitForEvery } from '../support/wait.js';
 
 const SEA = join(ROOT, 'dist/ipam-shim');
 // AKS's /etc/cni/net.d/05-cilium.conflist as a node shows it: tabs, cniVersion 0.3.1, cilium-cni + azure-ipam.
@@ -63,14 +64,7 @@ async function othersUnchanged(): Promise<void> {
   expect((await readdir(confDir)).filter((n) => n.endsWith('.tmp'))).toEqual([]);
 }
 
-async function waitFor(what: string, pred: () => Promise<boolean>, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await pred().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const waitFor = (what: string, pred: () => Promise<boolean> | boolean, ms = 15_000) => waitForEvery(what, pred, ms);
 
 describe('install / uninstall on a simulated node', () => {
   it('installs the running executable and chains the shim after cilium-cni, touching nothing else', async () => {

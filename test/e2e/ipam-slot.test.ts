@@ -1,8 +1,8 @@
 // The shim in the IPAM slot over Debian's host-local, invoked as a runtime (or a main plugin) would,
 // at every spec version: ADD → CHECK → DEL, version bridging for 1.1.0, STATUS.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { hostLocalAllocations, invoke, ledgerRecords, scratch } from '../helpers/cni.js';
-import { hostLocal, shimConf } from '../helpers/shim-conf.js';
+import { hostLocalAllocations, invoke, ledgerRecords, scratch } from '../support/shim/cni.js';
+import { hostLocal, shimConf } from '../support/shim/conf.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 let s: Awaited<ReturnType<typeof scratch>>;

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { ErrorCode } from '../../src/cni/errors.js';
 import { Ledger } from '../../src/effects/ledger.js';
 import { LEDGER_FORMAT, type LedgerRecord, NewerLedgerFormatError } from '../../src/ledger/record.js';
-import { FIXTURE_BIN, ROOT, SEA_SHIM, invoke } from '../helpers/cni.js';
+import { FIXTURE_BIN, ROOT, SEA_SHIM, invoke } from '../support/shim/cni.js';
 
 const FIXTURES = join(ROOT, 'test/fixtures/ledger');
 const POD = { containerID: '4f1c9a7e2b6d8f00a1b2c3d4e5f60718293a4b5c6d7e8f9011223344556677', ifname: 'eth0' };

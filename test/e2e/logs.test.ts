@@ -7,10 +7,10 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, readdir, readFile, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { PLUGIN_DIR, ROOT, SEA_SHIM, invoke } from '../helpers/cni.js';
-import { hostLocal, shimConf } from '../helpers/shim-conf.js';
-import { rootOrSkip, uid } from '../helpers/netns.js';
-import { useScratchNet } from '../helpers/scratch-net.js';
+import { PLUGIN_DIR, ROOT, SEA_SHIM, invoke } from '../support/shim/cni.js';
+import { hostLocal, shimConf } from '../support/shim/conf.js';
+import { rootOrSkip, uid } from '../support/net/netns.js';
+import { useScratchNet } from '../support/net/scratch-net.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 const root = rootOrSkip();

@@ -19,12 +19,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
 import { ErrorCode } from '../../src/cni/errors.js';
-import { FIXTURE_BIN, invoke, PLUGIN_DIR, ROOT, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
-import { rootOrSkip, TestNet, uid } from '../helpers/netns.js';
-import { shimConf } from '../helpers/shim-conf.js';
-import { vnetBridge } from '../helpers/azure-vnet.js';
-import { CniRunner, PluginError } from '../runner/runner.js';
-import { waitFor as waitForEvery } from '../helpers/wait.js';
+import { FIXTURE_BIN, invoke, PLUGIN_DIR, ROOT, scratch, SHIM, shimBinDir } from '../support/shim/cni.js';
+import { rootOrSkip, TestNet, uid } from '../support/net/netns.js';
+import { shimConf } from '../support/shim/conf.js';
+import { podRules, vnetBridge } from '../support/net/azure-vnet.js';
+import { CniRunner, PluginError } from '../support/runtimes/runner.js';
+import { waitFor as waitForEvery } from '../support/wait.js';
+import { agentArgs, isPass, jsonLines } from '../support/shim/agent.js';
 
 /** Prometheus scrapes every second: poll it at 250 ms. */
 const waitFor = (what: string, pred: () => Promise<boolean> | boolean, ms = 30_000) => waitForEvery(what, pred, ms, 250);
@@ -40,10 +41,6 @@ const FIREWALL = '10.224.0.0/24';
 const INCIDENT = { reserved: FIREWALL, route: '10.224.0.0/16 via 10.240.0.9 dev azure0', gateway: '10.240.0.9' };
 const incidentSeries = `ipam_shim_agent_reserved_routes{job="${AGENT_JOB}",reserved="${INCIDENT.reserved}",route="${INCIDENT.route}",gateway="${INCIDENT.gateway}"}`;
 const AKS_CILIUM = { cniVersion: '0.3.1', name: 'cilium', plugins: [{ type: 'cilium-cni', ipam: { type: 'azure-ipam' } }] };
-const podRules = (ip: string, mac: string): string[][] => [
-  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
-  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT'],
-];
 
 type Obj = Record<string, any>;
 
@@ -115,12 +112,7 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
     procs.push(p);
     return p;
   }
-  const passes = (a: Proc) =>
-    a
-      .out()
-      .split('\n')
-      .filter((l) => l.startsWith('{') && l.includes('"reconcile pass'))
-      .map((l) => JSON.parse(l) as Obj);
+  const passes = (a: Proc) => jsonLines(a.out()).filter(isPass);
   /**
    * The first pass logged after a SIGHUP that satisfies `until`. A pass may already be in flight when the signal comes
    * (the agent retries a pass that did not complete after 250 ms), and it is logged first: `until` skips it.
@@ -312,29 +304,8 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
       `--collector.textfile.directory=${textfileDir}`,
       `--web.listen-address=127.0.0.1:${nePort}`,
     ]);
-    agent = start('agent', AGENT, [
-      'agent',
-      '--network',
-      network,
-      '--conf-dir',
-      confDir,
-      '--cni-path',
-      cniPath,
-      '--cache-dir',
-      join(s.dir, 'cache'),
-      '--cni-bin-dir',
-      join(s.dir, 'opt-cni-bin'),
-      '--source',
-      AGENT,
-      '--grace-seconds',
-      '0',
-      '--jitter',
-      '0',
-      '--interval',
-      '3600',
-      '--listen',
-      `127.0.0.1:${agentPort}`,
-    ]);
+    const dirs = { network, confDir, cniPath, cacheDir: join(s.dir, 'cache'), binDir: join(s.dir, 'opt-cni-bin') };
+    agent = start('agent', AGENT, [...agentArgs(AGENT, dirs, { graceSeconds: 0 }), '--interval', '3600', '--listen', `127.0.0.1:${agentPort}`]);
     start('prometheus', PROMETHEUS, [
       `--config.file=${join(promDir, 'prometheus.yml')}`,
       `--storage.tsdb.path=${join(promDir, 'data')}`,

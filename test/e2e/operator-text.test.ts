@@ -7,9 +7,9 @@ import { execa } from 'execa';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { invoke, PLUGIN_DIR, scratch, SEA_SHIM } from '../helpers/cni.js';
-import { hostLocal, shimKeys } from '../helpers/shim-conf.js';
-import { rawControls } from '../helpers/terminal.js';
+import { invoke, PLUGIN_DIR, scratch, SEA_SHIM } from '../support/shim/cni.js';
+import { hostLocal, shimKeys } from '../support/shim/conf.js';
+import { rawControls } from '../support/shim/terminal.js';
 
 let s: Awaited<ReturnType<typeof scratch>>;
 beforeEach(async () => {

@@ -4,10 +4,10 @@ import { execa } from 'execa';
 import { chmod, chown, lstat, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { invoke, PLUGIN_DIR, scratch } from '../helpers/cni.js';
-import { hostLocal, shimConf } from '../helpers/shim-conf.js';
-import { rootOrSkip, uid } from '../helpers/netns.js';
-import { hostLocalStore, readLedger } from '../helpers/robust.js';
+import { invoke, PLUGIN_DIR, scratch } from '../support/shim/cni.js';
+import { hostLocal, shimConf } from '../support/shim/conf.js';
+import { rootOrSkip, uid } from '../support/net/netns.js';
+import { hostLocalStore, readLedger } from '../support/shim/robust.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 const haveRoot = rootOrSkip();

@@ -4,12 +4,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { PLUGINS_110, RUNTIMES, newRuntime, skipPlugins110, skipRuntime } from '../harness/runtimes.js';
-import { PodmanBed } from '../helpers/podman.js';
-import { shimKeys } from '../helpers/shim-conf.js';
-import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
-import { useScratchNet } from '../helpers/scratch-net.js';
-import { FIXTURE_BIN, PLUGIN_DIR, hostLocalAllocations, ledgerRecords, shimBinDir } from '../helpers/cni.js';
+import { PLUGINS_110, RUNTIMES, newRuntime, skipPlugins110, skipRuntime } from '../support/runtimes/runtimes.js';
+import { PodmanBed } from '../support/runtimes/podman.js';
+import { shimKeys } from '../support/shim/conf.js';
+import { inNs, rootOrSkip, uid } from '../support/net/netns.js';
+import { useScratchNet } from '../support/net/scratch-net.js';
+import { FIXTURE_BIN, PLUGIN_DIR, hostLocalAllocations, ledgerRecords, shimBinDir } from '../support/shim/cni.js';
 
 const root = rootOrSkip();
 const d = root ? describe : describe.skip;

@@ -8,7 +8,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IPv4CidrRange } from 'ip-num';
-import { BUNDLE_SHIM, ROOT, SEA_SHIM } from '../helpers/cni.js';
+import { BUNDLE_SHIM, ROOT, SEA_SHIM } from '../support/shim/cni.js';
 
 const DIR = join(ROOT, 'test/fixtures/plan');
 const f = (name: string) => join(DIR, name);

@@ -8,11 +8,11 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
-import { ledgerRecords, PLUGIN_DIR, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
-import { shimKeys } from '../helpers/shim-conf.js';
-import { rootOrSkip, TestNet } from '../helpers/netns.js';
-import { bpfFilterArgs, ping, probeTopology, UPLINK, watchPodInput as watchInput } from '../helpers/probe-topology.js';
-import { CniRunner, type JsonObject } from '../runner/runner.js';
+import { ledgerRecords, PLUGIN_DIR, pluginOutput, scratch, SHIM, shimBinDir } from '../support/shim/cni.js';
+import { shimKeys } from '../support/shim/conf.js';
+import { rootOrSkip, TestNet } from '../support/net/netns.js';
+import { bpfFilterArgs, ping, probeTopology, UPLINK, watchPodInput as watchInput } from '../support/net/probe-topology.js';
+import { CniRunner, type JsonObject } from '../support/runtimes/runner.js';
 
 const root = rootOrSkip();
 const TABLE = 'azureSLBProbe'; // AgentBaker's name: a contract, spelled out here on purpose
@@ -110,13 +110,7 @@ async function nodeTables(inNode: Run): Promise<{ tables: string[]; ourRules: nu
 /** The operator CLI of the built executable, inside node6 (as an operator would run it on that node). */
 async function cli(bed: Bed, args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string; json: any }> {
   const r = await execa('ip', ['netns', 'exec', bed.node, SHIM, 'probe-rewrite', ...args], { reject: false, env: { CNI_COMMAND: '' } });
-  let json: any;
-  try {
-    json = JSON.parse(r.stdout);
-  } catch {
-    json = undefined;
-  }
-  return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr, json };
+  return pluginOutput(r);
 }
 
 describe.skipIf(!root).each<Placement>(['chained', 'ipam'])('IPv6 probes through the shim (%s placement)', (placement) => {

@@ -3,9 +3,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { readFile } from 'node:fs/promises';
-import { hostLocalAllocations, invoke, ledgerRecords, scratch, SEA_SHIM, SHIM } from '../helpers/cni.js';
-import { hostLocal, shimConf } from '../helpers/shim-conf.js';
-import { pidsIn, waitGone } from '../helpers/robust.js';
+import { hostLocalAllocations, invoke, ledgerRecords, scratch, SEA_SHIM, SHIM } from '../support/shim/cni.js';
+import { hostLocal, shimConf } from '../support/shim/conf.js';
+import { pidsIn, waitGone } from '../support/shim/robust.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 let s: Awaited<ReturnType<typeof scratch>>;

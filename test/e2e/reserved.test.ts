@@ -7,11 +7,11 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { hostLocalAllocations, invoke, ledgerRecords, PLUGIN_DIR, shimBinDir } from '../helpers/cni.js';
-import { shimConf, shimKeys } from '../helpers/shim-conf.js';
-import { inNs, rootOrSkip, uid } from '../helpers/netns.js';
-import { useScratchNet } from '../helpers/scratch-net.js';
-import { CniRunner, PluginError, type JsonObject } from '../runner/runner.js';
+import { hostLocalAllocations, invoke, ledgerRecords, PLUGIN_DIR, shimBinDir } from '../support/shim/cni.js';
+import { shimConf, shimKeys } from '../support/shim/conf.js';
+import { inNs, rootOrSkip, uid } from '../support/net/netns.js';
+import { useScratchNet } from '../support/net/scratch-net.js';
+import { CniRunner, PluginError, type JsonObject } from '../support/runtimes/runner.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 const root = rootOrSkip();

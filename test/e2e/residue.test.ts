@@ -11,23 +11,18 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { run as hostRun, runInNetns, type Run } from '../../src/effects/exec.js';
-import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR, scratch, SHIM, shimBinDir } from '../helpers/cni.js';
-import { shimKeys } from '../helpers/shim-conf.js';
-import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
-import { hasPodman, PodmanBed } from '../helpers/podman.js';
-import { CniRunner, PluginError } from '../runner/runner.js';
-import { legacyFirstPath, natListing, vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
+import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR, pluginOutput, scratch, SHIM, shimBinDir } from '../support/shim/cni.js';
+import { shimKeys } from '../support/shim/conf.js';
+import { inNs, rootOrSkip, TestNet } from '../support/net/netns.js';
+import { hasPodman, PodmanBed } from '../support/runtimes/podman.js';
+import { CniRunner, PluginError } from '../support/runtimes/runner.js';
+import { legacyFirstPath, natListing, natRestoreInput, podRules, vnetBridge, withoutLines } from '../support/net/azure-vnet.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 const POD = '10.240.0.32';
 const DEAD_MAC = '0:d:3a:30:47:42'; // the MAC of the azure-vnet pod that once had 10.240.0.32
 const RANGE = { subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' };
 
-/** azure-vnet's two per-pod rules (bridge mode, as in the bug report). */
-const podRules = (ip: string, mac: string): string[][] => [
-  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
-  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT'],
-];
 const DNAT_POD = podRules(POD, DEAD_MAC)[1]!;
 
 /** Lines of a listing that are a rule naming exactly the pod's address. */
@@ -83,14 +78,7 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
       podRules(`10.241.${Math.floor(i / 250)}.${(i % 250) + 1}`, `0:d:3a:1:${(i >> 8).toString(16)}:${(i & 255).toString(16)}`),
     ).flat();
     const chain = [...pre, ...unrelated.slice(0, bulk), ...podRules(POD, DEAD_MAC), ...unrelated.slice(bulk), ...post];
-    const save = [
-      '*nat',
-      ...chain.map((rule) => `-A PREROUTING ${rule.join(' ')}`),
-      `-A POSTROUTING -s unicast -o eth0 -j snat --to-src ${eth0Mac} --snat-arp --snat-target ACCEPT`,
-      'COMMIT',
-      '',
-    ];
-    await r(restore, ['--noflush'], { input: save.join('\n') });
+    await r(restore, ['--noflush'], { input: natRestoreInput(chain, eth0Mac) });
     await r('ip', ['neigh', 'add', POD, 'lladdr', DEAD_MAC, 'dev', 'azure0', 'nud', 'permanent']);
     await r('ip', ['neigh', 'add', '10.240.0.33', 'lladdr', '0:d:3a:30:47:33', 'dev', 'azure0', 'nud', 'permanent']);
   }
@@ -137,13 +125,7 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
     env?: Record<string, string>,
   ): Promise<{ exitCode: number; stdout: string; stderr: string; json: any }> {
     const r = await inNs(n.node, SHIM, [...args, '--json'], { reject: false, ...(env ? { env } : {}) });
-    let json: any;
-    try {
-      json = JSON.parse(r.stdout);
-    } catch {
-      json = undefined;
-    }
-    return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr, json };
+    return pluginOutput(r);
   }
 
   it('without the shim the ping dies in the stale dnat rule; `residue clean --apply --ip` cures it, leaving the rest', async () => {

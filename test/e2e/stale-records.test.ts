@@ -10,10 +10,10 @@ import { statSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { invoke, ledgerRecords } from '../helpers/cni.js';
-import { type Scratch, useScratchNet } from '../helpers/scratch-net.js';
-import { shimConf } from '../helpers/shim-conf.js';
-import { inNs, rootOrSkip } from '../helpers/netns.js';
+import { invoke, ledgerRecords } from '../support/shim/cni.js';
+import { type Scratch, useScratchNet } from '../support/net/scratch-net.js';
+import { shimConf } from '../support/shim/conf.js';
+import { inNs, rootOrSkip } from '../support/net/netns.js';
 import { parseMetrics, seriesKey } from '../../src/metrics.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 

@@ -8,10 +8,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FIXTURE_BIN, invoke, ROOT, scratch } from '../helpers/cni.js';
-import { hostLocal, shimConf } from '../helpers/shim-conf.js';
-import { rootOrSkip, uid } from '../helpers/netns.js';
-import { unmountBelow } from '../helpers/mounts.js';
+import { FIXTURE_BIN, invoke, ROOT, scratch } from '../support/shim/cni.js';
+import { hostLocal, shimConf } from '../support/shim/conf.js';
+import { rootOrSkip, uid } from '../support/net/netns.js';
+import { unmountBelow } from '../support/runtimes/mounts.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 /** Reference plugins that speak 1.1.0 (Debian 12's 1.1.1 refuse a 1.1.0 config). */

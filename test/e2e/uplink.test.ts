@@ -6,9 +6,9 @@ import { execa } from 'execa';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { invoke, scratch, SHIM } from '../helpers/cni.js';
-import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
-import { hostLocal, shimConf } from '../helpers/shim-conf.js';
+import { invoke, scratch, SHIM } from '../support/shim/cni.js';
+import { inNs, rootOrSkip, TestNet } from '../support/net/netns.js';
+import { hostLocal, shimConf } from '../support/shim/conf.js';
 
 const root = rootOrSkip();
 const V4 = 'upfour0';

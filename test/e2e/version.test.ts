@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { BUNDLE_SHIM, ROOT, SEA_SHIM } from '../helpers/cni.js';
+import { BUNDLE_SHIM, ROOT, SEA_SHIM } from '../support/shim/cni.js';
 
 const pkg = async (path: string) =>
   JSON.parse(await readFile(join(ROOT, path), 'utf8')) as { version: string; devDependencies?: Record<string, string> };

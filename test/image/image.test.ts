@@ -2,7 +2,7 @@
 // .cache/image/ and so shared with an `npm run image` earlier in the same CI run, then podman import and
 // podman build into a private store) and run under podman the way deploy/daemonset.yaml runs it: with the
 // DaemonSet's own securityContext (its capabilities only, drop ALL, the default seccomp profile, a read-only root:
-// the flags test/helpers/daemonset.ts derives from the manifest), in the network of a namespace standing for the
+// the flags test/support/deploy/daemonset.ts derives from the manifest), in the network of a namespace standing for the
 // node, every hostPath volume of the DaemonSet a temp dir mounted at its mountPath. The container's default command
 // (`agent`, which runs install --watch) installs the shim into the node's dirs; the operator commands run in it with
 // `podman exec`, as `kubectl exec` would; every effect is checked from outside.
@@ -11,10 +11,12 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../scripts/image/build-image.js';
-import { inNs, TestNet, uid } from '../helpers/netns.js';
-import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
-import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../helpers/daemonset.js';
-import { PodmanBed } from '../helpers/podman.js';
+import { inNs, TestNet, uid } from '../support/net/netns.js';
+import { buildTestImage, nodeImagePrerequisites } from '../support/deploy/node-image.js';
+import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../support/deploy/daemonset.js';
+import { PodmanBed } from '../support/runtimes/podman.js';
+import { waitFor as waitForEvery } from '../support/wait.js';
+import { podRules } from '../support/net/azure-vnet.js';
 
 const enabled = nodeImagePrerequisites('the image test');
 
@@ -26,25 +28,14 @@ const ENTRYPOINT = '/usr/local/bin/ipam-shim';
 const POD = '10.240.0.32';
 const DECOY = '10.240.0.33';
 const DEAD_MAC = '0:d:3a:30:47:42';
-/** azure-vnet's two per-pod rules (bridge mode), as test/e2e/residue.test.ts has them. */
-const podRules = (ip: string): string[][] => [
-  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', DEAD_MAC, '--arpreply-target', 'DROP'],
-  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', DEAD_MAC, '--dnat-target', 'ACCEPT'],
-];
 
 const sha = async (p: string) =>
   createHash('sha256')
     .update(await readFile(p))
     .digest('hex');
 
-async function waitFor(what: string, pred: () => Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await pred().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+/** Polls every 200 ms (each look runs podman). */
+const waitFor = (what: string, pred: () => Promise<boolean> | boolean, ms = 20_000) => waitForEvery(what, pred, ms, 200);
 
 describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it', () => {
   const net = new TestNet();
@@ -150,7 +141,8 @@ describe.skipIf(!enabled)('the node image under podman, as the DaemonSet runs it
   });
 
   it("residue scan lists the node's ebtables rules (written by the node's ebtables) and clean --apply removes only the named address's", async () => {
-    for (const ip of [POD, DECOY]) for (const rule of podRules(ip)) await inNs(node, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
+    for (const ip of [POD, DECOY])
+      for (const rule of podRules(ip, DEAD_MAC)) await inNs(node, 'ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
     const scan = await shimExec(['residue', 'scan', '--ip', POD, '--json']);
     expect(scan.exitCode, `${scan.stdout}\n${scan.stderr}`).toBe(1);
     const found = JSON.parse(String(scan.stdout)) as {

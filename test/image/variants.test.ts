@@ -1,5 +1,5 @@
 // The shipped kustomize variants, rendered by `kubectl kustomize` (Kubernetes 1.36 from Debian) and run under
-// podman as the kubelet would run their pods (the flags test/helpers/daemonset.ts derives from the rendered
+// podman as the kubelet would run their pods (the flags test/support/deploy/daemonset.ts derives from the rendered
 // manifest: securityContext, mounts, the command line with its $(VARS) filled from the rendered ConfigMaps), in a
 // network namespace standing for the node whose host paths are temp dirs:
 //   overlays/uninstall     the removal path: after the default DaemonSet installed the shim, the removal pod's
@@ -13,10 +13,11 @@ import { lstat, mkdir, readdir, readFile, readlink, writeFile } from 'node:fs/pr
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../scripts/image/build-image.js';
-import { commandLine, daemonSetView, kubectlBin, podmanMountArgs, podmanSecurityArgs, renderKustomization } from '../helpers/daemonset.js';
-import { inNs, TestNet, uid } from '../helpers/netns.js';
-import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
-import { PodmanBed } from '../helpers/podman.js';
+import { commandLine, daemonSetView, kubectlBin, podmanMountArgs, podmanSecurityArgs, renderKustomization } from '../support/deploy/daemonset.js';
+import { inNs, TestNet, uid } from '../support/net/netns.js';
+import { buildTestImage, nodeImagePrerequisites } from '../support/deploy/node-image.js';
+import { PodmanBed } from '../support/runtimes/podman.js';
+import { waitFor as waitForEvery } from '../support/wait.js';
 
 const enabled = nodeImagePrerequisites('the variant tests', { 'kubectl 1.36 (scripts/install-deps.sh: .deps/kubectl-1.36)': Boolean(kubectlBin()) });
 
@@ -55,14 +56,8 @@ async function tree(dir: string, rel = ''): Promise<Map<string, string>> {
   return out;
 }
 
-async function waitFor(what: string, pred: () => Promise<boolean>, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await pred().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+/** Polls every 200 ms (each look runs podman). */
+const waitFor = (what: string, pred: () => Promise<boolean> | boolean, ms = 30_000) => waitForEvery(what, pred, ms, 200);
 
 describe.skipIf(!enabled)('the shipped variants under podman, as their DaemonSets run them', () => {
   const net = new TestNet();

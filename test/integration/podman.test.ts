@@ -5,8 +5,8 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { rootOrSkip } from '../helpers/netns.js';
-import { PodmanBed, hasPodman } from '../helpers/podman.js';
+import { rootOrSkip } from '../support/net/netns.js';
+import { PodmanBed, hasPodman } from '../support/runtimes/podman.js';
 
 function podmanOrSkip(): boolean {
   if (!rootOrSkip()) return false;

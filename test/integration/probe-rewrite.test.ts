@@ -18,8 +18,8 @@ import {
 } from '../../src/probe-rewrite/node.js';
 import type { ProbeRewriteOptions } from '../../src/probe-rewrite/ruleset.js';
 import { parseProbeTable, probeRewriteRuleset, probeTableMatches } from '../../src/probe-rewrite/ruleset.js';
-import { rootOrSkip, TestNet, uid } from '../helpers/netns.js';
-import { bpfFilterArgs, ping, probeTopology as nodeAndLb, UPLINK, watchPodInput } from '../helpers/probe-topology.js';
+import { rootOrSkip, TestNet, uid } from '../support/net/netns.js';
+import { bpfFilterArgs, ping, probeTopology as nodeAndLb, UPLINK, watchPodInput } from '../support/net/probe-topology.js';
 
 const root = rootOrSkip();
 

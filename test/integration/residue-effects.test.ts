@@ -11,15 +11,11 @@ import { deleteNeighbour, listNeighbours } from '../../src/effects/neigh.js';
 import { cleanResidue } from '../../src/residue/clean.js';
 import { findOrphans, listPreroutingResidue, listResidueFor } from '../../src/residue/find.js';
 import { localMacs } from '../../src/effects/links.js';
-import { rootOrSkip, TestNet, uid } from '../helpers/netns.js';
-import { natListing, vnetBridge, withoutLines } from '../helpers/azure-vnet.js';
+import { rootOrSkip, TestNet, uid } from '../support/net/netns.js';
+import { natListing, podRules, vnetBridge, withoutLines } from '../support/net/azure-vnet.js';
 
 const POD = '10.240.0.32';
 const POD_MAC = '0:d:3a:30:47:42'; // the dead MAC of a pod azure-vnet once attached
-const podRules = (ip: string, mac: string) => [
-  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
-  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT'],
-];
 const DECOYS = [
   ...podRules('10.240.0.3', 'a2:96:88:20:cb:c6'),
   ...podRules('10.240.0.30/32', '0:d:3a:30:47:30'),

@@ -7,8 +7,8 @@ import { listRoutes } from '../../src/effects/routes.js';
 import { defaultUplink } from '../../src/net/uplink.js';
 import { findCapturingRoutes } from '../../src/reserved/capture.js';
 import { parseCidrs } from '../../src/net/cidr.js';
-import { inNs, rootOrSkip, TestNet } from '../helpers/netns.js';
-import { routedNode } from '../helpers/routed-node.js';
+import { inNs, rootOrSkip, TestNet } from '../support/net/netns.js';
+import { routedNode } from '../support/net/routed-node.js';
 
 const root = rootOrSkip();
 

@@ -1,4 +1,4 @@
-// The libcni-like runner and the real libcni (the cnitool harness, test/harness/) against the real reference
+// The libcni-like runner and the real libcni (the cnitool harness, test/support/runtimes/cnitool.ts) against the real reference
 // plugins (Debian's containernetworking-plugins 1.1.1: ptp + host-local), in throwaway network namespaces: every
 // runtime test runs through both, and the two must agree. GC/STATUS at 1.1.0 are shown twice: with the real
 // plugins (which only speak ≤ 1.0.0, so everything fails, as documented below) and with a tiny recording
@@ -9,7 +9,7 @@ import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { TestNet, inNs, rootOrSkip, uid } from '../helpers/netns.js';
+import { TestNet, inNs, rootOrSkip, uid } from '../support/net/netns.js';
 import {
   GcError,
   PluginError,
@@ -19,12 +19,12 @@ import {
   pickConfigVersion,
   type Invocation,
   type JsonObject,
-} from '../runner/runner.js';
-import { cnitoolContainerID } from '../runner/cnirun.js';
-import { HarnessError } from '../harness/cnitool.js';
-import { RUNTIMES, newRuntime, skipRuntime, type CniRuntime, type RuntimeKind } from '../harness/runtimes.js';
+} from '../support/runtimes/runner.js';
+import { cnitoolContainerID } from '../support/runtimes/cnirun.js';
+import { HarnessError } from '../support/runtimes/cnitool.js';
+import { RUNTIMES, newRuntime, skipRuntime, type CniRuntime, type RuntimeKind } from '../support/runtimes/runtimes.js';
 
-/** Reference plugins; CNI_PLUGIN_DIR (as in test/helpers/cni.ts) points the suite at newer upstream builds. */
+/** Reference plugins; CNI_PLUGIN_DIR (as in test/support/shim/cni.ts) points the suite at newer upstream builds. */
 const PLUGIN_DIR = process.env.CNI_PLUGIN_DIR ?? '/usr/lib/cni';
 const haveRoot = rootOrSkip();
 
@@ -493,7 +493,7 @@ for (const k of RUNTIMES)
       const env = { NETCONFPATH: netDir, CNI_PATH: PLUGIN_DIR, CNI_CACHE_DIR: ctx.cacheDir };
       const root = path.resolve(import.meta.dirname, '../..');
       const cli = (args: string[]) =>
-        execa(path.join(root, 'node_modules/.bin/tsx'), [path.join(root, 'test/runner/cnirun.ts'), ...args], { env, reject: false });
+        execa(path.join(root, 'node_modules/.bin/tsx'), [path.join(root, 'test/support/runtimes/cnirun.ts'), ...args], { env, reject: false });
       const add = await cli(['add', name, ns]);
       expect(add.exitCode, String(add.stderr)).toBe(0);
       const result = JSON.parse(String(add.stdout));

@@ -8,10 +8,10 @@ import { createReadStream } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { Pod } from '../helpers/cri/bed.js';
-import { ROOT } from '../helpers/cni.js';
-import { disagreements } from '../helpers/robust.js';
-import { CnitoolRuntime, HarnessError } from '../harness/cnitool.js';
+import type { Pod } from '../support/runtimes/cri/bed.js';
+import { ROOT } from '../support/shim/cni.js';
+import { disagreements } from '../support/shim/robust.js';
+import { CnitoolRuntime, HarnessError } from '../support/runtimes/cnitool.js';
 import { AGENT_GRACE_S, AGENT_INTERVAL_S, cpuMs, fdsAndRss, LifeNode } from './node.js';
 import { LifeRecord, quantile } from './report.js';
 

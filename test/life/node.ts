@@ -1,5 +1,5 @@
 // The node of the life (test/life/life.ts): containerd 2.x's CRI bed in a node netns beside a VNet host
-// (test/helpers/azure-vnet.ts), the agent as its image under podman with the DaemonSet's securityContext and
+// (test/support/net/azure-vnet.ts), the agent as its image under podman with the DaemonSet's securityContext and
 // mounts (as test/node/whole-node.test.ts runs it), the conflist written by a cilium/CNS-shaped writer, azure-vnet
 // residue planted and looked for, and what the invariants read (ledger, host-local's store, the shim's log).
 import { execa } from 'execa';
@@ -7,14 +7,14 @@ import { copyFile, mkdir, mkdtemp, readFile, rename, rm, statfs, writeFile } fro
 import os from 'node:os';
 import path from 'node:path';
 import { ROOT } from '../../scripts/image/build-image.js';
-import { FIXTURE_BIN } from '../helpers/cni.js';
-import { vnetBridge } from '../helpers/azure-vnet.js';
-import { CriBed } from '../helpers/cri/bed.js';
-import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../helpers/daemonset.js';
-import { inNs, TestNet, uid } from '../helpers/netns.js';
-import { buildTestImage } from '../helpers/node-image.js';
-import { PodmanBed } from '../helpers/podman.js';
-import { hostLocalStore, readLedger } from '../helpers/robust.js';
+import { FIXTURE_BIN } from '../support/shim/cni.js';
+import { vnetBridge } from '../support/net/azure-vnet.js';
+import { CriBed } from '../support/runtimes/cri/bed.js';
+import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../support/deploy/daemonset.js';
+import { inNs, TestNet, uid } from '../support/net/netns.js';
+import { buildTestImage } from '../support/deploy/node-image.js';
+import { PodmanBed } from '../support/runtimes/podman.js';
+import { hostLocalStore, readLedger } from '../support/shim/robust.js';
 
 const CNI_CACHE = '/var/lib/cni';
 export const AGENT_INTERVAL_S = 2;

@@ -4,7 +4,7 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ROOT } from '../helpers/cni.js';
+import { ROOT } from '../support/shim/cni.js';
 
 const { values } = parseArgs({
   options: {

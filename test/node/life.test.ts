@@ -8,10 +8,10 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { ROOT } from '../../scripts/image/build-image.js';
-import { hasContainerd } from '../helpers/cri/bed.js';
-import { containerdBinDir, containerdBuild, missingTools } from '../helpers/cri/containerd.js';
-import { envInt } from '../helpers/robust.js';
-import { nodeImagePrerequisites } from '../helpers/node-image.js';
+import { hasContainerd } from '../support/runtimes/cri/bed.js';
+import { containerdBinDir, containerdBuild, missingTools } from '../support/runtimes/cri/containerd.js';
+import { envInt } from '../support/shim/robust.js';
+import { nodeImagePrerequisites } from '../support/deploy/node-image.js';
 import { runLife } from '../life/life.js';
 
 const bin = containerdBinDir();

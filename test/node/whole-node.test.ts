@@ -1,6 +1,6 @@
 // The whole node through the real parts: the node image (built as `npm run image` builds it) run under podman the
 // way deploy/daemonset.yaml runs it — with the DaemonSet's own securityContext (the podman flags
-// test/helpers/daemonset.ts derives from the manifest: its capabilities after drop ALL, the default seccomp profile,
+// test/support/deploy/daemonset.ts derives from the manifest: its capabilities after drop ALL, the default seccomp profile,
 // a read-only root; never privileged), in the network of the namespace standing for the node, the DaemonSet's host
 // paths being the CRI bed's own dirs (containerd's CNI bin and conf dirs, the host's /var/lib/cni where the bed's
 // containerd keeps libcni's result cache, /run/netns with rslave propagation so pod namespaces created later are
@@ -22,18 +22,19 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../scripts/image/build-image.js';
-import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR } from '../helpers/cni.js';
-import { hasContainerd } from '../helpers/cri/bed.js';
-import { hostLocal } from '../helpers/cri/conflists.js';
-import { ping, PROBE_SOURCE, watchPodInput } from '../helpers/probe-topology.js';
+import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR } from '../support/shim/cni.js';
+import { hasContainerd } from '../support/runtimes/cri/bed.js';
+import { hostLocal } from '../support/runtimes/cri/conflists.js';
+import { ping, PROBE_SOURCE, watchPodInput } from '../support/net/probe-topology.js';
 import { runInNetns } from '../../src/effects/exec.js';
 import { PROBE_TABLE } from '../../src/probe-rewrite/ruleset.js';
-import { useCriBed } from '../helpers/cri/suite.js';
-import { inNs, uid } from '../helpers/netns.js';
-import { buildTestImage, nodeImagePrerequisites } from '../helpers/node-image.js';
-import { PodmanBed } from '../helpers/podman.js';
-import { vnetBridge } from '../helpers/azure-vnet.js';
-import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../helpers/daemonset.js';
+import { useCriBed } from '../support/runtimes/cri/suite.js';
+import { inNs, uid } from '../support/net/netns.js';
+import { buildTestImage, nodeImagePrerequisites } from '../support/deploy/node-image.js';
+import { PodmanBed } from '../support/runtimes/podman.js';
+import { podRules, vnetBridge } from '../support/net/azure-vnet.js';
+import { capabilityNames, daemonSet, podmanMountArgs, podmanSecurityArgs } from '../support/deploy/daemonset.js';
+import { waitFor as waitForEvery } from '../support/wait.js';
 
 const enabled = nodeImagePrerequisites('the whole-node test', { 'containerd, runc and busybox-static (scripts/install-deps.sh)': hasContainerd() });
 
@@ -42,11 +43,6 @@ const CNI_CACHE = '/var/lib/cni';
 const INTERVAL_S = 2;
 const RANGES = [[{ subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' }]];
 const DEAD_MAC = '0:d:3a:30:47:42';
-/** azure-vnet's two per-pod rules (bridge mode), as test/cri/residue.test.ts has them. */
-const podRules = (ip: string, mac: string): string[][] => [
-  ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', ip, '-j', 'arpreply', '--arpreply-mac', mac, '--arpreply-target', 'DROP'],
-  ['-p', 'IPv4', '-i', 'eth0', '--ip-dst', ip, '-j', 'dnat', '--to-dst', mac, '--dnat-target', 'ACCEPT'],
-];
 /** An address no pod has (host-local hands out .32 upwards): its rules are a decoy the agent must leave. */
 const DECOY = '10.240.0.61';
 const GRACE_S = 2;
@@ -56,16 +52,9 @@ const sha = async (p: string) =>
   createHash('sha256')
     .update(await readFile(p))
     .digest('hex');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function waitFor(what: string, pred: () => Promise<boolean>, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await pred().catch(() => false)) return;
-    await sleep(200);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+/** Polls every 200 ms (podman, containerd and the scrape are not free). */
+const waitFor = (what: string, pred: () => Promise<boolean> | boolean, ms = 30_000) => waitForEvery(what, pred, ms, 200);
 
 describe.skipIf(!enabled)('the whole node: the agent image under podman beside containerd', () => {
   // ptp under cilium-cni's name (install anchors the shim's entry after cilium-cni), host-local as its IPAM; no shim
@@ -330,7 +319,7 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     const conflist = async () => JSON.parse(await readFile(s.bed.confListPath, 'utf8')) as { plugins: Array<Record<string, unknown>> };
     await waitFor('the shim in the conflist', async () => (await conflist()).plugins.some((p) => p.type === 'ipam-shim'));
 
-    // Azure's LB beside the node (test/helpers/probe-topology.ts): lb (fe80::1234:5678:9abc only) ── node's `lb6`,
+    // Azure's LB beside the node (test/support/net/probe-topology.ts): lb (fe80::1234:5678:9abc only) ── node's `lb6`,
     // the node's default IPv6 route via it (the uplink the shim discovers).
     const lb = await s.net.netns('lb');
     const [inLb, inNode] = [runInNetns(lb), runInNetns(s.node)];

@@ -19,7 +19,7 @@ import { allocateAgentIp } from '../../src/agent-ips/allocate.js';
 import { cmdAdd } from '../../src/verbs/add.js';
 import { cmdCheck } from '../../src/verbs/check.js';
 import { silentLogger } from '../../src/log.js';
-import { fakes, ipamConf, verbContext } from '../helpers/verb-context.js';
+import { fakes, ipamConf, verbContext } from '../support/doubles/verb-context.js';
 import type { Result } from '../../src/cni/result.js';
 import type { Route } from '../../src/net/route.js';
 

@@ -13,7 +13,7 @@ import { runElsewhere } from '../../src/effects/exec.js';
 import { Ledger } from '../../src/effects/ledger.js';
 import { parseMetrics, seriesKey } from '../../src/metrics.js';
 import { silentLogger } from '../../src/log.js';
-import { podRecord } from '../helpers/ledger-record.js';
+import { podRecord } from '../support/doubles/ledger-record.js';
 
 let dir: string | undefined;
 afterEach(async () => dir && rm(dir, { recursive: true, force: true }));

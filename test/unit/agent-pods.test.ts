@@ -11,7 +11,7 @@ import { podName, viewPods, type PodHold } from '../../src/pods/view.js';
 import { podHolds } from '../../src/fixes/pod-holds.js';
 import type { NetConf } from '../../src/cni/config.js';
 import { reservedHold } from '../../src/reserved/decision.js';
-import { podRecord } from '../helpers/ledger-record.js';
+import { podRecord } from '../support/doubles/ledger-record.js';
 
 let dir: string | undefined;
 afterEach(async () => dir && rm(dir, { recursive: true, force: true }));

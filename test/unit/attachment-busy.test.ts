@@ -10,7 +10,7 @@ import { run } from '../../src/effects/exec.js';
 import { silentLogger } from '../../src/log.js';
 import { runGc } from '../../src/gc/run-gc.js';
 import { AttachmentBusy, exclusiveAttachment } from '../../src/fix/attachment-lock.js';
-import { podRecord } from '../helpers/ledger-record.js';
+import { podRecord } from '../support/doubles/ledger-record.js';
 
 let dir: string | undefined;
 afterEach(async () => dir && rm(dir, { recursive: true, force: true }));

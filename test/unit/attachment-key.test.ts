@@ -7,10 +7,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type Attachment, attachmentName } from '../../src/cni/config.js';
 import { attachmentKey, attachmentOfKey } from '../../src/ledger/key.js';
 import { Ledger } from '../../src/effects/ledger.js';
-import { MemoryLedger } from '../helpers/memory-ledger.js';
+import { MemoryLedger } from '../support/doubles/memory-ledger.js';
 import { planGc } from '../../src/gc/plan.js';
 import { viewPods } from '../../src/pods/view.js';
-import { podRecord } from '../helpers/ledger-record.js';
+import { podRecord } from '../support/doubles/ledger-record.js';
 
 // CNI_IFNAME may hold anything but "/", ":" and whitespace (libcni's rule, src/cni/env.ts): these reach the ledger.
 const LEDGER_IFNAMES = ['eth0', 'eth0.100', 'net1@x', 'v%1-_+=,', 'é1'];

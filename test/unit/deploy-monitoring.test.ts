@@ -17,7 +17,7 @@ import { applyUpdate, FAMILIES, renderMetrics, type Update } from '../../src/met
 import { ErrorCode } from '../../src/cni/errors.js';
 import { ShimSettingsSchema } from '../../src/cni/config.js';
 import { parseShimConfig } from '../../src/cli/install.js';
-import { daemonSet } from '../helpers/daemonset.js';
+import { daemonSet } from '../support/deploy/daemonset.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const RULES_TEST = join(ROOT, 'test/fixtures/monitoring/alerts.test.yaml');

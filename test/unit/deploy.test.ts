@@ -25,7 +25,7 @@ import {
   PODMAN_DEFAULT_SECCOMP,
   podmanMountArgs,
   podmanSecurityArgs,
-} from '../helpers/daemonset.js';
+} from '../support/deploy/daemonset.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const DEFAULTS = ShimSettingsSchema.parse({});
@@ -230,7 +230,7 @@ describe('deploy/kustomization.yaml', () => {
   );
 });
 
-describe('the podman flags the image and whole-node tests derive from the DaemonSet (test/helpers/daemonset.ts)', () => {
+describe('the podman flags the image and whole-node tests derive from the DaemonSet (test/support/deploy/daemonset.ts)', () => {
   it("are exactly the DaemonSet's settings: its capabilities, podman's default seccomp profile, a read-only root without podman's tmpfs, its mounts", async () => {
     const view = await daemonSet();
     expect(podmanSecurityArgs(view)).toEqual([

@@ -12,7 +12,7 @@ import { run } from '../../src/effects/exec.js';
 import { silentLogger } from '../../src/log.js';
 import { gcFromCache } from '../../src/gc/from-cache.js';
 import { runGc } from '../../src/gc/run-gc.js';
-import { podRecord } from '../helpers/ledger-record.js';
+import { podRecord } from '../support/doubles/ledger-record.js';
 
 const FIXTURE_BIN = join(__dirname, '..', 'fixtures', 'bin');
 let dir: string | undefined;

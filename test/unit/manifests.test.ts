@@ -1,5 +1,5 @@
 // Every shipped variant as `kubectl kustomize` (Kubernetes 1.36, Debian) renders it, checked against Kubernetes'
-// own schema of its API types (test/helpers/k8s-schema.ts: client-go 0.36.4's, from Debian), offline; and the
+// own schema of its API types (test/support/deploy/k8s-schema.ts: client-go 0.36.4's, from Debian), offline; and the
 // variants' own promises: Cilium's route runs an agent that never installs and a ConfigMap that is install
 // --print's list; the removal path runs `uninstall` only.
 import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -11,8 +11,8 @@ import { ROOT } from '../../scripts/image/build-image.js';
 import { parseAgentArgs } from '../../src/cli/agent.js';
 import { parseShimConfig } from '../../src/cli/install.js';
 import { renderConflist } from '../../src/install/conflist.js';
-import { commandLine, daemonSetView, kubectlBin, renderKustomization } from '../helpers/daemonset.js';
-import { clientGoDir, K8sSchema } from '../helpers/k8s-schema.js';
+import { commandLine, daemonSetView, kubectlBin, renderKustomization } from '../support/deploy/daemonset.js';
+import { clientGoDir, K8sSchema } from '../support/deploy/k8s-schema.js';
 
 type Obj = Record<string, any>;
 const VARIANTS = ['deploy', 'overlays/uninstall', 'overlays/cilium-route'];

@@ -13,7 +13,7 @@ import { ensureProbeRewriteIfDue, type ProbeOutcome } from '../../src/probe-rewr
 import { checkProbeSettings } from '../../src/probe-rewrite/ruleset.js';
 import type { ProbeVerdict } from '../../src/probe-rewrite/decide.js';
 import { UsageError } from '../../src/fix/command.js';
-import { ipamConf } from '../helpers/verb-context.js';
+import { ipamConf } from '../support/doubles/verb-context.js';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/nft/${name}`, import.meta.url), 'utf8');
 const LIST = 'nft -j list table ip6 azureSLBProbe';

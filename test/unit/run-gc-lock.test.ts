@@ -9,7 +9,7 @@ import { Ledger } from '../../src/effects/ledger.js';
 import { run } from '../../src/effects/exec.js';
 import { silentLogger } from '../../src/log.js';
 import { runGc } from '../../src/gc/run-gc.js';
-import { podRecord } from '../helpers/ledger-record.js';
+import { podRecord } from '../support/doubles/ledger-record.js';
 
 let dir: string | undefined;
 afterEach(async () => dir && rm(dir, { recursive: true, force: true }));

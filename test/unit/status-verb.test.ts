@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { CniError, ErrorCode } from '../../src/cni/errors.js';
 import { DelegateNoAnswer } from '../../src/effects/delegate.js';
 import { cmdStatus } from '../../src/verbs/status.js';
-import { fakes, ipamConf, verbContext } from '../helpers/verb-context.js';
+import { fakes, ipamConf, verbContext } from '../support/doubles/verb-context.js';
 
 const slot = (keys: Record<string, unknown> = {}) => ({ ...ipamConf(keys), cniVersion: '1.1.0' });
 const chained = { cniVersion: '1.1.0', name: 'unit', type: 'ipam-shim', stateDir: '/nonexistent', delegate: { type: 'host-local' } };

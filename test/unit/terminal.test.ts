@@ -2,7 +2,7 @@
 // character escaped; a whole output keeps its own newlines and tabs, and a JSON document stays the same JSON.
 import { describe, expect, it } from 'vitest';
 import { forTerminal, shown } from '../../src/terminal.js';
-import { rawControls } from '../helpers/terminal.js';
+import { rawControls } from '../support/shim/terminal.js';
 
 const HOSTILE = 'web\u001b[2J\u0007-0\nshop/x\tz\r\u0000\u007f\u0085\u009b31m\u2028\u2029\u202eexe.txt\u2066\u200f\u061c';
 

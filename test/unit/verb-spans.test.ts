@@ -9,8 +9,8 @@ import { takeSpans } from '../../src/spans.js';
 import { cmdAdd } from '../../src/verbs/add.js';
 import { cmdCheck } from '../../src/verbs/check.js';
 import { cmdDel } from '../../src/verbs/del.js';
-import { ScriptedDelegate, type DelegateScript } from '../helpers/scripted-delegate.js';
-import { fakes, ipamConf, record, resultWith, verbContext, type Fakes } from '../helpers/verb-context.js';
+import { ScriptedDelegate, type DelegateScript } from '../support/doubles/scripted-delegate.js';
+import { fakes, ipamConf, record, resultWith, verbContext, type Fakes } from '../support/doubles/verb-context.js';
 
 const names = () => takeSpans().map(([name]) => name);
 const spans = () => new Map(takeSpans());

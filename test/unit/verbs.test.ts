@@ -1,5 +1,5 @@
 // The verbs in-process over the narrow Ledger/Delegate interfaces: an in-memory ledger, a scripted delegate and a
-// scripted Run (test/helpers/verb-context.ts). In addition to the e2e tests, which run the same verbs for real.
+// scripted Run (test/support/doubles/verb-context.ts). In addition to the e2e tests, which run the same verbs for real.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +16,7 @@ import { warm, warmRun } from '../../src/warm.js';
 import { takeSpans } from '../../src/spans.js';
 import { Ledger } from '../../src/effects/ledger.js';
 import { ledgerGauges } from '../../src/metrics.js';
-import { fakes, ipamConf, record, resultWith, verbContext } from '../helpers/verb-context.js';
+import { fakes, ipamConf, record, resultWith, verbContext } from '../support/doubles/verb-context.js';
 
 const codeOf = (p: Promise<unknown>) =>
   p.then(
