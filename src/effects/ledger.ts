@@ -5,7 +5,7 @@
 import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { type Attachment } from '../cni/config.js';
+import type { Attachment } from '../cni/config.js';
 import { attachmentKey, attachmentOfKey } from '../ledger/key.js';
 import { AddressHeldError, durableFor, NewerLedgerFormatError, parseLedgerRecord, sameAttachment, type LedgerRecord } from '../ledger/record.js';
 import type { LedgerListing, LedgerStore } from '../ledger/store.js';

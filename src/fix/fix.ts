@@ -72,7 +72,7 @@ export interface AgentStepEntry {
  * on every CRI Status (every 5 s per node), so the verb logs a warning when it changes and once an hour while it
  * lasts (src/status/warnings.ts), not on every call.
  */
-export interface StatusFinding {
+interface StatusFinding {
   problem?: string;
   warning?: { msg: string; fields: Record<string, unknown> };
 }

@@ -1,6 +1,6 @@
 // Which ledger attachments GC may release. Pure: the effects (netns probes, delegate DELs) happen around it,
 // so the GC verb, `ipam-shim gc` and its dry run all decide the same way.
-import { type Attachment } from '../cni/config.js';
+import type { Attachment } from '../cni/config.js';
 import { attachmentKey } from '../ledger/key.js';
 import type { LedgerRecord, Liveness } from '../ledger/record.js';
 

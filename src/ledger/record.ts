@@ -4,7 +4,7 @@
 // applies these rules is src/effects/ledger.ts.
 import * as z from '../cni/zod.js';
 import { CniError, ErrorCode, formatIssues } from '../cni/errors.js';
-import { type Attachment } from '../cni/config.js';
+import type { Attachment } from '../cni/config.js';
 import { attachmentKey } from './key.js';
 
 /**

@@ -1,7 +1,7 @@
 // A ledger held in memory, for the verbs' unit tests: the LedgerStore contract without files or locks (one
 // process, calls already serialised by the caller's await).
 import { CniError, ErrorCode } from '../../../src/cni/errors.js';
-import { type Attachment } from '../../../src/cni/config.js';
+import type { Attachment } from '../../../src/cni/config.js';
 import { attachmentKey as keyOf } from '../../../src/ledger/key.js';
 import { sameAttachment, type LedgerRecord } from '../../../src/ledger/record.js';
 import type { LedgerListing, LedgerStore } from '../../../src/ledger/store.js';
