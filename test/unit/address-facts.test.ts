@@ -19,7 +19,7 @@ import { allocateAgentIp } from '../../src/agent-ips/allocate.js';
 import { cmdAdd } from '../../src/verbs/add.js';
 import { cmdCheck } from '../../src/verbs/check.js';
 import { silentLogger } from '../../src/log.js';
-import { fakes, ipamConf, verbContext } from '../support/doubles/verb-context.js';
+import { chainedConf, fakes, ipamConf, verbContext } from '../support/doubles/verb-context.js';
 import type { Result } from '../../src/cni/result.js';
 import type { Route } from '../../src/net/route.js';
 
@@ -92,21 +92,13 @@ describe("a result's canonical addresses: one rule (src/cni/result.ts), every ca
     const add = (await ipam.ledger.get({ containerID: 'c1', ifname: 'eth0' }))?.ips;
 
     // Chained ADD: the runtime's prevResult.
-    const chainedConf = {
-      cniVersion: '1.0.0',
-      name: 'unit',
-      type: 'ipam-shim',
-      stateDir: '/nonexistent',
-      residue: { ebtables: false, neigh: false },
-      ipv6ProbeRewrite: 'off',
-      prevResult: result(),
-    };
-    const chained = fakes();
-    await cmdAdd(verbContext('ADD', chainedConf, chained));
-    const prev = (await chained.ledger.get({ containerID: 'c1', ifname: 'eth0' }))?.ips;
+    const chained = chainedConf(result());
+    const chainedFakes = fakes();
+    await cmdAdd(verbContext('ADD', chained, chainedFakes));
+    const prev = (await chainedFakes.ledger.get({ containerID: 'c1', ifname: 'eth0' }))?.ips;
 
     // CHECK compares the prevResult's addresses with the ledger's: equal sets pass.
-    await expect(cmdCheck(verbContext('CHECK', chainedConf, chained))).resolves.toBeUndefined();
+    await expect(cmdCheck(verbContext('CHECK', chained, chainedFakes))).resolves.toBeUndefined();
 
     // agent-ip allocate: the ledger's record and the answer.
     const agent = fakes({ run: () => '', delegate: { add: () => result() } });

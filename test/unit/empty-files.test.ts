@@ -2,6 +2,7 @@
 // exists but holds 0 bytes. Against a real ledger in a temp dir (no root): an empty record reads as corrupt (GC
 // releases nothing), an empty IP index entry as no holder, an empty VERSION cache as a miss; none of them is ever
 // a reason to release an address.
+import { podRecord } from '../support/doubles/ledger-record.js';
 import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,19 +20,7 @@ let dir: string | undefined;
 afterEach(async () => dir && rm(dir, { recursive: true, force: true }));
 
 const old = new Date(Date.now() - 86_400_000).toISOString();
-const rec = (containerID: string, ...ips: string[]): LedgerRecord => ({
-  v: 1,
-  containerID,
-  ifname: 'eth0',
-  network: 'net',
-  owner: 'pod',
-  state: 'attached',
-  placement: 'chained',
-  ips,
-  netns: '',
-  createdAt: old,
-  updatedAt: old,
-});
+const rec = (containerID: string, ...ips: string[]): LedgerRecord => ({ ...podRecord(containerID, ips[0]!, old), ips });
 const att = (containerID: string) => ({ containerID, ifname: 'eth0' });
 
 async function world() {

@@ -10,7 +10,7 @@ import { cmdAdd } from '../../src/verbs/add.js';
 import { cmdCheck } from '../../src/verbs/check.js';
 import { cmdDel } from '../../src/verbs/del.js';
 import { ScriptedDelegate, type DelegateScript } from '../support/doubles/scripted-delegate.js';
-import { fakes, ipamConf, record, resultWith, verbContext, type Fakes } from '../support/doubles/verb-context.js';
+import { chainedConf, fakes, ipamConf, record, resultWith, verbContext, type Fakes } from '../support/doubles/verb-context.js';
 
 const names = () => takeSpans().map(([name]) => name);
 const spans = () => new Map(takeSpans());
@@ -107,13 +107,5 @@ describe('the spans of the other verbs', () => {
   });
 });
 
-/** The shim chained after the plugin that allocated 10.0.0.7 (its settings at the top level of its entry). */
-const chained = {
-  cniVersion: '1.0.0',
-  name: 'unit',
-  type: 'ipam-shim',
-  stateDir: '/nonexistent',
-  residue: { ebtables: false, neigh: false },
-  ipv6ProbeRewrite: 'off',
-  prevResult: resultWith('10.0.0.7'),
-};
+/** The shim chained after the plugin that allocated 10.0.0.7. */
+const chained = chainedConf(resultWith('10.0.0.7'));

@@ -27,6 +27,19 @@ export function ipamConf(ipam: Record<string, unknown> = {}): Record<string, unk
   };
 }
 
+/** The shim chained after the plugin that allocated `prevResult` (its settings at the top level of its entry). */
+export function chainedConf(prevResult: unknown): Record<string, unknown> {
+  return {
+    cniVersion: '1.0.0',
+    name: 'unit',
+    type: 'ipam-shim',
+    stateDir: '/nonexistent',
+    residue: { ebtables: false, neigh: false },
+    ipv6ProbeRewrite: 'off',
+    prevResult,
+  };
+}
+
 /** A delegate result holding `ips` (host-local's shape). */
 export function resultWith(...ips: string[]): Result {
   return convertResult(
