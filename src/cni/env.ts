@@ -1,4 +1,5 @@
-// CNI_* environment: which variables each verb needs and what a valid value looks like (cni-notes.md).
+// CNI_* environment: which variables each verb needs and what a valid value looks like (the CNI spec's
+// parameters; the error codes: docs/errors.md).
 import { CniError, ErrorCode } from './errors.js';
 
 const COMMANDS = ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS', 'VERSION'] as const;

@@ -2,7 +2,7 @@
 // ADD (ensure.ts, through the fix), doctor and `probe-rewrite status` (assess.ts) and the node agent all ask here,
 // so they cannot disagree. PURE.
 //
-// The rule that used to differ (field notes §3): ACN's ipv6-hp-bpf replaces the table with TC BPF programs on the
+// The rule that used to differ (docs/probe-rewrite.md): ACN's ipv6-hp-bpf replaces the table with TC BPF programs on the
 // uplink and deletes azureSLBProbe. Installing or repairing the table there is useless and races with it, so in
 // `auto` (and `off`) a BPF handler wins whatever state the table is in: nothing is done and the verdict says so.
 // `on` is the operator's "keep the table regardless": BPF is then not looked at.

@@ -1,4 +1,4 @@
-// The IPv6 load-balancer probe rewrite (field notes §3): Azure's LB probes IPv6 backends from a link-local
+// The IPv6 load-balancer probe rewrite (docs/probe-rewrite.md): Azure's LB probes IPv6 backends from a link-local
 // source, which a node must not forward, so the node rewrites it to a global address on the way in and back on
 // the way out. Stateless, at raw priority (-300, before conntrack): iptables cannot express this.
 // PURE: the ruleset, its expected shape, and parsing what nft and tc list (the I/O is effects/probe-rewrite.ts).
@@ -11,7 +11,7 @@ import { CniError, ErrorCode } from '../cni/errors.js';
  * over instead of adding a second rewrite), and ACN's ipv6-hp-bpf deletes exactly this name when it takes over.
  */
 export const PROBE_TABLE = 'azureSLBProbe';
-/** Azure LB's probe source and AgentBaker's global stand-in for it (field notes §3); both configurable. */
+/** Azure LB's probe source and AgentBaker's global stand-in for it (docs/probe-rewrite.md); both configurable. */
 export const DEFAULT_PROBE_SOURCE = 'fe80::1234:5678:9abc';
 export const DEFAULT_PROBE_GLOBAL = '2603:1062:0:1:fe80:1234:5678:9abc';
 

@@ -1,4 +1,4 @@
-// PURE: routes that capture a reserved CIDR (field notes §4: a node CIDR over a firewall subnet sends the
+// PURE: routes that capture a reserved CIDR (docs/reserved.md: a node CIDR over a firewall subnet sends the
 // firewall's replies to a node instead of the VNet). The routes themselves are read by src/effects/routes.ts.
 import { type ActiveTables, type Route, type RouteNexthop, routeDst } from '../net/route.js';
 import { type Cidr, intersect, parseCidr, rangeOverlap } from '../net/cidr.js';
@@ -30,7 +30,7 @@ export interface CapturingRoute {
 }
 
 export interface CaptureOptions {
-  /** The interface reserved subnets are reached through (design.md `uplink`). */
+  /** The interface reserved subnets are reached through (the `uplink` setting, docs/configuration.md). */
   uplink: string;
   /**
    * Gateways on the uplink that lead to the reserved subnets (default: the gateways of the main table's default

@@ -1,4 +1,4 @@
-// doctor: reserved subnets (issue 7, field notes §4). Three looks, one registered check:
+// doctor: reserved subnets (issue 7, docs/reserved.md). Three looks, one registered check:
 // - reserved-routes: routes on this node that capture all or part of a reserved CIDR through something other
 //   than the uplink (the seed case: a node CIDR handed out over a firewall subnet, routed to another node);
 // - reserved-ledger: addresses the ledger holds that lie inside reserved CIDRs (handed out before the CIDR was

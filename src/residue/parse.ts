@@ -1,5 +1,5 @@
 // PURE: turns ebtables nat PREROUTING listings into classified rules. azure-vnet (bridge mode) leaves per-pod
-// rules behind (field-notes §1); this module decides which lines are exactly such a rule and nothing else.
+// rules behind (docs/residue.md); this module decides which lines are exactly such a rule and nothing else.
 // Classification is deliberately strict: a rule with any option we do not recognise, a negation, a prefix
 // shorter than the full address, or a group/broadcast MAC is "other" and is never offered for deletion.
 import { exactIPv4, exactIPv6 } from '../net/ip.js';

@@ -1,6 +1,6 @@
 // PURE: plan a Cilium cluster-pool against reserved subnets.
 //
-// Model (field notes §4): cluster-pool cuts each pool entry into node CIDRs of `nodeMask` bits and hands them
+// Model (docs/reserved.md): cluster-pool cuts each pool entry into node CIDRs of `nodeMask` bits and hands them
 // out in order — entry 0's blocks first, then entry 1's — and does not reuse a block after its node is deleted.
 // So allocation number k (0-based, counted over the cluster's life) gets global block index k, and "how many
 // nodes can join before trouble" is the distance to the next block that touches a reserved subnet.
