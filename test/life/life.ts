@@ -112,7 +112,7 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
         const pod = await node.bed.runPod(name, { metadata: { name, uid: `${name}-uid`, namespace: 'default', attempt } });
         // The conflist read before the call is no evidence of what containerd ran: a rewrite between that read and
         // containerd's own (a storm) starts the pod without the shim. Its record in the ledger is.
-        const shimRan = (await node.ledger()).records.has(`${pod.id}:eth0`);
+        const shimRan = (await shimRecorded(pod.id)) ?? chainedBefore;
         if (!shimRan) R.count(chainedBefore ? 'addsWithoutShimAfterRewrite' : 'addsWithoutShim');
         const p: LivePod = { ...pod, startedAt: R.now(), shimRan };
         R.count('podsCreated');
@@ -126,6 +126,22 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
           if (s.metadata.name === name && !live.has(s.id)) await deletePod(s.id, false).catch(() => undefined);
         }
         await sleep(300);
+      }
+    }
+    return undefined;
+  }
+  /**
+   * Whether the shim's ledger holds the pod's attachment; undefined when the ledger could not be read (a file the
+   * shim renamed or removed between the listing and the read, three times running). Never a RunPodSandbox failure:
+   * the pod was created (a thrown read here once made the runner count it failed and remove it).
+   */
+  async function shimRecorded(id: string): Promise<boolean | undefined> {
+    for (let i = 0; i < 3; i++) {
+      try {
+        return (await node.ledger()).records.has(`${id}:eth0`);
+      } catch (e) {
+        if (i === 2) R.event('error', `ledger read for ${id.slice(0, 12)}: ${(e as Error).message}`);
+        await sleep(50);
       }
     }
     return undefined;
@@ -204,9 +220,10 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
   // ---- invariant checks that read the whole node ----
   async function checkAddresses(where: string): Promise<void> {
     const what = 'no address held by two live pods; the runtime, host-local and the ledger agree on every live pod';
+    // The pods first: one that RunPodSandbox returns while the store is read is not in the store's snapshot.
+    const pods = [...live.values()];
     const [store, ledger] = [await node.store(), await node.ledger()];
     const owner = new Map<string, string>();
-    const pods = [...live.values()];
     for (const p of pods) {
       for (const ip of p.ips) {
         if (owner.has(ip)) R.check('addresses', what, `${where}: ${ip} held by ${owner.get(ip)} and ${p.name}`);
