@@ -18,7 +18,7 @@ const list = (cniVersion: string, cniVersions?: string[]) => ({
   plugins: [{ type: 'cilium-cni' }, { type: 'ipam-shim' }],
 });
 
-describe('a list against its plugins\' VERSION answers', () => {
+describe("a list against its plugins' VERSION answers", () => {
   it("the README's old list (1.1.0, cniVersions up to 1.1.0) in front of cilium-cni 1.17: refused, both versions and 1.0.0 named", () => {
     const v = judgeListVersions(list('1.1.0', ['0.3.1', '1.0.0', '1.1.0']), [CILIUM_117]);
     expect(v).toMatchObject({ state: 'refused', written: '1.1.0', picked: '1.1.0', use: '1.0.0' });
