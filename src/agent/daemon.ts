@@ -103,6 +103,7 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
     const before = health.versions;
     health.versions = v;
     metrics.listVersionState(v?.state);
+    if (o.install) return; // the watcher logs its own verdicts (install/install.ts)
     if (v && v.state !== 'taken' && (v.state !== before?.state || v.message !== before.message))
       o.log.warn({ listVersion: v.state, use: v.use }, v.message);
     else if (before && before.state !== 'taken' && v?.state === 'taken') o.log.info({ listVersion: v.state }, v.message);

@@ -88,7 +88,7 @@ d('doctor: the list version against cilium-cni', () => {
 });
 
 /** A node whose bin dir holds cilium-cni (the stand-in of `line`, linked where cilium-agent would copy it), or none. */
-async function agentNode(n: TestNet, list: unknown, line: CiliumLine | undefined) {
+async function agentNode(n: TestNet, list: unknown, line: CiliumLine | undefined, extra: string[] = []) {
   const node = await n.netns('node');
   const { confDir, conflist, text } = await confDirWith(list);
   const binDir = join(s.dir, `bin-${Math.random().toString(16).slice(2, 8)}`);
@@ -96,7 +96,13 @@ async function agentNode(n: TestNet, list: unknown, line: CiliumLine | undefined
   if (line) await symlink(join(ciliumCniDir(line), 'cilium-cni'), join(binDir, 'cilium-cni'));
   const bed = { network: 'cilium', confDir, cniPath: `${binDir}:${FIXTURE_BIN}`, cacheDir: join(s.dir, 'cache'), binDir };
   const { type: _type, ...keys } = shimKeys({ dirs: s, probeRewrite: false });
-  const args = [...agentArgs(AGENT, bed), '--interval', '1', '--shim-config', JSON.stringify(keys)];
+  const args = [
+    ...agentArgs(AGENT, bed),
+    '--interval',
+    '1',
+    ...(extra.includes('--no-install') ? [] : ['--shim-config', JSON.stringify(keys)]),
+    ...extra,
+  ];
   const proc = execa('ip', ['netns', 'exec', node, AGENT, ...args], { reject: false, buffer: false });
   n.defer(async () => {
     proc.kill('SIGKILL');
@@ -141,6 +147,20 @@ d('the agent: the list version on /readyz and in ipam_shim_agent_list_version', 
     await waitFor('/readyz past list-version', async () => (r = await readyz(b.node))?.listVersion?.state === 'taken', 20_000);
     expect(r!.reason).not.toBe('list-version');
     expect(await listVersionMetric(b.node)).toEqual({ taken: 1, refused: 0, 'not-asked': 0 });
+  });
+
+  it('--no-install (Cilium writes the list, the entry in it) at 1.1.0 in front of cilium-cni 1.17: /readyz 503 list-version after a pass', {
+    timeout: 60_000,
+  }, async () => {
+    const b = await agentNode(net, withShim(ciliumList('1.1.0', ['0.3.1', '1.0.0', '1.1.0'])), '1.17', ['--no-install']);
+    let r: Record<string, any> | undefined;
+    await waitFor('/readyz 503 list-version', async () => (r = await readyz(b.node))?.reason === 'list-version', 20_000);
+    expect(r!.status).toBe(503);
+    expect(r!.why).toContain('the list is at 1.1.0');
+    expect(await listVersionMetric(b.node)).toEqual({ taken: 0, refused: 1, 'not-asked': 0 });
+    expect(b.agent.lines().some((l) => l.level === 'warn' && l.listVersion === 'refused')).toBe(true);
+    // Verified, never edited.
+    expect(await readFile(b.conflist, 'utf8')).toBe(b.text);
   });
 
   it('cilium-cni not installed yet: the entry goes in, /readyz and the metric say "not-asked", never "taken"', { timeout: 60_000 }, async () => {
