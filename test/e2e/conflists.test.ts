@@ -198,7 +198,6 @@ for (const kind of RUNTIMES)
       const v = (name: string, labels: string) => m.get(`${name}{${labels}}`)?.value;
       for (const verb of ['ADD', 'CHECK', 'DEL']) expect(v('ipam_shim_invocations_total', `network="cilium",verb="${verb}"`), verb).toBe(1);
       for (const verb of ['GC', 'STATUS']) expect(v('ipam_shim_invocations_total', `network="cilium",verb="${verb}"`) ?? 0, verb).toBe(0);
-      expect(v('ipam_shim_ledger_attachments', 'network="cilium"')).toBe(0);
     });
 
     it('cilium-newer-than-1.17-1.1.0.conflist (the newer stand-in): ADD → CHECK → STATUS → GC → DEL through the runtime, metrics written', async () => {
