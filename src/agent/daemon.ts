@@ -13,6 +13,9 @@ import { AgentMetrics } from './metrics.js';
 import { PersistingProblems } from './problems.js';
 import { reconcileOnce, type PassMemory, type PassReport, type ReconcileOptions } from './reconcile.js';
 import { withDefaultTimeout } from '../effects/exec.js';
+import type { ListVerdict } from '../cni/list-versions.js';
+import { selectedCniPath } from '../network/open.js';
+import { judgeRuntimeList } from './list-versions.js';
 
 export interface AgentOptions {
   reconcile: Omit<ReconcileOptions, 'signal' | 'metrics' | 'log' | 'memory' | 'beat'>;
@@ -94,7 +97,20 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
   };
   // The entry was checked (put back, or found in place): when the last pass did not complete (the conflist was
   // missing or mid-rewrite), a pass runs now, so /readyz follows the entry within a pass, not an interval.
-  const onCheck = () => {
+  // The list's plugins against its version: judged by the watcher on every check when installing (it keeps the
+  // entry out of a list they refuse), else after every pass; /readyz and ipam_shim_agent_list_version follow.
+  const setVersions = (v: ListVerdict | undefined) => {
+    const before = health.versions;
+    health.versions = v;
+    metrics.listVersionState(v?.state);
+    if (o.install) return; // the watcher logs its own verdicts (install/install.ts)
+    if (v && v.state !== 'taken' && (v.state !== before?.state || v.message !== before.message))
+      o.log.warn({ listVersion: v.state, use: v.use }, v.message);
+    else if (before && before.state !== 'taken' && v?.state === 'taken') o.log.info({ listVersion: v.state }, v.message);
+  };
+  const cniPath = o.install ? [o.install.binDir] : selectedCniPath(o.reconcile.network, o.reconcile.env);
+  const onCheck = (r: { versions?: ListVerdict }) => {
+    setVersions(r.versions);
     if (health.lastPass && !health.lastPass.completed) passNow();
   };
   const install = o.install ? watchInstall({ ...o.install, signal, log: o.log.child({ task: 'install' }), onCheck }) : Promise.resolve(undefined);
@@ -130,7 +146,9 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
         ...(completed ? {} : { why: last.networkError ? `the shim's network could not be opened: ${last.networkError}` : 'stopped' }),
       };
       health.lastBeat = Date.now();
-      seen = logEntryChange(o.log, seen, await entry(), o.install !== undefined);
+      const now = await entry();
+      seen = logEntryChange(o.log, seen, now, o.install !== undefined);
+      if (!o.install) setVersions(await judgeRuntimeList(now, cniPath, run).catch(() => undefined));
       // A pass that could not complete (a rewrite window, a conflist not there yet) is retried soon, then less often.
       retries = completed ? 0 : retries + 1;
       if (signal.aborted || soon) continue;

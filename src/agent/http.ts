@@ -3,6 +3,7 @@
 // not). Loopback by default: the DaemonSet's hostNetwork pod sets the port.
 import { createServer, type Server } from 'node:http';
 import type { Socket } from 'node:net';
+import type { ListVerdict } from '../cni/list-versions.js';
 import type { EntryInUse } from '../conflist.js';
 import { admit, type Held } from './admission.js';
 import type { AgentMetrics } from './metrics.js';
@@ -21,6 +22,8 @@ export interface HealthState {
   lastPass: LastPass | undefined;
   /** Whether the shim's entry is in the network config the runtime uses now (src/conflist.ts shimEntryInUse). */
   entry: () => Promise<EntryInUse>;
+  /** The runtime's list against its plugins' VERSION answers (src/agent/list-versions.ts); undefined: no list judged yet. */
+  versions?: ListVerdict | undefined;
   /** Unix ms of the last loop activity (a pass started or ended, a wait began). */
   lastBeat: number;
   /** A loop that has shown no activity for this long is unhealthy (a pass stuck on a lock or a tool). */
@@ -63,7 +66,7 @@ export const MAX_PER_SOURCE = 16;
 const CLIENT_TIMEOUT_MS = 5_000;
 
 /** Why the agent is not ready (the JSON body's `reason`), checked in this order. */
-type NotReady = 'not-installed' | 'no-pass-yet' | 'pass-incomplete';
+type NotReady = 'list-version' | 'not-installed' | 'no-pass-yet' | 'pass-incomplete';
 
 interface Readiness {
   ready: boolean;
@@ -72,13 +75,22 @@ interface Readiness {
   /** The network config the runtime uses (when there is one). */
   conflist?: string;
   lastPass?: LastPass;
+  /** What the list's plugins answered to VERSION: taken, refused, or not-asked (said, never taken for fine). */
+  listVersion?: { state: ListVerdict['state']; message: string; use?: string };
 }
 
 /** /readyz's answer: ready only when the entry is in use now and the last pass completed. */
 async function readiness(health: HealthState): Promise<Readiness> {
   const entry = await health.entry();
   const last = health.lastPass;
-  const where = { ...(entry.path ? { conflist: entry.path } : {}), ...(last ? { lastPass: last } : {}) };
+  const v = health.versions;
+  const where = {
+    ...(entry.path ? { conflist: entry.path } : {}),
+    ...(last ? { lastPass: last } : {}),
+    ...(v ? { listVersion: { state: v.state, message: v.message, ...(v.use ? { use: v.use } : {}) } } : {}),
+  };
+  // First: with a refused list the entry is kept out (install's rule), and every ADD fails whatever the shim does.
+  if (v?.state === 'refused') return { ready: false, reason: 'list-version', why: v.message, ...where };
   if (!entry.inUse) return { ready: false, reason: 'not-installed', why: entry.reason, ...where };
   if (!last) return { ready: false, reason: 'no-pass-yet', why: 'the first reconcile pass has not ended', ...where };
   if (!last.completed) return { ready: false, reason: 'pass-incomplete', why: last.why ?? 'the last reconcile pass did not complete', ...where };

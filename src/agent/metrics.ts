@@ -53,6 +53,16 @@ export class AgentMetrics {
       if (this.entry) this.entryInUse.set((await this.entry()).inUse ? 1 : 0);
     },
   });
+  readonly listVersion = new Gauge({
+    name: 'ipam_shim_agent_list_version',
+    help: "1 for the state of the runtime's list against its plugins' VERSION answers, 0 for the others: taken (every plugin takes the version the runtime sends), refused (one does not: every ADD fails, the entry is kept out), not-asked (one could not be asked: not installed yet, or no answer). All 0 before a list was judged.",
+    labelNames: ['state'],
+    registers: [this.registry],
+  });
+  /** Sets ipam_shim_agent_list_version: `state` at 1, the others at 0 (all 0 for undefined). */
+  listVersionState(state: 'taken' | 'refused' | 'not-asked' | undefined): void {
+    for (const s of ['taken', 'refused', 'not-asked'] as const) this.listVersion.set({ state: s }, s === state ? 1 : 0);
+  }
   readonly lastDuration = new Gauge({
     name: 'ipam_shim_agent_last_pass_duration_seconds',
     help: 'Wall time of the last reconcile pass.',
@@ -73,6 +83,7 @@ export class AgentMetrics {
 
   constructor() {
     for (const k of ['ok', 'error', 'stopped']) this.passes.inc({ outcome: k }, 0);
+    this.listVersionState(undefined);
     for (const s of STEP_NAMES) this.errors.inc({ step: s }, 0);
     for (const fam of FAMILIES_OF_STEPS) this.stepFamily(fam);
     this.buildInfo.set({ version: process.env.IPAM_SHIM_VERSION ?? 'unbundled', node: process.env.NODE_NAME || hostname() }, 1);

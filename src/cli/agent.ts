@@ -49,7 +49,9 @@ the default; apply: released), residue removed for every pod the runtime's cache
 shim never saw counted, a pod holding a reserved address reported), the IPv6 probe rewrite put back where due.
 /metrics, /healthz and /readyz on --listen (default ${DEFAULT_AGENT_LISTEN}); logs as JSON lines on stdout.
 /readyz is 200 only when the shim's entry is in the network config the runtime uses (the first in --conf-dir;
-with --no-install and --conflist, that file: verified, never edited) and the last pass completed.
+with --no-install and --conflist, that file: verified, never edited), the list's plugins (cilium-cni) take the
+version the runtime sends them (asked their VERSION; the entry is never put into a list they refuse), and the
+last pass completed.
 Logs are its output (no --json). "agent reload", run in the agent's container (kubectl exec; the image has no
 kill), sends the agent (pid 1, checked to be an ipam-shim agent) SIGHUP: a reconcile pass now.`;
 

@@ -13,12 +13,15 @@ import { uninstall, watchInstall } from '../install/install.js';
 export const DEFAULT_WATCH_INTERVAL_S = 30;
 
 const INSTALL_USAGE = `ipam-shim install [--cni-bin-dir DIR] [--conf-dir DIR] [--source PATH] [--shim-config JSON] [--watch [--interval SECONDS]] [--json]
-ipam-shim install --print [--conf-dir DIR] [--shim-config JSON]
+ipam-shim install --print [--conf-dir DIR] [--cni-bin-dir DIR] [--shim-config JSON]
 ipam-shim install --binary-only [--cni-bin-dir DIR] [--source PATH] [--json]
   --print writes the conflist with the shim's entry to stdout and changes no file: the list for Cilium's own route
   (Helm cni.customConf=true with cni.configMap), where cilium-agent writes it and nothing edits it from outside.
   --binary-only puts only the executable in the bin dir and never looks at a conflist: that route's init container,
-  which must succeed on a fresh node before cilium-agent has written any list.`;
+  which must succeed on a fresh node before cilium-agent has written any list.
+  Before the entry goes in, the list's plugins in the bin dir are asked their VERSION: a list whose plugin does
+  not take the version the runtime sends (cilium-cni 1.17 and older stop at 1.0.0) is left as it is (exit 1, with
+  both versions and the one to use); a plugin not installed yet is named, and install goes on.`;
 const UNINSTALL_USAGE = 'ipam-shim uninstall [--cni-bin-dir DIR] [--conf-dir DIR] [--keep-binary] [--json]';
 
 /**
@@ -51,9 +54,24 @@ function conflistLine(c: ConflistOutcome, confDir: string): string {
       return `conflist: no conflist with cilium-cni in ${confDir}`;
     case 'ipam-slot':
       return `conflist: ${where} already has the shim in an IPAM slot; left as it is`;
+    case 'refused':
+      return `conflist: ${where} left as it is: its plugins do not take its version`;
     default:
       return `conflist: ${where}: shim entry ${c.action}`;
   }
+}
+
+/**
+ * What the list's plugins answered to VERSION, as lines: the refusal (both versions and the one to use), or that
+ * they could not be asked (cilium-cni not installed yet: install goes on, the agent asks again on every check).
+ */
+function versionLines(c: ConflistOutcome): string[] {
+  const v = c.versions;
+  if (!v || v.state === 'taken') return [];
+  if (v.state === 'refused') return [`refused: ${shown(v.message)}`];
+  return [
+    `warning: ${shown(v.message)}; the entry went in unchecked: run install again (or doctor) once it is there; the agent checks on every pass`,
+  ];
 }
 
 const INSTALL_OPTIONS = {
@@ -97,7 +115,7 @@ export const installCommand: Command = {
     'ipam-shim install --binary-only --cni-bin-dir /host/opt/cni/bin',
   ],
   exitStatus:
-    '0 installed or already in place (or the shim is in an IPAM slot; with --print: the list was printed; with --binary-only: the executable is in place); 1 no conflist holds cilium-cni, or one does not parse; 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; 3 could not run (a write failed); with --watch: 0 when stopped by a signal',
+    '0 installed or already in place (or the shim is in an IPAM slot; with --print: the list was printed; with --binary-only: the executable is in place); 1 no conflist holds cilium-cni, or one does not parse, or a plugin of the list (cilium-cni) does not take the version the runtime would send it (the list is left as it is); 2 usage, a --shim-config the plugin would reject, or a --source that is not ipam-shim; 3 could not run (a write failed); with --watch: 0 when stopped by a signal',
   async run(argv): Promise<CommandOutput> {
     const { values: v } = parseArgv({
       args: argv,
@@ -112,13 +130,16 @@ export const installCommand: Command = {
       throw new UsageError('--interval takes seconds (≥ 0.1) and only goes with --watch');
     }
     if (v.print) {
-      if (v.watch || v['binary-only'] || v.source !== undefined || v['cni-bin-dir'] !== undefined)
-        throw new UsageError('--print changes nothing: it goes with --conf-dir and --shim-config only');
-      const r = await renderConflist(confDir, shimKeys);
+      if (v.watch || v['binary-only'] || v.source !== undefined)
+        throw new UsageError('--print changes nothing: it goes with --conf-dir, --cni-bin-dir and --shim-config only');
+      const r = await renderConflist(confDir, shimKeys, { cniPath: [binDir] });
+      if (r.versions?.state === 'refused') throw new ProblemFound(`nothing to print: ${r.path}: ${r.versions.message}`);
       if (r.text === undefined) {
         const why = [conflistLine(r, confDir), ...(r.unreadable ?? []).map((u) => `cannot parse ${u.path}: ${u.error}`)];
         throw new ProblemFound(`nothing to print: ${why.join('; ')}`);
       }
+      // The list goes to stdout; that its plugins could not be asked goes to stderr, where a pipe does not take it.
+      for (const line of versionLines(r)) process.stderr.write(`${line}\n`);
       // stdout is the list itself (a ConfigMap's content); --json wraps it with where it came from.
       const { text, ...rest } = r;
       return { data: { ...rest, conflist: text }, text, exitCode: 0 };
@@ -162,14 +183,19 @@ export const installCommand: Command = {
     }
 
     const binary = await installBinary(source, binDir);
-    const conflist = await installConflist(confDir, shimKeys);
-    const ok = conflist.action !== 'missing';
+    const conflist = await installConflist(confDir, shimKeys, { cniPath: [binDir] });
+    const ok = conflist.action !== 'missing' && conflist.versions?.state !== 'refused';
     // File names and parse errors are the node's: one line each, escaped.
     const text = [`binary: ${shown(binary.path)} ${binary.action}`, shown(conflistLine(conflist, confDir))];
     // A file that does not parse may be the very conflist we are after: name it and why, so it gets fixed.
     for (const u of conflist.unreadable ?? []) text.push(`cannot parse ${shown(u.path)}: ${shown(u.error)}`);
     for (const w of conflist.warnings ?? []) text.push(`warning: ${shown(w)}`);
-    if (!ok) {
+    text.push(...versionLines(conflist));
+    if (!ok && conflist.versions?.state === 'refused') {
+      text.push(
+        `change the list's version where it is written (cilium-agent's cni.configMap, or CNS on AKS), or run a Cilium whose cilium-cni takes ${conflist.versions.picked ?? conflist.versions.written}; then run again`,
+      );
+    } else if (!ok) {
       text.push(
         conflist.unreadable?.length
           ? 'fix the file(s) that do not parse (runtimes cannot read them either), then run again'

@@ -7,6 +7,9 @@ import { checkProbeSettings } from '../probe-rewrite/ruleset.js';
 import { CniError } from '../cni/errors.js';
 import { allocatorOf, ANCHOR_TYPE, conflistFiles, readNetworkConfig } from '../conflist.js';
 import { syncDir, writeFileAtomic } from '../effects/fs-atomic.js';
+import { run as defaultRun, type Run } from '../effects/exec.js';
+import { askPluginVersions } from '../effects/plugin-versions.js';
+import { judgeListVersions, type ListVerdict } from '../cni/list-versions.js';
 import { inspectConflist, upsertShimEntry, type ConflistShape, type UpsertAction } from './conflist-edit.js';
 
 /**
@@ -25,12 +28,32 @@ export function validateShimKeys(keys: Record<string, unknown>): ShimSettings {
 export interface ConflistOutcome {
   /** The file edited (or that would be), absent when none holds cilium-cni. */
   path?: string;
-  action: UpsertAction | 'missing';
+  /** `refused`: a plugin of the list does not take the version the runtime sends it; the file was not touched. */
+  action: UpsertAction | 'missing' | 'refused';
+  /** The list's version against its plugins' VERSION answers (when install was told where they are). */
+  versions?: ListVerdict;
   entry?: Record<string, unknown>;
   /** Files skipped because they did not parse (cilium-agent may be writing one in place, or a typo), with why. */
   unreadable?: Unreadable[];
   /** Things that will make the entry useless or surprising, though it is in place. */
   warnings?: string[];
+}
+
+/** Where the list's plugins are, to ask them their VERSION before the entry goes in (the CNI bin dir). */
+export interface VersionCheck {
+  cniPath: string[];
+  run?: Run;
+}
+
+/**
+ * The target list against its plugins' VERSION answers, or undefined when not asked to look. A list a plugin
+ * refuses is never written (every ADD would fail before the shim runs); a plugin that could not be asked (not
+ * installed yet: cilium-agent copies cilium-cni in when it starts) does not stop install, and says so.
+ */
+async function judgeTarget(target: Target, check: VersionCheck | undefined): Promise<ListVerdict | undefined> {
+  if (!check) return undefined;
+  const plugins = target.shape.plugins.map((p) => p.value);
+  return judgeListVersions(target.shape.list, await askPluginVersions(plugins, check.cniPath, check.run ?? defaultRun));
 }
 
 interface Unreadable {
@@ -145,37 +168,53 @@ export async function replaceIfUnchanged(link: string, before: string, text: str
  * `cni.configMap`: cilium-agent writes the operator's list itself, nothing edits it from outside). `text` is
  * absent when there is nothing to put the entry into (`missing`).
  */
-export async function renderConflist(confDir: string, shimKeys: Record<string, unknown> | undefined): Promise<ConflistOutcome & { text?: string }> {
+export async function renderConflist(
+  confDir: string,
+  shimKeys: Record<string, unknown> | undefined,
+  check?: VersionCheck,
+): Promise<ConflistOutcome & { text?: string }> {
   const { target, unreadable, before } = await findTargetConflist(confDir);
   const extra = unreadable.length ? { unreadable } : {};
   if (!target) return { action: 'missing', ...extra };
-  if (target.shape.ipamSlot >= 0) return { path: target.path, action: 'ipam-slot', text: target.text, ...extra };
+  const versions = await judgeTarget(target, check);
+  const judged = versions ? { versions } : {};
+  if (target.shape.ipamSlot >= 0) return { path: target.path, action: 'ipam-slot', text: target.text, ...extra, ...judged };
   if (target.shape.anchor < 0) return { path: target.path, action: 'missing', ...extra };
+  if (versions?.state === 'refused') return { path: target.path, action: 'refused', ...extra, ...judged };
   const entry = buildEntry(shimKeys ?? existingKeys(target.shape) ?? {}, target.shape);
   const r = upsertShimEntry(target.text, entry);
   const warnings = warningsFor(target, before, entry);
-  return { path: target.path, action: r.action, entry, text: r.text, ...extra, ...(warnings.length ? { warnings } : {}) };
+  return { path: target.path, action: r.action, entry, text: r.text, ...extra, ...judged, ...(warnings.length ? { warnings } : {}) };
 }
 
 /**
  * Inserts or updates the shim's entry after cilium-cni; `missing` when no conflist holds cilium-cni yet.
  * `shimKeys` undefined keeps the keys of the entry already there (a second run changes nothing).
  */
-export async function installConflist(confDir: string, shimKeys: Record<string, unknown> | undefined): Promise<ConflistOutcome> {
+export async function installConflist(
+  confDir: string,
+  shimKeys: Record<string, unknown> | undefined,
+  check?: VersionCheck,
+): Promise<ConflistOutcome> {
   for (let attempt = 0; ; attempt++) {
     const { target, unreadable, before } = await findTargetConflist(confDir);
     const extra = unreadable.length ? { unreadable } : {};
     if (!target) return { action: 'missing', ...extra };
-    if (target.shape.ipamSlot >= 0) return { path: target.path, action: 'ipam-slot', ...extra };
+    const versions = await judgeTarget(target, check);
+    const judged = versions ? { versions } : {};
+    if (target.shape.ipamSlot >= 0) return { path: target.path, action: 'ipam-slot', ...extra, ...judged };
     if (target.shape.anchor < 0) {
       // Only a chained shim is left (cilium-cni gone from the list): nothing to anchor to.
       return { path: target.path, action: 'missing', ...extra };
     }
     const entry = buildEntry(shimKeys ?? existingKeys(target.shape) ?? {}, target.shape);
     const r = upsertShimEntry(target.text, entry);
+    // Never into a list a plugin refuses: the file stays as it is (an entry already there is left, not removed:
+    // taking it out would not make one ADD succeed). The caller names both versions and the one to use.
+    if (versions?.state === 'refused' && r.changed) return { path: target.path, action: 'refused', ...extra, ...judged };
     const warnings = warningsFor(target, before, entry);
     if (!r.changed || (await replaceIfUnchanged(target.path, target.text, r.text))) {
-      return { path: target.path, action: r.action, entry, ...extra, ...(warnings.length ? { warnings } : {}) };
+      return { path: target.path, action: r.action, entry, ...extra, ...judged, ...(warnings.length ? { warnings } : {}) };
     }
     if (attempt >= 5) throw new Error(`${target.path} keeps changing while it is edited; try again`);
   }

@@ -183,10 +183,16 @@ export async function watchInstall(o: WatchOptions): Promise<WatchSummary> {
             o.log.warn({ binary: installed.path }, 'binary was missing or changed: installed again');
           }
         }
-        const r = await installConflist(o.confDir, shimKeys);
+        // The plugins are asked on every check: cilium-agent replaces cilium-cni with each Cilium upgrade.
+        const r = await installConflist(o.confDir, shimKeys, { cniPath: [o.binDir] });
         if (shimKeys === undefined && r.entry) shimKeys = withoutType(r.entry);
         if (r.action !== summary.last?.action || r.path !== summary.last?.path)
           o.log.info({ conflist: r.path, action: r.action, unreadable: r.unreadable }, 'conflist checked');
+        if (r.versions && r.versions.state !== 'taken' && r.versions.message !== summary.last?.versions?.message)
+          o.log.warn(
+            { conflist: r.path, versions: r.versions.state, use: r.versions.use },
+            r.action === 'refused' ? `entry not put in: ${r.versions.message}` : r.versions.message,
+          );
         summary.last = r;
         if (RESTORING.has(r.action) && summary.checks > 1) {
           summary.restores++;

@@ -53,6 +53,10 @@ export interface NetworkSelection {
   cniPath?: string | undefined;
 }
 
+/** The CNI path a selection names: --cni-path, else CNI_PATH, else the default bin dir. */
+export const selectedCniPath = (sel: NetworkSelection, env: NodeJS.ProcessEnv): string[] =>
+  (sel.cniPath ?? env.CNI_PATH ?? DEFAULT_CNI_PATH).split(':').filter(Boolean);
+
 /** A network opened from the node's conflist, the way the plugin would see it. */
 export interface OpenNetwork extends OpenedDeps {
   shim: ShimConflist;
@@ -76,7 +80,7 @@ export async function openConflistNetwork(
     waitMs: o.waitMs ?? 0,
   });
   const { conf } = shim;
-  const cniPath = (sel.cniPath ?? env.CNI_PATH ?? DEFAULT_CNI_PATH).split(':').filter(Boolean);
+  const cniPath = selectedCniPath(sel, env);
   const log =
     o.log?.child({ network: conf.name }) ??
     createLogger({

@@ -13,6 +13,7 @@ import { BUNDLE_SHIM, PLUGIN_DIR, ROOT, SHIM, invoke, ledgerRecords, scratch } f
 import { hostLocal, shimConf } from '../support/shim/conf.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 import { waitFor as waitForEvery } from '../support/wait.js';
+import { type CiliumLine, ciliumCniDir } from '../support/shim/cilium.js';
 
 const SEA = join(ROOT, 'dist/ipam-shim');
 // AKS's /etc/cni/net.d/05-cilium.conflist as a node shows it: tabs, cniVersion 0.3.1, cilium-cni + azure-ipam.
@@ -220,9 +221,94 @@ describe("install --print: the list for Cilium's own route (cni.customConf + cni
     expect(r.exitCode).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toContain('no conflist with cilium-cni');
-    for (const extra of [['--watch'], ['--cni-bin-dir', binDir]])
+    for (const extra of [['--watch'], ['--binary-only']])
       expect((await cli(['install', '--print', '--conf-dir', confDir, ...extra])).exitCode, extra.join(' ')).toBe(2);
     expect(await readFile(conflist, 'utf8')).toBe(AKS_CILIUM);
+  });
+});
+
+// cilium-cni 1.17 and older support spec <= 1.0.0 and refuse a 1.1.0 config on every ADD (issue 41): install asks
+// the cilium-cni in --cni-bin-dir (the stand-in of a Cilium line, linked where cilium-agent copies the real one).
+describe('install asks cilium-cni its VERSION and never chains into a list it refuses', () => {
+  /** AKS's list at another version: its bytes as cilium-agent would write them. */
+  const ciliumAt = (cniVersion: string, cniVersions?: string[]) =>
+    `${JSON.stringify({ cniVersion, ...(cniVersions ? { cniVersions } : {}), name: 'cilium', plugins: [{ type: 'cilium-cni', ipam: { type: 'azure-ipam' } }] }, null, 2)}\n`;
+  const withCilium = (line: CiliumLine) => symlink(join(ciliumCniDir(line), 'cilium-cni'), join(binDir, 'cilium-cni'));
+
+  it("the README's old 1.1.0 list in front of cilium-cni 1.17: exit 1, both versions and 1.0.0 named, the list byte for byte untouched", async () => {
+    await withCilium('1.17');
+    const old = ciliumAt('1.1.0', ['0.3.1', '1.0.0', '1.1.0']);
+    await writeFile(conflist, old);
+    const before = await stat(conflist);
+    const r = await cli(['install', ...flags(), '--shim-config', SHIM_CONFIG]);
+    expect(r.exitCode, r.stdout).toBe(1);
+    expect(r.stdout).toContain(`conflist: ${conflist} left as it is: its plugins do not take its version`);
+    expect(r.stdout).toContain(
+      `refused: cilium-cni (${join(binDir, 'cilium-cni')}) supports up to 1.0.0 (0.1.0, 0.2.0, 0.3.0, 0.3.1, 0.4.0, 1.0.0); the list is at 1.1.0: every ADD fails with "incompatible CNI versions" before the shim runs; use cniVersion "1.0.0" with nothing above 1.0.0 in cniVersions`,
+    );
+    expect(await readFile(conflist, 'utf8')).toBe(old);
+    expect([(await stat(conflist)).ino, (await stat(conflist)).mtimeMs]).toEqual([before.ino, before.mtimeMs]);
+    await othersUnchanged();
+    // --json: the verdict for machines; --print: nothing printed, exit 1.
+    const j = await cli(['install', ...flags(), '--shim-config', SHIM_CONFIG, '--json']);
+    expect(j.exitCode).toBe(1);
+    expect(JSON.parse(j.stdout).conflist).toMatchObject({
+      action: 'refused',
+      versions: { state: 'refused', written: '1.1.0', picked: '1.1.0', use: '1.0.0' },
+    });
+    const p = await cli(['install', '--print', '--conf-dir', confDir, '--cni-bin-dir', binDir]);
+    expect([p.exitCode, p.stdout]).toEqual([1, '']);
+    expect(p.stderr).toContain('supports up to 1.0.0');
+    expect(await readFile(conflist, 'utf8')).toBe(old);
+  });
+
+  it('cniVersion 1.0.0 with 1.1.0 in cniVersions is refused too (libcni >= 1.2 picks 1.1.0); the same list without it is chained', async () => {
+    await withCilium('1.17');
+    const picked = ciliumAt('1.0.0', ['1.0.0', '1.1.0']);
+    await writeFile(conflist, picked);
+    const r = await cli(['install', ...flags()]);
+    expect(r.exitCode).toBe(1);
+    expect(r.stdout).toContain('the list says cniVersion 1.0.0 and libcni ≥ 1.2 picks 1.1.0 from its cniVersions');
+    expect(await readFile(conflist, 'utf8')).toBe(picked);
+    await writeFile(conflist, ciliumAt('1.0.0'));
+    const ok = await cli(['install', ...flags()]);
+    expect(ok.exitCode, ok.stdout).toBe(0);
+    expect(ok.stdout).toContain('shim entry inserted');
+    expect(ok.stdout).not.toMatch(/refused|warning/);
+  });
+
+  it('a 1.1.0 list in front of a newer cilium-cni (it lists 1.1.0) is chained', async () => {
+    await withCilium('newer');
+    await writeFile(conflist, ciliumAt('1.1.0', ['0.3.1', '1.0.0', '1.1.0']));
+    const r = await cli(['install', ...flags(), '--json']);
+    expect(r.exitCode, r.stdout).toBe(0);
+    expect(JSON.parse(r.stdout).conflist).toMatchObject({ action: 'inserted', versions: { state: 'taken', use: '1.1.0' } });
+  });
+
+  it('cilium-cni not installed yet: install goes on and says it could not ask (exit 0, "not-asked", never "taken")', async () => {
+    const r = await cli(['install', ...flags(), '--json']);
+    expect(r.exitCode).toBe(0);
+    expect(JSON.parse(r.stdout).conflist).toMatchObject({ action: 'inserted', versions: { state: 'not-asked' } });
+    const t = await cli(['install', ...flags()]);
+    expect(t.stdout).toContain(`warning: could not ask cilium-cni (not in ${binDir}) its VERSION: whether it takes 0.3.1 is not known`);
+  });
+
+  it('--watch: keeps the entry out of a refused list on every check, and puts it in once cilium-agent writes the list at 1.0.0', async () => {
+    await withCilium('1.17');
+    const old = ciliumAt('1.1.0', ['0.3.1', '1.0.0', '1.1.0']);
+    await writeFile(conflist, old);
+    const watch = execa(SHIM, ['install', ...flags(), '--watch', '--interval', '0.2', '--json'], { reject: false });
+    children.push(watch);
+    let stderr = '';
+    watch.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+    await waitFor('the refusal logged', () => stderr.includes('entry not put in: cilium-cni'));
+    await new Promise((res) => setTimeout(res, 1000)); // ~5 more checks
+    expect(await readFile(conflist, 'utf8')).toBe(old);
+    await writeFile(join(confDir, '.05-cilium.conflist.tmp1'), ciliumAt('1.0.0'));
+    await rename(join(confDir, '.05-cilium.conflist.tmp1'), conflist);
+    await waitFor('the entry after the list went to 1.0.0', async () => (await readFile(conflist, 'utf8')).includes('"ipam-shim"'));
+    watch.kill('SIGTERM');
+    expect((await watch).exitCode).toBe(0);
   });
 });
 
