@@ -73,17 +73,20 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
   }
   const report: GcReport = { plan, released: [], forgotten: [], errors: [], forwarded: false, notStarted: 0, skipped: [], settled: [] };
   if (!o.apply || o.signal?.aborted) {
-    if (o.apply) report.notStarted = plan.release.length;
-    else if (o.forgetDeleted) await settleDeleted(o, false, report);
+    if (o.apply) {
+      report.notStarted = plan.release.length;
+      return report;
+    }
     // Chained, a record is the shim's own note of the runtime's address (nothing allocated through it): a provably
     // dead pod's is forgotten even when nothing may be released, or it wedges its address for the next pod.
-    else if (o.forgetChained)
+    if (o.forgetChained)
       await releaseEach(
         o,
         plan.release.filter((r) => r.record.placement === 'chained'),
         false,
         report,
       );
+    if (o.forgetDeleted) await settleDeleted(o, false, report);
     return report;
   }
 

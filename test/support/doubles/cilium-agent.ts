@@ -66,8 +66,10 @@ export class CiliumAgentStandIn {
   env(waits: StandInWaits = {}): Record<string, string> {
     return {
       CILIUM_SOCK: this.socketPath,
-      CILIUM_CNI_STANDIN_CONNECT_TIMEOUT: String(waits.connect ?? 2),
-      CILIUM_CNI_STANDIN_DEL_TIMEOUT: String(waits.del ?? 2),
+      // Generous by default (a loaded machine must not turn a slow answer into a 999); a test that takes the
+      // agent down passes short ones.
+      CILIUM_CNI_STANDIN_CONNECT_TIMEOUT: String(waits.connect ?? 10),
+      CILIUM_CNI_STANDIN_DEL_TIMEOUT: String(waits.del ?? 10),
     };
   }
 
@@ -108,10 +110,12 @@ export class CiliumAgentStandIn {
   async up(): Promise<void> {
     if (this.server) return;
     await rm(this.socketPath, { force: true });
-    const server = createServer((req, res) => void this.handle(req, res));
+    // No request or header deadline and a deep backlog: 64 plugins at once on a loaded machine must not be cut off
+    // by the stand-in (the real agent does not drop them either).
+    const server = createServer({ requestTimeout: 0, headersTimeout: 0 }, (req, res) => void this.handle(req, res));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(this.socketPath, () => resolve());
+      server.listen({ path: this.socketPath, backlog: 1024 }, () => resolve());
     });
     this.server = server;
   }
