@@ -5,7 +5,7 @@
 // when the state dir is read-only or the delegate is gone, ready again once fixed; a hung delegate cannot hold
 // the CRI Status call; a blip is tolerated, a lasting failure is not; and containerd 2.x never sends GC.
 // cilium-cni's place holds the stand-in of the newer Cilium line (1.1.0, STATUS: code 50 while cilium-agent is
-// down), whatever CILIUM_LINE says: 1.17 refuses a 1.1.0 list.
+// down), whatever CILIUM_LINE says: 1.17 refuses a 1.1.0 list, which the last test shows is a NotReady node.
 // Needs containerd 2.x whatever CONTAINERD_BIN_DIR says (containerd 1.6/1.7 never send STATUS): the one
 // install-deps publishes at .deps/containerd-2 (or CONTAINERD_BIN_DIR when that names a 2.x): it runs in both of
 // CI's CRI passes, on 2.x each time.
@@ -242,5 +242,42 @@ describe.skipIf(!enabled)('containerd 2.x CRI Status ← ipam-shim STATUS (1.1.0
     // A containerd that starts sending GC must be noticed: the shim's GC then runs on the runtime's valid list.
     expect(commands.has('GC')).toBe(false);
     expect([...commands].sort()).toEqual(['ADD', 'DEL', 'STATUS']);
+  });
+
+  it("cilium-agent down: NotReady with cilium-cni's own STATUS error (DaemonDown), the shim never asked; up again: Ready", async () => {
+    await use('chained');
+    expect(await networkReady()).toMatchObject({ status: true });
+    const shimBefore = (await shimStatusLines()).length;
+    await s.bed.ciliumAgent!.down();
+    try {
+      const down = await networkReady();
+      expect(down.status).toBe(false);
+      // containerd's condition carries cilium-cni's msg and details (libcni adds no plugin name to STATUS errors).
+      expect(down.message).toContain('DaemonDown; unable to connect to Cilium agent: failed to create cilium agent client after');
+      // libcni stops at the first plugin that fails STATUS: the shim behind it is not run.
+      expect((await shimStatusLines()).length).toBe(shimBefore);
+    } finally {
+      await s.bed.ciliumAgent!.up();
+    }
+    expect(await networkReady()).toMatchObject({ status: true });
+  });
+
+  it('the 1.17 line in front of a 1.1.0 list: cilium-cni refuses STATUS, so the node is NotReady, and every pod fails', async () => {
+    await use('chained');
+    await s.bed.useCiliumLine('1.17');
+    try {
+      const refused = await networkReady();
+      expect(refused.status).toBe(false);
+      expect(refused.message).toContain('plugin version does not allow STATUS');
+      const err = await s.bed.runPod('refused').then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(String((err as Error | undefined)?.message)).toContain('incompatible CNI versions');
+    } finally {
+      await s.bed.useCiliumLine('newer');
+      await s.bed.removeAllPods();
+    }
+    expect(await networkReady()).toMatchObject({ status: true });
   });
 });
