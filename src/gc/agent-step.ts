@@ -28,6 +28,8 @@ const gcStep: AgentStep = {
       // is the evidence an apply releases through, and the leak must stay reported (ipam_shim_agent_gc_leaked, the
       // shipped alert): kept. Either way an ADD given the address takes it from the dead holder (src/gc/stale.ts).
       forgetChained: !net.delegate,
+      // A record the runtime DELed that is gone from its cache is no leak: report mode forgets it, as DEL once did.
+      forgetDeleted: true,
     });
     const network = net.conf.name;
     for (const _ of gc.skipped) pass.busy();

@@ -214,6 +214,8 @@ export interface CacheGcOptions {
    * agent's report mode. Never when the cache was out of sight (then "not valid" proves nothing).
    */
   forgetChained?: boolean | undefined;
+  /** Without apply, still forget the records the runtime DELed and no longer caches (run-gc.ts forgetDeleted). */
+  forgetDeleted?: boolean | undefined;
 }
 
 export interface CacheGcOutcome {
@@ -259,6 +261,7 @@ export async function gcFromCache(
     signal: o.signal,
     lockWaitMs: o.lockWaitMs,
     forgetChained: Boolean(o.forgetChained) && !refused,
+    forgetDeleted: Boolean(o.forgetDeleted) && !refused,
   });
   return { cache, valid, refused, apply, report };
 }

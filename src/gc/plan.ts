@@ -11,6 +11,12 @@ export interface GcPlan {
   keep: Attachment[];
   kept: Array<{ record: LedgerRecord; reason: KeepReason }>;
   release: Array<{ record: LedgerRecord; reason: string }>;
+  /**
+   * Chained records the runtime DELed (`deletedAt`), not valid and provably gone: the main plugin's DEL released the
+   * address, or never completed (the runtime lost its entry). Not leaks: with apply released through the delegate's
+   * DEL (a no-op when the main plugin did it: DEL is per attachment), else only forgotten, as DEL did before.
+   */
+  deleted: Array<{ record: LedgerRecord; reason: string }>;
 }
 
 export interface GcInputs {
@@ -31,7 +37,7 @@ export function needsProbe(records: LedgerRecord[], valid: Attachment[]): Ledger
 
 export function planGc({ records, valid, liveness, now, graceMs }: GcInputs): GcPlan {
   const validKeys = new Set(valid.map(attachmentKey));
-  const plan: GcPlan = { keep: valid.map(({ containerID, ifname }) => ({ containerID, ifname })), kept: [], release: [] };
+  const plan: GcPlan = { keep: valid.map(({ containerID, ifname }) => ({ containerID, ifname })), kept: [], release: [], deleted: [] };
   const keep = (record: LedgerRecord, reason: KeepReason) => {
     plan.kept.push({ record, reason });
     if (!validKeys.has(attachmentKey(record))) plan.keep.push({ containerID: record.containerID, ifname: record.ifname });
@@ -45,6 +51,8 @@ export function planGc({ records, valid, liveness, now, graceMs }: GcInputs): Gc
       const state = liveness.get(key) ?? 'unknown';
       if (state === 'alive') keep(record, 'alive');
       else if (state === 'unknown') keep(record, 'unknown');
+      else if (record.deletedAt)
+        plan.deleted.push({ record, reason: 'DELed by the runtime, no longer cached, and its sandbox is gone or holds none of its addresses' });
       else
         plan.release.push({
           record,

@@ -32,6 +32,8 @@ export interface GcOptions {
   lockWaitMs?: number | undefined;
   /** Without `apply`: still forget the chained records planned for release (their record only; report.forgotten). */
   forgetChained?: boolean | undefined;
+  /** Without `apply`: still forget the records in plan.deleted (the node agent's report mode; never a dry run). */
+  forgetDeleted?: boolean | undefined;
 }
 
 /** A CNI call holds an attachment's lock for at most a few delegate calls; beyond that, the next GC will see. */
@@ -48,6 +50,8 @@ export interface GcReport {
   notStarted: number;
   /** Planned releases left alone: `busy` (a CNI call held the attachment's lock), `changed` (re-recorded since). */
   skipped: Array<Attachment & { why: 'busy' | 'changed' }>;
+  /** plan.deleted settled: released through the delegate (apply) or forgotten (forgetDeleted). Not leaks. */
+  settled: Attachment[];
 }
 
 export async function runGc(o: GcOptions): Promise<GcReport> {
@@ -67,18 +71,22 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
       "GC: attachment missing from the runtime's valid list is alive; kept",
     );
   }
-  const report: GcReport = { plan, released: [], forgotten: [], errors: [], forwarded: false, notStarted: 0, skipped: [] };
+  const report: GcReport = { plan, released: [], forgotten: [], errors: [], forwarded: false, notStarted: 0, skipped: [], settled: [] };
   if (!o.apply || o.signal?.aborted) {
-    if (o.apply) report.notStarted = plan.release.length;
+    if (o.apply) {
+      report.notStarted = plan.release.length;
+      return report;
+    }
     // Chained, a record is the shim's own note of the runtime's address (nothing allocated through it): a provably
     // dead pod's is forgotten even when nothing may be released, or it wedges its address for the next pod.
-    else if (o.forgetChained)
+    if (o.forgetChained)
       await releaseEach(
         o,
         plan.release.filter((r) => r.record.placement === 'chained'),
         false,
         report,
       );
+    if (o.forgetDeleted) await settleDeleted(o, false, report);
     return report;
   }
 
@@ -91,16 +99,28 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
     }
   }
   await releaseEach(o, plan.release, true, report);
+  await settleDeleted(o, true, report);
   return report;
 }
 
+/** plan.deleted, released (`releaseAddress`) or forgotten like any planned record, reported apart from leaks. */
+async function settleDeleted(o: GcOptions, releaseAddress: boolean, report: GcReport): Promise<void> {
+  const part: GcReport = { ...report, released: [], forgotten: [], errors: [], skipped: [], settled: [] };
+  const label = releaseAddress ? 'settled a DELed record (delegate DEL, then forgotten)' : 'settled a DELed record (forgotten)';
+  await releaseEach(o, report.plan.deleted, releaseAddress, part, label);
+  report.settled.push(...part.released, ...part.forgotten);
+  report.errors.push(...part.errors);
+  report.skipped.push(...part.skipped);
+  report.notStarted += part.notStarted;
+}
+
 /** Releases (or, without `releaseAddress`, only forgets) each planned record; outcomes into `report`, in plan order. */
-async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddress: boolean, report: GcReport): Promise<void> {
+async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddress: boolean, report: GcReport, label?: string): Promise<void> {
   // A few releases at a time (different attachments: what a runtime's parallel DELs do anyway); the report keeps
   // the plan's order. One at a time, a large GC spent most of its time waiting for each delegate DEL in turn.
   const outcomes: Array<{ attachment: Attachment; error?: GcReport['errors'][number]; skipped?: 'busy' | 'changed' }> = [];
   let next = 0;
-  const what = releaseAddress ? 'released' : 'forgot (chained: no address to release)';
+  const what = label ?? (releaseAddress ? 'released' : 'forgot (chained: no address to release)');
   const releaser = async () => {
     while (next < items.length && !o.signal?.aborted) {
       const i = next++;

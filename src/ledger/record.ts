@@ -36,6 +36,12 @@ const LedgerRecordSchema = z.object({
   updatedAt: z.string(),
   note: z.optional(z.string()),
   /**
+   * Chained: when the runtime's DEL reached the shim. The main plugin's DEL runs after ours and may fail (cilium-cni
+   * while its agent is down), so the record stays, as the evidence GC releases through, until GC sees the pod gone
+   * (src/gc/plan.ts `deleted`). Optional within format 1 like `pod`: an older reader keeps it as attached.
+   */
+  deletedAt: z.optional(z.string()),
+  /**
    * The pod, as CNI_ARGS named it at ADD (src/cni/env.ts). Optional and added within format 1: a v1 reader that
    * does not know it ignores it (the schema strips unknown keys), so no `v` bump (docs/upgrade.md).
    */

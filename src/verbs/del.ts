@@ -9,7 +9,7 @@ import { span } from '../spans.js';
 /**
  * DEL: idempotent and tolerant (no netns, no prevResult, nothing recorded: all fine). In the IPAM slot the
  * delegate DEL runs first and its error passes through; the record is only forgotten once that succeeded,
- * so a failed release stays visible to GC.
+ * so a failed release stays visible to GC. Chained, the record is marked DELed, not forgotten (markDeleted).
  *
  * A config mistake (conf.mistake) does not fail DEL: it does what the readable settings allow, logs the
  * mistake and succeeds. Never forgotten: a record whose address could not be released (no readable delegate
@@ -41,6 +41,7 @@ export async function cmdDel(ctx: VerbContext): Promise<void> {
         return;
       }
       released = true;
+      if (ctx.conf.placement === 'chained') return markDeleted(ctx);
       using removing = span('ledger.remove');
       const forgotten = await ctx.ledger.remove(attachmentOf(ctx));
       removing.end();
@@ -62,6 +63,22 @@ export async function cmdDel(ctx: VerbContext): Promise<void> {
       'DEL released the address but cannot write the ledger: the record stays for GC; fix the state directory',
     );
   }
+}
+
+/**
+ * Chained, our DEL runs before the main plugin's, which releases the address and may fail (cilium-cni answers 999
+ * while its agent is down, its delegate not called). The record is kept, marked, as the evidence GC releases through
+ * if the runtime never retries (it lost its cache entry); GC settles it once the pod is gone (src/gc/plan.ts).
+ */
+async function markDeleted(ctx: VerbContext): Promise<void> {
+  using marking = span('ledger.mark');
+  const rec = await ctx.ledger.get(attachmentOf(ctx));
+  if (rec) {
+    const now = new Date().toISOString();
+    await ctx.ledger.put({ ...rec, deletedAt: rec.deletedAt ?? now, updatedAt: now });
+  }
+  marking.end();
+  ctx.log.info({ ips: rec?.ips ?? [], recorded: Boolean(rec), kept: 'marked DELed until GC sees the pod gone' }, 'DEL');
 }
 
 /** IPAM slot: the delegate's DEL (its error passes through). False when there is no delegate to ask; chained: true. */

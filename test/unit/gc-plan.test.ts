@@ -91,3 +91,34 @@ describe('probeAttachment (netns liveness)', () => {
     }
   });
 });
+
+describe('planGc: chained records the runtime DELed (deletedAt)', () => {
+  const del = { deletedAt: '2026-01-01T00:00:00Z' };
+  const plan = planGc({
+    records: [
+      rec('del-valid', del),
+      rec('del-alive', del),
+      rec('del-unknown', del),
+      rec('del-dead', del),
+      rec('del-recent', { ...del, updatedAt: '2026-05-31T23:59:59Z' }),
+    ],
+    valid: [{ containerID: 'del-valid', ifname: 'eth0' }],
+    liveness: new Map<string, Liveness>([
+      ['del-alive:eth0', 'alive'],
+      ['del-dead:eth0', 'dead'],
+      ['del-recent:eth0', 'dead'],
+    ]),
+    now,
+    graceMs: 10_000,
+  });
+  it('are settled only when not cached, past the grace and provably gone; never counted as leaks', () => {
+    expect(plan.deleted.map((d) => d.record.containerID)).toEqual(['del-dead']);
+    expect(plan.release).toEqual([]);
+    expect(plan.kept.map((k) => [k.record.containerID, k.reason])).toEqual([
+      ['del-valid', 'valid'],
+      ['del-alive', 'alive'],
+      ['del-unknown', 'unknown'],
+      ['del-recent', 'recent'],
+    ]);
+  });
+});

@@ -69,8 +69,10 @@ export class CiliumAgentStandIn {
   env(waits: StandInWaits = {}): Record<string, string> {
     return {
       CILIUM_SOCK: this.socketPath,
-      CILIUM_CNI_STANDIN_CONNECT_TIMEOUT: String(waits.connect ?? 2),
-      CILIUM_CNI_STANDIN_DEL_TIMEOUT: String(waits.del ?? 2),
+      // Generous by default (a loaded machine must not turn a slow answer into a 999); a test that takes the
+      // agent down passes short ones.
+      CILIUM_CNI_STANDIN_CONNECT_TIMEOUT: String(waits.connect ?? 10),
+      CILIUM_CNI_STANDIN_DEL_TIMEOUT: String(waits.del ?? 10),
     };
   }
 

@@ -1,6 +1,6 @@
 // Invoke the BUILT plugin (dist/) the way a runtime does: env + stdin, JSON on stdout, an exit code.
 import { execa } from 'execa';
-import { mkdtemp, rm, readdir } from 'node:fs/promises';
+import { mkdtemp, rm, readdir, readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -91,13 +91,37 @@ export async function hostLocalAllocations(dataDir: string, network: string): Pr
   }
 }
 
-/** The shim's ledger records for a network. */
+/**
+ * The shim's ledger records of attachments for a network (file names). A chained record the runtime DELed is no
+ * attachment: it stays, marked, until GC sees the pod gone (src/verbs/del.ts markDeleted); `deletedRecords` lists those.
+ */
 export async function ledgerRecords(stateDir: string, network: string): Promise<string[]> {
+  return (await recordFiles(stateDir, network)).filter((f) => !f.deleted).map((f) => f.name);
+}
+
+/** The chained records the runtime DELed and GC has not settled yet (file names). */
+export async function deletedRecords(stateDir: string, network: string): Promise<string[]> {
+  return (await recordFiles(stateDir, network)).filter((f) => f.deleted).map((f) => f.name);
+}
+
+async function recordFiles(stateDir: string, network: string): Promise<Array<{ name: string; deleted: boolean }>> {
+  const dir = join(stateDir, network, 'records');
+  let names: string[];
   try {
-    return (await readdir(join(stateDir, network, 'records'))).filter((f) => f.endsWith('.json') && !f.startsWith('.')).sort();
+    names = (await readdir(dir)).filter((f) => f.endsWith('.json') && !f.startsWith('.')).sort();
   } catch {
     return [];
   }
+  return Promise.all(
+    names.map(async (name) => {
+      const text = await readFile(join(dir, name), 'utf8').catch(() => '{}');
+      let deleted = false;
+      try {
+        deleted = Boolean(JSON.parse(text).deletedAt);
+      } catch {}
+      return { name, deleted };
+    }),
+  );
 }
 
 /** A plugin directory holding the shim as `ipam-shim`, for CNI_PATH (main plugins find their IPAM there). */

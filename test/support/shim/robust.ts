@@ -11,6 +11,11 @@ export const WRAP_IPAM_PATH = join(FIXTURE_BIN, WRAP_IPAM);
 export interface LedgerOnDisk {
   /** Parsed records, keyed "cid:ifname". */
   records: Map<string, { containerID: string; ifname: string; state: string; ips: string[]; owner: string; netns: string }>;
+  /**
+   * Chained records the runtime DELed (`deletedAt`), kept as GC's evidence until GC sees the pod gone
+   * (src/verbs/del.ts markDeleted): no attachment, and their address may or may not be released yet.
+   */
+  deleted?: Map<string, { containerID: string; ifname: string; ips: string[]; deletedAt: string }>;
   /** Record files that did not parse (path → reason). */
   corrupt: Map<string, string>;
   /** Index entries: IP (as in the file name) → "cid:ifname". */
@@ -76,7 +81,8 @@ export async function readLedger(stateDir: string, network: string): Promise<Led
       const r = JSON.parse(await readFile(path, 'utf8'));
       if (r.v !== 1 || typeof r.containerID !== 'string' || typeof r.ifname !== 'string' || !Array.isArray(r.ips)) throw new Error('not a v1 record');
       if (`${r.containerID}:${r.ifname}.json` !== n) throw new Error(`file name does not match ${r.containerID}:${r.ifname}`);
-      out.records.set(`${r.containerID}:${r.ifname}`, r);
+      if (r.deletedAt) (out.deleted ??= new Map()).set(`${r.containerID}:${r.ifname}`, r);
+      else out.records.set(`${r.containerID}:${r.ifname}`, r);
     } catch (e) {
       out.corrupt.set(path, (e as Error).message);
     }
@@ -127,6 +133,8 @@ export function disagreements(ledger: LedgerOnDisk, store: Map<string, string>, 
       if (ledger.index.get(ip) !== key) out.push(`index for ${ip} is ${ledger.index.get(ip) ?? 'missing'}, record ${key} holds it`);
     }
   }
+  // A DELed record still claims what host-local still holds for it (the main plugin's DEL has not released it yet).
+  for (const [key, r] of ledger.deleted ?? []) for (const ip of r.ips) if (store.get(ip) === key && !claimed.has(ip)) claimed.set(ip, key);
   for (const [ip, key] of store) if (!claimed.has(ip)) out.push(`host-local holds ${ip} for ${key}, no record claims it (leak)`);
   return out;
 }
