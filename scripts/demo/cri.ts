@@ -17,6 +17,7 @@ import { CriError } from '../../test/support/runtimes/cri/client.js';
 import { shimConfList } from '../../test/support/runtimes/cri/conflists.js';
 import { TestNet } from '../../test/support/net/netns.js';
 import type { DemoSection } from './section.js';
+import { ledgerAttachments } from './lib.js';
 
 export const section: DemoSection = {
   name: 'cri',
@@ -77,11 +78,12 @@ export const section: DemoSection = {
 
       d.say('\nStopPodSandbox + RemovePodSandbox (kubelet deleting the pods): containerd sends DEL at least twice per pod.');
       for (const p of [pod, retry]) await bed.removePod(p.id);
-      const left = await readdir(path.join(bed.stateDir, bed.network, 'records')).catch(() => [] as string[]);
+      // (a chained DEL leaves its record marked deleted until GC sees the pod gone: no attachment)
+      const left = await ledgerAttachments(bed.stateDir, bed.network);
       const store = (await readdir(path.join(bed.dataDir, bed.network)).catch(() => [] as string[])).filter((f) => /^\d/.test(f));
       d.verdict(
         left.filter((f) => f.endsWith('.json')).length === 0 && store.length === 0,
-        'no ledger record, no host-local allocation, every DEL succeeded',
+        'no attachment left in the ledger, no host-local allocation, every DEL succeeded',
       );
 
       if (!on2) {

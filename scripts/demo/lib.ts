@@ -1,5 +1,5 @@
 // Small pieces the demo sections share: a scratch node, the shim on a CNI_PATH, the cnitool-shaped runner.
-import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { TestNet } from '../../test/support/net/netns.js';
@@ -16,6 +16,21 @@ export const CNIRUN = join(ROOT, 'test/support/runtimes/cnirun.ts');
 export const TSX = join(ROOT, 'node_modules/.bin/tsx');
 /** The real libcni: the project's cnitool harness (tools/cnitool), built by scripts/install-deps.sh. */
 export const CNITOOL = process.env.CNITOOL_BIN ?? join(ROOT, '.deps/cnitool');
+
+/**
+ * The ledger's attachments of `network` (record file names). A chained DEL keeps its record marked `deletedAt` until
+ * GC sees the pod gone (src/verbs/del.ts): that is no attachment.
+ */
+export async function ledgerAttachments(stateDir: string, network: string): Promise<string[]> {
+  const dir = join(stateDir, network, 'records');
+  const names = (await readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.json') && !f.startsWith('.'));
+  const live: string[] = [];
+  for (const name of names) {
+    const rec = JSON.parse(await readFile(join(dir, name), 'utf8').catch(() => '{}')) as { deletedAt?: string };
+    if (!rec.deletedAt) live.push(name);
+  }
+  return live.sort();
+}
 
 export interface Stage {
   net: TestNet;
