@@ -11,9 +11,10 @@ import { TestNet, inNs, rootOrSkip, uid } from '../support/net/netns.js';
 import { vnetBridge } from '../support/net/azure-vnet.js';
 import { runInNetns } from '../../src/effects/exec.js';
 import { shimKeys } from '../support/shim/conf.js';
-import { agentIpArgv, writeChainedList } from '../support/shim/chained-node.js';
+import { agentIpArgv, chainedCniPath, writeChainedList } from '../support/shim/chained-node.js';
+import { CiliumAgentStandIn } from '../support/doubles/cilium-agent.js';
 import { logged } from '../support/shim/log.js';
-import { FIXTURE_BIN, PLUGIN_DIR, SHIM, hostLocalAllocations, invoke, scratch, shimBinDir } from '../support/shim/cni.js';
+import { SHIM, hostLocalAllocations, invoke, scratch, shimBinDir } from '../support/shim/cni.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 const root = rootOrSkip();
@@ -29,6 +30,9 @@ interface Bed {
   runner: CniRunner;
   cniPath: string;
   owners: string[];
+  /** cilium-agent's API for the cilium-cni stand-in; `agentEnv` is what a runtime passes on. */
+  cilium: CiliumAgentStandIn;
+  agentEnv: Record<string, string>;
 }
 let b: Bed;
 
@@ -40,9 +44,12 @@ beforeEach(async () => {
   const network = `agn${uid()}`;
   const { confList, conflistPath } = await writeChainedList(s, network, { subnet: '10.77.0.0/24', rangeStart: '10.77.0.10', rangeEnd: '10.77.0.60' });
   const bin = await shimBinDir(s.dir);
-  const cniPath = [bin, FIXTURE_BIN, PLUGIN_DIR].join(':');
-  const runner = new CniRunner({ confList, pluginDirs: cniPath.split(':'), cacheDir: join(s.dir, 'cache'), netns: node });
-  b = { s, net, node, network, conflistPath, confList, runner, cniPath, owners: [] };
+  const cniPath = chainedCniPath(bin).join(':');
+  const cilium = await CiliumAgentStandIn.start();
+  net.defer(() => cilium.stop());
+  const agentEnv = cilium.env();
+  const runner = new CniRunner({ confList, pluginDirs: cniPath.split(':'), cacheDir: join(s.dir, 'cache'), netns: node, env: agentEnv });
+  b = { s, net, node, network, conflistPath, confList, runner, cniPath, owners: [], cilium, agentEnv };
 });
 
 afterEach(async () => {
@@ -367,7 +374,13 @@ d('GC', () => {
     it.skipIf(skipRuntime(kind))(
       `${kind}: the runtime's full GC on a 1.1.0 conflist: DELs of stale cached attachments, then GC releases the uncached leak`,
       async () => {
-        const rt = newRuntime(kind, { confList: b.confList, pluginDirs: b.cniPath.split(':'), cacheDir: join(b.s.dir, 'cache'), netns: b.node });
+        const rt = newRuntime(kind, {
+          confList: b.confList,
+          pluginDirs: b.cniPath.split(':'),
+          cacheDir: join(b.s.dir, 'cache'),
+          netns: b.node,
+          env: b.agentEnv,
+        });
         const w = await world(rt);
         // A leak the runtime no longer knows: cache gone, sandbox gone, IP still allocated.
         const leak = await pod('pod-leak', rt);

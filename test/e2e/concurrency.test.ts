@@ -18,6 +18,8 @@ import { useScratchNet } from '../support/net/scratch-net.js';
 import { disagreements, envInt, hostLocalStore, pool, readLedger } from '../support/shim/robust.js';
 import type { JsonObject } from '../support/runtimes/runner.js';
 import { newRuntime, skipRuntime } from '../support/runtimes/runtimes.js';
+import { useCiliumAgent } from '../support/doubles/cilium-agent.js';
+import { ciliumCni, ciliumCniDir } from '../support/shim/cilium.js';
 
 const haveRoot = rootOrSkip();
 const N = envInt('IPAM_SHIM_CONC_N', 64);
@@ -119,48 +121,55 @@ describe.skipIf(!haveRoot)('IPAM slot: the shim over host-local, invoked directl
 
 // Through the real libcni only (the cnitool harness): the TypeScript runner added nothing here that libcni does
 // not do, and cost as long again.
-describe.skipIf(!haveRoot || skipRuntime('libcni'))('chained after ptp, through the real libcni (cnitool harness), in network namespaces', () => {
-  it(`${N} parallel ADDs into ${N} netnses, then ${N} parallel DELs`, async () => {
-    const network = `chn-${uid()}`;
-    const third = 100 + (process.pid % 100);
-    const bin = await shimBinDir(s.dir);
-    const runner = newRuntime('libcni', {
-      confList: {
-        cniVersion: '1.0.0',
-        name: network,
-        plugins: [
-          { type: 'ptp', ipMasq: false, ipam: { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: `10.236.${third}.0/24` }]] } },
-          shimKeys({ dirs: s, probeRewrite: false }),
-        ],
-      },
-      pluginDirs: [bin, PLUGIN_DIR],
-      cacheDir: join(s.dir, 'cache'),
+describe.skipIf(!haveRoot || skipRuntime('libcni'))(
+  'chained after cilium-cni (the 1.17 stand-in), through the real libcni (cnitool harness), in network namespaces',
+  () => {
+    const a = useCiliumAgent();
+    it(`${N} parallel ADDs into ${N} netnses, then ${N} parallel DELs`, async () => {
+      const network = `chn-${uid()}`;
+      const node = await net.netns('node');
+      const third = 100 + (process.pid % 100);
+      const bin = await shimBinDir(s.dir);
+      const runner = newRuntime('libcni', {
+        confList: {
+          cniVersion: '1.0.0',
+          name: network,
+          plugins: [
+            ciliumCni({ type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: `10.236.${third}.0/24` }]] }),
+            shimKeys({ dirs: s, probeRewrite: false }),
+          ],
+        },
+        pluginDirs: [ciliumCniDir('1.17'), bin, PLUGIN_DIR],
+        cacheDir: join(s.dir, 'cache'),
+        netns: node,
+        env: a.agent.env(),
+      });
+      const names = await pool(Array.from({ length: N }), 8, () => net.netns('conc'));
+      // Anything the test leaves attached is DELed before the namespaces go (cleanup runs in reverse order).
+      net.defer(() => pool(names, 8, (ns) => runner.del(`c-${ns}`, `/run/netns/${ns}`).catch(() => undefined)));
+
+      const settled = await Promise.allSettled(names.map((ns) => runner.add(`c-${ns}`, `/run/netns/${ns}`)));
+      expect(settled.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason))).toEqual([]);
+      const results = settled.map((r) => (r as PromiseFulfilledResult<JsonObject>).value);
+      const ips = results.map((r) => String((r.ips as Array<{ address: string }>)[0]!.address).split('/')[0]!);
+      expect(new Set(ips).size).toBe(N);
+      await expectConsistent(network, N);
+      // The address really is in the namespace the ledger names.
+      const ledger = await readLedger(s.stateDir, network);
+      for (const i of [0, Math.floor(N / 2), N - 1]) {
+        const rec = ledger.records.get(`c-${names[i]}:eth0`)!;
+        expect(rec.netns).toBe(`/run/netns/${names[i]}`);
+        expect((await inNs(names[i]!, 'ip', ['-4', '-o', 'addr', 'show', 'eth0'])).stdout).toContain(`${rec.ips[0]}/`);
+      }
+
+      const dels = await Promise.allSettled(names.map((ns) => runner.del(`c-${ns}`, `/run/netns/${ns}`)));
+      expect(dels.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason))).toEqual([]);
+      await expectConsistent(network, 0);
+      expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
+      expect(await runner.cachedAttachments()).toEqual([]);
     });
-    const names = await pool(Array.from({ length: N }), 8, () => net.netns('conc'));
-    // Anything the test leaves attached is DELed before the namespaces go (cleanup runs in reverse order).
-    net.defer(() => pool(names, 8, (ns) => runner.del(`c-${ns}`, `/run/netns/${ns}`).catch(() => undefined)));
-
-    const settled = await Promise.allSettled(names.map((ns) => runner.add(`c-${ns}`, `/run/netns/${ns}`)));
-    expect(settled.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason))).toEqual([]);
-    const results = settled.map((r) => (r as PromiseFulfilledResult<JsonObject>).value);
-    const ips = results.map((r) => String((r.ips as Array<{ address: string }>)[0]!.address).split('/')[0]!);
-    expect(new Set(ips).size).toBe(N);
-    await expectConsistent(network, N);
-    // The address really is in the namespace the ledger names.
-    const ledger = await readLedger(s.stateDir, network);
-    for (const i of [0, Math.floor(N / 2), N - 1]) {
-      const rec = ledger.records.get(`c-${names[i]}:eth0`)!;
-      expect(rec.netns).toBe(`/run/netns/${names[i]}`);
-      expect((await inNs(names[i]!, 'ip', ['-4', '-o', 'addr', 'show', 'eth0'])).stdout).toContain(`${rec.ips[0]}/`);
-    }
-
-    const dels = await Promise.allSettled(names.map((ns) => runner.del(`c-${ns}`, `/run/netns/${ns}`)));
-    expect(dels.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason))).toEqual([]);
-    await expectConsistent(network, 0);
-    expect(await hostLocalStore(s.dataDir, network)).toEqual(new Map());
-    expect(await runner.cachedAttachments()).toEqual([]);
-  });
-});
+  },
+);
 
 describe('the ledger lock across processes', () => {
   it(`${LOCK_PROCS} processes × ${LOCK_ITERS} acquisitions: never two holders at once`, async () => {

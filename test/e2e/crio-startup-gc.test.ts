@@ -2,15 +2,17 @@
 // at every start with the pods it still knows as the valid list (ocicni: GCArgs{ValidAttachments: a nil slice when
 // no pod of the network survived, which libcni sends as null: a node after a reboot). libcni first DELs every cached
 // attachment of the network not in that list, then (1.1.0 list) sends GC to each plugin. Here: pods attached through
-// the harness on a 1.1.0 list (ptp, then the shim chained with Debian's host-local as delegate), cilium-agent's own
+// the harness on a 1.1.0 list (the newer cilium-cni stand-in, then the shim chained, host-local 1.9 as the delegate of
+// both), cilium-agent's own
 // IP, then a "restart" that lost some result caches and some sandboxes, then the one GC.
 import { execa } from 'execa';
 import { unlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { agentIpArgv, writeChainedList } from '../support/shim/chained-node.js';
-import { FIXTURE_BIN, PLUGIN_DIR, hostLocalAllocations, shimBinDir } from '../support/shim/cni.js';
+import { agentIpArgv, chainedCniPath, writeChainedList } from '../support/shim/chained-node.js';
+import { hostLocalAllocations, shimBinDir } from '../support/shim/cni.js';
+import { useCiliumAgent } from '../support/doubles/cilium-agent.js';
 import { rootOrSkip, uid } from '../support/net/netns.js';
 import { useScratchNet } from '../support/net/scratch-net.js';
 import { logged } from '../support/shim/log.js';
@@ -20,18 +22,19 @@ import { CnitoolRuntime } from '../support/runtimes/cnitool.js';
 
 const root = rootOrSkip();
 const { s, net } = useScratchNet();
+const cilium = useCiliumAgent();
 
 /**
- * A node with the shim chained after ptp on a 1.1.0 list, cilium-agent's own address (recorded by the shim, in no
+ * A node with the shim chained after cilium-cni (the newer stand-in) on a 1.1.0 list, cilium-agent's own address (recorded by the shim, in no
  * runtime's cache) and the named pods attached through the real libcni.
  */
 async function crioNode(names: string[]) {
   const node = await net.netns('node');
   const network = `crio${uid()}`;
   const { confList, conflistPath } = await writeChainedList(s, network, { subnet: '10.79.0.0/24', rangeStart: '10.79.0.10', rangeEnd: '10.79.0.60' });
-  const cniPath = [await shimBinDir(s.dir), FIXTURE_BIN, PLUGIN_DIR];
+  const cniPath = chainedCniPath(await shimBinDir(s.dir));
   const cacheDir = join(s.dir, 'cache');
-  const crio = new CnitoolRuntime({ confList, pluginDirs: cniPath, cacheDir, netns: node });
+  const crio = new CnitoolRuntime({ confList, pluginDirs: cniPath, cacheDir, netns: node, env: cilium.agent.env() });
 
   // cilium-agent's own address, recorded by the shim, in no runtime's cache (an owner of its own: /run/netns is shared).
   const owner = `health-${uid()}`;
@@ -73,8 +76,8 @@ describe.skipIf(!root || skipRuntime('libcni'))('CRI-O-shaped start-up GC throug
     expect(report.deleted).toEqual([{ containerID: 'dead-cached', ifname: 'eth0' }]);
     expect(crio.invocations.map((i) => `${i.command}:${i.plugin}:${i.env.CNI_CONTAINERID}`)).toEqual([
       'DEL:ipam-shim:dead-cached',
-      'DEL:ptp-1.1:dead-cached',
-      'GC:ptp-1.1:',
+      'DEL:cilium-cni:dead-cached',
+      'GC:cilium-cni:',
       'GC:ipam-shim:',
     ]);
     const shimDel = crio.invocations[0]!;
@@ -152,7 +155,7 @@ describe.skipIf(!root || skipRuntime('libcni'))('CRI-O-shaped start-up GC throug
       const cachedDead = c.gone.filter((n) => !(c.uncached as readonly string[]).includes(n));
       expect(report.deleted.map((a) => a.containerID).sort()).toEqual([...cachedDead].sort());
       const gcs = crio.invocations.filter((i) => i.command === 'GC');
-      expect(gcs.map((i) => i.plugin)).toEqual(['ptp-1.1', 'ipam-shim']);
+      expect(gcs.map((i) => i.plugin)).toEqual(['cilium-cni', 'ipam-shim']);
       // What libcni sent: null for the nil slice, no key without GCArgs.
       if (c.valid === undefined) expect(gcs[1]!.stdin).not.toHaveProperty('cni.dev/valid-attachments');
       else expect(gcs[1]!.stdin['cni.dev/valid-attachments']).toEqual(c.valid);

@@ -2,7 +2,8 @@
 // (`dist/ipam-shim agent`, job "ipam-shim" as deploy/monitoring/podmonitor.yaml names it) and Debian's
 // node-exporter serving the plugin's metrics textfile through its textfile collector (job "node-exporter", every
 // other collector off), after real CNI calls through the plugin in a node netns (test/e2e/agent.test.ts's bed:
-// ptp + host-local, the shim chained, the project's libcni-like runner). One Prometheus scrapes both places here so
+// the cilium-cni stand-in (1.17, test/support/shim/cilium.ts) + host-local, the shim chained, the project's
+// libcni-like runner). One Prometheus scrapes both places here so
 // each plugin alert is seen to work on either (on a cluster only one is scraped: docs/operations.md#monitoring).
 // Everything runs in the node netns on loopback, Prometheus with a scratch config and TSDB, 1 s scrapes.
 //
@@ -26,6 +27,8 @@ import { podRules, vnetBridge } from '../support/net/azure-vnet.js';
 import { CniRunner, PluginError } from '../support/runtimes/runner.js';
 import { waitFor as waitForEvery } from '../support/wait.js';
 import { agentArgs, isPass, jsonLines } from '../support/shim/agent.js';
+import { CiliumAgentStandIn } from '../support/doubles/cilium-agent.js';
+import { ciliumCni, ciliumCniDir } from '../support/shim/cilium.js';
 
 /** Prometheus scrapes every second: poll it at 250 ms. */
 const waitFor = (what: string, pred: () => Promise<boolean> | boolean, ms = 30_000) => waitForEvery(what, pred, ms, 250);
@@ -91,6 +94,8 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
   let confList: Obj;
   let runner: CniRunner;
   let pluginDirs: string[] = [];
+  /** cilium-agent's API for the cilium-cni stand-in. */
+  let cilium: CiliumAgentStandIn;
   let cniPath = '';
   let textfileDir = '';
   let metricsFile = '';
@@ -188,7 +193,7 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
       cniVersion: '1.0.0',
       name: network,
       plugins: [
-        { type: 'ptp', ipMasq: false, ipam: hostLocal },
+        ciliumCni(hostLocal),
         { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, metricsFile, uplink: 'eth0', delegate: hostLocal },
       ],
     };
@@ -198,9 +203,11 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
     agentConflist = join(confDir, '10-agent.conflist');
     await writeFile(agentConflist, JSON.stringify(confList, null, 2));
     const pluginBin = await shimBinDir(s.dir);
-    cniPath = [PLUGIN_DIR, FIXTURE_BIN].join(':');
-    pluginDirs = [pluginBin, PLUGIN_DIR, FIXTURE_BIN];
-    runner = new CniRunner({ confList, pluginDirs, cacheDir: join(s.dir, 'cache'), netns: node });
+    cniPath = [ciliumCniDir('1.17'), PLUGIN_DIR, FIXTURE_BIN].join(':');
+    pluginDirs = [ciliumCniDir('1.17'), pluginBin, PLUGIN_DIR, FIXTURE_BIN];
+    cilium = await CiliumAgentStandIn.start({ routerIPv6: 'fd00:23::1' }); // dual-stack pods, as ptp gave them
+    net.defer(() => cilium.stop());
+    runner = new CniRunner({ confList, pluginDirs, cacheDir: join(s.dir, 'cache'), netns: node, env: cilium.env() });
     promDir = join(s.dir, 'prometheus');
     await mkdir(join(promDir, 'data'), { recursive: true });
     await writeFile(join(promDir, 'rules.yaml'), stringify(RULE_SPEC));
@@ -354,7 +361,7 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
     const reserved = structuredClone(confList);
     reserved.plugins[1].reservedCIDRs = ['10.240.0.32/27', FIREWALL];
     await writeFile(agentConflist, JSON.stringify(reserved, null, 2));
-    const refusing = new CniRunner({ confList: reserved, pluginDirs, cacheDir: join(s.dir, 'cache'), netns: node });
+    const refusing = new CniRunner({ confList: reserved, pluginDirs, cacheDir: join(s.dir, 'cache'), netns: node, env: cilium.env() });
     const refusedNs = await net.netns('pod');
     const refusal = await refusing.add('pod-refused', `/run/netns/${refusedNs}`).catch((e: unknown) => e);
     expect(refusal).toBeInstanceOf(PluginError);

@@ -16,7 +16,7 @@ import { warm, warmRun } from '../../src/warm.js';
 import { takeSpans } from '../../src/spans.js';
 import { Ledger } from '../../src/effects/ledger.js';
 import { ledgerGauges } from '../../src/metrics.js';
-import { fakes, ipamConf, record, resultWith, verbContext } from '../support/doubles/verb-context.js';
+import { chainedConf, fakes, ipamConf, record, resultWith, verbContext } from '../support/doubles/verb-context.js';
 
 const codeOf = (p: Promise<unknown>) =>
   p.then(
@@ -124,6 +124,27 @@ describe('DEL tolerance', () => {
     expect(ctx.conf.mistake).toBeDefined();
     await cmdDel({ ...ctx, delegate: undefined });
     expect(f.ledger.records.size).toBe(1);
+  });
+});
+
+describe('chained DEL (the main plugin releases after us, and may fail)', () => {
+  it('keeps the record, marked DELed, and calls no delegate; a repeated DEL keeps the first mark', async () => {
+    const f = fakes({ records: [record('c1', { placement: 'chained' })] });
+    await cmdDel(verbContext('DEL', chainedConf(resultWith('10.0.0.5/24')), f));
+    const first = await f.ledger.get({ containerID: 'c1', ifname: 'eth0' });
+    expect(first).toMatchObject({ state: 'attached', ips: ['10.0.0.9'], deletedAt: expect.any(String) });
+    await new Promise((r) => setTimeout(r, 5));
+    await cmdDel(verbContext('DEL', chainedConf(resultWith('10.0.0.5/24')), f));
+    const again = await f.ledger.get({ containerID: 'c1', ifname: 'eth0' });
+    expect(again?.deletedAt).toBe(first?.deletedAt);
+    expect(again?.updatedAt).not.toBe(first?.updatedAt);
+    expect(f.delegate.calls).toEqual([]);
+  });
+
+  it('with no record: nothing to mark, DEL succeeds', async () => {
+    const f = fakes();
+    await cmdDel(verbContext('DEL', chainedConf(resultWith('10.0.0.5/24')), f));
+    expect(f.ledger.records.size).toBe(0);
   });
 });
 

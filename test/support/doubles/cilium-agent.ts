@@ -113,10 +113,12 @@ export class CiliumAgentStandIn {
   async up(): Promise<void> {
     if (this.server) return;
     await rm(this.socketPath, { force: true });
-    const server = createServer((req, res) => void this.handle(req, res));
+    // No request or header deadline and a deep backlog: 64 plugins at once on a loaded machine must not be cut off
+    // by the stand-in (the real agent does not drop them either).
+    const server = createServer({ requestTimeout: 0, headersTimeout: 0 }, (req, res) => void this.handle(req, res));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(this.socketPath, () => resolve());
+      server.listen({ path: this.socketPath, backlog: 1024 }, () => resolve());
     });
     this.server = server;
   }

@@ -1,12 +1,14 @@
-// A node with the shim chained the way cilium's conflist has it, and the argv of `ipam-shim agent-ip` run inside that
-// node's netns: what the agent-ip and GC e2e files share. In cilium-cni's place: the ptp-1.1 fixture, or the
-// cilium-cni stand-in (./cilium.ts) of the newer line, the one that takes this 1.1.0 list.
+// A node with the shim chained the way cilium's conflist has it (the cilium-cni stand-in of the newer line, since
+// the list is 1.1.0: test/support/shim/cilium.ts), and the argv of `ipam-shim agent-ip` run inside that node's
+// netns: what the agent-ip and GC e2e files share.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SHIM } from './cni.js';
 import type { Scratch } from '../net/scratch-net.js';
 import { shimKeys } from './conf.js';
-import { ciliumCni } from './cilium.js';
+import { ciliumCni, ciliumCniDir } from './cilium.js';
+import { PLUGINS_110 } from '../runtimes/runtimes.js';
+import { FIXTURE_BIN } from '../paths.js';
 
 /** host-local's one range (subnet, first and last address handed out). */
 export interface HostLocalRange {
@@ -16,23 +18,23 @@ export interface HostLocalRange {
 }
 
 /**
- * A 1.1.0 list: `main` (default the ptp-1.1 fixture; 'cilium-cni' needs ciliumCniDir('newer') on the CNI path, the
- * 1.9 host-local, which gets cilium-cni's 1.1.0 stdin as is, and a cilium-agent stand-in's env()), then the shim
- * chained with host-local over `range` as its delegate (no residue cleanup: there are no azure-vnet rules here),
- * written to <dir>/net.d/10-cilium.conflist.
+ * CNI_PATH for that list: the newer cilium-cni stand-in, the shim's bin dir, the fixtures, then the 1.9 plugins
+ * (cilium-cni hands its delegate its own 1.1.0 stdin: Debian's host-local 1.1.1 would refuse it).
  */
-export async function writeChainedList(
-  s: Pick<Scratch, 'dir' | 'dataDir' | 'stateDir' | 'logFile'>,
-  network: string,
-  range: HostLocalRange,
-  main: 'ptp-1.1' | 'cilium-cni' = 'ptp-1.1',
-) {
+export function chainedCniPath(shimBin: string): string[] {
+  return [ciliumCniDir('newer'), shimBin, FIXTURE_BIN, PLUGINS_110];
+}
+
+/**
+ * A 1.1.0 list: cilium-cni (the newer stand-in: run a cilium-agent stand-in beside it), then the shim chained with host-local over `range` as its delegate (no
+ * residue cleanup: there are no azure-vnet rules here), written to <dir>/net.d/10-cilium.conflist.
+ */
+export async function writeChainedList(s: Pick<Scratch, 'dir' | 'dataDir' | 'stateDir' | 'logFile'>, network: string, range: HostLocalRange) {
   const ipam = { type: 'host-local', dataDir: s.dataDir, ranges: [[range]] };
-  const first = main === 'cilium-cni' ? ciliumCni(ipam) : { type: 'ptp-1.1', ipMasq: false, ipam };
   const confList = {
     cniVersion: '1.1.0',
     name: network,
-    plugins: [first, shimKeys({ dirs: s, keys: { residue: { ebtables: false, neigh: false } }, delegate: ipam })],
+    plugins: [ciliumCni(ipam), shimKeys({ dirs: s, keys: { residue: { ebtables: false, neigh: false } }, delegate: ipam })],
   };
   await mkdir(join(s.dir, 'net.d'));
   const conflistPath = join(s.dir, 'net.d', '10-cilium.conflist');
