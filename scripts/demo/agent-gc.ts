@@ -3,11 +3,13 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { DemoSection } from './section.js';
 import { stage, SHIM } from './lib.js';
+import { ciliumCni } from '../../test/support/shim/cilium.js';
 
 export const section: DemoSection = {
   name: 'agent-gc',
   async run(d) {
-    const s = await stage();
+    // cilium-cni of a line newer than 1.17: the runtime's GC needs a 1.1.0 list, which 1.17 refuses.
+    const s = await stage({ cilium: 'newer' });
     try {
       d.title("Failure 2: cilium-agent's own IPs under delegated IPAM, and CNI GC");
       const node = await s.net.netns('node');
@@ -15,10 +17,7 @@ export const section: DemoSection = {
       const conflist = await s.conflist('cilium', {
         cniVersion: '1.1.0',
         name: 'cilium',
-        plugins: [
-          { type: 'ptp-1.1', ipMasq: false, ipam },
-          { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, delegate: ipam },
-        ],
+        plugins: [ciliumCni(ipam), { type: 'ipam-shim', stateDir: s.stateDir, logFile: s.logFile, delegate: ipam }],
       });
       const store = async () => (await readdir(join(s.dataDir, 'cilium')).catch(() => [])).filter((f) => /^\d/.test(f)).sort();
       const agent = (...a: string[]) =>

@@ -1,10 +1,11 @@
-// The kubelet path: a pod through containerd's CRI with the shim in the conflist. A private containerd 1.6 runs in
+// The kubelet path: a pod through containerd's CRI with the shim in the conflist, chained after cilium-cni (the
+// bed's stand-in of Cilium 1.17, AKS's line, and its cilium-agent API stand-in). A private containerd 1.6 runs in
 // a netns standing for the node; the demo makes the calls kubelet makes (RunPodSandbox, PodSandboxStatus,
 // StopPodSandbox, RemovePodSandbox) over CRI v1 gRPC, and shows the shim's record, a pod refused for a reserved
 // address (the CRI error carries the shim's code-100 message) and that nothing is left after removal. On
 // containerd 2.x (install-deps' .deps/containerd-2, used where installed) it then shows NetworkReady following the
-// shim's STATUS with a 1.1.0 list: Ready, NotReady with the shim's message while the state dir is read-only,
-// Ready again.
+// shim's STATUS with a 1.1.0 list, which needs a newer Cilium (1.17 refuses it: shown too): Ready, NotReady with the
+// shim's message while the state dir is read-only, Ready again.
 import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -16,11 +17,12 @@ import { CriError } from '../../test/support/runtimes/cri/client.js';
 import { shimConfList } from '../../test/support/runtimes/cri/conflists.js';
 import { TestNet } from '../../test/support/net/netns.js';
 import type { DemoSection } from './section.js';
+import { ledgerAttachments } from './lib.js';
 
 export const section: DemoSection = {
   name: 'cri',
   async run(d) {
-    d.title('The kubelet path: a pod through containerd CRI, the shim chained after the main plugin (AKS 0.3.1 shape)');
+    d.title('The kubelet path: a pod through containerd CRI, the shim chained after cilium-cni 1.17 (AKS 0.3.1 shape)');
     // containerd 2.x (what current AKS images ship, and the one that sends STATUS) with the plugins that speak
     // 1.1.0, where install-deps put them; else the system's containerd and plugins.
     const c2 = path.join(ROOT, '.deps/containerd-2');
@@ -41,7 +43,7 @@ export const section: DemoSection = {
       d.say(
         `containerd ${containerdBuild(binDir).version} starts in the node netns with its own root, state, socket and CNI dirs; the sandbox image is built offline from busybox-static.`,
       );
-      bed = await CriBed.create({ node, confList: list, containerdBinDir: binDir, ...(on2 ? { pluginDir: p19 } : {}) });
+      bed = await CriBed.create({ node, confList: list, containerdBinDir: binDir, cilium: '1.17', ...(on2 ? { pluginDir: p19 } : {}) });
       const cri = bed.cri;
       const v = await cri.version();
       d.say(`CRI Version: ${v.runtime_name} ${v.runtime_version}, API ${v.runtime_api_version}`);
@@ -50,7 +52,9 @@ export const section: DemoSection = {
       d.say(`conflist ${bed.confListPath}:`);
       d.say(`  ${JSON.stringify(JSON.parse(await readFile(bed.confListPath, 'utf8')))}`);
 
-      d.say('\nRunPodSandbox (kubelet starting a pod): containerd runs ptp → host-local, then ipam-shim, through libcni.');
+      d.say(
+        '\nRunPodSandbox (kubelet starting a pod): containerd runs cilium-cni (it asks cilium-agent, then host-local), then ipam-shim, through libcni.',
+      );
       const pod = await bed.runPod('web-1');
       d.say(`  sandbox ${pod.id.slice(0, 12)}…  ip ${pod.ips.join(', ')}  netns ${pod.netnsPath}`);
       const records = await readdir(path.join(bed.stateDir, bed.network, 'records')).catch(() => [] as string[]);
@@ -74,11 +78,12 @@ export const section: DemoSection = {
 
       d.say('\nStopPodSandbox + RemovePodSandbox (kubelet deleting the pods): containerd sends DEL at least twice per pod.');
       for (const p of [pod, retry]) await bed.removePod(p.id);
-      const left = await readdir(path.join(bed.stateDir, bed.network, 'records')).catch(() => [] as string[]);
+      // (a chained DEL leaves its record marked deleted until GC sees the pod gone: no attachment)
+      const left = await ledgerAttachments(bed.stateDir, bed.network);
       const store = (await readdir(path.join(bed.dataDir, bed.network)).catch(() => [] as string[])).filter((f) => /^\d/.test(f));
       d.verdict(
         left.filter((f) => f.endsWith('.json')).length === 0 && store.length === 0,
-        'no ledger record, no host-local allocation, every DEL succeeded',
+        'no attachment left in the ledger, no host-local allocation, every DEL succeeded',
       );
 
       if (!on2) {
@@ -87,9 +92,6 @@ export const section: DemoSection = {
         );
         return;
       }
-      d.say('\nThe same list at cniVersion 1.1.0: containerd 2.x now runs STATUS on every plugin at each CRI Status call (kubelet polls every 5 s),');
-      d.say("so the shim's STATUS is the node's NetworkReady (false = the node is NotReady and gets no new pods).");
-      await bed.setConfList({ ...list(bed), cniVersion: '1.1.0' });
       const show = async (what: string, want: boolean) => {
         const started = performance.now();
         const c = await cri.networkReady();
@@ -98,9 +100,19 @@ export const section: DemoSection = {
         );
         return c.status === want ? c : undefined;
       };
+      d.say('\nThe same list at cniVersion 1.1.0 in front of cilium-cni 1.17, which supports at most 1.0.0:');
+      await bed.setConfList({ ...list(bed), cniVersion: '1.1.0' });
+      const refusedStatus = await show('loading the 1.1.0 list', false);
       d.verdict(
-        (await show('loading the 1.1.0 list', true)) !== undefined,
-        'Ready: the shim finds its state dir writable and its delegate there; ptp asks host-local 1.9, the IPAM it relies on, itself',
+        refusedStatus?.message.includes('plugin version does not allow STATUS') === true,
+        'NotReady: cilium-cni 1.17 refuses the list (every ADD would fail too): the lists for 1.17 stay at 1.0.0 or 0.3.1',
+      );
+      d.say('\nWith a newer cilium-cni (1.1.0, STATUS) containerd 2.x runs STATUS on every plugin at each CRI Status call (kubelet');
+      d.say("polls every 5 s), so the shim's STATUS is part of the node's NetworkReady (false = NotReady, no new pods).");
+      await bed.useCiliumLine('newer');
+      d.verdict(
+        (await show('the newer cilium-cni', true)) !== undefined,
+        'Ready: cilium-agent answers, the shim finds its state dir writable and its delegate there; cilium-cni asks host-local 1.9 itself',
       );
       const stateDir = bed.stateDir;
       try {

@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { shimEntryInUse } from '../../src/conflist.js';
 import { ledgerRecords } from '../support/shim/cni.js';
 import { hostLocal, shimConfList } from '../support/runtimes/cri/conflists.js';
+import { ciliumCni } from '../support/shim/cilium.js';
 import { criOrSkip, useCriBed } from '../support/runtimes/cri/suite.js';
 
 const enabled = criOrSkip();
@@ -56,10 +57,12 @@ describe.skipIf(!enabled)('the conf dir: containerd and the shim agree on the ne
     const slot = {
       cniVersion: '1.0.0',
       name: 'slot',
-      type: 'ptp',
-      ipMasq: false,
-      mtu: 1500,
-      ipam: { type: 'ipam-shim', stateDir: s.bed.stateDir, logFile: s.bed.logFile, delegate: hostLocal(s.bed, [[{ subnet: '10.97.1.0/24' }]]) },
+      ...ciliumCni({
+        type: 'ipam-shim',
+        stateDir: s.bed.stateDir,
+        logFile: s.bed.logFile,
+        delegate: hostLocal(s.bed, [[{ subnet: '10.97.1.0/24' }]]),
+      }),
     };
     await add({ '05-slot.conf': JSON.stringify(slot) });
     expect((await s.bed.loadedConfList('slot')).source).toBeDefined();

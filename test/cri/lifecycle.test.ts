@@ -1,5 +1,6 @@
 // The kubelet path: containerd 1.6's CRI plugin runs the conflist through libcni when kubelet calls
-// RunPodSandbox / StopPodSandbox / RemovePodSandbox. Both placements of the shim, at 0.3.1 (AKS) and 1.0.0.
+// RunPodSandbox / StopPodSandbox / RemovePodSandbox. Both placements of the shim, at 0.3.1 (AKS) and 1.0.0, behind
+// the bed's cilium-cni stand-in (CILIUM_LINE's line); a 1.1.0 list in front of the 1.17 line fails as on a node.
 // A recording plugin at the end of the chain measures what containerd sends (the facts docs/runtimes.md states).
 import { readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
@@ -9,6 +10,8 @@ import { hostLocalAllocations, ledgerRecords } from '../support/shim/cni.js';
 import { inNs } from '../support/net/netns.js';
 import { CNI_LOGGER, PLACEMENTS, shimConfList, VERSIONS, type CniVersion, type Placement } from '../support/runtimes/cri/conflists.js';
 import { criOrSkip, useCriBed } from '../support/runtimes/cri/suite.js';
+import { CILIUM_ROUTERS } from '../support/runtimes/cri/bed.js';
+import { CriError } from '../support/runtimes/cri/client.js';
 
 const enabled = criOrSkip();
 const RANGES = [[{ subnet: '10.96.0.0/24' }]];
@@ -44,13 +47,15 @@ describe.skipIf(!enabled)('containerd CRI → libcni → ipam-shim', () => {
       const ip = pod.ips[0]!;
       expect(ip).toMatch(/^10\.96\.0\.\d+$/);
 
-      // The pod's netns is containerd's (/var/run/netns/cni-…) and holds eth0 with the address; the host side of
-      // the veth and the route to the pod are in the node netns, not on the host.
+      // The pod's netns is containerd's (/var/run/netns/cni-…) and holds eth0 with the address as cilium-cni puts it
+      // (/32, default route via the router address); the host side of the veth (lxc…) and the endpoint route to the
+      // pod are in the node netns, not on the host.
       expect(pod.netnsPath).toMatch(/^\/var\/run\/netns\/cni-[0-9a-f-]+$/);
       const podNs = path.basename(pod.netnsPath);
-      expect((await inNs(podNs, 'ip', ['-4', '-o', 'addr', 'show', 'eth0'])).stdout).toContain(`${ip}/24`);
+      expect((await inNs(podNs, 'ip', ['-4', '-o', 'addr', 'show', 'eth0'])).stdout).toContain(`${ip}/32`);
+      expect((await inNs(podNs, 'ip', ['-4', 'route', 'show', 'default'])).stdout).toContain(`via ${CILIUM_ROUTERS.routerIPv4} dev eth0`);
       const route = JSON.parse((await inNs(s.node, 'ip', ['-j', 'route', 'get', ip])).stdout) as Array<{ dev: string }>;
-      expect(route[0]!.dev).toMatch(/^veth/);
+      expect(route[0]!.dev).toMatch(/^lxc[0-9a-f]{12}$/);
       expect(existsSync(`/sys/class/net/${route[0]!.dev}`)).toBe(false);
       await inNs(s.node, 'ping', ['-c', '1', '-W', '2', ip]);
 
@@ -78,7 +83,7 @@ describe.skipIf(!enabled)('containerd CRI → libcni → ipam-shim', () => {
       // The first DEL (Stop, netns still there) gets the cached ADD result as prevResult from 0.4.0 on, none at
       // 0.3.1; libcni deletes its cache on that DEL, so the later ones get neither a netns nor a prevResult.
       const dels = sent.filter((c) => c.command === 'DEL');
-      expect(dels[0]).toMatchObject({ netns: pod.netnsPath, prevResultIPs: cniVersion === '0.3.1' ? null : [`${ip}/24`] });
+      expect(dels[0]).toMatchObject({ netns: pod.netnsPath, prevResultIPs: cniVersion === '0.3.1' ? null : [`${ip}/32`] });
       expect(dels.slice(1).map((c) => [c.netns, c.prevResultIPs])).toEqual(dels.slice(1).map(() => ['', null]));
       expect(sent.every((c) => c.cniVersion === cniVersion && c.ifname === 'eth0')).toBe(true);
       const args = Object.fromEntries(sent[0]!.args.split(';').map((kv) => kv.split('=') as [string, string]));
@@ -106,6 +111,41 @@ describe.skipIf(!enabled)('containerd CRI → libcni → ipam-shim', () => {
     const plain = await s.bed.runPod('no-caps', { port_mappings: [{ protocol: 'TCP', container_port: 80, host_port: 8080 }] });
     expect((await calls(plain.id))[0]!.runtimeConfig).toBeNull();
     await s.bed.removePod(plain.id);
+  });
+
+  it("a 1.1.0 list in front of cilium-cni 1.17: RunPodSandbox fails with cilium-cni's refusal, nothing is allocated; 1.0.0 works", async () => {
+    // The line AKS runs, whatever CILIUM_LINE chose for the bed (the real 1.17.5 answers exactly this, issue 41).
+    await s.bed.useCiliumLine('1.17');
+    try {
+      await s.bed.setConfList({
+        ...shimConfList(s.bed, { placement: 'chained', cniVersion: '1.0.0', ranges: RANGES, loggerLog: loggerLog() }),
+        cniVersion: '1.1.0',
+      });
+      const adds = async () => (await readFile(loggerLog(), 'utf8').catch(() => '')).split('\n').filter((l) => l.includes('"command":"ADD"')).length;
+      const addsBefore = await adds();
+      const err = await s.bed.runPod('too-new').then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(CriError);
+      const details = (err as CriError).details;
+      expect(details).toContain('plugin type="cilium-cni" failed (add): incompatible CNI versions');
+      expect(details).toContain('config is "1.1.0", plugin supports ["0.1.0" "0.2.0" "0.3.0" "0.3.1" "0.4.0" "1.0.0"]');
+      // Refused before the agent or the delegate is asked: no address, no record, and the plugins after it never ran.
+      expect(await hostLocalAllocations(s.bed.dataDir, s.bed.network)).toEqual([]);
+      expect(await ledgerRecords(s.bed.stateDir, s.bed.network)).toEqual([]);
+      expect(await adds()).toBe(addsBefore);
+      // The same list at the version the line takes: the pod starts.
+      await use('chained', '1.0.0');
+      const pod = await s.bed.runPod('fixed');
+      expect(pod.ips[0]).toMatch(/^10\.96\.0\.\d+$/);
+    } finally {
+      // A sandbox the refused ADD left is removed once the list is one cilium-cni takes (its DELs are refused too).
+      await use('chained', '1.0.0');
+      await s.bed.removeAllPods();
+    }
+    expect(await s.bed.cri.listPodSandbox()).toEqual([]);
+    expect(await hostLocalAllocations(s.bed.dataDir, s.bed.network)).toEqual([]);
   });
 
   it('a containerd restart with a pod running makes no CNI call; the pod keeps its address and record', async () => {

@@ -1,6 +1,6 @@
 // Failure 3 through CRI: a dual-stack pod started by containerd; Azure's LB probe from fe80::1234:5678:9abc is
 // answered by real ping once the shim's ADD has put AgentBaker's rewrite (table ip6 azureSLBProbe) in the node.
-//   netns lb (fe80::1234:5678:9abc only) ── eth0 ── node netns (fe80::1, forwarding, containerd) ── ptp ── pods
+//   netns lb (fe80::1234:5678:9abc only) ── eth0 ── node netns (fe80::1, forwarding, containerd) ── cilium-cni's lxc ── pods
 // (the topology of test/e2e/probe-rewrite.test.ts).
 import { describe, expect, it } from 'vitest';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
@@ -66,7 +66,7 @@ describe.skipIf(!enabled)('IPv6 LB probes to a dual-stack pod through containerd
       expect(pod.ips[1]).toMatch(new RegExp(`^fd00:10:101:${i}::`));
       expect(await ledgerRecords(s.bed.stateDir, s.bed.network)).toEqual([`${pod.id}:eth0.json`]);
       expect(await hasTable()).toBe(true);
-      // the pod's default route points at the host veth's link-local address: both ends must be past DAD
+      // no address may still be tentative on either end (DAD) before the reply can leave
       await settled(runInNetns(pod.netnsPath.split('/').pop()!));
       await settled(inNode);
       expect(await probe(pod.ips[1]!)).toBe(0);

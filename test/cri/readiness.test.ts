@@ -4,6 +4,8 @@
 // 1.1.0; Debian 12's 1.1.1 refuse a 1.1.0 list): ready in both placements; not ready with the shim's message
 // when the state dir is read-only or the delegate is gone, ready again once fixed; a hung delegate cannot hold
 // the CRI Status call; a blip is tolerated, a lasting failure is not; and containerd 2.x never sends GC.
+// cilium-cni's place holds the stand-in of the newer Cilium line (1.1.0, STATUS: code 50 while cilium-agent is
+// down), whatever CILIUM_LINE says: 1.17 refuses a 1.1.0 list, which the last test shows is a NotReady node.
 // Needs containerd 2.x whatever CONTAINERD_BIN_DIR says (containerd 1.6/1.7 never send STATUS): the one
 // install-deps publishes at .deps/containerd-2 (or CONTAINERD_BIN_DIR when that names a 2.x): it runs in both of
 // CI's CRI passes, on 2.x each time.
@@ -19,6 +21,7 @@ import { CNI_LOGGER, hostLocal, type Placement, PLACEMENTS } from '../support/ru
 import type { CriBedDirs } from '../support/runtimes/cri/bed.js';
 import type { RuntimeCondition } from '../support/runtimes/cri/client.js';
 import { criOrSkip, useCriBed } from '../support/runtimes/cri/suite.js';
+import { ciliumCni } from '../support/shim/cilium.js';
 
 const is2x = (dir: string) => missingTools(dir).length === 0 && containerdBuild(dir).major >= 2;
 /** CONTAINERD_BIN_DIR when it names a 2.x (CI's containerd-2 pass), else the 2.x install-deps publishes. */
@@ -51,26 +54,21 @@ describe.skipIf(!enabled)('containerd 2.x CRI Status ← ipam-shim STATUS (1.1.0
     containerdBinDir: CONTAINERD2,
     pluginDir: PLUGINS_11,
     plugins: { ...CNI_LOGGER, ...STATUS_IPAM },
+    cilium: 'newer',
     confList: (dirs) => list(dirs, 'chained'),
   });
   const modeFile = () => path.join(s.bed.baseDir, 'status-mode');
   const loggerLog = () => path.join(s.bed.baseDir, 'calls.jsonl');
 
   /**
-   * ptp in cilium-cni's place; the shim's delegate is status-ipam over host-local (STATUS steered by a file);
+   * cilium-cni (newer) first; the shim's delegate is status-ipam over host-local (STATUS steered by a file);
    * the recording plugin last. `shim`: extra shim settings.
    */
   function list(dirs: CriBedDirs, placement: Placement, shim: Record<string, unknown> = {}): Record<string, unknown> {
     const delegate = { ...hostLocal(dirs, RANGES), type: 'status-ipam', statusModeFile: path.join(dirs.baseDir, 'status-mode') };
     const own = { stateDir: dirs.stateDir, logFile: dirs.logFile, ipv6ProbeRewrite: 'off', delegate, ...shim };
-    const main = { type: 'ptp', ipMasq: false, mtu: 1500 };
     const plugins =
-      placement === 'chained'
-        ? [
-            { ...main, ipam: hostLocal(dirs, RANGES) },
-            { type: 'ipam-shim', ...own },
-          ]
-        : [{ ...main, ipam: { type: 'ipam-shim', ...own } }];
+      placement === 'chained' ? [ciliumCni(hostLocal(dirs, RANGES)), { type: 'ipam-shim', ...own }] : [ciliumCni({ type: 'ipam-shim', ...own })];
     return {
       cniVersion: '1.1.0',
       name: dirs.network,
@@ -126,7 +124,8 @@ describe.skipIf(!enabled)('containerd 2.x CRI Status ← ipam-shim STATUS (1.1.0
       expect(status.every((c) => c.cniVersion === '1.1.0' && c.containerID === '' && c.netns === '')).toBe(true);
       const shim = (await shimStatusLines()).slice(shimBefore);
       expect(shim.map((l) => l.msg)).toEqual(['CNI call done', 'CNI call done', 'CNI call done']);
-      // In the slot the shim asks its delegate; chained, ptp asks the IPAM it relies on and the shim does not again.
+      // In the slot the shim asks its delegate; chained, cilium-cni asks the IPAM it delegates to and the shim does not
+      // again.
       expect(shim.map((l) => 'delegate.status' in l.timings)).toEqual([true, true, true].map(() => placement === 'ipam'));
       const delegateStatus = (await readFile(`${modeFile()}.calls`, 'utf8').catch(() => '')).split('\n').filter(Boolean);
       expect(delegateStatus.length).toBe(placement === 'ipam' ? 3 : 0);
@@ -223,7 +222,7 @@ describe.skipIf(!enabled)('containerd 2.x CRI Status ← ipam-shim STATUS (1.1.0
     const life = (await calls()).filter((c) => c.containerID === gone.id);
     expect(life.map((c) => c.command)).toEqual(['ADD', 'DEL', 'DEL']);
     expect(life.every((c) => c.cniVersion === '1.1.0')).toBe(true);
-    expect(life[1]).toMatchObject({ netns: gone.netnsPath, prevResultIPs: [`${gone.ips[0]}/24`] });
+    expect(life[1]).toMatchObject({ netns: gone.netnsPath, prevResultIPs: [`${gone.ips[0]}/32`] });
     expect(life[2]).toMatchObject({ netns: '', prevResultIPs: null });
     const args = Object.fromEntries(life[0]!.args.split(';').map((kv) => kv.split('=') as [string, string]));
     expect(args).toEqual({
@@ -243,5 +242,42 @@ describe.skipIf(!enabled)('containerd 2.x CRI Status ← ipam-shim STATUS (1.1.0
     // A containerd that starts sending GC must be noticed: the shim's GC then runs on the runtime's valid list.
     expect(commands.has('GC')).toBe(false);
     expect([...commands].sort()).toEqual(['ADD', 'DEL', 'STATUS']);
+  });
+
+  it("cilium-agent down: NotReady with cilium-cni's own STATUS error (DaemonDown), the shim never asked; up again: Ready", async () => {
+    await use('chained');
+    expect(await networkReady()).toMatchObject({ status: true });
+    const shimBefore = (await shimStatusLines()).length;
+    await s.bed.ciliumAgent!.down();
+    try {
+      const down = await networkReady();
+      expect(down.status).toBe(false);
+      // containerd's condition carries cilium-cni's msg and details (libcni adds no plugin name to STATUS errors).
+      expect(down.message).toContain('DaemonDown; unable to connect to Cilium agent: failed to create cilium agent client after');
+      // libcni stops at the first plugin that fails STATUS: the shim behind it is not run.
+      expect((await shimStatusLines()).length).toBe(shimBefore);
+    } finally {
+      await s.bed.ciliumAgent!.up();
+    }
+    expect(await networkReady()).toMatchObject({ status: true });
+  });
+
+  it('the 1.17 line in front of a 1.1.0 list: cilium-cni refuses STATUS, so the node is NotReady, and every pod fails', async () => {
+    await use('chained');
+    await s.bed.useCiliumLine('1.17');
+    try {
+      const refused = await networkReady();
+      expect(refused.status).toBe(false);
+      expect(refused.message).toContain('plugin version does not allow STATUS');
+      const err = await s.bed.runPod('refused').then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(String((err as Error | undefined)?.message)).toContain('incompatible CNI versions');
+    } finally {
+      await s.bed.useCiliumLine('newer');
+      await s.bed.removeAllPods();
+    }
+    expect(await networkReady()).toMatchObject({ status: true });
   });
 });

@@ -40,7 +40,7 @@ describe.skipIf(!enabled)('reserved CIDRs through containerd CRI', () => {
         expect(err).toBeInstanceOf(CriError);
         expect((err as CriError).method).toBe('RunPodSandbox');
         expect((err as CriError).details).toContain(`address ${reserved} is inside reserved CIDR ${reserved}/32 (network ${s.bed.network})`);
-        expect((err as CriError).details).toContain(`plugin type="${placement === 'chained' ? 'ipam-shim' : 'ptp'}"`);
+        expect((err as CriError).details).toContain(`plugin type="${placement === 'chained' ? 'ipam-shim' : 'cilium-cni'}"`);
 
         // containerd removed the failed sandbox and ran DEL: nothing is left anywhere.
         expect(await s.bed.cri.listPodSandbox()).toEqual([]);

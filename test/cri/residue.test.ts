@@ -2,7 +2,7 @@
 // address the pod will get are planted in the node, next to decoys and node-wide rules (the verified reproduction,
 // as in test/e2e/residue.test.ts):
 //   netns vnet (10.240.0.4/16) ── veth ── node netns: eth0 ⊂ bridge azure0 (10.240.0.5/16), ip_forward=1,
-//   containerd running there; pods attached by ptp + host-local 10.240.0.32–63.
+//   containerd running there; pods attached by cilium-cni (the bed's stand-in) + host-local 10.240.0.32–63.
 // After RunPodSandbox the VNet host reaches the pod with real ping; decoys and node-wide rules are intact.
 // A pod started while the shim was not in the list (the watch window, an upgrade) is the node agent's: its first
 // pass reads containerd's result cache and removes that pod's residue; a pod holding a reserved address is

@@ -14,10 +14,13 @@ import { disagreements } from '../support/shim/robust.js';
 import { CnitoolRuntime, HarnessError } from '../support/runtimes/cnitool.js';
 import { AGENT_GRACE_S, AGENT_INTERVAL_S, cpuMs, fdsAndRss, LifeNode } from './node.js';
 import { LifeRecord, quantile } from './report.js';
+import type { CiliumLine } from '../support/shim/cilium.js';
 
 export interface LifeOptions {
   containerdBinDir: string;
   pluginDir: string;
+  /** The Cilium line in cilium-cni's place (its stand-in): 1.17 lists at 0.3.1/1.0.0, newer at 0.3.1/1.1.0. */
+  ciliumLine: CiliumLine;
   /** Churn length in seconds (the rest of the life is fixed work). */
   churnSeconds: number;
   /** Most pods alive at once. */
@@ -53,7 +56,14 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
   const rangeStart = 10;
   const rangeEnd = rangeStart + size - 1;
   const reserved = '10.240.1.20/30';
-  const node = new LifeNode({ containerdBinDir: o.containerdBinDir, pluginDir: o.pluginDir, rangeStart, rangeEnd, reserved });
+  const node = new LifeNode({
+    containerdBinDir: o.containerdBinDir,
+    pluginDir: o.pluginDir,
+    ciliumLine: o.ciliumLine,
+    rangeStart,
+    rangeEnd,
+    reserved,
+  });
   const live = new Map<string, LivePod>();
   const planted = new Set<string>();
   let healthIps: string[] = [];
@@ -308,6 +318,7 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
     concurrency: o.concurrency,
     range: `${node.ipOf(rangeStart)}-${node.ipOf(rangeEnd)}`,
     reserved,
+    ciliumLine: o.ciliumLine,
     containerd: '',
   };
   let crashed: Error | undefined;
@@ -326,8 +337,8 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
         startPoller();
         await sleep(2_000); // cilium-agent starting
         const written = R.now();
-        await node.writeCiliumConflist('1.1.0');
-        R.event('conflist', 'cilium writes 1.1.0 (no shim)');
+        await node.writeCiliumConflist(node.topVersion);
+        R.event('conflist', `cilium writes ${node.topVersion} (no shim)`);
         await waitReady();
         bootWindow();
         p.notes.readyAfterConflistMs = (statusSamples.find((s) => s.ready)?.t ?? Number.NaN) - written;
@@ -431,11 +442,11 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
           await R.phase('storm', async (sp) => {
             const n = 8;
             for (let i = 0; i < n; i++) {
-              await node.writeCiliumConflist(i % 2 ? '1.1.0' : '0.3.1');
+              await node.writeCiliumConflist(i % 2 ? node.topVersion : '0.3.1');
               R.count('conflistRewrites');
               await sleep(400 + Math.random() * 800);
             }
-            await node.writeCiliumConflist('1.1.0');
+            await node.writeCiliumConflist(node.topVersion);
             const t = R.now();
             await waitChained();
             sp.notes.rewrites = n + 1;
@@ -518,20 +529,26 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
     );
 
     // ---- the runtime's start-up GC, CRI-O-shaped through the real libcni ----
+    // libcni sends the GC verb only to a 1.1.0 list (the newer line's): there the shim's GC releases what no cache
+    // entry names. On 1.17's 1.0.0 list GCNetworkList only DELs the cached attachments; the one whose cache entry
+    // was lost stays allocated for the runtime's own DEL of its sandbox (recreate) or the agent's GC (drain: leaks).
     await R.phase(
       'startup-gc',
       async (p) => {
-        const what =
-          'the runtime start-up GC (libcni GCNetworkList, the pods that survived as the valid list) succeeds and leaves no dead pod allocated';
+        const gcVerb = node.topVersion === '1.1.0';
+        const what = gcVerb
+          ? 'the runtime start-up GC (libcni GCNetworkList, the pods that survived as the valid list) succeeds and leaves no dead pod allocated'
+          : 'the runtime start-up GC (libcni GCNetworkList on a 1.0.0 list: DELs of the cached attachments, no GC verb) succeeds and leaves no dead pod with a cache entry allocated';
         const cacheDir = await mkdtemp(path.join(os.tmpdir(), 'life-gc-'));
         try {
           await mkdir(path.join(cacheDir, 'results'));
           const entries = (await readdir('/var/lib/cni/results')).filter((f) => f.startsWith(`${node.network}-`));
           // One cache entry lost with the reboot (a node that crashed mid-write): only the shim's GC can release it.
           const lost = entries.find((f) => oldSandboxes.some((id) => f.includes(id)));
+          const lostId = lost ? oldSandboxes.find((id) => lost.includes(id)) : undefined;
           for (const f of entries) if (f !== lost) await copyFile(path.join('/var/lib/cni/results', f), path.join(cacheDir, 'results', f));
           const confList = JSON.parse(await readFile(node.bed.confListPath, 'utf8'));
-          const crio = new CnitoolRuntime({ confList, pluginDirs: [node.bed.binDir], cacheDir, netns: node.node });
+          const crio = new CnitoolRuntime({ confList, pluginDirs: [node.bed.binDir], cacheDir, netns: node.node, env: node.bed.ciliumEnv });
           // No pod survived a reboot: CRI-O's ocicni passes a nil list.
           let error: string | undefined;
           try {
@@ -547,10 +564,15 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
             crio.invocations.find((i) => i.command === 'GC' && i.plugin === 'ipam-shim')?.stdin['cni.dev/valid-attachments'] ?? 'absent',
           );
           const store = await node.store();
-          const dead = [...store.entries()].filter(([ip]) => !healthIps.includes(ip)).map(([ip, k]) => `${ip}:${k}`);
+          // Without the GC verb the lost entry's pod keeps its address here: only its own attachment may stay.
+          const waiting = (k: string) => !gcVerb && lostId !== undefined && k === `${lostId}:eth0`;
+          const dead = [...store.entries()].filter(([ip, k]) => !healthIps.includes(ip) && !waiting(k)).map(([ip, k]) => `${ip}:${k}`);
           p.notes.heldAfter = dead.length;
+          p.notes.leftForTheRuntimesDel = [...store.values()].filter(waiting).length;
           R.check('startup-gc', what, error ? `GCNetworkList failed: ${error}` : undefined);
           R.check('startup-gc', what, dead.length ? `still allocated after the GC, no pod alive: ${dead.join(' ')}` : undefined);
+          const sent = (p.notes.gcSentTo as string[]).length > 0;
+          R.check('startup-gc', what, sent !== gcVerb ? `GC verb sent to [${p.notes.gcSentTo}] on a ${node.topVersion} list` : undefined);
           R.invariant('startup-gc', what).evidence = { ...p.notes, lostCacheEntry: lost ?? 'none', error: error ?? 'none' };
         } finally {
           await rm(cacheDir, { recursive: true, force: true });

@@ -1,7 +1,8 @@
 // The node of the life (test/life/life.ts): containerd 2.x's CRI bed in a node netns beside a VNet host
-// (test/support/net/azure-vnet.ts), the agent as its image under podman with the DaemonSet's securityContext and
-// mounts (as test/node/whole-node.test.ts runs it), the conflist written by a cilium/CNS-shaped writer, azure-vnet
-// residue planted and looked for, and what the invariants read (ledger, host-local's store, the shim's log).
+// (test/support/net/azure-vnet.ts), cilium-cni's stand-in of one Cilium line and its agent API stand-in (the bed's),
+// the agent as its image under podman with the DaemonSet's securityContext and mounts (as
+// test/node/whole-node.test.ts runs it), the conflist written by a cilium/CNS-shaped writer, azure-vnet residue
+// planted and looked for, and what the invariants read (ledger, host-local's store, the shim's log).
 import { execa } from 'execa';
 import { copyFile, mkdir, mkdtemp, readFile, rename, rm, statfs, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -15,6 +16,7 @@ import { inNs, TestNet, uid } from '../support/net/netns.js';
 import { buildTestImage } from '../support/deploy/node-image.js';
 import { PodmanBed } from '../support/runtimes/podman.js';
 import { hostLocalStore, readLedger } from '../support/shim/robust.js';
+import { ciliumCni, type CiliumLine } from '../support/shim/cilium.js';
 
 const CNI_CACHE = '/var/lib/cni';
 export const AGENT_INTERVAL_S = 2;
@@ -24,6 +26,8 @@ const DEAD_MAC = '00:0d:3a:30:47:42';
 export interface NodeOptions {
   containerdBinDir: string;
   pluginDir: string;
+  /** The Cilium line in cilium-cni's place: which list versions it takes (1.17: up to 1.0.0; newer: 1.1.0). */
+  ciliumLine: CiliumLine;
   /** host-local's range: first and last address of 10.240.1.0/24. */
   rangeStart: number;
   rangeEnd: number;
@@ -92,35 +96,33 @@ export class LifeNode {
       node: this.node,
       containerdBinDir: this.o.containerdBinDir,
       pluginDir: this.o.pluginDir,
-      plugins: { 'cilium-cni': path.join(this.o.pluginDir, 'ptp') },
+      cilium: this.o.ciliumLine,
       confList: () => undefined,
     });
     await mkdir(this.bed.dataDir, { recursive: true });
-    // The agent installs the shim; ptp's IPAM is the flaky wrapper (a file of its own: it runs in the agent's image too).
+    // The agent installs the shim; cilium-cni's delegated IPAM is the flaky wrapper (a file of its own: it runs in the
+    // agent's image too).
     await rm(path.join(this.bed.binDir, 'ipam-shim'), { force: true });
     await copyFile(path.join(FIXTURE_BIN, 'flaky-ipam'), this.flaky);
     await execa('chmod', ['0755', this.flaky]);
   }
 
-  /** cilium-agent's (1.1.0) or CNS's (AKS's 0.3.1) conflist, without the shim, written as they write it (rename). */
-  async writeCiliumConflist(cniVersion: '0.3.1' | '1.1.0'): Promise<void> {
-    const list = {
-      cniVersion,
-      name: this.bed.network,
-      plugins: [
-        {
-          type: 'cilium-cni',
-          ipMasq: false,
-          mtu: 1500,
-          ipam: {
-            type: 'flaky-ipam',
-            dataDir: this.bed.dataDir,
-            ranges: [[{ subnet: '10.240.0.0/16', rangeStart: this.ipOf(this.o.rangeStart), rangeEnd: this.ipOf(this.o.rangeEnd) }]],
-            routes: [{ dst: '0.0.0.0/0' }],
-          },
-        },
-      ],
+  /**
+   * The newest list version the line's cilium-cni takes: 1.0.0 on 1.17, 1.1.0 (STATUS reaches the plugins) on newer.
+   */
+  get topVersion(): '1.0.0' | '1.1.0' {
+    return this.o.ciliumLine === '1.17' ? '1.0.0' : '1.1.0';
+  }
+
+  /** cilium-agent's conflist (topVersion) or CNS's (AKS's 0.3.1), without the shim, written as they write it (rename). */
+  async writeCiliumConflist(cniVersion: '0.3.1' | '1.0.0' | '1.1.0'): Promise<void> {
+    const ipam = {
+      type: 'flaky-ipam',
+      dataDir: this.bed.dataDir,
+      ranges: [[{ subnet: '10.240.0.0/16', rangeStart: this.ipOf(this.o.rangeStart), rangeEnd: this.ipOf(this.o.rangeEnd) }]],
+      routes: [{ dst: '0.0.0.0/0' }],
     };
+    const list = { cniVersion, name: this.bed.network, plugins: [ciliumCni(ipam)] };
     const tmp = path.join(this.bed.confDir, `.cilium.${uid()}.tmp`);
     await writeFile(tmp, `${JSON.stringify(list, null, 2)}\n`);
     await rename(tmp, this.bed.confListPath);

@@ -2,8 +2,10 @@
 // rewrite storm, the shim's upgrade and rollback and faults, reboot, the runtime's start-up GC, re-creation, drain)
 // on containerd 2.x, failing on any broken invariant. Its report and JSON go to .tmp/life (LIFE_OUT). CI's
 // containerd-2 pass runs it (test/node with CONTAINERD_BIN_DIR); with containerd 1.x (the base pass) it skips:
-// 1.x sends no STATUS and Debian 12's plugins 1.1.1 refuse the 1.1.0 list the life runs on. `npm run life --
-// --minutes 30` runs a long one (test/life/run.ts).
+// 1.x sends no STATUS and Debian 12's plugins 1.1.1 refuse the newer line's 1.1.0 list. cilium-cni's place holds the
+// stand-in of LIFE_CILIUM_LINE's Cilium line, 1.17 (AKS's) unless set: not CILIUM_LINE, which CI's containerd-2 pass
+// sets to newer for the CRI suites. `npm run life -- --minutes 30 [--cilium-line newer]` runs a long one
+// (test/life/run.ts).
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
@@ -13,6 +15,7 @@ import { containerdBinDir, containerdBuild, missingTools } from '../support/runt
 import { envInt } from '../support/shim/robust.js';
 import { nodeImagePrerequisites } from '../support/deploy/node-image.js';
 import { runLife } from '../life/life.js';
+import { CILIUM_LINES, type CiliumLine } from '../support/shim/cilium.js';
 
 const bin = containerdBinDir();
 const is2x = missingTools(bin).length === 0 && containerdBuild(bin).major >= 2;
@@ -24,13 +27,16 @@ if (!is2x || !speaks11)
   );
 const enabled = is2x && speaks11 && nodeImagePrerequisites('the node life', { 'containerd, runc and busybox-static': hasContainerd(bin) });
 const churnSeconds = envInt('LIFE_CHURN_SECONDS', 75);
+const ciliumLine = (process.env.LIFE_CILIUM_LINE || '1.17') as CiliumLine;
+if (!CILIUM_LINES.includes(ciliumLine)) throw new Error(`LIFE_CILIUM_LINE=${ciliumLine}: not one of ${CILIUM_LINES.join(', ')}`);
 
 it.skipIf(!enabled)(
-  'a node life: every phase, every invariant',
+  `a node life (cilium-cni ${ciliumLine}): every phase, every invariant`,
   async () => {
     const r = await runLife({
       containerdBinDir: bin,
       pluginDir: plugins,
+      ciliumLine,
       churnSeconds,
       maxPods: envInt('LIFE_MAX_PODS', 8),
       concurrency: envInt('LIFE_CONCURRENCY', 3),

@@ -25,6 +25,7 @@ import { ROOT } from '../../scripts/image/build-image.js';
 import { hostLocalAllocations, ledgerRecords, PLUGIN_DIR } from '../support/shim/cni.js';
 import { hasContainerd } from '../support/runtimes/cri/bed.js';
 import { hostLocal } from '../support/runtimes/cri/conflists.js';
+import { ciliumCni } from '../support/shim/cilium.js';
 import { ping, PROBE_SOURCE, watchPodInput } from '../support/net/probe-topology.js';
 import { runInNetns } from '../../src/effects/exec.js';
 import { PROBE_TABLE } from '../../src/probe-rewrite/ruleset.js';
@@ -57,18 +58,13 @@ const sha = async (p: string) =>
 const waitFor = (what: string, pred: () => Promise<boolean> | boolean, ms = 30_000) => waitForEvery(what, pred, ms, 200);
 
 describe.skipIf(!enabled)('the whole node: the agent image under podman beside containerd', () => {
-  // ptp under cilium-cni's name (install anchors the shim's entry after cilium-cni), host-local as its IPAM; no shim
-  // yet: the agent puts it in.
+  // cilium-cni (the bed's stand-in of CILIUM_LINE's Cilium line; install anchors the shim's entry after it), host-local
+  // as its delegated IPAM; no shim yet: the agent puts it in.
   // The node as test/cri/residue.test.ts has it: its uplink eth0 in bridge azure0 (10.240.0.5/16), a VNet host
   // (10.240.0.4) routing the pod range through it, so residue for a pod's address cuts the VNet off from the pod.
   let vnet = '';
   const s = useCriBed({
-    plugins: { 'cilium-cni': path.join(PLUGIN_DIR, 'ptp') },
-    confList: (dirs) => ({
-      cniVersion: '0.3.1',
-      name: dirs.network,
-      plugins: [{ type: 'cilium-cni', ipMasq: false, mtu: 1500, ipam: hostLocal(dirs, RANGES) }],
-    }),
+    confList: (dirs) => ({ cniVersion: '0.3.1', name: dirs.network, plugins: [ciliumCni(hostLocal(dirs, RANGES))] }),
     async prepare(node, net) {
       vnet = await vnetBridge(net, node);
     },

@@ -28,6 +28,7 @@ import { MAX_CONNECTIONS } from '../../src/agent/http.js';
 import { connect, type Socket } from 'node:net';
 import { agentArgs, jsonLines } from '../support/shim/agent.js';
 import { shimKeys } from '../support/shim/conf.js';
+import { ciliumCni } from '../support/shim/cilium.js';
 import { PLUGIN_DIR, ROOT } from '../support/paths.js';
 
 const AGENT = process.env.IPAM_SHIM_AGENT ?? join(ROOT, 'dist/ipam-shim');
@@ -149,7 +150,7 @@ async function makeNode(dir: string, pods: number, leaked: number): Promise<{ ne
     cniVersion: '1.0.0',
     name: network,
     plugins: [
-      { type: 'ptp', ipMasq: false, ipam: hostLocal },
+      ciliumCni(hostLocal),
       shimKeys({
         dirs: { stateDir, logFile: join(dir, 'shim.log') },
         delegate: hostLocal,

@@ -1,11 +1,14 @@
 // Soak: N minutes of random ADD / DEL / CHECK / GC churn through the libcni-like runner (test/support/runtimes/runner.ts)
 // against the BUILT shim and the real reference plugins, in network namespaces it creates and removes. Two
 // lanes by default, one per placement:
-//   chained  ptp + host-local, then ipam-shim chained after it (with host-local as its delegate for GC);
+//   chained  cilium-cni + host-local, then ipam-shim chained after it (with host-local as its delegate for GC);
 //            GC = the runner's GC (DELs of stale cached attachments) + the shim's GC verb at 1.1.0 with the
 //            runner's cache as valid list (what libcni 1.2 sends the chained plugin).
-//   ipam     ptp with ipam-shim in its IPAM slot over host-local; GC = the runner's GC + `ipam-shim gc --apply`
+//   ipam     cilium-cni with ipam-shim in its IPAM slot over host-local; GC = the runner's GC + `ipam-shim gc --apply`
 //            over the runner's result cache (the operator GC for runtimes that never send one).
+// cilium-cni is the test beds' stand-in of the 1.17 line (test/fixtures/cilium-cni/), with cilium-agent's API
+// stand-in listening for it in this process; the lists are at 1.0.0, which 1.17 takes (the shim's GC verb is sent
+// to it directly, as no runtime sends one through a 1.0.0 list).
 // Besides plain churn, "lost" operations make real leaks for GC to find: the runtime forgets an attachment
 // (cache file gone) and its sandbox disappears without a DEL. GC runs exclusively per lane, as libcni's does.
 // At the end everything attached is DELed, a final GC runs, and the host-local store, the ledger and the
@@ -16,7 +19,7 @@
 //   npm run soak -- [--minutes 10] [--placement both|chained|ipam] [--concurrency 4] [--max-attached 16]
 //                   [--keep] [--json FILE]
 //   IPAM_SHIM_SOAK_MINUTES overrides the default duration. Needs root. Runs inside a scratch network namespace
-//   (re-executing itself under `ip netns exec`), so ptp's veths, routes and the shim's residue checks never touch
+//   (re-executing itself under `ip netns exec`), so cilium-cni's veths, routes and the shim's residue checks never touch
 //   the machine's own namespace; every state directory lives under a temp dir.
 import { execa } from 'execa';
 import { existsSync } from 'node:fs';
@@ -28,6 +31,8 @@ import { randomBytes } from 'node:crypto';
 import { CniRunner, GcError, PluginError, RunnerError, type JsonObject } from '../support/runtimes/runner.js';
 import { disagreements, hostLocalStore, readLedger } from '../support/shim/robust.js';
 import { PLUGIN_DIR, ROOT } from '../support/paths.js';
+import { CiliumAgentStandIn } from '../support/doubles/cilium-agent.js';
+import { ciliumCni, ciliumCniDir } from '../support/shim/cilium.js';
 
 const SHIM = process.env.IPAM_SHIM_BIN ?? join(ROOT, 'dist/ipam-shim.js');
 
@@ -366,6 +371,7 @@ async function soak(): Promise<number> {
   await execa('ln', ['-s', SHIM, join(bin, 'ipam-shim')]);
   const cacheDir = join(dir, 'cache');
   await mkdir(join(dir, 'net.d'));
+  const agent = await CiliumAgentStandIn.start({ socketPath: join(dir, 'cilium.sock') });
   const lanes: Lane[] = [];
   for (const [i, placement] of placements.entries()) {
     const name = `soak-${placement}`;
@@ -378,15 +384,15 @@ async function soak(): Promise<number> {
     const shimConf: JsonObject =
       placement === 'chained'
         ? { type: 'ipam-shim', ...shimKeys, delegate: hostLocal }
-        : { type: 'ptp', ipMasq: false, ipam: { type: 'ipam-shim', ...shimKeys, delegate: hostLocal } };
-    const plugins = placement === 'chained' ? [{ type: 'ptp', ipMasq: false, ipam: hostLocal }, shimConf] : [shimConf];
+        : ciliumCni({ type: 'ipam-shim', ...shimKeys, delegate: hostLocal });
+    const plugins = placement === 'chained' ? [ciliumCni(hostLocal), shimConf] : [shimConf];
     const confList = { cniVersion: '1.0.0', name, plugins };
     const conflistFile = join(dir, 'net.d', `10-${name}.conflist`);
     await writeFile(conflistFile, JSON.stringify(confList, null, 2));
     lanes.push({
       name,
       placement,
-      runner: new CniRunner({ confList, pluginDirs: [bin, PLUGIN_DIR], cacheDir }),
+      runner: new CniRunner({ confList, pluginDirs: [bin, ciliumCniDir('1.17'), PLUGIN_DIR], cacheDir, env: agent.env() }),
       shimConf,
       conflistFile,
       stateDir,
@@ -483,7 +489,7 @@ async function soak(): Promise<number> {
     );
     console.log(`leaked allocations after DELing everything and a final GC: ${leaks}`);
     console.log(report.join('\n'));
-    console.log(latencyTable('latency per verb, whole list through the runner (ptp + shim):', latencies));
+    console.log(latencyTable('latency per verb, whole list through the runner (cilium-cni + shim):', latencies));
     console.log(latencyTable("latency per verb, the shim's own (its log's ms):", await shimLatencies(lanes)));
     if (flags.json)
       await writeFile(
@@ -494,6 +500,7 @@ async function soak(): Promise<number> {
   } finally {
     clearInterval(progress);
     for (const ns of [...netnses]) await delNetns(ns);
+    await agent.stop();
     if (flags.keep || exit) console.log(`scratch kept: ${dir}`);
     else await rm(dir, { recursive: true, force: true });
   }

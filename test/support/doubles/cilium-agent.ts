@@ -8,7 +8,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach } from 'vitest';
+
+// vitest's hooks only inside vitest: scripts (the demo, the CRI bench) reach this module through the CRI bed, and
+// importing 'vitest' outside a vitest run throws.
+const hooks = process.env.VITEST ? await import('vitest') : undefined;
 
 export interface CiliumAgentOptions {
   /** Socket path (default: cilium.sock in a fresh temp dir, removed on stop). */
@@ -175,10 +178,11 @@ export class CiliumAgentStandIn {
  */
 export function useCiliumAgent(opts: CiliumAgentOptions = {}): { agent: CiliumAgentStandIn } {
   const holder = {} as { agent: CiliumAgentStandIn };
-  beforeEach(async () => {
+  if (!hooks) throw new Error('useCiliumAgent registers vitest hooks: call it from a test file');
+  hooks.beforeEach(async () => {
     holder.agent = await CiliumAgentStandIn.start(opts);
   });
-  afterEach(async () => {
+  hooks.afterEach(async () => {
     await holder.agent?.stop();
   });
   return holder;

@@ -21,6 +21,10 @@
 // - containerd runs through `nsenter --net=<node netns>`, not `ip netns exec`: the latter also unshares the mount
 //   namespace, so the pod netns containerd bind-mounts under /var/run/netns would be invisible to the tests and to
 //   `ipam-shim gc` (which proves a sandbox alive through its netns path), unlike on a real node.
+// - cilium-cni's place: the stand-in of a Cilium line (test/support/shim/cilium.ts; CILIUM_LINE picks it, 1.17 by
+//   default) is linked into the bin dir as `cilium-cni`, and the cilium-agent API stand-in it asks
+//   (test/support/doubles/cilium-agent.ts) listens on a socket in the bed's dir from create() to cleanup();
+//   containerd's environment names that socket, and libcni passes containerd's environment on to every plugin.
 // - Paths containerd (1.6 and 2.1 alike) uses whatever its config says: /var/run/netns/cni-<uuid> (pod netns),
 //   /var/lib/cni/results/<network>-<id>-<ifname> (libcni's result cache), /run/containerd/s/<sha256> (shim
 //   sockets). The network name is unique per bed; cleanup removes only entries of this bed's sandboxes.
@@ -38,6 +42,9 @@ import { CriClient, type PodSandboxConfig, type PodSandboxStatus } from './clien
 import { unmountBelow } from '../mounts.js';
 import { teardown } from '../../teardown.js';
 import { containerdBinDir, containerdBuild, containerdConfig, missingTools, nodeEnv, type ContainerdBuild } from './containerd.js';
+import { CiliumAgentStandIn, type CiliumAgentOptions } from '../../doubles/cilium-agent.js';
+import { ciliumCniDir, type CiliumLine } from '../../shim/cilium.js';
+import { ciliumLine } from './conflists.js';
 
 /** The built single executable: what a node runs. IPAM_SHIM_BIN tests another build. */
 export const CRI_SHIM = process.env.IPAM_SHIM_BIN ?? path.join(ROOT, 'dist/ipam-shim');
@@ -71,7 +78,17 @@ export interface CriBedOptions {
   plugins?: Record<string, string>;
   /** The containerd build's directory (containerd, containerd-shim-runc-v2, ctr); default CONTAINERD_BIN_DIR or the system's. */
   containerdBinDir?: string;
+  /**
+   * The Cilium line whose cilium-cni stand-in sits in the bin dir as `cilium-cni` (default CILIUM_LINE or 1.17),
+   * with its agent API stand-in running; false: neither (a bed whose lists name no cilium-cni).
+   */
+  cilium?: CiliumLine | false;
+  /** The agent stand-in's settings (router addresses); default IPv4 and IPv6 both on, as the dual-stack suites need. */
+  ciliumAgent?: Omit<CiliumAgentOptions, 'socketPath'>;
 }
+
+/** The agent stand-in's router addresses in every bed (--local-router-ipv4/6): outside every range the suites use. */
+export const CILIUM_ROUTERS = { routerIPv4: '169.254.23.1', routerIPv6: 'fd00:ffff::1' };
 
 export interface Pod {
   status: PodSandboxStatus;
@@ -100,8 +117,18 @@ export class CriBed implements CriBedDirs {
   readonly cgroupParent: string;
   /** The containerd build this bed runs (CONTAINERD_BIN_DIR or the system's): its version and major. */
   readonly containerd: ContainerdBuild;
-  /** A node's environment: containerd and the plugins it runs get nothing else from the test process. */
-  private readonly env: { PATH: string };
+  /**
+   * A node's environment: containerd and the plugins it runs get nothing else from the test process (but the
+   * cilium-cni stand-in's agent socket, its waits and its log).
+   */
+  private env: Record<string, string>;
+  /** cilium-agent's API stand-in (undefined with `cilium: false`): down()/up()/slow() model the agent's outages. */
+  ciliumAgent: CiliumAgentStandIn | undefined;
+  /** The Cilium line whose cilium-cni stand-in the bin dir holds (undefined with `cilium: false`). */
+  ciliumLine: CiliumLine | undefined;
+  private ciliumLineAtStart: CiliumLine | undefined;
+  /** The cilium-cni stand-in's log: one JSON line per call (CILIUM_CNI_STANDIN_LOG). */
+  readonly ciliumLog: string;
   private readonly configPath: string;
   private daemon: { child: ChildProcess; exited: Promise<void> } | undefined;
   private pid: number | undefined;
@@ -122,6 +149,7 @@ export class CriBed implements CriBedDirs {
     this.containerdLog = path.join(baseDir, 'containerd.log');
     this.configPath = path.join(baseDir, 'config.toml');
     this.cgroupParent = `/ipam-shim-${this.network}`;
+    this.ciliumLog = path.join(baseDir, 'cilium-cni.jsonl');
     this.containerd = containerdBuild(containerdBinDir);
     this.env = nodeEnv(this.containerd);
   }
@@ -147,9 +175,44 @@ export class CriBed implements CriBedDirs {
     for (const p of await readdir(pluginDir)) await symlink(path.join(pluginDir, p), path.join(this.binDir, p));
     await symlink(CRI_SHIM, path.join(this.binDir, 'ipam-shim'));
     for (const [name, file] of Object.entries(opts.plugins ?? {})) await symlink(file, path.join(this.binDir, name));
+    const line = opts.cilium ?? ciliumLine();
+    if (line) {
+      this.ciliumAgent = await CiliumAgentStandIn.start({
+        ...CILIUM_ROUTERS,
+        ...opts.ciliumAgent,
+        socketPath: path.join(this.baseDir, 'cilium.sock'),
+      });
+      this.env = { ...this.env, ...this.ciliumEnv };
+      await this.useCiliumLine(line);
+      this.ciliumLineAtStart = line;
+    }
     await writeFile(this.configPath, containerdConfig(this.containerd, { ...this, sandboxImage: SANDBOX_IMAGE }));
     const first = opts.confList(this);
     if (first) await this.setConfList(first);
+  }
+
+  /**
+   * Puts `line`'s cilium-cni stand-in in the bin dir (renamed over the old link: a plugin run never finds none), as a
+   * node's Cilium upgrade replaces the binary; the list is not touched.
+   */
+  async useCiliumLine(line: CiliumLine): Promise<void> {
+    const tmp = path.join(this.binDir, '.cilium-cni.tmp');
+    await rm(tmp, { force: true });
+    await symlink(path.join(ciliumCniDir(line), 'cilium-cni'), tmp);
+    await rename(tmp, path.join(this.binDir, 'cilium-cni'));
+    this.ciliumLine = line;
+  }
+
+  /** What a runtime on this node passes on to cilium-cni (its agent's socket, waits and log); {} without it. */
+  get ciliumEnv(): Record<string, string> {
+    return this.ciliumAgent ? { ...this.ciliumAgent.env(), CILIUM_CNI_STANDIN_LOG: this.ciliumLog } : {};
+  }
+
+  /** The agent stand-in answering again at once (after a test's down() or slow()), the bed's own line in place. */
+  private async ciliumAgentUp(): Promise<void> {
+    this.ciliumAgent?.slow(0);
+    await this.ciliumAgent?.up();
+    if (this.ciliumLineAtStart && this.ciliumLine !== this.ciliumLineAtStart) await this.useCiliumLine(this.ciliumLineAtStart);
   }
 
   get cri(): CriClient {
@@ -413,6 +476,7 @@ export class CriBed implements CriBedDirs {
    */
   async reset({ stores = true }: { stores?: boolean } = {}): Promise<void> {
     try {
+      await this.ciliumAgentUp();
       if (!this.pid) await this.start();
       if (!(await this.cri.imageStatus(SANDBOX_IMAGE))) await this.importImage();
       await this.removeAllPods();
@@ -447,6 +511,8 @@ export class CriBed implements CriBedDirs {
    */
   async cleanup(): Promise<void> {
     const { step, report } = teardown();
+    // A test that took cilium-agent down: its DELs would fail (999) and leave the pods.
+    await step('cilium-agent stand-in up', () => this.ciliumAgentUp());
     if (this.client) await step('remove sandboxes', () => this.removeAllPods());
     await step('stop containerd', () => this.stop());
     await step('kill strays', () => this.killStrays());
@@ -461,6 +527,7 @@ export class CriBed implements CriBedDirs {
       for (const id of this.sandboxIds) await rm(shimSocket(this.socket, id), { force: true });
     });
     await step('cgroups', () => removeCgroups(this.cgroupParent));
+    await step('cilium-agent stand-in', async () => this.ciliumAgent?.stop());
     await step('rm tree', () => rm(this.baseDir, { recursive: true, force: true, maxRetries: 3 }));
     report(`CriBed.cleanup (${this.baseDir})`);
   }

@@ -1,13 +1,25 @@
-// Conflists for the CRI suites: AKS-shaped (cilium-cni, here Debian's ptp standing in for it, first), with the
-// shim in either placement and host-local as the delegated IPAM, at 0.3.1 (what AKS ships) or 1.0.0.
+// Conflists for the CRI suites: AKS-shaped (cilium-cni first: the bed's stand-in of a Cilium line, in
+// delegated-plugin mode), with the shim in either placement and host-local as the delegated IPAM, at 0.3.1 (what AKS
+// ships) or 1.0.0 (both taken by every Cilium line).
 import path from 'node:path';
 import type { CriBedDirs } from './bed.js';
+import { CILIUM_LINES, ciliumCni, type CiliumLine } from '../../shim/cilium.js';
 
 export type Placement = 'chained' | 'ipam';
 export type CniVersion = '0.3.1' | '1.0.0';
 
 export const PLACEMENTS: Placement[] = ['chained', 'ipam'];
 export const VERSIONS: CniVersion[] = ['0.3.1', '1.0.0'];
+
+/**
+ * The Cilium line the CRI beds put in cilium-cni's place: CILIUM_LINE (`1.17` or `newer`), 1.17 when unset (AKS's
+ * line). CI's containerd-2 pass sets `newer`, so both lines run without a pass of their own.
+ */
+export function ciliumLine(): CiliumLine {
+  const line = process.env.CILIUM_LINE || '1.17';
+  if (!(CILIUM_LINES as readonly string[]).includes(line)) throw new Error(`CILIUM_LINE=${line}: not one of ${CILIUM_LINES.join(', ')}`);
+  return line as CiliumLine;
+}
 
 /** The recording chained plugin (test/fixtures/cri/cni-logger.cjs), for CriBedOptions.plugins. */
 export const CNI_LOGGER = { 'cni-logger': path.join(import.meta.dirname, '../../../fixtures/cri/cni-logger.cjs') };
@@ -28,7 +40,7 @@ export interface ShimConfListOptions {
   shim?: Record<string, unknown>;
   /** Append the recording plugin (its log: `loggerLog`). */
   loggerLog?: string;
-  /** No shim at all: ptp + host-local (the baseline for benchmarks and "without the shim" checks). */
+  /** No shim at all: cilium-cni + host-local (the baseline for benchmarks and "without the shim" checks). */
   withoutShim?: boolean;
 }
 
@@ -38,21 +50,17 @@ export function hostLocal(dirs: CriBedDirs, ranges: Range[][]): Record<string, u
 }
 
 /**
- * ptp in cilium-cni's slot. Chained: ptp allocates through host-local, the shim follows with the same delegate
- * (for agent IPs and GC). IPAM slot: ptp's ipam is the shim wrapping host-local.
+ * cilium-cni first. Chained: cilium-cni delegates IPAM to host-local, the shim follows with the same delegate (for
+ * agent IPs and GC). IPAM slot: cilium-cni delegates to the shim, which wraps host-local.
  */
 export function shimConfList(dirs: CriBedDirs, o: ShimConfListOptions): Record<string, unknown> {
   const delegate = hostLocal(dirs, o.ranges);
   const shim = { stateDir: dirs.stateDir, logFile: dirs.logFile, ...o.shim };
-  const main = { type: 'ptp', ipMasq: false, mtu: 1500 };
   const plugins: Array<Record<string, unknown>> = o.withoutShim
-    ? [{ ...main, ipam: delegate }]
+    ? [ciliumCni(delegate)]
     : o.placement === 'chained'
-      ? [
-          { ...main, ipam: delegate },
-          { type: 'ipam-shim', delegate, ...shim },
-        ]
-      : [{ ...main, ipam: { type: 'ipam-shim', delegate, ...shim } }];
+      ? [ciliumCni(delegate), { type: 'ipam-shim', delegate, ...shim }]
+      : [ciliumCni({ type: 'ipam-shim', delegate, ...shim })];
   if (o.loggerLog) plugins.push({ type: 'cni-logger', logFile: o.loggerLog });
   return { cniVersion: o.cniVersion, name: dirs.network, plugins };
 }
