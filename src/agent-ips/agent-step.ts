@@ -7,7 +7,7 @@
 import { agentIpOwner } from '../ledger/owner.js';
 import type { AgentStep } from '../fix/agent-step.js';
 import type { Fix } from '../fix/fix.js';
-import { allocateAgentIp } from './allocate.js';
+import { confirmAgentIp } from './allocate.js';
 
 const MAX_PER_PASS = 4;
 
@@ -39,7 +39,8 @@ export const agentIpsStep = (fixes: readonly Fix[]): AgentStep => ({
       if (pass.signal.aborted) break;
       const owner = agentIpOwner(rec.containerID)!;
       try {
-        const out = await allocateAgentIp(deps, owner);
+        const out = await confirmAgentIp(deps, owner);
+        if (!out) continue; // released since the pass listed the ledger: never allocated again here
         checked++;
         if (out.action === 'unverified') unverified.add(rec.containerID);
         else unverified.delete(rec.containerID);

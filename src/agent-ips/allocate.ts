@@ -98,14 +98,27 @@ function heldIdentity(owner: string, rec: LedgerRecord | undefined): string {
  * owner's addresses apart and never releases one owner's through another's DEL.
  */
 export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Family): Promise<AgentAllocation> {
+  return (await allocate(d, owner, family, false))!;
+}
+
+/**
+ * The agent's pass: what allocate does, for an owner that is still recorded (checked under the owner's lock):
+ * undefined when it is not, so an owner released meanwhile (the feature turned off) is never allocated again.
+ */
+export async function confirmAgentIp(d: AgentDeps, owner: string): Promise<AgentAllocation | undefined> {
+  return allocate(d, owner, undefined, true);
+}
+
+async function allocate(d: AgentDeps, owner: string, family: Family | undefined, ifRecorded: boolean): Promise<AgentAllocation | undefined> {
   validateOwner(owner);
   validateFixes(d.fixes, d.conf); // a fix's bad setting (reservedCIDRs, …) is 7 before the delegate allocates anything
   return d.ledger.lockedAgentOwner(owner, async () => {
     const containerID = agentContainerID(owner);
     const att = { containerID, ifname: AGENT_IFNAME };
+    const existing = await d.ledger.get(att);
+    if (ifRecorded && !existing) return undefined;
     const netns = await ensureNetns(d.run, agentNetnsName(owner));
     const version = await d.delegate.versionFor(d.conf.cniVersion);
-    const existing = await d.ledger.get(att);
     const heldEnv = delegateEnvFor(att, heldIdentity(owner, existing), netns);
     const newArgs = agentIpCniArgs(owner);
     const newEnv = delegateEnvFor(att, newArgs, netns);

@@ -8,7 +8,7 @@ import { CniError, ErrorCode } from '../../src/cni/errors.js';
 import { cmdAdd } from '../../src/verbs/add.js';
 import { cmdDel } from '../../src/verbs/del.js';
 import { cmdGc } from '../../src/verbs/gc.js';
-import { allocateAgentIp } from '../../src/agent-ips/allocate.js';
+import { allocateAgentIp, confirmAgentIp } from '../../src/agent-ips/allocate.js';
 import { FIXES } from '../../src/fixes/registry.js';
 import { parseNetConf } from '../../src/cni/config.js';
 import { silentLogger } from '../../src/log.js';
@@ -304,6 +304,13 @@ describe('agent IPs', () => {
     await allocateAgentIp(d, 'node1');
     expect(await allocateAgentIp(d, 'node1')).toMatchObject({ action: 'reused', verifiedBy: 'add' });
     expect(f.delegate.calls.filter((c) => c.command === 'CHECK')).toEqual([]);
+  });
+
+  it("the agent's confirmation never allocates an owner that is not recorded (released meanwhile)", async () => {
+    const f = fakes({ run: netnsOk });
+    expect(await confirmAgentIp(deps(f), 'gone')).toBeUndefined();
+    expect(f.delegate.calls).toEqual([]);
+    expect(f.run.calls).toEqual([]);
   });
 
   it("an older shim's agent-ip record keeps the identity it was allocated under ('') until it is allocated again", async () => {
