@@ -138,7 +138,10 @@ async function allocate(d: AgentDeps, owner: string, family: Family | undefined,
         if (Object.keys(cured).length) d.log.info({ owner, ips: existing.ips, cured }, 'agent IP cured');
         const by = verdict.kind === 'held' ? verdict.by : 'none';
         const why = verdict.kind === 'unverified' ? verdict.reason : undefined;
-        await d.ledger.put({ ...existing, verified: { by, at: new Date().toISOString(), ...(why ? { why } : {}) } });
+        // Written when the way it is confirmed changes (`at`: since when): the agent confirms every pass, and an
+        // agent record's write is fsynced.
+        if (existing.verified?.by !== by || existing.verified.why !== why)
+          await d.ledger.put({ ...existing, verified: { by, at: new Date().toISOString(), ...(why ? { why } : {}) } });
         const ips = pickFamily(existing.ips, family);
         if (verdict.kind === 'held')
           return { owner, network: d.conf.name, containerID, ips, action: 'reused', identity: heldEnv.CNI_ARGS!, verifiedBy: by };

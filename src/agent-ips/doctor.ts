@@ -41,7 +41,9 @@ export const agentCheck: DoctorCheck = {
       const proof = await net.delegate.checkProof(confFor, version, r.netns || '/proc/self/ns/net').catch(() => 'unknown' as const);
       if (proof !== 'proves') {
         // A CHECK here would prove nothing; agent-ip's last repeated ADD is what is known.
-        const last = r.verified ? `confirmed by a repeated ADD at ${r.verified.at}` : `allocated ${r.updatedAt}, not confirmed since`;
+        const last = r.verified
+          ? `confirmed by ${r.verified.by === 'add' ? 'a repeated ADD' : 'CHECK'} since ${r.verified.at}`
+          : `allocated ${r.updatedAt}, not confirmed since`;
         const why =
           proof === 'proves-nothing'
             ? `${net.delegate.type}'s CHECK proves nothing`

@@ -51,7 +51,8 @@ const LedgerRecordSchema = z.object({
   /**
    * agent-ip's last confirmation that the delegate still holds `ips` (src/agent-ips/allocate.ts): by a CHECK that
    * can fail, by a repeated ADD for the same identity that answered them, or `none` (unverified: neither could
-   * prove it). Absent: allocated, not confirmed since. Optional within format 1 like `pod`.
+   * prove it), and since when (`at`: rewritten only when `by` or `why` changes). Absent: allocated, not confirmed
+   * since. Optional within format 1 like `pod`.
    */
   verified: z.optional(z.object({ by: z.enum(['check', 'add', 'none']), at: z.string(), why: z.optional(z.string()) })),
 });
