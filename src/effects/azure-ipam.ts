@@ -16,7 +16,7 @@ const DELETE_QUEUE_DIR = '/var/run/azure-vnet/deleteIDs';
  * Where this process sees that directory: the node's path, or IPAM_SHIM_AZURE_DELETE_QUEUE where the host's
  * /var/run is mounted elsewhere (the agent's container; the tests' stand-in).
  */
-export const deleteQueueDir = (env: NodeJS.ProcessEnv = process.env): string => env.IPAM_SHIM_AZURE_DELETE_QUEUE || DELETE_QUEUE_DIR;
+const deleteQueueDir = (env: NodeJS.ProcessEnv = process.env): string => env.IPAM_SHIM_AZURE_DELETE_QUEUE || DELETE_QUEUE_DIR;
 
 /**
  * After azure-ipam answered a DEL of `containerID` with success: `queued` when its entry is in the queue (CNS was

@@ -71,7 +71,7 @@ const AGENT_POD_NAMESPACE = 'kube-system';
  * (ReplicaSet, DaemonSet, Job: five characters without vowels) or `-<ordinal>` (StatefulSet); this one ends in
  * `.ipam-shim`.
  */
-export const agentPodName = (owner: string): string => `${agentContainerID(owner)}.ipam-shim`;
+const agentPodName = (owner: string): string => `${agentContainerID(owner)}.ipam-shim`;
 
 /** The CNI_ARGS agent-ip sends for OWNER, shaped as containerd sends a pod's (docs/cli.md, agent-ip). */
 export function agentIpCniArgs(owner: string): string {
