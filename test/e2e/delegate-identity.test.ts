@@ -100,6 +100,18 @@ d('a delegate keyed by the pod (as CNS keys it): every DEL names the attachment 
     const again = await agentIp('allocate', 'health');
     expect(again.json).toMatchObject({ action: 'reused', ips: health.json.ips, verifiedBy: 'add' });
     expect(Object.keys(await store())).toHaveLength(2);
+    // doctor says what proves it: not keyed-ipam's CHECK.
+    const doctor = await execa('ip', ['netns', 'exec', b.node, SHIM, 'doctor', '--conflist', b.conflistPath, '--cni-path', b.cniPath, '--json'], {
+      reject: false,
+    });
+    const findings: Array<{ check: string; verdict: string; summary: string }> = JSON.parse(doctor.stdout).findings;
+    expect(findings.filter((f) => f.check === 'delegate').map((f) => f.summary)).toContainEqual(
+      expect.stringContaining('CHECK proves nothing (answered success for an attachment it never allocated)'),
+    );
+    expect(findings.filter((f) => f.check === 'agent-ips')).toMatchObject([
+      { verdict: 'ok', summary: expect.stringContaining('confirmed by a repeated ADD since') },
+      { verdict: 'ok', summary: expect.stringContaining('not confirmed since') },
+    ]);
     const list = await execa('ip', ['netns', 'exec', b.node, SHIM, 'agent-ip', 'list', '--conflist', b.conflistPath, '--json']);
     expect(JSON.parse(list.stdout).agentIPs).toMatchObject([
       { owner: 'health', verified: 'add', identity: expect.stringContaining('K8S_POD_NAME=cilium-agent-health.ipam-shim') },
@@ -124,6 +136,28 @@ d('a delegate keyed by the pod (as CNS keys it): every DEL names the attachment 
     expect(JSON.parse(r.stdout).released).toEqual([{ containerID: 'pod-web-1', ifname: 'eth0' }]);
     expect(await store()).toEqual({ [HEALTH_KEY]: health.json.ips[0] });
     expect((await calls()).filter((c) => c.startsWith('DEL pod-web-1'))).toEqual(['DEL pod-web-1 K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-1']);
+  });
+
+  it("an older shim's record that names no pod is withheld, never DELed: `ipam-shim gc` says why and what to do, exit 1", async () => {
+    const health = await agentIp('allocate', 'health');
+    expect(health.exitCode, health.stderr + health.stdout).toBe(0);
+    const leaked = await leakedPod('pod-old', 'web-9');
+    // As an older shim wrote it: no CNI_ARGS of its ADD and no pod.
+    const file = join(b.s.stateDir, b.network, 'records', 'pod-old:eth0.json');
+    const { cniArgs: _a, pod: _p, ...older } = JSON.parse(await readFile(file, 'utf8'));
+    await writeFile(file, JSON.stringify(older));
+    const r = await execa(
+      'ip',
+      [
+        ...['netns', 'exec', b.node, SHIM, 'gc', '--conflist', b.conflistPath, '--cni-path', b.cniPath],
+        ...['--cache-dir', join(b.s.dir, 'cache'), '--grace-seconds', '0', '--apply', '--allow-empty-cache'],
+      ],
+      { reject: false },
+    );
+    expect(r.exitCode, r.stderr + r.stdout).toBe(1);
+    expect(r.stdout).toMatch(/withheld\s+pod-old\/eth0 .*older ipam-shim.*what to do: release it by hand/);
+    expect(await store()).toEqual({ [HEALTH_KEY]: health.json.ips[0], 'web-9:default': leaked });
+    expect((await calls()).filter((c) => c.startsWith('DEL pod-old'))).toEqual([]);
   });
 
   it("the GC verb releases the leaked pod's address under its recorded CNI_ARGS, never cilium-agent's", async () => {
