@@ -176,3 +176,27 @@ export class CnsStandin implements AzureIpamTarget {
     });
   }
 }
+
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * A conflist (e.g. one of conflist/aks-*.conflist) with every azure-ipam config in it — a plugin's `ipam`, the shim's
+ * `delegate` (chained, or the shim in the IPAM slot) — pointed at the azure-ipam stand-in over `cns`; a copy, every
+ * other key as it was. For suites that run the shipped AKS lists (a main plugin must still stand in for cilium-cni).
+ */
+export function withAzureIpamStandin<T extends Json>(list: T, cns: AzureIpamTarget): T {
+  const out = structuredClone(list);
+  const fix = (holder: Json, key: 'ipam' | 'delegate') => {
+    const conf = holder[key];
+    if (!isObject(conf)) return;
+    if (conf.type === 'azure-ipam') holder[key] = overAzureIpam(conf, cns);
+    else if (conf.type === 'ipam-shim') fix(conf, 'delegate');
+  };
+  for (const p of (out.plugins as unknown[] | undefined) ?? []) {
+    if (!isObject(p)) continue;
+    fix(p, 'ipam');
+    if (p.type === 'ipam-shim') fix(p, 'delegate');
+  }
+  return out;
+}
