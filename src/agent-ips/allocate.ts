@@ -6,8 +6,9 @@ import { AGENT_OWNER, agentContainerID } from '../ledger/owner.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type NetConf } from '../cni/config.js';
 import { resultIps } from '../cni/result.js';
-import { atLeast } from '../cni/versions.js';
 import type { IpamDelegate } from '../effects/delegate.js';
+import { hostPrevResult, type CheckProof } from '../effects/check-proof.js';
+import { agentIpCniArgs, delegateEnvFor, identityOf } from '../ledger/identity.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { Run } from '../effects/exec.js';
@@ -21,7 +22,7 @@ const AGENT_IFNAME = 'eth0';
 const agentNetnsName = (owner: string): string => `ipam-shim-agent-${owner}`;
 
 export type Family = '4' | '6' | 'dual';
-type AgentAction = 'reused' | 'allocated' | 'reallocated';
+type AgentAction = 'reused' | 'allocated' | 'reallocated' | 'unverified';
 
 export interface AgentDeps {
   conf: NetConf;
@@ -39,6 +40,10 @@ export interface AgentAllocation {
   containerID: string;
   ips: string[];
   action: AgentAction;
+  /** The CNI_ARGS its delegate calls carry (src/ledger/identity.ts). */
+  identity: string;
+  /** How a kept allocation was confirmed this time (`none`: unverified). */
+  verifiedBy?: 'check' | 'add' | 'none';
   note?: string;
 }
 
@@ -78,8 +83,19 @@ async function cureAddresses(d: AgentDeps, ips: string[]): Promise<Record<string
 }
 
 /**
+ * The CNI_ARGS a delegate call for the owner's record carries: its recorded identity (an older shim's agent-ip
+ * record: '', the identity it was allocated under), or the owner's own (src/ledger/identity.ts) for a new one.
+ */
+function heldIdentity(owner: string, rec: LedgerRecord | undefined): string {
+  const id = rec ? identityOf(rec) : undefined;
+  return id && id.kind !== 'unknown' ? id.cniArgs : agentIpCniArgs(owner);
+}
+
+/**
  * Allocate (or keep) the owner's IPs. Serialised per owner, so two agents never double-allocate. A refused or
  * failed cure releases the allocation through the delegate and forgets the record: nothing leaked, nothing recorded.
+ * Every delegate call carries the owner's identity (src/ledger/identity.ts): a pod-keyed IPAM (CNS) keeps each
+ * owner's addresses apart and never releases one owner's through another's DEL.
  */
 export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Family): Promise<AgentAllocation> {
   validateOwner(owner);
@@ -89,10 +105,12 @@ export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Fami
     const att = { containerID, ifname: AGENT_IFNAME };
     const netns = await ensureNetns(d.run, agentNetnsName(owner));
     const version = await d.delegate.versionFor(d.conf.cniVersion);
-    const env = { CNI_CONTAINERID: containerID, CNI_IFNAME: AGENT_IFNAME, CNI_NETNS: netns, CNI_ARGS: '' };
     const existing = await d.ledger.get(att);
+    const heldEnv = delegateEnvFor(att, heldIdentity(owner, existing), netns);
+    const newArgs = agentIpCniArgs(owner);
+    const newEnv = delegateEnvFor(att, newArgs, netns);
     // A refused or failed allocation leaves nothing: the delegate's DEL, the record forgotten, then the error.
-    const undo = async (ips: string[], e: unknown): Promise<never> => {
+    const undo = async (ips: string[], e: unknown, env: NodeJS.ProcessEnv): Promise<never> => {
       await d.delegate.del(delegateConf(d.conf, version), env).catch(() => undefined);
       await d.ledger.remove(att).catch(() => undefined);
       d.log.warn({ owner, ips, err: e }, 'agent IP not handed out: released');
@@ -100,20 +118,37 @@ export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Fami
     };
     let note: string | undefined;
     if (existing?.state === 'attached' && existing.ips.length) {
-      const verdict = await verifyWithDelegate(d, existing, version, env);
-      if (verdict === true) {
+      const verdict = await verifyWithDelegate(d, existing, version, heldEnv, netns);
+      if (verdict.kind === 'held' || verdict.kind === 'unverified') {
         // Kept, and cured again: residue may be back since, and reservedCIDRs may now cover it.
-        const cured = await cureAddresses(d, existing.ips).catch((e: unknown) => undo(existing.ips, e));
+        const cured = await cureAddresses(d, existing.ips).catch((e: unknown) => undo(existing.ips, e, heldEnv));
         if (Object.keys(cured).length) d.log.info({ owner, ips: existing.ips, cured }, 'agent IP cured');
-        return { owner, network: d.conf.name, containerID, ips: pickFamily(existing.ips, family), action: 'reused' };
+        const by = verdict.kind === 'held' ? verdict.by : 'none';
+        const why = verdict.kind === 'unverified' ? verdict.reason : undefined;
+        await d.ledger.put({ ...existing, verified: { by, at: new Date().toISOString(), ...(why ? { why } : {}) } });
+        const ips = pickFamily(existing.ips, family);
+        if (verdict.kind === 'held')
+          return { owner, network: d.conf.name, containerID, ips, action: 'reused', identity: heldEnv.CNI_ARGS!, verifiedBy: by };
+        d.log.warn({ owner, ips: existing.ips, reason: verdict.reason }, 'agent IP unverified: kept, but nothing proves the delegate still holds it');
+        return {
+          owner,
+          network: d.conf.name,
+          containerID,
+          ips,
+          action: 'unverified',
+          identity: heldEnv.CNI_ARGS!,
+          note: verdict.reason,
+          verifiedBy: by,
+        };
       }
-      note = `delegate no longer holds ${existing.ips.join(', ')} (${verdict}); released and allocated again`;
-      d.log.warn({ owner, ips: existing.ips, reason: verdict }, 'agent IP lost by the delegate: DEL then ADD');
+      note = `delegate no longer holds ${existing.ips.join(', ')} (${verdict.reason}); released and allocated again`;
+      d.log.warn({ owner, ips: existing.ips, reason: verdict.reason }, 'agent IP lost by the delegate: DEL then ADD');
     } else if (existing) {
       note = 'a previous allocation did not complete; released and allocated again';
     }
-    // DEL first, always: a crash after an earlier delegate ADD must not leave a second allocation behind.
-    await d.delegate.del(delegateConf(d.conf, version), env).catch((e) => d.log.info({ err: e }, 'agent DEL before ADD failed (ignored)'));
+    // DEL first, always, under the identity the owner held: a crash after an earlier delegate ADD must not leave a
+    // second allocation behind (the intent record below already carries the identity that ADD used).
+    await d.delegate.del(delegateConf(d.conf, version), heldEnv).catch((e) => d.log.info({ err: e }, 'agent DEL before ADD failed (ignored)'));
     const now = new Date().toISOString();
     const base: LedgerRecord = {
       v: 1,
@@ -126,11 +161,12 @@ export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Fami
       netns,
       createdAt: existing?.createdAt ?? now,
       updatedAt: now,
+      cniArgs: newArgs,
       ...(note ? { note } : {}),
     };
     await d.ledger.remove(att);
     await d.ledger.put(base);
-    const result = await d.delegate.add(delegateConf(d.conf, version), d.conf.cniVersion, env);
+    const result = await d.delegate.add(delegateConf(d.conf, version), d.conf.cniVersion, newEnv);
     // Canonical text, as the verbs record (Delegate.add refused any address src/net/ip.ts does not take).
     const ips = resultIps(result, { delegate: d.delegate.type });
     try {
@@ -139,32 +175,64 @@ export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Fami
       await d.ledger.put({ ...base, state: 'attached', ips, updatedAt: new Date().toISOString() });
       const picked = pickFamily(ips, family);
       d.log.info({ owner, ips, note, cured }, 'agent IP allocated');
-      return { owner, network: d.conf.name, containerID, ips: picked, action: existing ? 'reallocated' : 'allocated', ...(note ? { note } : {}) };
+      return {
+        owner,
+        network: d.conf.name,
+        containerID,
+        ips: picked,
+        action: existing ? 'reallocated' : 'allocated',
+        identity: newArgs,
+        ...(note ? { note } : {}),
+      };
     } catch (e) {
-      return undo(ips, e);
+      return undo(ips, e, newEnv);
     }
   });
 }
 
-/** true when the delegate confirms the allocation (CHECK from 0.4.0 on); otherwise the reason it does not. */
-async function verifyWithDelegate(d: AgentDeps, rec: LedgerRecord, version: string, env: NodeJS.ProcessEnv): Promise<true | string> {
-  if (!atLeast(version, '0.4.0')) return true; // no CHECK below 0.4.0: the ledger is all we have
-  try {
-    await d.delegate.check(delegateConf(d.conf, version, { prevResult: agentPrevResult(rec.ips, version) }), env);
-    return true;
-  } catch (e) {
-    return e instanceof Error ? e.message : String(e);
+/**
+ * Whether the delegate still holds a recorded allocation, asked under the owner's identity:
+ * - its CHECK, where CHECK can fail (Delegate.checkProof: host-local's does; azure-ipam's answers success to anything);
+ * - otherwise a repeated ADD with the same identity (proof for delegates idempotent per identity, as CNS is): the
+ *   same addresses → held; others → `moved` (the store forgot them and handed out new ones); a failed ADD (host-local
+ *   refuses a duplicate) → `unverified`, never held.
+ */
+type Verdict = { kind: 'held'; by: 'check' | 'add' } | { kind: 'lost'; reason: string } | { kind: 'unverified'; reason: string };
+
+async function verifyWithDelegate(d: AgentDeps, rec: LedgerRecord, version: string, env: NodeJS.ProcessEnv, netns: string): Promise<Verdict> {
+  const confFor = (prevResult: Record<string, unknown>) => delegateConf(d.conf, version, { prevResult });
+  const proof = await d.delegate.checkProof(confFor, version, netns);
+  if (proof === 'proves') {
+    try {
+      await d.delegate.check(confFor(agentPrevResult(rec.ips, version)), env);
+      return { kind: 'held', by: 'check' };
+    } catch (e) {
+      return { kind: 'lost', reason: e instanceof Error ? e.message : String(e) };
+    }
   }
+  const noCheck = CHECK_PROOF_WHY[proof];
+  let again: string[];
+  try {
+    again = resultIps(await d.delegate.add(delegateConf(d.conf, version), d.conf.cniVersion, env), { delegate: d.delegate.type });
+  } catch (e) {
+    return { kind: 'unverified', reason: `${noCheck}, and a repeated ADD for its identity failed: ${e instanceof Error ? e.message : String(e)}` };
+  }
+  if (sameAddresses(again, rec.ips)) return { kind: 'held', by: 'add' };
+  return { kind: 'lost', reason: `${noCheck}; a repeated ADD for its identity answered ${again.join(', ') || 'nothing'}` };
 }
 
+/** Why CHECK could not confirm an address, by what the probe learnt (Delegate.checkProof). */
+const CHECK_PROOF_WHY: Record<Exclude<CheckProof, 'proves'>, string> = {
+  'proves-nothing': 'CHECK proves nothing (answered success for an attachment it never allocated)',
+  'no-check': 'no CHECK at the version spoken to the delegate (below 0.4.0)',
+  unknown: 'CHECK could not be probed (the delegate gave no answer of its own)',
+};
+
+const sameAddresses = (a: readonly string[], b: readonly string[]): boolean =>
+  a.length === b.length && [...a].sort().join(',') === [...b].sort().join(',');
+
 /** A prevResult for the delegate's CHECK built from recorded addresses (host prefixes: only the address matters). */
-export function agentPrevResult(ips: string[], version: string): Record<string, unknown> {
-  const pre1 = !atLeast(version, '1.0.0');
-  return {
-    cniVersion: version,
-    ips: ips.map((ip) => ({ address: `${ip}/${ip.includes(':') ? 128 : 32}`, ...(pre1 ? { version: ip.includes(':') ? '6' : '4' } : {}) })),
-  };
-}
+export const agentPrevResult = hostPrevResult;
 
 /** Release the owner's IPs (feature turned off): delegate DEL, forget the record, remove the namespace. */
 export async function releaseAgentIp(d: AgentDeps, owner: string): Promise<{ owner: string; released: string[] }> {
@@ -173,7 +241,7 @@ export async function releaseAgentIp(d: AgentDeps, owner: string): Promise<{ own
     const att = { containerID: agentContainerID(owner), ifname: AGENT_IFNAME };
     const rec = await d.ledger.get(att);
     const version = await d.delegate.versionFor(d.conf.cniVersion);
-    await d.delegate.del(delegateConf(d.conf, version), { CNI_CONTAINERID: att.containerID, CNI_IFNAME: AGENT_IFNAME, CNI_NETNS: '', CNI_ARGS: '' });
+    await d.delegate.del(delegateConf(d.conf, version), delegateEnvFor(att, heldIdentity(owner, rec)));
     await d.ledger.remove(att);
     await deleteNetns(d.run, agentNetnsName(owner));
     d.log.info({ owner, ips: rec?.ips ?? [] }, 'agent IP released');

@@ -1,6 +1,8 @@
 // `ipam-shim agent-ip allocate | release | list`: cilium-agent's own IPs through the delegate (CFP #13).
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { agentIpOwner } from '../ledger/owner.js';
+import { identityOf } from '../ledger/identity.js';
+import type { LedgerRecord } from '../ledger/record.js';
 import { allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from './allocate.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../fix/network-flags.js';
 import { parseArgv, UsageError, type Command } from '../fix/command.js';
@@ -13,6 +15,12 @@ ipam-shim agent-ip list
   common: [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS] [--json]`;
 
 const OPTIONS = { ...NETWORK_FLAGS, owner: { type: 'string' }, family: { type: 'string' }, wait: { type: 'string', default: '30' } } as const;
+
+/** The CNI_ARGS a record's delegate calls carry; null when none is known. */
+function identityText(r: LedgerRecord): string | null {
+  const id = identityOf(r);
+  return id.kind === 'unknown' ? null : id.cniArgs;
+}
 
 /** The command, over the list of fixes whose cures `allocate` runs (the registry's: src/cli/index.ts hands it). */
 export const agentIpCommand = (fixes: readonly Fix[]): Command => ({
@@ -62,13 +70,28 @@ export const agentIpCommand = (fixes: readonly Fix[]): Command => ({
         containerID: r.containerID,
         ips: r.ips,
         state: r.state,
+        // The CNI_ARGS its delegate calls carry (src/ledger/identity.ts); null: none known (an older record cilium-agent allocated itself).
+        identity: identityText(r),
+        // How agent-ip last confirmed the delegate holds it: check, add, none (unverified); null: not since allocated.
+        verified: r.verified?.by ?? null,
         updatedAt: r.updatedAt,
         note: r.note,
       }));
       const text = rows.length
         ? [
-            'OWNER\tIPS\tSTATE\tUPDATED',
-            ...rows.map((r) => [r.owner ?? `(${r.containerID})`, r.ips.join(',') || '-', r.state, r.updatedAt].map(shown).join('\t')),
+            'OWNER\tIPS\tSTATE\tVERIFIED\tIDENTITY\tUPDATED',
+            ...rows.map((r) =>
+              [
+                r.owner ?? `(${r.containerID})`,
+                r.ips.join(',') || '-',
+                r.state,
+                r.verified === 'none' ? 'UNVERIFIED' : (r.verified ?? '-'),
+                r.identity === null ? '(unknown)' : r.identity === '' ? "'' (older shim)" : r.identity,
+                r.updatedAt,
+              ]
+                .map(shown)
+                .join('\t'),
+            ),
           ].join('\n')
         : `no agent IPs in network ${shown(net.conf.name)}`;
       return { data: { network: net.conf.name, agentIPs: rows }, text, exitCode: 0 };

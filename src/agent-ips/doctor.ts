@@ -1,8 +1,9 @@
-// Agent IPs: each recorded one is complete and, where the delegate can be asked (CHECK, ≥ 0.4.0), still
-// held by it.
+// Agent IPs: each recorded one is complete and still held by the delegate, asked as agent-ip asks (allocate.ts):
+// under the record's identity, by a CHECK only where CHECK can fail (Delegate.checkProof); where it cannot, doctor
+// says so and reports what agent-ip last proved (the record's `verified`): `unverified` is a problem, never "held".
 import { delegateConf } from '../cni/config.js';
-import { atLeast } from '../cni/versions.js';
 import { agentReallocateFix } from '../ledger/owner.js';
+import { delegateEnvFor, identityOf } from '../ledger/identity.js';
 import { agentPrevResult, listAgentIps } from './allocate.js';
 import type { DoctorCheck, Finding } from '../fix/doctor-check.js';
 
@@ -19,17 +20,41 @@ export const agentCheck: DoctorCheck = {
         findings.push({ check: this.name, verdict: 'problem', summary: `${r.containerID}: allocation never completed`, fix });
         continue;
       }
-      if (!net.delegate || !version || !atLeast(version, '0.4.0')) {
-        findings.push({ check: this.name, verdict: 'ok', summary: `${r.containerID}: ${r.ips.join(', ')} (delegate cannot be asked: no CHECK)` });
+      const id = identityOf(r);
+      if (r.verified?.by === 'none') {
+        findings.push({
+          check: this.name,
+          verdict: 'problem',
+          summary: `${r.containerID}: ${r.ips.join(', ')} unverified since ${r.verified.at}: ${r.verified.why ?? 'nothing proves the delegate still holds it'}`,
+          fix,
+        });
+        continue;
+      }
+      if (!net.delegate || !version || id.kind === 'unknown') {
+        const why = id.kind === 'unknown' ? 'no identity recorded to ask under' : 'no delegate to ask';
+        findings.push({ check: this.name, verdict: 'ok', summary: `${r.containerID}: ${r.ips.join(', ')} (${why})` });
+        continue;
+      }
+      const confFor = (prevResult: Record<string, unknown>) => delegateConf(net.conf, version, { prevResult });
+      const proof = await net.delegate.checkProof(confFor, version, r.netns || '/proc/self/ns/net').catch(() => 'unknown' as const);
+      if (proof !== 'proves') {
+        // A CHECK here would prove nothing; agent-ip's last repeated ADD is what is known.
+        const last = r.verified ? `confirmed by a repeated ADD at ${r.verified.at}` : `allocated ${r.updatedAt}, not confirmed since`;
+        const why =
+          proof === 'proves-nothing'
+            ? `${net.delegate.type}'s CHECK proves nothing`
+            : proof === 'no-check'
+              ? `no CHECK at ${version}`
+              : 'CHECK could not be probed';
+        findings.push({
+          check: this.name,
+          verdict: 'ok',
+          summary: `${r.containerID}: ${r.ips.join(', ')} (${why}; ${last}; the agent re-confirms it every pass)`,
+        });
         continue;
       }
       try {
-        await net.delegate.check(delegateConf(net.conf, version, { prevResult: agentPrevResult(r.ips, version) }), {
-          CNI_CONTAINERID: r.containerID,
-          CNI_IFNAME: r.ifname,
-          CNI_NETNS: r.netns,
-          CNI_ARGS: '',
-        });
+        await net.delegate.check(confFor(agentPrevResult(r.ips, version)), delegateEnvFor(r, id.cniArgs, r.netns));
         findings.push({ check: this.name, verdict: 'ok', summary: `${r.containerID}: ${r.ips.join(', ')} held by ${net.delegate.type}` });
       } catch (e) {
         findings.push({

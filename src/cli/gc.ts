@@ -20,6 +20,7 @@ const same = (a: { containerID: string; ifname: string }, b: { containerID: stri
 /** What --apply did with one planned release. */
 function releaseAction(report: GcReport, r: { containerID: string; ifname: string }): string {
   if (report.released.some((a) => same(a, r))) return 'released';
+  if (report.queued.some((a) => same(a, r))) return 'queued by the delegate';
   const skipped = report.skipped.find((a) => same(a, r));
   if (skipped) return `left (${skipped.why})`;
   return report.errors.some((e) => e.attachment && same(e.attachment, r)) ? 'FAILED' : 'not started';
@@ -47,7 +48,7 @@ export const gcCommand: Command = {
   },
   examples: ['ipam-shim gc --network cilium', 'ipam-shim gc --network cilium --apply --json'],
   exitStatus:
-    '0 nothing to release (dry run) or everything released; 1 the dry run found something to release, a release failed, or the cache was out of sight (refused); 2 usage; 3 could not run (no conflist, an unreadable ledger)',
+    '0 nothing to release (dry run) or everything released; 1 the dry run found something to release, a release failed, a leak was withheld (no identity to release it under, or its pod is alive again), or the cache was out of sight (refused); 2 usage; 3 could not run (no conflist, an unreadable ledger)',
   async run(argv, ctx) {
     const { values } = parseArgv({
       args: argv,
@@ -72,6 +73,14 @@ export const gcCommand: Command = {
         pod: podName(r.record),
         ips: r.record.ips,
         why: r.reason,
+      })),
+      ...report.plan.withheld.map((w) => ({
+        action: 'withheld',
+        containerID: w.record.containerID,
+        ifname: w.record.ifname,
+        pod: podName(w.record),
+        ips: w.record.ips,
+        why: `${w.reason}; what to do: ${w.fix}`,
       })),
       ...report.plan.kept.map((k) => ({
         action: 'keep',
@@ -101,13 +110,15 @@ export const gcCommand: Command = {
         kept: report.plan.kept.map((k) => ({ ...k.record, reason: k.reason })),
         release: report.plan.release.map((r) => ({ ...r.record, reason: r.reason })),
         released: report.released,
+        queued: report.queued,
+        withheld: report.plan.withheld.map((w) => ({ ...w.record, why: w.why, reason: w.reason, fix: w.fix })),
         skipped: report.skipped,
         forwarded: report.forwarded,
         errors: report.errors,
       },
       text,
       // Dry run: non-zero when something leaked, so scripts can alert on it. --apply: non-zero on any error.
-      exitCode: refused || report.errors.length || (!apply && report.plan.release.length) ? 1 : 0,
+      exitCode: refused || report.errors.length || report.plan.withheld.length || (!apply && report.plan.release.length) ? 1 : 0,
     };
   },
 };

@@ -11,6 +11,8 @@ export interface CniEnv {
   netns: string;
   ifname: string;
   args: Record<string, string>;
+  /** CNI_ARGS as the runtime gave them (the text `args` was parsed from): what ADD records for later DELs. */
+  rawArgs?: string;
   path: string[];
   /** The pod this call is for, from CNI_ARGS (the runtime's K8S_POD_*); absent when the runtime names none. */
   pod?: PodRef;
@@ -128,6 +130,7 @@ export function readCniEnv(env: NodeJS.ProcessEnv): CniEnv {
     netns: NEEDS.CNI_NETNS![command] === 'no' ? '' : get('CNI_NETNS'),
     ifname,
     args,
+    rawArgs: command === 'VERSION' ? '' : get('CNI_ARGS'),
     path: get('CNI_PATH').split(':').filter(Boolean),
     ...(pod && { pod }),
   };

@@ -9,6 +9,7 @@ import { assertPrivateDirSync, ensurePrivateDir, readFileNoFollowSync, writeFile
 import { MAX_OUTPUT_BYTES, run as defaultRun, type Run, type RunResult } from './exec.js';
 import { sinceStart } from '../spans.js';
 import type { Logger } from '../log.js';
+import { probeCheckProof, type CheckProof } from './check-proof.js';
 
 export interface DelegateOptions {
   type: string;
@@ -59,6 +60,12 @@ export interface IpamDelegate {
   add(conf: Record<string, unknown>, resultVersion: string, env?: NodeJS.ProcessEnv): Promise<Result>;
   del(conf: Record<string, unknown>, env?: NodeJS.ProcessEnv): Promise<void>;
   check(conf: Record<string, unknown>, env?: NodeJS.ProcessEnv): Promise<void>;
+  /**
+   * Whether this delegate's CHECK proves anything at `version` (src/effects/check-proof.ts): learnt once per binary
+   * by a CHECK of an attachment it never allocated. `confFor` builds its config with a prevResult; `netns` is an
+   * existing namespace path for CNI_NETNS.
+   */
+  checkProof(confFor: (prevResult: Record<string, unknown>) => Record<string, unknown>, version: string, netns: string): Promise<CheckProof>;
   gc(conf: Record<string, unknown>): Promise<void>;
   status(conf: Record<string, unknown>): Promise<void>;
   /** The same delegate with every call bounded by `timeoutMs` instead (STATUS runs under its own bound). */
@@ -68,6 +75,7 @@ export interface IpamDelegate {
 export class Delegate implements IpamDelegate {
   private path: string | undefined;
   private supported: string[] | undefined;
+  private readonly proofs = new Map<string, CheckProof>();
   constructor(private readonly o: DelegateOptions) {}
 
   get type(): string {
@@ -96,15 +104,20 @@ export class Delegate implements IpamDelegate {
     });
   }
 
-  /** The versions the delegate speaks, from its VERSION answer; cached per binary (path, size, mtime, inode). */
-  async supportedVersions(): Promise<string[]> {
-    if (this.supported) return this.supported;
+  /** The binary's identity (path, size, mtime, inode) and where to cache what is learnt about it under `suffix`. */
+  private async cacheFor(suffix: string): Promise<{ key: Record<string, unknown>; cacheDir?: string; cacheFile?: string }> {
     const path = await this.find();
     const st = statSync(path);
     const key = { path, size: st.size, mtimeMs: st.mtimeMs, ino: st.ino };
     // Only under a state dir that is safe to write (not a symlink, ours, private); else probe every time.
     const cacheDir = this.o.cacheDir && safeDir(dirname(this.o.cacheDir)) ? this.o.cacheDir : undefined;
-    const cacheFile = cacheDir ? join(cacheDir, `${this.o.type}.json`) : undefined;
+    return cacheDir ? { key, cacheDir, cacheFile: join(cacheDir, `${this.o.type}${suffix}.json`) } : { key };
+  }
+
+  /** The versions the delegate speaks, from its VERSION answer; cached per binary (path, size, mtime, inode). */
+  async supportedVersions(): Promise<string[]> {
+    if (this.supported) return this.supported;
+    const { key, cacheDir, cacheFile } = await this.cacheFor('');
     const cached = cacheFile ? readCache(cacheFile) : undefined;
     if (cached && JSON.stringify(cached.key) === JSON.stringify(key) && Array.isArray(cached.versions)) return (this.supported = cached.versions);
     const out = await this.call('VERSION', { cniVersion: LATEST_VERSION }, { CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '' });
@@ -152,6 +165,33 @@ export class Delegate implements IpamDelegate {
 
   async check(conf: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<void> {
     await this.call('CHECK', conf, env);
+  }
+
+  /** IpamDelegate.checkProof, cached beside the VERSION answer per binary and version (`<type>.check-<version>.json`). */
+  async checkProof(confFor: (prevResult: Record<string, unknown>) => Record<string, unknown>, version: string, netns: string): Promise<CheckProof> {
+    const known = this.proofs.get(version);
+    if (known) return known;
+    const { key, cacheDir, cacheFile } = await this.cacheFor(`.check-${version}`);
+    const cached = cacheFile ? (readCache(cacheFile) as { key: unknown; proof?: unknown } | undefined) : undefined;
+    if (cached && JSON.stringify(cached.key) === JSON.stringify(key) && (cached.proof === 'proves' || cached.proof === 'proves-nothing')) {
+      this.proofs.set(version, cached.proof);
+      return cached.proof;
+    }
+    const proof = await probeCheckProof(
+      (c, env) => this.check(c, env),
+      confFor,
+      version,
+      netns,
+      (e) => e instanceof DelegateNoAnswer,
+    );
+    this.o.log.info({ delegate: this.o.type, version, checkProof: proof }, 'delegate CHECK probed');
+    if (proof === 'unknown') return proof; // asked again next time
+    this.proofs.set(version, proof);
+    if (cacheFile && proof !== 'no-check')
+      await ensurePrivateDir(cacheDir!)
+        .then(() => writeFileAtomic(cacheFile, JSON.stringify({ key, proof }), { durable: false }))
+        .catch(() => undefined);
+    return proof;
   }
 
   async gc(conf: Record<string, unknown>): Promise<void> {

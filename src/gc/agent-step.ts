@@ -32,7 +32,31 @@ const gcStep: AgentStep = {
     const network = net.conf.name;
     for (const _ of gc.skipped) pass.busy();
     if (refused) net.log.warn({ step: 'gc', refused }, 'gc: refusing to release anything');
-    pass.note({ leaked: gc.plan.release.length, released: gc.released.length, forgotten: gc.forgotten.length });
+    pass.note({
+      leaked: gc.plan.release.length,
+      released: gc.released.length,
+      queued: gc.queued.length,
+      withheld: gc.plan.withheld.length,
+      forgotten: gc.forgotten.length,
+    });
+    pass.counter('ipam_shim_agent_gc_queued_total').inc({ network }, gc.queued.length);
+    const withheldGauge = pass.gauge('ipam_shim_agent_gc_withheld');
+    withheldGauge.reset();
+    withheldGauge.set({ network }, gc.plan.withheld.length);
+    if (gc.plan.withheld.length)
+      net.log.warn(
+        {
+          step: 'gc',
+          withheld: gc.plan.withheld.map((w) => ({
+            containerID: w.record.containerID,
+            ifname: w.record.ifname,
+            ips: w.record.ips,
+            why: w.why,
+            fix: w.fix,
+          })),
+        },
+        'gc: leaked attachments withheld: no DEL is sent for them (what to do: fix)',
+      );
     pass.counter('ipam_shim_agent_gc_forgotten_total').inc({ network }, gc.forgotten.length);
     if (gc.forgotten.length)
       net.log.warn(
@@ -50,7 +74,7 @@ const gcStep: AgentStep = {
     const leaked = gc.plan.release.map((r) => ({ containerID: r.record.containerID, ifname: r.record.ifname, ips: r.record.ips, why: r.reason }));
     if (leaked.length) {
       net.log.warn(
-        { step: 'gc', mode, leaked, released: gc.released },
+        { step: 'gc', mode, leaked, released: gc.released, queued: gc.queued },
         apply ? 'gc: released leaked attachments' : 'gc: leaked attachments found (report mode: set gc mode apply to release them)',
       );
     } else net.log.debug({ step: 'gc', cached: valid.length, kept: gc.plan.kept.length }, 'gc: nothing leaked');
@@ -88,6 +112,18 @@ export const gcAgent: AgentStepEntry = {
       labelNames: ['network'],
     },
     {
+      name: 'ipam_shim_agent_gc_queued_total',
+      type: 'counter',
+      help: 'Leaked pod attachments whose delegate DEL only queued the release (azure-ipam with CNS unreachable): the address returns when CNS runs.',
+      labelNames: ['network'],
+    },
+    {
+      name: 'ipam_shim_agent_gc_withheld',
+      type: 'gauge',
+      help: "Leaked attachments the last pass sent no DEL for: no identity recorded (an older shim), or their pod is also a live attachment's (the log says what to do).",
+      labelNames: ['network'],
+    },
+    {
       name: 'ipam_shim_agent_gc_leaked',
       type: 'gauge',
       help: "Attachments the last pass found leaked (not in the runtime's cache, proven dead, past the grace period): released in apply mode, reported in report mode.",
@@ -95,6 +131,6 @@ export const gcAgent: AgentStepEntry = {
     },
   ],
   // The pass's line always says what gc found, 0 when it did not run.
-  notes: { leaked: 0, released: 0, forgotten: 0 },
+  notes: { leaked: 0, released: 0, queued: 0, withheld: 0, forgotten: 0 },
   load: async () => gcStep,
 };

@@ -3,6 +3,7 @@
 import type { Attachment } from '../cni/config.js';
 import { attachmentKey } from '../ledger/key.js';
 import type { LedgerRecord, Liveness } from '../ledger/record.js';
+import { identityOf, podKeyOf } from '../ledger/identity.js';
 
 type KeepReason = 'valid' | 'agent' | 'alive' | 'unknown' | 'recent';
 
@@ -11,6 +12,13 @@ export interface GcPlan {
   keep: Attachment[];
   kept: Array<{ record: LedgerRecord; reason: KeepReason }>;
   release: Array<{ record: LedgerRecord; reason: string }>;
+  /**
+   * Leaked, but no DEL is sent for them (src/ledger/identity.ts): `no-identity`, an older shim's record that names
+   * no pod (a DEL naming none releases the empty key's addresses); `shared-identity`, its pod (namespace/name) is
+   * also a kept attachment's (a StatefulSet pod re-created under its name: a pod-keyed store would release the live
+   * pod's addresses). Reported with what the operator should do; in `keep` for the delegate's GC.
+   */
+  withheld: Array<{ record: LedgerRecord; why: 'no-identity' | 'shared-identity'; reason: string; fix: string }>;
 }
 
 export interface GcInputs {
@@ -21,6 +29,11 @@ export interface GcInputs {
   now: number;
   /** Records younger than this are kept (an ADD may be in flight when GC is not exclusive). */
   graceMs: number;
+  /**
+   * Whether a release sends the delegate a DEL (there is a delegate): only then does a record's identity matter
+   * (withheld). Without one a release only forgets the record.
+   */
+  delegateDels?: boolean;
 }
 
 /** Records that need a liveness probe: not valid, not the agent's. */
@@ -29,13 +42,14 @@ export function needsProbe(records: LedgerRecord[], valid: Attachment[]): Ledger
   return records.filter((r) => r.owner !== 'agent' && !validKeys.has(attachmentKey(r)));
 }
 
-export function planGc({ records, valid, liveness, now, graceMs }: GcInputs): GcPlan {
+export function planGc({ records, valid, liveness, now, graceMs, delegateDels = true }: GcInputs): GcPlan {
   const validKeys = new Set(valid.map(attachmentKey));
-  const plan: GcPlan = { keep: valid.map(({ containerID, ifname }) => ({ containerID, ifname })), kept: [], release: [] };
+  const plan: GcPlan = { keep: valid.map(({ containerID, ifname }) => ({ containerID, ifname })), kept: [], release: [], withheld: [] };
   const keep = (record: LedgerRecord, reason: KeepReason) => {
     plan.kept.push({ record, reason });
     if (!validKeys.has(attachmentKey(record))) plan.keep.push({ containerID: record.containerID, ifname: record.ifname });
   };
+  const candidates: GcPlan['release'] = [];
   for (const record of records) {
     const key = attachmentKey(record);
     if (validKeys.has(key)) keep(record, 'valid');
@@ -46,13 +60,42 @@ export function planGc({ records, valid, liveness, now, graceMs }: GcInputs): Gc
       if (state === 'alive') keep(record, 'alive');
       else if (state === 'unknown') keep(record, 'unknown');
       else
-        plan.release.push({
+        candidates.push({
           record,
           reason:
             record.state === 'intent'
               ? 'ADD never completed and the sandbox holds none of its addresses'
               : 'not valid and its sandbox is gone or holds none of its addresses',
         });
+    }
+  }
+  if (!delegateDels) {
+    plan.release = candidates;
+    return plan;
+  }
+  // The pods the kept attachments name, as a pod-keyed store keys them: a DEL naming one releases a live pod's.
+  const keptPods = new Set<string>();
+  for (const { record } of plan.kept) {
+    const id = identityOf(record);
+    const pod = id.kind === 'unknown' ? undefined : podKeyOf(id.cniArgs);
+    if (pod !== undefined) keptPods.add(pod);
+  }
+  for (const c of candidates) {
+    const id = identityOf(c.record);
+    const withhold = (why: GcPlan['withheld'][number]['why'], reason: string, fix: string) => {
+      plan.withheld.push({ record: c.record, why, reason, fix });
+      plan.keep.push({ containerID: c.record.containerID, ifname: c.record.ifname });
+    };
+    if (id.kind === 'unknown') withhold('no-identity', `${c.reason}, but ${id.why}`, id.fix);
+    else {
+      const pod = podKeyOf(id.cniArgs);
+      if (pod !== undefined && keptPods.has(pod))
+        withhold(
+          'shared-identity',
+          `${c.reason}, but its pod ${pod} is also a kept attachment's (a pod re-created under the same name): a DEL for it would release the live pod's addresses in an IPAM keyed by pod (azure-ipam over CNS)`,
+          `nothing to do while the pod ${pod} runs: GC releases this record once that pod is gone (with a delegate keyed by container ID, such as host-local, remove the record file and DEL it by hand if the address must come back sooner)`,
+        );
+      else plan.release.push(c);
     }
   }
   return plan;

@@ -10,6 +10,8 @@ import type { LedgerStore } from '../ledger/store.js';
 import { probeAttachment } from '../effects/netns-probe.js';
 import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
+import { delegateEnvFor, identityOf } from '../ledger/identity.js';
+import { AZURE_IPAM, azureDelOutcome } from '../effects/azure-ipam.js';
 import { needsProbe, planGc, type GcPlan } from './plan.js';
 
 /** Delegate DELs GC runs at once. */
@@ -39,7 +41,13 @@ const DEFAULT_LOCK_WAIT_MS = 10_000;
 
 export interface GcReport {
   plan: GcPlan;
+  /** Released: the delegate's DEL for the attachment's identity succeeded (and azure-ipam did not queue it). */
   released: Attachment[];
+  /**
+   * The delegate answered DEL with success but only queued the release (azure-ipam with CNS down:
+   * src/effects/azure-ipam.ts): the record is forgotten, the address comes back when CNS runs again.
+   */
+  queued: Attachment[];
   /** Chained records forgotten without `apply` (forgetChained): nothing was released through them. */
   forgotten: Attachment[];
   errors: Array<{ attachment?: Attachment; error: string; code: number }>;
@@ -60,14 +68,20 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
   }
   const liveness = new Map<string, Liveness>();
   await Promise.all(needsProbe(records, o.valid).map(async (r) => liveness.set(attachmentKey(r), await probeAttachment(o.run, r))));
-  const plan = planGc({ records, valid: o.valid, liveness, now: Date.now(), graceMs: o.graceMs });
+  const plan = planGc({ records, valid: o.valid, liveness, now: Date.now(), graceMs: o.graceMs, delegateDels: o.delegate !== undefined });
+  for (const w of plan.withheld) {
+    o.log.warn(
+      { containerID: w.record.containerID, ifname: w.record.ifname, ips: w.record.ips, why: w.why, reason: w.reason, fix: w.fix },
+      'GC: leaked attachment withheld: no DEL is sent for it',
+    );
+  }
   for (const k of plan.kept.filter((k) => k.reason === 'alive')) {
     o.log.warn(
       { containerID: k.record.containerID, ifname: k.record.ifname, ips: k.record.ips },
       "GC: attachment missing from the runtime's valid list is alive; kept",
     );
   }
-  const report: GcReport = { plan, released: [], forgotten: [], errors: [], forwarded: false, notStarted: 0, skipped: [] };
+  const report: GcReport = { plan, released: [], queued: [], forgotten: [], errors: [], forwarded: false, notStarted: 0, skipped: [] };
   if (!o.apply || o.signal?.aborted) {
     if (o.apply) report.notStarted = plan.release.length;
     // Chained, a record is the shim's own note of the runtime's address (nothing allocated through it): a provably
@@ -98,7 +112,7 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
 async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddress: boolean, report: GcReport): Promise<void> {
   // A few releases at a time (different attachments: what a runtime's parallel DELs do anyway); the report keeps
   // the plan's order. One at a time, a large GC spent most of its time waiting for each delegate DEL in turn.
-  const outcomes: Array<{ attachment: Attachment; error?: GcReport['errors'][number]; skipped?: 'busy' | 'changed' }> = [];
+  const outcomes: Array<{ attachment: Attachment; error?: GcReport['errors'][number]; skipped?: 'busy' | 'changed'; queued?: boolean }> = [];
   let next = 0;
   const what = releaseAddress ? 'released' : 'forgot (chained: no address to release)';
   const releaser = async () => {
@@ -110,9 +124,18 @@ async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddres
         // As the only ADD, DEL or CHECK of this attachment would (never interleaved with one), and only what the
         // plan saw: a record rewritten since (the runtime reused the ID) is left for the next GC.
         const done = await releaseRecord(o, record, o.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS, releaseAddress);
-        if (done) {
+        if (done === 'queued') {
+          outcomes[i] = { attachment, queued: true };
+          o.log.warn(
+            { containerID: record.containerID, ifname: record.ifname, ips: record.ips },
+            `GC: queued by the delegate (${AZURE_IPAM} could not reach CNS: the addresses come back when CNS runs); record forgotten`,
+          );
+        } else if (done) {
           outcomes[i] = { attachment };
-          o.log.info({ containerID: record.containerID, ifname: record.ifname, ips: record.ips }, `GC ${what}`);
+          o.log.info(
+            { containerID: record.containerID, ifname: record.ifname, ips: record.ips, ...(done === 'unseen' ? { deleteQueue: 'not visible' } : {}) },
+            `GC ${what}`,
+          );
         } else {
           outcomes[i] = { attachment, skipped: 'changed' };
           o.log.info({ containerID: record.containerID, ifname: record.ifname }, 'GC: the record changed since it was planned; left for the next GC');
@@ -135,6 +158,7 @@ async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddres
     if (!out) continue;
     if (out.error) report.errors.push(out.error);
     else if (out.skipped) report.skipped.push({ ...out.attachment, why: out.skipped });
+    else if (out.queued) report.queued.push(out.attachment);
     else (releaseAddress ? report.released : report.forgotten).push(out.attachment);
   }
 }
@@ -143,14 +167,15 @@ async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddres
  * Releases one recorded attachment as the only ADD, DEL or CHECK of it would (never interleaved with one: under its
  * lock, AttachmentBusy when a call holds it past `lockWaitMs`), and only the record that was planned:
  * false, untouched, when it was rewritten since (the runtime reused the ID). The delegate's DEL first (when there is
- * one and `releaseAddress`), then the record.
+ * one and `releaseAddress`), carrying the attachment's identity (src/ledger/identity.ts), then the record.
+ * `queued`/`unseen`: azure-ipam's DEL queued the release / its queue could not be looked into (src/effects/azure-ipam.ts).
  */
 async function releaseRecord(
   o: Pick<GcOptions, 'conf' | 'ledger' | 'delegate'>,
   record: LedgerRecord,
   lockWaitMs: number,
   releaseAddress = true,
-): Promise<boolean> {
+): Promise<boolean | 'queued' | 'unseen'> {
   const attachment = { containerID: record.containerID, ifname: record.ifname };
   return exclusiveAttachment(
     o.ledger,
@@ -158,17 +183,21 @@ async function releaseRecord(
     async () => {
       const current = await o.ledger.get(attachment);
       if (current?.updatedAt !== record.updatedAt) return false;
+      let outcome: true | 'queued' | 'unseen' = true;
       if (o.delegate && releaseAddress) {
+        const id = identityOf(record);
+        // The plan withholds these (src/gc/plan.ts); never a DEL that names no pod for a record that may be a pod's.
+        if (id.kind === 'unknown')
+          throw new CniError(ErrorCode.Internal, `${record.containerID}: no identity to release it under`, { details: id.why });
         const version = await o.delegate.versionFor(o.conf.cniVersion);
-        await o.delegate.del(delegateConf(o.conf, version), {
-          CNI_CONTAINERID: record.containerID,
-          CNI_IFNAME: record.ifname,
-          CNI_NETNS: '',
-          CNI_ARGS: '',
-        });
+        await o.delegate.del(delegateConf(o.conf, version), delegateEnvFor(record, id.cniArgs));
+        if (o.delegate.type === AZURE_IPAM) {
+          const seen = azureDelOutcome(record.containerID);
+          if (seen !== 'released') outcome = seen;
+        }
       }
       await o.ledger.remove(attachment);
-      return true;
+      return outcome;
     },
     lockWaitMs,
   );

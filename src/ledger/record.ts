@@ -42,6 +42,18 @@ const LedgerRecordSchema = z.object({
   pod: z.optional(z.object({ namespace: z.optional(z.string()), name: z.optional(z.string()), uid: z.optional(z.string()) })),
   /** Optional and added within format 1 like `pod`: a record without it (an older shim's) keeps the older rules. */
   netnsId: z.optional(NetnsIdentitySchema),
+  /**
+   * The CNI_ARGS of the attachment's ADD, every pair as the runtime gave them ('' when it gave none); agent-ip's
+   * own identity for its records. Every DEL and CHECK the shim sends itself carries them (src/ledger/identity.ts).
+   * Optional and added within format 1 like `pod`: an older shim's record has none (identity.ts says what then).
+   */
+  cniArgs: z.optional(z.string()),
+  /**
+   * agent-ip's last confirmation that the delegate still holds `ips` (src/agent-ips/allocate.ts): by a CHECK that
+   * can fail, by a repeated ADD for the same identity that answered them, or `none` (unverified: neither could
+   * prove it). Absent: allocated, not confirmed since. Optional within format 1 like `pod`.
+   */
+  verified: z.optional(z.object({ by: z.enum(['check', 'add', 'none']), at: z.string(), why: z.optional(z.string()) })),
 });
 export type LedgerRecord = z.infer<typeof LedgerRecordSchema>;
 

@@ -39,6 +39,8 @@ function record(
     updatedAt: now,
     ...(ctx.env.pod && { pod: ctx.env.pod }),
     ...(netnsId && { netnsId }),
+    // What the runtime will send at DEL, and what every DEL the shim sends itself must carry (src/ledger/identity.ts).
+    cniArgs: ctx.env.rawArgs ?? '',
   };
 }
 

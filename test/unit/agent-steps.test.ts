@@ -11,7 +11,13 @@ describe('agent steps', () => {
   it('runs gc, pods, then every fix step in registry order, each with its own series', async () => {
     expect(STEPS.map((s) => s.step)).toEqual(['gc', 'pods', ...FIXES.flatMap((f) => (f.agent ? [f.agent.step] : []))]);
     const families = (step: string) => STEPS.find((s) => s.step === step)!.families.map((f) => f.name);
-    expect(families('gc')).toEqual(['ipam_shim_agent_gc_released_total', 'ipam_shim_agent_gc_forgotten_total', 'ipam_shim_agent_gc_leaked']);
+    expect(families('gc')).toEqual([
+      'ipam_shim_agent_gc_released_total',
+      'ipam_shim_agent_gc_forgotten_total',
+      'ipam_shim_agent_gc_queued_total',
+      'ipam_shim_agent_gc_withheld',
+      'ipam_shim_agent_gc_leaked',
+    ]);
     expect(families('pods')).toEqual(['ipam_shim_agent_runtime_cache_readable', 'ipam_shim_agent_runtime_pods', 'ipam_shim_agent_unseen_pods']);
     const m = new AgentMetrics();
     const registered = new Set(m.registry.getMetricsAsArray().map((x) => x.name));

@@ -14,6 +14,7 @@ const rec = (containerID: string, over: Partial<LedgerRecord> = {}): LedgerRecor
   netns: `/run/netns/${containerID}`,
   createdAt: '2026-01-01T00:00:00Z',
   updatedAt: '2026-01-01T00:00:00Z',
+  cniArgs: '',
   ...over,
 });
 const now = Date.parse('2026-06-01T00:00:00Z');
@@ -89,5 +90,48 @@ describe('probeAttachment (netns liveness)', () => {
     } finally {
       await rm(dir, { recursive: true });
     }
+  });
+});
+
+describe('planGc: the identity a release DELs under (issue 47)', () => {
+  const pod = (name: string) => `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=x`;
+  const dead = new Map<string, Liveness>();
+  const plan = (records: LedgerRecord[], valid: string[] = []) => {
+    for (const r of records) dead.set(`${r.containerID}:eth0`, 'dead');
+    return planGc({ records, valid: valid.map((containerID) => ({ containerID, ifname: 'eth0' })), liveness: dead, now, graceMs: 0 });
+  };
+
+  it("withholds an older shim's record that names no pod: a DEL naming none would release the empty key's addresses", () => {
+    const old = rec('old', { cniArgs: undefined });
+    const p = plan([old, rec('new', { cniArgs: pod('web-1') })]);
+    expect(p.release.map((r) => r.record.containerID)).toEqual(['new']);
+    expect(p.withheld).toMatchObject([{ record: { containerID: 'old' }, why: 'no-identity' }]);
+    expect(p.withheld[0]!.fix).toMatch(/K8S_POD_NAME/);
+    // Not released, so the delegate's own GC must keep it too.
+    expect(p.keep.map((a) => a.containerID)).toContain('old');
+  });
+
+  it("releases an older shim's record that names its pod (the identity rebuilt from `pod`)", () => {
+    const old = rec('old', { cniArgs: undefined, pod: { namespace: 'default', name: 'web-1' } });
+    expect(plan([old]).release.map((r) => r.record.containerID)).toEqual(['old']);
+  });
+
+  it("withholds a leak whose pod (namespace/name) is also a kept attachment's: a StatefulSet pod re-created under its name", () => {
+    const p = plan([rec('web-0-old', { cniArgs: pod('web-0') }), rec('web-0-new', { cniArgs: pod('web-0') })], ['web-0-new']);
+    expect(p.release).toEqual([]);
+    expect(p.withheld).toMatchObject([{ record: { containerID: 'web-0-old' }, why: 'shared-identity' }]);
+  });
+
+  it('without a delegate (a release only forgets the record) nothing is withheld', () => {
+    const p = planGc({
+      records: [rec('old', { cniArgs: undefined })],
+      valid: [],
+      liveness: new Map([['old:eth0', 'dead']]),
+      now,
+      graceMs: 0,
+      delegateDels: false,
+    });
+    expect(p.release).toHaveLength(1);
+    expect(p.withheld).toEqual([]);
   });
 });

@@ -32,6 +32,13 @@ describe('ADD in the IPAM slot', () => {
     expect(await f.ledger.get({ containerID: 'c1', ifname: 'eth0' })).toMatchObject({ state: 'attached', ips: ['10.0.0.5'], owner: 'pod' });
   });
 
+  it('records the CNI_ARGS the runtime gave, every pair as given (what later DELs carry)', async () => {
+    const f = fakes();
+    const args = 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-1;K8S_POD_INFRA_CONTAINER_ID=c1;K8S_POD_UID=u-1';
+    await cmdAdd(verbContext('ADD', ipamConf(), f, { CNI_ARGS: args }));
+    expect(await f.ledger.get({ containerID: 'c1', ifname: 'eth0' })).toMatchObject({ cniArgs: args, pod: { name: 'web-1' } });
+  });
+
   it("records an agentContainerIDs match as cilium-agent's (GC keeps it)", async () => {
     const f = fakes();
     await cmdAdd(verbContext('ADD', ipamConf(), f, { CNI_CONTAINERID: 'cilium-agent-n1' }));
@@ -159,6 +166,28 @@ describe('GC keep/release', () => {
     ]);
     expect(ctx.counters.gcReleased).toBe(1);
   });
+
+  it("DELs a leak under the CNI_ARGS its ADD recorded, never the GC call's own (issue 47's measurement 2)", async () => {
+    const args = 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-1;K8S_POD_INFRA_CONTAINER_ID=dead';
+    const old = 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-2;K8S_POD_INFRA_CONTAINER_ID=old;K8S_POD_UID=u2';
+    const f = fakes({
+      records: [
+        record('dead', { ips: ['10.0.0.4'], netns: join(dir, 'gone'), cniArgs: args }),
+        // An older shim's record: no cniArgs, but its pod: rebuilt as containerd sends them.
+        record('old', { ips: ['10.0.0.5'], netns: join(dir, 'gone'), cniArgs: undefined, pod: { namespace: 'default', name: 'web-2', uid: 'u2' } }),
+        // An older shim's record naming no pod: withheld, no DEL at all.
+        record('nameless', { ips: ['10.0.0.6'], netns: join(dir, 'gone'), cniArgs: undefined }),
+      ],
+    });
+    const ctx = verbContext('GC', { ...ipamConf(), cniVersion: '1.1.0', 'cni.dev/valid-attachments': [] }, f, { CNI_ARGS: '' });
+    await cmdGc(ctx);
+    const dels = f.delegate.calls.filter((c) => c.command === 'DEL').map((c) => [c.env.CNI_CONTAINERID, c.env.CNI_ARGS]);
+    expect(dels.sort()).toEqual([
+      ['dead', args],
+      ['old', old],
+    ]);
+    expect([...f.ledger.records.keys()]).toEqual(['nameless:eth0']);
+  });
 });
 
 describe('agent IPs', () => {
@@ -172,31 +201,96 @@ describe('agent IPs', () => {
   });
   const netnsOk = () => '';
 
-  it('allocates once and reuses the allocation while the delegate still holds it', async () => {
-    const f = fakes({ run: netnsOk });
+  /** A CHECK that fails for what the delegate never allocated (host-local's): CHECK proves. */
+  const provingCheck = (call: { env: NodeJS.ProcessEnv }) => {
+    if (call.env.CNI_CONTAINERID?.startsWith('ipam-shim-check-probe-')) throw new CniError(ErrorCode.Internal, 'no allocation for it');
+  };
+
+  it('allocates once and reuses the allocation while a CHECK that can fail confirms it', async () => {
+    const f = fakes({ run: netnsOk, delegate: { check: provingCheck } });
     const first = await allocateAgentIp(deps(f), 'node1');
     const again = await allocateAgentIp(deps(f), 'node1');
     expect(first).toMatchObject({ action: 'allocated', containerID: 'cilium-agent-node1', ips: ['10.0.0.5'] });
-    expect(again).toMatchObject({ action: 'reused', ips: ['10.0.0.5'] });
+    expect(again).toMatchObject({ action: 'reused', ips: ['10.0.0.5'], verifiedBy: 'check' });
     expect(f.delegate.calls.filter((c) => c.command === 'ADD')).toHaveLength(1);
     expect((await f.ledger.get({ containerID: 'cilium-agent-node1', ifname: 'eth0' }))?.owner).toBe('agent');
   });
 
-  it('allocates again (DEL first) when the delegate no longer holds the recorded address', async () => {
+  it('allocates again (DEL first) when a CHECK that can fail says the delegate no longer holds the address', async () => {
     let n = 5;
     const f = fakes({
       run: netnsOk,
       delegate: {
         add: () => resultWith(`10.0.0.${n++}`),
         check: () => {
-          throw new Error('not held');
+          throw new CniError(ErrorCode.Internal, 'not held');
         },
       },
     });
     await allocateAgentIp(deps(f), 'node1');
     const again = await allocateAgentIp(deps(f), 'node1');
     expect(again).toMatchObject({ action: 'reallocated', ips: ['10.0.0.6'] });
-    expect(f.delegate.calls.map((c) => c.command)).toEqual(['DEL', 'ADD', 'CHECK', 'DEL', 'ADD']);
+    // The probe's CHECK (an attachment never allocated), the owner's CHECK, then DEL and ADD.
+    expect(f.delegate.calls.map((c) => c.command)).toEqual(['DEL', 'ADD', 'CHECK', 'CHECK', 'DEL', 'ADD']);
+  });
+
+  it("every call carries the owner's own identity, unique per owner (two owners never share a pod key)", async () => {
+    let n = 5;
+    const f = fakes({ run: netnsOk, delegate: { check: provingCheck, add: () => resultWith(`10.0.0.${n++}`) } });
+    await allocateAgentIp(deps(f), 'health');
+    await allocateAgentIp(deps(f), 'ingress');
+    const args = (owner: string) =>
+      new Set(f.delegate.calls.filter((c) => c.env.CNI_CONTAINERID === `cilium-agent-${owner}`).map((c) => c.env.CNI_ARGS));
+    expect([...args('health')]).toEqual([
+      'IgnoreUnknown=1;K8S_POD_NAMESPACE=kube-system;K8S_POD_NAME=cilium-agent-health.ipam-shim;K8S_POD_INFRA_CONTAINER_ID=cilium-agent-health',
+    ]);
+    expect([...args('ingress')]).toEqual([
+      'IgnoreUnknown=1;K8S_POD_NAMESPACE=kube-system;K8S_POD_NAME=cilium-agent-ingress.ipam-shim;K8S_POD_INFRA_CONTAINER_ID=cilium-agent-ingress',
+    ]);
+    expect((await f.ledger.get({ containerID: 'cilium-agent-health', ifname: 'eth0' }))?.cniArgs).toContain(
+      'K8S_POD_NAME=cilium-agent-health.ipam-shim',
+    );
+  });
+
+  it('where CHECK proves nothing, a repeated ADD for the identity that answers the same address confirms it (reused)', async () => {
+    const f = fakes({ run: netnsOk });
+    await allocateAgentIp(deps(f), 'node1');
+    const again = await allocateAgentIp(deps(f), 'node1');
+    expect(again).toMatchObject({ action: 'reused', ips: ['10.0.0.5'], verifiedBy: 'add' });
+    expect(f.delegate.calls.map((c) => c.command)).toEqual(['DEL', 'ADD', 'CHECK', 'ADD']);
+  });
+
+  it('where CHECK proves nothing and the repeated ADD answers another address, DEL then ADD (reallocated, with a note)', async () => {
+    let n = 5;
+    const f = fakes({ run: netnsOk, delegate: { add: () => resultWith(`10.0.0.${n++}`) } });
+    await allocateAgentIp(deps(f), 'node1');
+    const again = await allocateAgentIp(deps(f), 'node1');
+    expect(again).toMatchObject({ action: 'reallocated', ips: ['10.0.0.7'] });
+    expect(again.note).toMatch(/CHECK proves nothing.*answered 10\.0\.0\.6/);
+  });
+
+  it('where CHECK proves nothing and the repeated ADD fails, says unverified, never reused, and records it', async () => {
+    let adds = 0;
+    const f = fakes({
+      run: netnsOk,
+      delegate: {
+        add: () => {
+          if (adds++) throw new CniError(ErrorCode.Internal, 'duplicate allocation is not allowed');
+          return resultWith('10.0.0.5');
+        },
+      },
+    });
+    await allocateAgentIp(deps(f), 'node1');
+    const again = await allocateAgentIp(deps(f), 'node1');
+    expect(again).toMatchObject({ action: 'unverified', ips: ['10.0.0.5'], verifiedBy: 'none' });
+    expect((await f.ledger.get({ containerID: 'cilium-agent-node1', ifname: 'eth0' }))?.verified).toMatchObject({ by: 'none' });
+  });
+
+  it("an older shim's agent-ip record keeps the identity it was allocated under ('') until it is allocated again", async () => {
+    const old = record('cilium-agent-node1', { owner: 'agent', placement: 'cli', ips: ['10.0.0.5'], cniArgs: undefined });
+    const f = fakes({ run: netnsOk, records: [old] });
+    expect(await allocateAgentIp(deps(f), 'node1')).toMatchObject({ action: 'reused', identity: '' });
+    expect(f.delegate.calls.filter((c) => c.env.CNI_CONTAINERID === 'cilium-agent-node1').map((c) => c.env.CNI_ARGS)).toEqual(['']);
   });
 
   it("refuses an address inside reservedCIDRs (100), as ADD does: the delegate's allocation released, nothing recorded", async () => {

@@ -14,4 +14,6 @@ export const podRecord = (containerID: string, ip: string, at = ''): LedgerRecor
   netns: '',
   createdAt: at,
   updatedAt: at,
+  // What today's ADD records when the runtime names no pod (src/ledger/identity.ts); an older shim's record has none.
+  cniArgs: '',
 });

@@ -2,6 +2,7 @@
 // is recorded, so a test can see what the verb asked.
 import type { Result } from '../../../src/cni/result.js';
 import type { IpamDelegate } from '../../../src/effects/delegate.js';
+import { probeCheckProof, type CheckProof } from '../../../src/effects/check-proof.js';
 
 export type DelegateCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS';
 
@@ -55,6 +56,17 @@ export class ScriptedDelegate implements IpamDelegate {
   async check(conf: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<void> {
     const call = this.note('CHECK', conf, env);
     this.script.check?.(call);
+  }
+
+  /** The real probe (src/effects/check-proof.ts) over the script's CHECK: a script whose check never throws proves nothing. */
+  async checkProof(confFor: (prevResult: Record<string, unknown>) => Record<string, unknown>, version: string, netns: string): Promise<CheckProof> {
+    return probeCheckProof(
+      (c, env) => this.check(c, env),
+      confFor,
+      version,
+      netns,
+      () => false,
+    );
   }
 
   async gc(conf: Record<string, unknown>): Promise<void> {

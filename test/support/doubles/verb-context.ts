@@ -90,5 +90,7 @@ export const record = (containerID: string, over: Partial<LedgerRecord> = {}): L
   netns: '',
   createdAt: '2026-01-01T00:00:00.000Z',
   updatedAt: '2026-01-01T00:00:00.000Z',
+  // What today's ADD records when the runtime names no pod (src/ledger/identity.ts); an older shim's record has none.
+  cniArgs: '',
   ...over,
 });
