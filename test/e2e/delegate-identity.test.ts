@@ -1,0 +1,137 @@
+// Issue 47's measurements 1 and 2, through the built executable, over a delegate keyed as CNS keys a pod's
+// addresses (test/fixtures/bin/keyed-ipam: K8S_POD_NAME:K8S_POD_NAMESPACE from CNI_ARGS, a repeated ADD returns
+// the key's address, DEL frees everything the key holds, CHECK always succeeds). Not the azure-ipam/CNS stand-in
+// (that is test support's, with its own suites): the smallest delegate whose key is the pod, as the probe was.
+// The shim is in ptp's IPAM slot of a 1.1.0 list; the runtime is the project's libcni-like runner.
+import { afterEach, beforeEach, expect, it, describe } from 'vitest';
+import { execa } from 'execa';
+import { mkdir, readFile, unlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CniRunner } from '../support/runtimes/runner.js';
+import { TestNet, rootOrSkip, uid } from '../support/net/netns.js';
+import { shimKeys } from '../support/shim/conf.js';
+import { agentIpArgv } from '../support/shim/chained-node.js';
+import { FIXTURE_BIN, PLUGIN_DIR, SHIM, invoke, scratch, shimBinDir } from '../support/shim/cni.js';
+
+const root = rootOrSkip();
+const d = root ? describe : describe.skip;
+
+interface Bed {
+  s: Awaited<ReturnType<typeof scratch>>;
+  net: TestNet;
+  node: string;
+  network: string;
+  conflistPath: string;
+  confList: any;
+  runner: CniRunner;
+  cniPath: string;
+  owners: string[];
+}
+let b: Bed;
+
+beforeEach(async () => {
+  if (!root) return;
+  const s = await scratch();
+  const net = new TestNet();
+  const node = await net.netns('node');
+  const network = `kid${uid()}`;
+  const delegate = { type: 'keyed-ipam', dataDir: s.dataDir, subnet: '10.77.0.0/24', rangeStart: '10.77.0.10', rangeEnd: '10.77.0.60' };
+  const confList = {
+    cniVersion: '1.1.0',
+    name: network,
+    plugins: [{ type: 'ptp-1.1', ipMasq: false, ipam: shimKeys({ dirs: s, keys: { residue: { ebtables: false, neigh: false } }, delegate }) }],
+  };
+  await mkdir(join(s.dir, 'net.d'));
+  const conflistPath = join(s.dir, 'net.d', '10-cilium.conflist');
+  await writeFile(conflistPath, JSON.stringify(confList, null, 2));
+  const bin = await shimBinDir(s.dir);
+  const cniPath = [bin, FIXTURE_BIN, PLUGIN_DIR].join(':');
+  const runner = new CniRunner({ confList, pluginDirs: cniPath.split(':'), cacheDir: join(s.dir, 'cache'), netns: node });
+  b = { s, net, node, network, conflistPath, confList, runner, cniPath, owners: [] };
+});
+
+afterEach(async () => {
+  if (!root) return;
+  for (const owner of b.owners) await execa('ip', ['netns', 'del', `ipam-shim-agent-${owner}`], { reject: false });
+  await b.net.cleanup();
+  await b.s.cleanup();
+});
+
+/** The keyed store: key (`name:namespace`) → address. */
+const store = async (): Promise<Record<string, string>> => {
+  try {
+    return JSON.parse(await readFile(join(b.s.dataDir, `keyed-${b.network}.json`), 'utf8'));
+  } catch {
+    return {};
+  }
+};
+/** Every delegate call, as "COMMAND CONTAINERID CNI_ARGS". */
+const calls = async () => (await readFile(join(b.s.dataDir, `keyed-${b.network}.log`), 'utf8').catch(() => '')).trim().split('\n');
+
+async function agentIp(action: string, owner: string) {
+  if (!b.owners.includes(owner)) b.owners.push(owner);
+  const r = await execa('ip', agentIpArgv({ node: b.node, action, owner, conflist: b.conflistPath, cniPath: b.cniPath }), { reject: false });
+  return { ...r, json: r.stdout ? JSON.parse(r.stdout) : undefined };
+}
+
+/** A pod that lived and died without its runtime's DEL: ADD with its CNI_ARGS, then sandbox and cache entry gone. */
+async function leakedPod(containerID: string, name: string) {
+  const ns = await b.net.netns('pod');
+  const result: any = await b.runner.add(containerID, `/run/netns/${ns}`, 'eth0', `K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name}`);
+  await execa('ip', ['netns', 'del', ns]);
+  await unlink(b.runner.cacheFilePath(containerID));
+  return String(result.ips[0].address).split('/')[0]!;
+}
+
+const HEALTH_KEY = 'cilium-agent-health.ipam-shim:kube-system';
+
+d('a delegate keyed by the pod (as CNS keys it): every DEL names the attachment it releases', () => {
+  it('measurement 1: two owners hold two addresses, and allocating one never releases the other', async () => {
+    const health = await agentIp('allocate', 'health');
+    expect(health.exitCode, health.stderr + health.stdout).toBe(0);
+    const ingress = await agentIp('allocate', 'ingress');
+    expect(ingress.exitCode, ingress.stderr + ingress.stdout).toBe(0);
+    expect(ingress.json.ips).not.toEqual(health.json.ips);
+    expect(await store()).toEqual({ [HEALTH_KEY]: health.json.ips[0], 'cilium-agent-ingress.ipam-shim:kube-system': ingress.json.ips[0] });
+    // Allocating again (a restart) keeps both: CHECK proves nothing here, a repeated ADD for the identity does.
+    const again = await agentIp('allocate', 'health');
+    expect(again.json).toMatchObject({ action: 'reused', ips: health.json.ips, verifiedBy: 'add' });
+    expect(Object.keys(await store())).toHaveLength(2);
+    const list = await execa('ip', ['netns', 'exec', b.node, SHIM, 'agent-ip', 'list', '--conflist', b.conflistPath, '--json']);
+    expect(JSON.parse(list.stdout).agentIPs).toMatchObject([
+      { owner: 'health', verified: 'add', identity: expect.stringContaining('K8S_POD_NAME=cilium-agent-health.ipam-shim') },
+      { owner: 'ingress', verified: null, identity: expect.stringContaining('K8S_POD_NAME=cilium-agent-ingress.ipam-shim') },
+    ]);
+  });
+
+  it("measurement 2: `ipam-shim gc --apply` releases the leaked pod's address, never cilium-agent's", async () => {
+    const health = await agentIp('allocate', 'health');
+    expect(health.exitCode, health.stderr + health.stdout).toBe(0);
+    const leaked = await leakedPod('pod-web-1', 'web-1');
+    expect(await store()).toEqual({ [HEALTH_KEY]: health.json.ips[0], 'web-1:default': leaked });
+    const r = await execa(
+      'ip',
+      [
+        ...['netns', 'exec', b.node, SHIM, 'gc', '--conflist', b.conflistPath, '--cni-path', b.cniPath],
+        ...['--cache-dir', join(b.s.dir, 'cache'), '--grace-seconds', '0', '--apply', '--allow-empty-cache', '--json'],
+      ],
+      { reject: false },
+    );
+    expect(r.exitCode, r.stderr + r.stdout).toBe(0);
+    expect(JSON.parse(r.stdout).released).toEqual([{ containerID: 'pod-web-1', ifname: 'eth0' }]);
+    expect(await store()).toEqual({ [HEALTH_KEY]: health.json.ips[0] });
+    expect((await calls()).filter((c) => c.startsWith('DEL pod-web-1'))).toEqual(['DEL pod-web-1 K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-1']);
+  });
+
+  it("the GC verb releases the leaked pod's address under its recorded CNI_ARGS, never cilium-agent's", async () => {
+    const health = await agentIp('allocate', 'health');
+    expect(health.exitCode, health.stderr + health.stdout).toBe(0);
+    await leakedPod('pod-web-2', 'web-2');
+    const out = await invoke(
+      { ...b.confList.plugins[0], name: b.network, cniVersion: '1.1.0', 'cni.dev/valid-attachments': [] },
+      { command: 'GC', path: b.cniPath.split(':'), inNetns: b.node },
+    );
+    expect(out.exitCode, out.stdout).toBe(0);
+    expect(await store()).toEqual({ [HEALTH_KEY]: health.json.ips[0] });
+  });
+});
