@@ -18,6 +18,7 @@ import { cachedAttachments } from '../gc/from-cache.js';
 import type { CacheView } from '../gc/cached-pod.js';
 import type { GcFlags, Pass, StepOutcome } from '../fix/agent-step.js';
 import { podHolds } from '../fixes/pod-holds.js';
+import { FIXES } from '../fixes/registry.js';
 import { networkPodRanges } from '../fixes/pod-ranges.js';
 import type { PodsView } from '../pods/view.js';
 import type { AgentMetrics } from './metrics.js';
@@ -166,7 +167,7 @@ export async function reconcileOnce(o: ReconcileOptions): Promise<PassReport> {
     // once for the steps that ask; the pods step's view, for the steps after it.
     const shared: Shared = { runtime: undefined };
     for (const { step: name, load } of STEPS)
-      await step(name, async (signal) => (await load()).reconcile(passFor(o, n, report, name, shared, signal)));
+      await step(name, async (signal) => (await load(FIXES)).reconcile(passFor(o, n, report, name, shared, signal)));
   }
 
   report.stopped = stopped(o);

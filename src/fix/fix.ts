@@ -64,7 +64,8 @@ export interface AgentStepEntry {
   families: AgentFamily[];
   /** Fields the pass's log line carries even when the step does not run, with their value then. */
   notes?: Record<string, number | boolean>;
-  load(): Promise<AgentStep>;
+  /** The step; `fixes` is the registry's list (a step that hands out addresses cures them as ADD does). */
+  load(fixes: readonly Fix[]): Promise<AgentStep>;
 }
 
 /**

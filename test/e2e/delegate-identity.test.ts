@@ -12,6 +12,9 @@ import { TestNet, rootOrSkip, uid } from '../support/net/netns.js';
 import { shimKeys } from '../support/shim/conf.js';
 import { agentIpArgv } from '../support/shim/chained-node.js';
 import { FIXTURE_BIN, PLUGIN_DIR, SHIM, invoke, scratch, shimBinDir } from '../support/shim/cni.js';
+import { agentArgs, agentGet, followAgent } from '../support/shim/agent.js';
+import { waitFor } from '../support/wait.js';
+import { parseMetrics, seriesKey } from '../../src/metrics.js';
 
 const root = rootOrSkip();
 const d = root ? describe : describe.skip;
@@ -133,5 +136,46 @@ d('a delegate keyed by the pod (as CNS keys it): every DEL names the attachment 
     );
     expect(out.exitCode, out.stdout).toBe(0);
     expect(await store()).toEqual({ [HEALTH_KEY]: health.json.ips[0] });
+  });
+});
+
+d('the node agent and an IPAM store that forgot an agent address', () => {
+  it('re-allocates it under the same identity within one pass: a log line, a counter, the new address in agent-ip list', async () => {
+    const health = await agentIp('allocate', 'health');
+    expect(health.exitCode, health.stderr + health.stdout).toBe(0);
+    const was = health.json.ips[0] as string;
+    // CNS restarted and rebuilt its assignments from the node's pods: health's key is gone and its address is a
+    // pod's now (one the shim never saw: started while the shim was out of the chain).
+    await writeFile(join(b.s.dataDir, `keyed-${b.network}.json`), JSON.stringify({ 'other:default': was }));
+    const node = {
+      network: b.network,
+      confDir: join(b.s.dir, 'net.d'),
+      cniPath: b.cniPath,
+      cacheDir: join(b.s.dir, 'cache'),
+      binDir: join(b.s.dir, 'bin'),
+    };
+    const proc = execa('ip', ['netns', 'exec', b.node, SHIM, ...agentArgs(SHIM, node, { graceSeconds: 0 }), '--no-install', '--interval', '3600'], {
+      reject: false,
+      buffer: false,
+    });
+    const a = followAgent(proc);
+    try {
+      await waitFor('the first pass', () => a.passes().length >= 1);
+      expect(a.passes()[0]).toMatchObject({ agentIpsChecked: 1, agentIpsReallocated: 1, agentIpsUnverified: 0 });
+      const now = (await store())[HEALTH_KEY];
+      expect(now).toBeDefined();
+      expect(now).not.toBe(was);
+      // No address held by two: the pod keeps its address, the ledger names health's new one.
+      expect(await store()).toEqual({ 'other:default': was, [HEALTH_KEY]: now });
+      const line = a.lines().find((l) => l.step === 'agent-ips' && l.level === 'warn');
+      expect(line).toMatchObject({ owner: 'health', before: [was], after: [now] });
+      const list = await execa('ip', ['netns', 'exec', b.node, SHIM, 'agent-ip', 'list', '--conflist', b.conflistPath, '--json']);
+      expect(JSON.parse(list.stdout).agentIPs).toMatchObject([{ owner: 'health', ips: [now] }]);
+      const { body } = await agentGet(b.node, '/metrics');
+      expect(parseMetrics(body).get(seriesKey('ipam_shim_agent_ip_reallocated_total', { network: b.network }))?.value).toBe(1);
+    } finally {
+      proc.kill('SIGKILL');
+      await proc;
+    }
   });
 });

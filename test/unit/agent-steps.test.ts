@@ -22,7 +22,7 @@ describe('agent steps', () => {
     const m = new AgentMetrics();
     const registered = new Set(m.registry.getMetricsAsArray().map((x) => x.name));
     for (const s of STEPS) {
-      expect(typeof (await s.load()).reconcile, s.step).toBe('function');
+      expect(typeof (await s.load(FIXES)).reconcile, s.step).toBe('function');
       for (const fam of s.families) {
         expect(registered, fam.name).toContain(fam.name);
         expect(() => (fam.type === 'counter' ? m.counter(fam.name) : m.gauge(fam.name))).not.toThrow();

@@ -56,6 +56,6 @@ describe('fix registry', () => {
   });
 
   it('loads every agent step', async () => {
-    for (const fix of FIXES) if (fix.agent) expect(typeof (await fix.agent.load()).reconcile, fix.name).toBe('function');
+    for (const fix of FIXES) if (fix.agent) expect(typeof (await fix.agent.load(FIXES)).reconcile, fix.name).toBe('function');
   });
 });
