@@ -12,7 +12,7 @@ import { RUNTIMES, newRuntime, skipRuntime, type CniRuntime, type RuntimeKind } 
 import { TestNet, rootOrSkip, uid } from '../support/net/netns.js';
 import { shimKeys } from '../support/shim/conf.js';
 import { agentIpArgv } from '../support/shim/chained-node.js';
-import { agentArgs, followAgent, type RunningAgent } from '../support/shim/agent.js';
+import { agentArgs, agentGet, followAgent, type RunningAgent } from '../support/shim/agent.js';
 import { FIXTURE_BIN, PLUGIN_DIR, SHIM, invoke, scratch, shimBinDir } from '../support/shim/cni.js';
 import { CNS_SCHEMES, CnsStandin, overAzureIpam, type CnsScheme } from '../support/doubles/cns.js';
 import { waitFor } from '../support/wait.js';
@@ -239,7 +239,7 @@ describe.skipIf(!root).each(CNS_SCHEMES)('azure-ipam over CNS, %s key scheme', (
     const taker = await pod(b, bare, 'web-1');
     expect(taker.ip).toBe(health.ips[0]);
     const a = startAgent(b, ['--gc', 'report', '--interval', '3600']);
-    await firstPass(a);
+    expect(await firstPass(a)).toMatchObject({ agentIpsReallocated: 1 });
     const records = await ledger(b);
     expect(records['cilium-agent-health'], JSON.stringify(records)).toBeDefined();
     const now = records['cilium-agent-health']!;
@@ -251,6 +251,10 @@ describe.skipIf(!root).each(CNS_SCHEMES)('azure-ipam over CNS, %s key scheme', (
     // `agent-ip list` shows where cilium-agent's operator will look.
     const list = await execa('ip', ['netns', 'exec', b.node, SHIM, 'agent-ip', 'list', '--conflist', b.conflistPath, '--json'], { env: b.env });
     expect(JSON.parse(list.stdout).agentIPs).toMatchObject([{ owner: 'health', ips: now }]);
+    // Reported: a warning naming before and after, and the counter an alert reads.
+    expect(a.lines().filter((l) => l.step === 'agent-ips' && l.owner === 'health')).toMatchObject([{ before: [taker.ip], after: now }]);
+    const { body } = await agentGet(b.node, '/metrics');
+    expect(body).toMatch(new RegExp(`^ipam_shim_agent_ip_reallocated_total\\{network="${b.network}"\\} 1$`, 'm'));
   });
 
   for (const kind of RUNTIMES) {
