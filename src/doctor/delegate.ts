@@ -1,7 +1,11 @@
-// Doctor's delegate check: the delegate is on the CNI path and speaks a version the shim can bridge to.
-import { isSupported } from '../cni/versions.js';
+// Doctor's delegate check: the delegate is on the CNI path and speaks a version the shim can bridge to, and which
+// verbs it really implements: a CHECK for an attachment it never allocated that answers success proves nothing
+// (src/effects/check-proof.ts), whatever the version says it speaks.
+import { delegateConf } from '../cni/config.js';
+import { atLeast, isSupported } from '../cni/versions.js';
 import { Delegate } from '../effects/delegate.js';
 import type { DoctorCheck } from '../fix/doctor-check.js';
+import type { CheckProof } from '../effects/check-proof.js';
 
 export const delegateCheck: DoctorCheck = {
   name: 'delegate',
@@ -55,6 +59,26 @@ export const delegateCheck: DoctorCheck = {
       ];
     }
     const note = bridged === net.conf.cniVersion ? '' : `; the shim speaks ${bridged} to it`;
-    return [{ check: this.name, verdict: 'ok', summary: `${path} answers VERSION (${versions.filter(isSupported).join(', ')})${note}` }];
+    const proof = await probe
+      .checkProof((prevResult) => delegateConf(net.conf, bridged, { prevResult }), bridged, '/proc/self/ns/net')
+      .catch(() => 'unknown' as const);
+    return [
+      { check: this.name, verdict: 'ok', summary: `${path} answers VERSION (${versions.filter(isSupported).join(', ')})${note}` },
+      { check: this.name, verdict: 'ok', summary: `${d.type} at ${bridged}: ${verbsSummary(bridged, proof)}` },
+    ];
   },
 };
+
+/** Which verbs the delegate really implements at `version`, as far as the shim relies on them. */
+function verbsSummary(version: string, proof: CheckProof): string {
+  const check =
+    proof === 'proves'
+      ? 'CHECK can fail (it refused an attachment it never allocated): agent-ip confirms addresses with it'
+      : proof === 'proves-nothing'
+        ? 'CHECK proves nothing (answered success for an attachment it never allocated): agent-ip confirms addresses by a repeated ADD under their identity instead'
+        : proof === 'no-check'
+          ? `no CHECK at ${version}: agent-ip confirms addresses by a repeated ADD under their identity`
+          : 'CHECK could not be probed (no answer of its own): agent-ip falls back to a repeated ADD';
+  const gc = atLeast(version, '1.1.0') ? 'GC is forwarded to it by the GC verb' : `no GC at ${version}: the shim releases leaks with DELs`;
+  return `ADD and DEL; ${check}; ${gc}`;
+}

@@ -75,10 +75,14 @@ export function planGc({ records, valid, liveness, now, graceMs, delegateDels = 
   }
   // The pods the kept attachments name, as a pod-keyed store keys them: a DEL naming one releases a live pod's.
   const keptPods = new Set<string>();
+  // An older shim's agent-ip record was allocated naming no pod: to a pod-keyed store it is the empty key, which
+  // a DEL naming no pod would release.
+  let keptNameless: LedgerRecord | undefined;
   for (const { record } of plan.kept) {
     const id = identityOf(record);
     const pod = id.kind === 'unknown' ? undefined : podKeyOf(id.cniArgs);
     if (pod !== undefined) keptPods.add(pod);
+    if (id.kind === 'agent-ip-legacy') keptNameless ??= record;
   }
   for (const c of candidates) {
     const id = identityOf(c.record);
@@ -94,6 +98,12 @@ export function planGc({ records, valid, liveness, now, graceMs, delegateDels = 
           'shared-identity',
           `${c.reason}, but its pod ${pod} is also a kept attachment's (a pod re-created under the same name): a DEL for it would release the live pod's addresses in an IPAM keyed by pod (azure-ipam over CNS)`,
           `nothing to do while the pod ${pod} runs: GC releases this record once that pod is gone (with a delegate keyed by container ID, such as host-local, remove the record file and DEL it by hand if the address must come back sooner)`,
+        );
+      else if (pod === undefined && keptNameless)
+        withhold(
+          'shared-identity',
+          `${c.reason}, but its DEL would name no pod, as the allocation of ${keptNameless.containerID} (written by an older ipam-shim) does: in an IPAM keyed by pod (azure-ipam over CNS) it would release cilium-agent's address`,
+          `give cilium-agent its own identity first: \`ipam-shim agent-ip release --owner OWNER\` then \`ipam-shim agent-ip allocate --owner OWNER\` (a new address: restart cilium-agent), then GC releases this`,
         );
       else plan.release.push(c);
     }

@@ -63,6 +63,8 @@ d('doctor node checks', () => {
     expect(of(fs, 'ledger')[0]!.summary).toMatch(/1 ledger record\(s\) match 1 reservation\(s\)/);
     expect(of(fs, 'state-dir')[0]!.summary).toContain('private (0700, ours), 1 record(s)');
     expect(await readdir(store)).toContain(ip);
+    // Which verbs host-local really implements: its CHECK fails for an attachment it never allocated (issue 47).
+    expect(of(fs, 'delegate')[1]!.summary).toContain('CHECK can fail (it refused an attachment it never allocated)');
 
     const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`, '--json'], {
       reject: false,
@@ -168,6 +170,8 @@ d('doctor node checks', () => {
     await writeFile(conflist, JSON.stringify(slot));
     const fs = await findings(`${bin}:${FIXTURE_BIN}`);
     expect(of(fs, 'delegate')[0]!.verdict).toBe('ok');
+    // fake-ipam answers every CHECK with success: doctor says CHECK proves nothing there (issue 47).
+    expect(of(fs, 'delegate')[1]!.summary).toContain('CHECK proves nothing (answered success for an attachment it never allocated)');
     expect(of(fs, 'ledger')).toMatchObject([
       { verdict: 'skipped', summary: expect.stringContaining("cannot compare the ledger with fake-ipam's store") },
     ]);

@@ -122,6 +122,14 @@ describe('planGc: the identity a release DELs under (issue 47)', () => {
     expect(p.withheld).toMatchObject([{ record: { containerID: 'web-0-old' }, why: 'shared-identity' }]);
   });
 
+  it("withholds a leak whose DEL names no pod while an older shim's agent-ip record (allocated naming none) is kept", () => {
+    const legacyAgent = rec('cilium-agent-health', { owner: 'agent', placement: 'cli', cniArgs: undefined });
+    const p = plan([legacyAgent, rec('nameless', { cniArgs: '' }), rec('named', { cniArgs: pod('web-3') })]);
+    expect(p.release.map((r) => r.record.containerID)).toEqual(['named']);
+    expect(p.withheld).toMatchObject([{ record: { containerID: 'nameless' }, why: 'shared-identity' }]);
+    expect(p.withheld[0]!.fix).toContain('agent-ip release --owner');
+  });
+
   it('without a delegate (a release only forgets the record) nothing is withheld', () => {
     const p = planGc({
       records: [rec('old', { cniArgs: undefined })],
