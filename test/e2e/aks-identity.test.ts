@@ -301,15 +301,28 @@ describe.skipIf(!root).each(CNS_SCHEMES)('azure-ipam over CNS, %s key scheme', (
         await expectOnlyLeakReleased(w, agentKey);
       });
 
-      it('GC with CNS down says the release was queued by the delegate, not released', async () => {
+      it('`ipam-shim gc --apply` with CNS down says the release was queued by the delegate, not released', async () => {
         const w = await world();
         await b.cns.setMode('down');
         const r = await gcCli(b, ['--apply']);
-        expect(`${r.stdout}\n${r.stderr}`).toContain('queued by the delegate');
-        expect(JSON.parse(r.stdout).released ?? []).toEqual([]);
+        const report = JSON.parse(r.stdout);
+        expect(report.released, r.stdout).toEqual([]);
+        expect(report.queued).toEqual([{ containerID: w.leaked.id, ifname: 'eth0' }]);
+        expect(await readFile(b.s.logFile, 'utf8')).toContain('queued by the delegate');
         expect(await readdir(b.cns.deleteIDsDir)).toEqual([w.leaked.id]);
         await b.cns.setMode('up');
         expect(await b.cns.held()).toContain(w.leaked.ip); // nothing released until CNS processes its queue
+      });
+
+      it('the GC verb with CNS down logs the release as queued by the delegate, not released', async () => {
+        const w = await world();
+        await b.cns.setMode('down');
+        const out = await gcVerb(b, [{ containerID: w.alive.id, ifname: 'eth0' }]);
+        expect(out.exitCode, out.stdout).toBe(0);
+        const gcLine = (await readFile(b.s.logFile, 'utf8')).split('\n').filter((l) => l.includes(w.leaked.id));
+        expect(gcLine.join('\n')).toContain('queued by the delegate');
+        expect(gcLine.join('\n')).not.toMatch(/"msg":"[^"]*\breleased\b/);
+        expect(await readdir(b.cns.deleteIDsDir)).toEqual([w.leaked.id]);
       });
 
       it("a pod handed an address the ledger holds for the agent is refused (11); the runtime's retry after the agent's pass gets another", async () => {
