@@ -7,7 +7,7 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type NetConf } from '../cni/config.js';
 import { resultIps } from '../cni/result.js';
 import type { IpamDelegate } from '../effects/delegate.js';
-import { hostPrevResult, type CheckProof } from '../effects/check-proof.js';
+import { checkVersionOf, hostPrevResult, type CheckProof } from '../effects/check-proof.js';
 import { agentIpCniArgs, delegateEnvFor, identityOf } from '../ledger/identity.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { LedgerStore } from '../ledger/store.js';
@@ -200,11 +200,13 @@ export async function allocateAgentIp(d: AgentDeps, owner: string, family?: Fami
 type Verdict = { kind: 'held'; by: 'check' | 'add' } | { kind: 'lost'; reason: string } | { kind: 'unverified'; reason: string };
 
 async function verifyWithDelegate(d: AgentDeps, rec: LedgerRecord, version: string, env: NodeJS.ProcessEnv, netns: string): Promise<Verdict> {
-  const confFor = (prevResult: Record<string, unknown>) => delegateConf(d.conf, version, { prevResult });
-  const proof = await d.delegate.checkProof(confFor, version, netns);
+  // CHECK in the highest version both speak (a 0.3.1 list has none, its delegate may); the ADD in the list's.
+  const checkVersion = checkVersionOf(await d.delegate.supportedVersions()) ?? version;
+  const confFor = (prevResult: Record<string, unknown>) => delegateConf(d.conf, checkVersion, { prevResult });
+  const proof = await d.delegate.checkProof(confFor, checkVersion, netns);
   if (proof === 'proves') {
     try {
-      await d.delegate.check(confFor(agentPrevResult(rec.ips, version)), env);
+      await d.delegate.check(confFor(agentPrevResult(rec.ips, checkVersion)), env);
       return { kind: 'held', by: 'check' };
     } catch (e) {
       return { kind: 'lost', reason: e instanceof Error ? e.message : String(e) };
@@ -224,7 +226,7 @@ async function verifyWithDelegate(d: AgentDeps, rec: LedgerRecord, version: stri
 /** Why CHECK could not confirm an address, by what the probe learnt (Delegate.checkProof). */
 const CHECK_PROOF_WHY: Record<Exclude<CheckProof, 'proves'>, string> = {
   'proves-nothing': 'CHECK proves nothing (answered success for an attachment it never allocated)',
-  'no-check': 'no CHECK at the version spoken to the delegate (below 0.4.0)',
+  'no-check': 'the delegate speaks no version with CHECK (below 0.4.0)',
   unknown: 'CHECK could not be probed (the delegate gave no answer of its own)',
 };
 

@@ -5,6 +5,7 @@ import { delegateConf } from '../cni/config.js';
 import { agentReallocateFix } from '../ledger/owner.js';
 import { delegateEnvFor, identityOf } from '../ledger/identity.js';
 import { agentPrevResult, listAgentIps } from './allocate.js';
+import { checkVersionOf } from '../effects/check-proof.js';
 import type { DoctorCheck, Finding } from '../fix/doctor-check.js';
 
 export const agentCheck: DoctorCheck = {
@@ -12,7 +13,8 @@ export const agentCheck: DoctorCheck = {
   async run(net) {
     const records = await listAgentIps(net.ledger);
     if (!records.length) return [{ check: this.name, verdict: 'ok', summary: 'no cilium-agent IPs recorded' }];
-    const version = net.delegate ? await net.delegate.versionFor(net.conf.cniVersion).catch(() => undefined) : undefined;
+    // agent-ip's CHECKs go in the highest version both speak (allocate.ts): so do doctor's.
+    const version = net.delegate ? await net.delegate.supportedVersions().then(checkVersionOf, () => undefined) : undefined;
     const findings: Finding[] = [];
     for (const r of records) {
       const fix = agentReallocateFix(r.containerID);

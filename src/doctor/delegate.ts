@@ -5,7 +5,7 @@ import { delegateConf } from '../cni/config.js';
 import { atLeast, isSupported } from '../cni/versions.js';
 import { Delegate } from '../effects/delegate.js';
 import type { DoctorCheck } from '../fix/doctor-check.js';
-import type { CheckProof } from '../effects/check-proof.js';
+import { checkVersionOf, type CheckProof } from '../effects/check-proof.js';
 
 export const delegateCheck: DoctorCheck = {
   name: 'delegate',
@@ -59,25 +59,27 @@ export const delegateCheck: DoctorCheck = {
       ];
     }
     const note = bridged === net.conf.cniVersion ? '' : `; the shim speaks ${bridged} to it`;
+    // The shim's own CHECKs (agent-ip) go in the highest version both speak (src/effects/check-proof.ts).
+    const checkVersion = checkVersionOf(versions) ?? bridged;
     const proof = await probe
-      .checkProof((prevResult) => delegateConf(net.conf, bridged, { prevResult }), bridged, '/proc/self/ns/net')
+      .checkProof((prevResult) => delegateConf(net.conf, checkVersion, { prevResult }), checkVersion, '/proc/self/ns/net')
       .catch(() => 'unknown' as const);
     return [
       { check: this.name, verdict: 'ok', summary: `${path} answers VERSION (${versions.filter(isSupported).join(', ')})${note}` },
-      { check: this.name, verdict: 'ok', summary: `${d.type} at ${bridged}: ${verbsSummary(bridged, proof)}` },
+      { check: this.name, verdict: 'ok', summary: `${d.type}: ${verbsSummary(bridged, checkVersion, proof)}` },
     ];
   },
 };
 
 /** Which verbs the delegate really implements at `version`, as far as the shim relies on them. */
-function verbsSummary(version: string, proof: CheckProof): string {
+function verbsSummary(version: string, checkVersion: string, proof: CheckProof): string {
   const check =
     proof === 'proves'
       ? 'CHECK can fail (it refused an attachment it never allocated): agent-ip confirms addresses with it'
       : proof === 'proves-nothing'
         ? 'CHECK proves nothing (answered success for an attachment it never allocated): agent-ip confirms addresses by a repeated ADD under their identity instead'
         : proof === 'no-check'
-          ? `no CHECK at ${version}: agent-ip confirms addresses by a repeated ADD under their identity`
+          ? `no CHECK (it speaks nothing from 0.4.0 on; asked at ${checkVersion}): agent-ip confirms addresses by a repeated ADD under their identity`
           : 'CHECK could not be probed (no answer of its own): agent-ip falls back to a repeated ADD';
   const gc = atLeast(version, '1.1.0') ? 'GC is forwarded to it by the GC verb' : `no GC at ${version}: the shim releases leaks with DELs`;
   return `ADD and DEL; ${check}; ${gc}`;

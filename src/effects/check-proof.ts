@@ -3,7 +3,7 @@
 // ranges (RFC 5737, RFC 3849). host-local fails it (no allocation for that ID); azure-ipam answers success to every
 // CHECK (its CmdCheck does nothing), so its CHECK proves nothing. Delegate caches the answer per binary.
 import { CniError } from '../cni/errors.js';
-import { atLeast } from '../cni/versions.js';
+import { atLeast, bridgeVersion, LATEST_VERSION } from '../cni/versions.js';
 
 /**
  * `proves`: CHECK failed for the attachment it never allocated (its success means something); `proves-nothing`:
@@ -11,6 +11,13 @@ import { atLeast } from '../cni/versions.js';
  * answer of its own (timed out, crashed): not cached, asked again next time.
  */
 export type CheckProof = 'proves' | 'proves-nothing' | 'no-check' | 'unknown';
+
+/**
+ * The version to send the shim's own CHECKs in: the highest the delegate and the shim both speak. Not the
+ * conflist's: a 0.3.1 list (AKS's) has no CHECK, but a delegate that speaks 0.4.0 or later can still be asked
+ * (host-local 1.1.1 speaks 1.0.0). Undefined: nothing in common.
+ */
+export const checkVersionOf = (supported: readonly string[]): string | undefined => bridgeVersion(LATEST_VERSION, supported);
 
 /** A prevResult for a delegate's CHECK from bare addresses (host prefixes: only the address matters). */
 export function hostPrevResult(ips: readonly string[], version: string): Record<string, unknown> {

@@ -118,3 +118,27 @@ describe("azure-ipam's DEL queue", () => {
     expect(report.released).toEqual([{ containerID: 'leak-b', ifname: 'eth0' }]);
   });
 });
+
+describe("ADD's undo DEL", () => {
+  it("carries the runtime's CNI_ARGS: the delegate inherits the caller's environment (as libcni's invoke does)", async () => {
+    dir = await mkdtemp(join(tmpdir(), 'delegate-env-'));
+    await writeFile(join(dir, 'some-ipam'), '#!/bin/sh\n', { mode: 0o755 });
+    const seen: NodeJS.ProcessEnv[] = [];
+    const r = scriptedRun((_f, _a, opts) => {
+      seen.push(opts.env ?? {});
+      return '';
+    });
+    const runtimeArgs = 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-1';
+    // src/verbs/add.ts undoAllocation: `delegate.del(conf)`, no override; the verbs' delegate env is the process's.
+    const delegate = new Delegate({
+      type: 'some-ipam',
+      cniPath: [dir],
+      env: { CNI_ARGS: runtimeArgs, CNI_CONTAINERID: 'c1' },
+      timeoutMs: 5000,
+      log: silentLogger,
+      run: r,
+    });
+    await delegate.del({ cniVersion: '1.0.0', name: 'n' });
+    expect(seen).toMatchObject([{ CNI_COMMAND: 'DEL', CNI_ARGS: runtimeArgs, CNI_CONTAINERID: 'c1' }]);
+  });
+});

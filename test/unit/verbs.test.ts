@@ -286,6 +286,26 @@ describe('agent IPs', () => {
     expect((await f.ledger.get({ containerID: 'cilium-agent-node1', ifname: 'eth0' }))?.verified).toMatchObject({ by: 'none' });
   });
 
+  it("under a 0.3.1 list (AKS's: no CHECK) a delegate that speaks 1.0.0 is still asked by CHECK, in 1.0.0", async () => {
+    // host-local 1.1.1's versions.
+    const f = fakes({ run: netnsOk, delegate: { check: provingCheck, versions: ['0.3.0', '0.3.1', '0.4.0', '1.0.0'] } });
+    const d = { ...deps(f), conf: parseNetConf({ ...ipamConf(), cniVersion: '0.3.1' }) };
+    await allocateAgentIp(d, 'node1');
+    expect(await allocateAgentIp(d, 'node1')).toMatchObject({ action: 'reused', verifiedBy: 'check' });
+    const checks = f.delegate.calls.filter((c) => c.command === 'CHECK');
+    expect(checks.map((c) => c.conf.cniVersion)).toEqual(['1.0.0', '1.0.0']);
+    // The ADDs stay in the list's version.
+    expect(f.delegate.calls.filter((c) => c.command === 'ADD').map((c) => c.conf.cniVersion)).toEqual(['0.3.1']);
+  });
+
+  it('a delegate that speaks nothing with CHECK is confirmed by a repeated ADD', async () => {
+    const f = fakes({ run: netnsOk, delegate: { check: provingCheck, versions: ['0.3.0', '0.3.1'] } });
+    const d = { ...deps(f), conf: parseNetConf({ ...ipamConf(), cniVersion: '0.3.1' }) };
+    await allocateAgentIp(d, 'node1');
+    expect(await allocateAgentIp(d, 'node1')).toMatchObject({ action: 'reused', verifiedBy: 'add' });
+    expect(f.delegate.calls.filter((c) => c.command === 'CHECK')).toEqual([]);
+  });
+
   it("an older shim's agent-ip record keeps the identity it was allocated under ('') until it is allocated again", async () => {
     const old = record('cilium-agent-node1', { owner: 'agent', placement: 'cli', ips: ['10.0.0.5'], cniArgs: undefined });
     const f = fakes({ run: netnsOk, records: [old] });
