@@ -19,7 +19,8 @@ const same = (a: { containerID: string; ifname: string }, b: { containerID: stri
 
 /** What --apply did with one planned release. */
 function releaseAction(report: GcReport, r: { containerID: string; ifname: string }): string {
-  if (report.released.some((a) => same(a, r))) return 'released';
+  if (report.released.some((a) => same(a, r)))
+    return report.queueUnseen.some((a) => same(a, r)) ? "released (azure-ipam's DEL queue not visible: maybe only queued)" : 'released';
   if (report.queued.some((a) => same(a, r))) return 'queued by the delegate';
   const skipped = report.skipped.find((a) => same(a, r));
   if (skipped) return `left (${skipped.why})`;
@@ -111,6 +112,7 @@ export const gcCommand: Command = {
         release: report.plan.release.map((r) => ({ ...r.record, reason: r.reason })),
         released: report.released,
         queued: report.queued,
+        queueUnseen: report.queueUnseen,
         withheld: report.plan.withheld.map((w) => ({ ...w.record, why: w.why, reason: w.reason, fix: w.fix })),
         skipped: report.skipped,
         forwarded: report.forwarded,

@@ -76,7 +76,7 @@ const gcStep: AgentStep = {
     const leaked = gc.plan.release.map((r) => ({ containerID: r.record.containerID, ifname: r.record.ifname, ips: r.record.ips, why: r.reason }));
     if (leaked.length) {
       net.log.warn(
-        { step: 'gc', mode, leaked, released: gc.released, queued: gc.queued },
+        { step: 'gc', mode, leaked, released: gc.released, queued: gc.queued, ...(gc.queueUnseen.length ? { queueUnseen: gc.queueUnseen } : {}) },
         apply ? 'gc: released leaked attachments' : 'gc: leaked attachments found (report mode: set gc mode apply to release them)',
       );
     } else net.log.debug({ step: 'gc', cached: valid.length, kept: gc.plan.kept.length }, 'gc: nothing leaked');

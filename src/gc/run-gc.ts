@@ -50,6 +50,11 @@ export interface GcReport {
    * src/effects/azure-ipam.ts): the record is forgotten, the address comes back when CNS runs again.
    */
   queued: Attachment[];
+  /**
+   * Of `released`: azure-ipam answered success but its DEL queue could not be looked into (not mounted here), so a
+   * release it only queued cannot be told from a real one. Said, never counted as proof.
+   */
+  queueUnseen: Attachment[];
   /** Chained records forgotten without `apply` (forgetChained): nothing was released through them. */
   forgotten: Attachment[];
   errors: Array<{ attachment?: Attachment; error: string; code: number }>;
@@ -85,7 +90,7 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
       "GC: attachment missing from the runtime's valid list is alive; kept",
     );
   }
-  const report: GcReport = { plan, released: [], queued: [], forgotten: [], errors: [], forwarded: false, notStarted: 0, skipped: [], settled: [] };
+  const report: GcReport = { plan, released: [], queued: [], queueUnseen: [], forgotten: [], errors: [], forwarded: false, notStarted: 0, skipped: [], settled: [] };
   if (!o.apply || o.signal?.aborted) {
     if (o.apply) {
       report.notStarted = plan.release.length;
@@ -126,10 +131,11 @@ async function settleDeleted(o: GcOptions, releaseAddress: boolean, report: GcRe
     const items = report.plan.deleted.filter((d) => d.delegateDel === del);
     if (!items.length) continue;
     const release = releaseAddress && del;
-    const part: GcReport = { ...report, released: [], queued: [], forgotten: [], errors: [], skipped: [], settled: [], notStarted: 0 };
+    const part: GcReport = { ...report, released: [], queued: [], queueUnseen: [], forgotten: [], errors: [], skipped: [], settled: [], notStarted: 0 };
     const label = release ? 'settled a DELed record (delegate DEL, then forgotten)' : 'settled a DELed record (forgotten)';
     await releaseEach(o, items, release, part, label);
     report.settled.push(...part.released, ...part.queued, ...part.forgotten);
+    report.queueUnseen.push(...part.queueUnseen);
     report.errors.push(...part.errors);
     report.skipped.push(...part.skipped);
     report.notStarted += part.notStarted;
@@ -140,7 +146,7 @@ async function settleDeleted(o: GcOptions, releaseAddress: boolean, report: GcRe
 async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddress: boolean, report: GcReport, label?: string): Promise<void> {
   // A few releases at a time (different attachments: what a runtime's parallel DELs do anyway); the report keeps
   // the plan's order. One at a time, a large GC spent most of its time waiting for each delegate DEL in turn.
-  const outcomes: Array<{ attachment: Attachment; error?: GcReport['errors'][number]; skipped?: 'busy' | 'changed'; queued?: boolean }> = [];
+  const outcomes: Array<{ attachment: Attachment; error?: GcReport['errors'][number]; skipped?: 'busy' | 'changed'; queued?: boolean; queueUnseen?: boolean }> = [];
   let next = 0;
   const what = label ?? (releaseAddress ? 'released' : 'forgot (chained: no address to release)');
   const releaser = async () => {
@@ -159,7 +165,7 @@ async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddres
             `GC: queued by the delegate (${AZURE_IPAM} could not reach CNS: the addresses come back when CNS runs); record forgotten`,
           );
         } else if (done) {
-          outcomes[i] = { attachment };
+          outcomes[i] = { attachment, queueUnseen: done === 'unseen' };
           o.log.info(
             { containerID: record.containerID, ifname: record.ifname, ips: record.ips, ...(done === 'unseen' ? { deleteQueue: 'not visible' } : {}) },
             `GC ${what}`,
@@ -188,6 +194,7 @@ async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddres
     else if (out.skipped) report.skipped.push({ ...out.attachment, why: out.skipped });
     else if (out.queued) report.queued.push(out.attachment);
     else (releaseAddress ? report.released : report.forgotten).push(out.attachment);
+    if (out.queueUnseen) report.queueUnseen.push(out.attachment);
   }
 }
 

@@ -77,6 +77,7 @@ export class LifeNode {
     this.stateDir = path.join(this.nodeDir, 'shim-state');
     this.logDir = path.join(this.nodeDir, 'log');
     await mkdir(this.logDir);
+    await mkdir(path.join(this.nodeDir, 'azure-vnet'));
     await execa('mount', ['-t', 'tmpfs', '-o', 'size=4m,mode=0755', 'tmpfs', this.logDir]);
     this.net.defer(() => execa('umount', ['-l', this.logDir], { reject: false }));
     this.secondBuild = path.join(this.nodeDir, 'ipam-shim-build-2');
@@ -148,6 +149,7 @@ export class LifeNode {
       [CNI_CACHE]: CNI_CACHE,
       '/var/log/ipam-shim': this.logDir,
       '/run/netns': '/run/netns',
+      '/var/run/azure-vnet': path.join(this.nodeDir, 'azure-vnet'),
     };
     const hostDir = (p: string) => {
       if (!nodePaths[p]) throw new Error(`the node life has nothing standing for the DaemonSet's host path ${p}`);

@@ -112,6 +112,7 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
       [CNI_CACHE]: CNI_CACHE,
       '/var/log/ipam-shim': logDir,
       '/run/netns': '/run/netns',
+      '/var/run/azure-vnet': path.join(nodeDir, 'azure-vnet'),
     };
     const hostDir = (p: string) => {
       if (!nodePaths[p]) throw new Error(`the whole-node test has nothing standing for the DaemonSet's host path ${p}`);
@@ -175,6 +176,7 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     image = await buildTestImage(podman, 'whole-node test');
     logDir = await mkdtemp(path.join(os.tmpdir(), 'whole-node-log-'));
     nodeDir = await mkdtemp(path.join(os.tmpdir(), 'whole-node-'));
+    await mkdir(path.join(nodeDir, 'azure-vnet'));
     stateDir = path.join(nodeDir, 'shim-state');
     await mkdir(s.bed.dataDir, { recursive: true });
     await mkdir(path.join(CNI_CACHE, 'results'), { recursive: true });

@@ -75,9 +75,12 @@ describe('Delegate.checkProof', () => {
 });
 
 describe("azure-ipam's DEL queue", () => {
-  it('queued when the container ID is in the queue, released when the queue is there without it, unseen when there is no queue', async () => {
+  it('queued when the container ID is in the queue, released when the queue is there without it, unseen when nothing above it is visible', async () => {
     dir = await mkdtemp(join(tmpdir(), 'azure-queue-'));
-    expect(azureDelOutcome('c1', join(dir, 'deleteIDs'))).toBe('unseen');
+    // /var/run/azure-vnet not mounted here: nothing can be told.
+    expect(azureDelOutcome('c1', join(dir, 'azure-vnet', 'deleteIDs'))).toBe('unseen');
+    // The directory above is there but no queue yet: azure-ipam creates it at its first queued DEL, so none was.
+    expect(azureDelOutcome('c1', join(dir, 'deleteIDs'))).toBe('released');
     await mkdir(join(dir, 'deleteIDs'));
     expect(azureDelOutcome('c1', join(dir, 'deleteIDs'))).toBe('released');
     await writeFile(join(dir, 'deleteIDs', 'c1'), 'c1');

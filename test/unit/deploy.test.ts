@@ -17,6 +17,7 @@ import { parseShimConfig } from '../../src/cli/install.js';
 import { AGENT_FLAGS, DEFAULT_AGENT_INTERVAL_S, parseAgentArgs } from '../../src/cli/agent.js';
 import { BASE_PACKAGES, SUITE, TOOL_PACKAGES } from '../../scripts/image/base.js';
 import { DEFAULT_CACHE_DIR } from '../../src/gc/from-cache.js';
+import { AZURE_VNET_RUN_DIR } from '../../src/effects/azure-ipam.js';
 import {
   capabilityNames,
   daemonSet,
@@ -122,7 +123,8 @@ describe('deploy/daemonset.yaml', () => {
     for (const m of mounts) {
       expect(m.volume.hostPath?.path, m.name).toBe(m.mountPath);
       expect(m.volume.hostPath?.type, m.name).toMatch(/^(Directory|DirectoryOrCreate)$/);
-      expect(m.readOnly, m.name).toBe(false);
+      // Only Azure CNI's run state is read only: the shim reads azure-ipam's DEL queue there and writes nothing.
+      expect(m.readOnly, m.name).toBe(m.mountPath === AZURE_VNET_RUN_DIR);
     }
     const { logFile } = ShimSettingsSchema.parse(parseShimConfig((await configMap()).data['shim-config.json']!));
     const mounted = mounts.map((m) => m.mountPath);
@@ -141,8 +143,8 @@ describe('deploy/daemonset.yaml', () => {
     }
     // The log in a directory of its own (a rotated file beside it stays visible to both writers), never all of /var/log.
     expect(logFile).toBe('/var/log/ipam-shim/ipam-shim.log');
-    // Exactly these five, nothing broader (no /, /var or /var/log).
-    expect(mounted.sort()).toEqual([DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, dirname(DEFAULTS.stateDir), dirname(logFile), NETNS_DIR].sort());
+    // Exactly these six, nothing broader (no /, /var, /var/run or /var/log).
+    expect(mounted.sort()).toEqual([DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, dirname(DEFAULTS.stateDir), dirname(logFile), NETNS_DIR, AZURE_VNET_RUN_DIR].sort());
     expect(mounts.find((m) => m.mountPath === NETNS_DIR)!.propagation).toBe('HostToContainer');
   });
 
