@@ -13,7 +13,7 @@ import { rootOrSkip, uid } from '../support/net/netns.js';
 import { useScratchNet } from '../support/net/scratch-net.js';
 import { type CiliumLine, ciliumCni, ciliumCniDir } from '../support/shim/cilium.js';
 import { shimKeys } from '../support/shim/conf.js';
-import { PLUGIN_DIR, SHIM, shimBinDir } from '../support/shim/cni.js';
+import { PLUGIN_DIR, gcApplyOnNode, shimBinDir } from '../support/shim/cni.js';
 import { hostLocalStore } from '../support/shim/robust.js';
 
 const root = rootOrSkip();
@@ -39,24 +39,7 @@ async function node(line: CiliumLine, cniVersion: string) {
     await runtime.add(cid, `/run/netns/${ns}`);
     return ns;
   };
-  const agentGc = () =>
-    execa('ip', [
-      'netns',
-      'exec',
-      nodeNs,
-      SHIM,
-      'gc',
-      '--conflist',
-      conflist,
-      '--cache-dir',
-      cacheDir,
-      '--cni-path',
-      cniPath.join(':'),
-      '--grace-seconds',
-      '0',
-      '--json',
-      '--apply',
-    ]);
+  const agentGc = () => gcApplyOnNode({ node: nodeNs, conflist, cacheDir, cniPath });
   return { network, runtime, pod, agentGc };
 }
 

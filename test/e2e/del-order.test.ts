@@ -14,7 +14,7 @@ import { rootOrSkip, uid } from '../support/net/netns.js';
 import { useScratchNet } from '../support/net/scratch-net.js';
 import { ciliumCni, ciliumCniDir } from '../support/shim/cilium.js';
 import { shimKeys } from '../support/shim/conf.js';
-import { PLUGIN_DIR, SHIM, deletedRecords, hostLocalAllocations, ledgerRecords, shimBinDir } from '../support/shim/cni.js';
+import { PLUGIN_DIR, deletedRecords, gcApplyOnNode, hostLocalAllocations, ledgerRecords, shimBinDir } from '../support/shim/cni.js';
 import { hostLocalStore } from '../support/shim/robust.js';
 
 const root = rootOrSkip();
@@ -37,31 +37,7 @@ async function chainedNode(range: { subnet: string; rangeStart: string; rangeEnd
   const cacheDir = join(s.dir, 'cache');
   const runtime = new CnitoolRuntime({ confList, pluginDirs: cniPath, cacheDir, netns: node, env: a.agent.env({ del: 1 }) });
   /** The node agent's GC, once, in apply mode, from the runtime's cache (what `ipam-shim agent --gc apply` runs). */
-  const agentGc = async () => {
-    const r = await execa(
-      'ip',
-      [
-        'netns',
-        'exec',
-        node,
-        SHIM,
-        'gc',
-        '--conflist',
-        conflist,
-        '--cache-dir',
-        cacheDir,
-        '--cni-path',
-        cniPath.join(':'),
-        '--grace-seconds',
-        '0',
-        '--json',
-        '--apply',
-      ],
-      { reject: false },
-    );
-    expect(r.exitCode, `${r.stdout}${r.stderr}`).toBe(0);
-    return JSON.parse(r.stdout);
-  };
+  const agentGc = () => gcApplyOnNode({ node, conflist, cacheDir, cniPath });
   return { node, network, runtime, agentGc };
 }
 

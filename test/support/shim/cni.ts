@@ -132,3 +132,26 @@ export async function shimBinDir(dir: string): Promise<string> {
   await symlink(SHIM, join(bin, 'ipam-shim'));
   return bin;
 }
+
+/**
+ * `ipam-shim gc --apply --json --grace-seconds 0` on a node (netns `node`), as an operator or the agent's GC runs it
+ * from the runtime's cache; fails the test unless it exits 0, and returns its JSON report.
+ */
+export async function gcApplyOnNode(o: { node: string; conflist: string; cacheDir: string; cniPath: string[] }): Promise<any> {
+  const args = [
+    'gc',
+    '--conflist',
+    o.conflist,
+    '--cache-dir',
+    o.cacheDir,
+    '--cni-path',
+    o.cniPath.join(':'),
+    '--grace-seconds',
+    '0',
+    '--json',
+    '--apply',
+  ];
+  const r = await execa('ip', ['netns', 'exec', o.node, SHIM, ...args], { reject: false });
+  if (r.exitCode !== 0) throw new Error(`ipam-shim gc exited ${r.exitCode}: ${r.stdout}${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
