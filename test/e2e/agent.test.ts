@@ -1,9 +1,12 @@
 // `ipam-shim agent` as a real process: the BUILT single executable (dist/ipam-shim) started inside a network
-// namespace standing for the node, with temp dirs for the CNI bin/conf/state/cache dirs, against Debian's ptp +
-// host-local driven by the project's libcni-like runner (which writes the result cache the agent's GC reads):
-//   netns vnet (client 10.240.0.4) ── eth0 ── netns node: eth0 ⊂ bridge azure0 (10.240.0.5/16) ── ptp ── pods
-// Pods are dual-stack (10.240.0.32–63, fd00:10:240::/64), so the ledger holds IPv6 addresses and the IPv6 probe
-// rewrite is due. The agent's /metrics and /healthz are fetched with Node's fetch from inside the node netns.
+// namespace standing for the node, with temp dirs for the CNI bin/conf/state/cache dirs, against the cilium-cni
+// stand-in of the 1.17 line (its lists are 1.0.0; docs/testing.md, "The cilium-cni stand-in") with a cilium-agent
+// API stand-in, delegating to Debian's host-local, driven by the project's libcni-like runner (which writes the
+// result cache the agent's GC reads):
+//   netns vnet (client 10.240.0.4) ── eth0 ── netns node: eth0 ⊂ bridge azure0 (10.240.0.5/16) ── lxc… ── pods
+// Pods get their addresses as /32 (/128) with the router address (169.254.23.1, fd00:23::1) as gateway, and the node
+// a /32 route to each through its lxc device, as cilium-cni leaves them. Pods are dual-stack (10.240.0.32–63,
+// fd00:10:240::/64), so the ledger holds IPv6 addresses and the IPv6 probe rewrite is due. The agent's /metrics and /healthz are fetched with Node's fetch from inside the node netns.
 import { execa } from 'execa';
 import { mkdir, readdir, readFile, symlink, truncate, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -15,6 +18,8 @@ import { inNs, rootOrSkip, TestNet, uid } from '../support/net/netns.js';
 import { CniRunner } from '../support/runtimes/runner.js';
 import { legacyFirstPath, podRules, vnetBridge } from '../support/net/azure-vnet.js';
 import { waitFor } from '../support/wait.js';
+import { useCiliumAgent } from '../support/doubles/cilium-agent.js';
+import { ciliumCni, ciliumCniDir } from '../support/shim/cilium.js';
 import { agentArgs, agentGet, followAgent, onePass, type RunningAgent } from '../support/shim/agent.js';
 
 /** The single executable the DaemonSet's image ships. */
@@ -24,6 +29,10 @@ const DEAD_MAC = '0:d:3a:30:47:42';
 const AKS_CILIUM = { cniVersion: '0.3.1', name: 'cilium', plugins: [{ type: 'cilium-cni', ipam: { type: 'azure-ipam' } }] };
 
 const enabled = rootOrSkip();
+/** cilium-agent's API for the stand-in, one per test; IPv6 on, so pods keep both families. */
+const cilium = useCiliumAgent({ routerIPv6: 'fd00:23::1' });
+/** What cilium-cni's place holds on this node's CNI path: the 1.17 line (AKS's), which takes the 1.0.0 list. */
+const CILIUM_DIR = ciliumCniDir('1.17');
 
 type Agent = RunningAgent;
 
@@ -62,7 +71,7 @@ async function makeBed(net: TestNet, o: { delegateType?: string; noDelegate?: bo
     cniVersion: '1.0.0',
     name: network,
     plugins: [
-      { type: 'ptp', ipMasq: false, ipam: hostLocal },
+      ciliumCni(hostLocal),
       {
         type: 'ipam-shim',
         stateDir: s.stateDir,
@@ -78,9 +87,16 @@ async function makeBed(net: TestNet, o: { delegateType?: string; noDelegate?: bo
   await writeFile(join(confDir, '05-cilium.conflist'), JSON.stringify(AKS_CILIUM, null, 2));
   await writeFile(join(confDir, '10-agent.conflist'), JSON.stringify(confList, null, 2));
   const pluginBin = await shimBinDir(s.dir);
-  const cniPath = [PLUGIN_DIR, FIXTURE_BIN].join(':');
+  // cilium-cni first, as on a node: the agent, agent-ip and doctor ask it VERSION there.
+  const cniPath = [CILIUM_DIR, PLUGIN_DIR, FIXTURE_BIN].join(':');
   const cacheDir = join(s.dir, 'cache');
-  const runner = new CniRunner({ confList, pluginDirs: [pluginBin, PLUGIN_DIR, FIXTURE_BIN], cacheDir, netns: node });
+  const runner = new CniRunner({
+    confList,
+    pluginDirs: [CILIUM_DIR, pluginBin, PLUGIN_DIR, FIXTURE_BIN],
+    cacheDir,
+    netns: node,
+    env: cilium.agent.env(),
+  });
   const bed: Bed = {
     net,
     s,
@@ -371,7 +387,7 @@ describe.skipIf(!enabled)('ipam-shim agent on a chained network without a delega
       JSON.stringify(later),
     ).toBe(true);
     expect(a.lines().some((l) => /forgot the chained records/.test(l.msg) && l.forgotten?.[0]?.containerID === 'pod-leaked')).toBe(true);
-    // Nothing released: the main IPAM (host-local behind ptp) still holds it; only the shim's note of it is gone.
+    // Nothing released: the main IPAM (host-local behind cilium-cni) still holds it; only the shim's note of it is gone.
     expect(await store(bed)).toContain(leaked.ip);
     expect(await ledgerIps(bed)).not.toContain(leaked.ip);
     expect(await ledgerIps(bed)).toContain(alive.ip);
@@ -532,12 +548,18 @@ const k8sArgs = (namespace: string, name: string, id: string) =>
 
 /**
  * A pod started while the shim was not in the chain: the same network through the same libcni-like runner and
- * result cache, but a list holding only ptp (+ host-local). The shim's ledger never hears of it.
+ * result cache, but a list holding only cilium-cni (+ host-local). The shim's ledger never hears of it.
  */
 async function podOutsideChain(bed: Bed, id: string, namespace: string, name: string): Promise<{ ns: string; ip: string }> {
   const list = JSON.parse(await readFile(join(bed.confDir, '10-agent.conflist'), 'utf8')) as { plugins: Array<{ type: string }> };
   const without = { ...list, plugins: list.plugins.filter((p) => p.type !== 'ipam-shim') };
-  const runner = new CniRunner({ confList: without, pluginDirs: [PLUGIN_DIR, FIXTURE_BIN], cacheDir: bed.cacheDir, netns: bed.node });
+  const runner = new CniRunner({
+    confList: without,
+    pluginDirs: [CILIUM_DIR, PLUGIN_DIR, FIXTURE_BIN],
+    cacheDir: bed.cacheDir,
+    netns: bed.node,
+    env: cilium.agent.env(),
+  });
   const ns = await bed.net.netns('pod');
   const result: any = await runner.add(id, `/run/netns/${ns}`, 'eth0', { args: k8sArgs(namespace, name, id) });
   const ip = (result.ips as Array<{ address: string }>).map((i) => i.address.split('/')[0]!).find((i) => !i.includes(':'))!;
@@ -670,25 +692,26 @@ describe.skipIf(!enabled)("ipam-shim agent: a cache entry cannot make it remove 
   const net = new TestNet();
   afterEach(() => net.cleanup());
 
-  /** A cache entry for `id` naming `ips`: a copy of a real one (libcni's shape) with the addresses replaced. */
+  /** A cache entry for `id` naming `ips`: a copy of a real one (libcni's shape) with the addresses replaced (/32, /128: cilium-cni's). */
   async function rogueEntry(bed: Bed, from: string, id: string, ips: string[]): Promise<void> {
     const dir = join(bed.cacheDir, 'results');
     const entry = JSON.parse(await readFile(join(dir, `${bed.network}-${from}-eth0`), 'utf8'));
     entry.containerId = id;
     entry.cniArgs = [];
-    entry.result.ips = ips.map((ip) => ({ address: `${ip}/${ip.includes(':') ? 64 : 16}` }));
+    entry.result.ips = ips.map((ip) => ({ address: `${ip}/${ip.includes(':') ? 128 : 32}` }));
     await writeFile(join(dir, `${bed.network}-${id}-eth0`), JSON.stringify(entry));
   }
 
   /**
    * The node's plumbing, residue-shaped: the node IP's ARP responder (azure0's MAC), a second node address inside
    * the pod range (10.240.0.60 and fd00:10:240::ff on azure0) with rules to a foreign MAC and a PERMANENT entry, an
-   * in-range address answered with the node's own MAC (10.240.0.61), the gateway's rule and PERMANENT entry (10.240.0.1:
-   * ptp gives the node's end of each pod's veth the range's gateway), an in-range router the node routes through
-   * (10.240.0.62), another network's PERMANENT entry and rule (192.168.77.7 on other0).
+   * in-range address answered with the node's own MAC (10.240.0.61), the pods' gateway's rule and PERMANENT entry (the
+   * router address, 169.254.23.1: the node holds it, on each lxc here, on cilium_host in Cilium), an in-range router the
+   * node routes through (10.240.0.62), another network's PERMANENT entry and rule (192.168.77.7 on other0).
    */
   async function nodePlumbing(bed: Bed): Promise<{ ips: string[] }> {
     const r = bed.r;
+    const router = cilium.agent.routerIPv4;
     const azureMac = (JSON.parse((await r('ip', ['-j', 'link', 'show', 'azure0'])).stdout) as Array<{ address: string }>)[0]!.address;
     await r('ip', ['addr', 'add', '10.240.0.60/32', 'dev', 'azure0']);
     await r('ip', ['addr', 'add', 'fd00:10:240::ff/128', 'dev', 'azure0', 'nodad']);
@@ -700,7 +723,7 @@ describe.skipIf(!enabled)("ipam-shim agent: a cache entry cannot make it remove 
     const rules = [
       ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', '10.240.0.5', '-j', 'arpreply', '--arpreply-mac', azureMac],
       ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', '10.240.0.61', '-j', 'arpreply', '--arpreply-mac', azureMac],
-      ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', '10.240.0.1', '-j', 'arpreply', '--arpreply-mac', '12:34:56:78:9a:bc'],
+      ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', router, '-j', 'arpreply', '--arpreply-mac', '12:34:56:78:9a:bc'],
       ['-p', 'ARP', '--arp-op', 'Request', '--arp-ip-dst', '10.240.0.62', '-j', 'arpreply', '--arpreply-mac', '12:34:56:78:9a:bd'],
       ...podRules('10.240.0.60', '0:d:3a:30:47:60'),
       ['-p', 'IPv6', '-i', 'eth0', '--ip6-dst', 'fd00:10:240::ff', '-j', 'dnat', '--to-dst', '0:d:3a:30:47:61', '--dnat-target', 'ACCEPT'],
@@ -708,13 +731,13 @@ describe.skipIf(!enabled)("ipam-shim agent: a cache entry cannot make it remove 
     ];
     for (const rule of rules) await r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...rule]);
     for (const [ip, mac, dev] of [
-      ['10.240.0.1', '12:34:56:78:9a:bc', 'azure0'],
+      [router, '12:34:56:78:9a:bc', 'azure0'],
       ['10.240.0.62', '12:34:56:78:9a:bd', 'azure0'],
       ['10.240.0.60', '0:d:3a:30:47:60', 'azure0'],
       ['192.168.77.7', '0:d:3a:30:47:77', 'other0'],
     ] as const)
       await r('ip', ['neigh', 'add', ip, 'lladdr', mac, 'dev', dev, 'nud', 'permanent']);
-    return { ips: ['10.240.0.5', '10.240.0.60', 'fd00:10:240::ff', '10.240.0.61', '10.240.0.1', '10.240.0.62', '192.168.77.7'] };
+    return { ips: ['10.240.0.5', '10.240.0.60', 'fd00:10:240::ff', '10.240.0.61', router, '10.240.0.62', '192.168.77.7'] };
   }
 
   const permanent = async (bed: Bed) => (await bed.r('ip', ['neigh', 'show', 'nud', 'permanent'])).stdout;
@@ -750,7 +773,7 @@ describe.skipIf(!enabled)("ipam-shim agent: a cache entry cannot make it remove 
       '10.240.0.5': 'node-address',
       '10.240.0.60': 'node-address',
       'fd00:10:240::ff': 'node-address',
-      '10.240.0.1': 'node-address',
+      [cilium.agent.routerIPv4]: 'node-address',
       '10.240.0.62': 'next-hop',
       '192.168.77.7': 'outside-ranges',
     });
@@ -817,7 +840,7 @@ describe.skipIf(!enabled)("ipam-shim agent: the runtime's result cache is untrus
         containerId: 'a/../../../victim/x',
         ifName: 'eth0',
         networkName: bed.network,
-        result: { cniVersion: '1.0.0', ips: [{ address: `${evilIp}/16` }] },
+        result: { cniVersion: '1.0.0', ips: [{ address: `${evilIp}/32` }] },
       }),
     );
     // Residue for its address, so the residue step would clean it under the attachment's lock.

@@ -1,6 +1,8 @@
-// doctor's node checks (src/doctor/node.ts) against a real attachment and planted problems: a conflist made
-// by the shipped example, the built shim and Debian's ptp + host-local on CNI_PATH, a pod attached by the
-// libcni-like runner inside a throwaway "node" namespace; then the files are broken one way at a time.
+// doctor's node checks (src/doctor/node.ts) against a real attachment and planted problems: a conflist made from
+// the shipped chained example with the cilium-cni stand-in (the 1.17 line, which takes its 1.0.0; docs/testing.md,
+// "The cilium-cni stand-in") in ptp's place, as on the Cilium nodes doctor is for, the built shim and Debian's
+// host-local on CNI_PATH, a pod attached by the libcni-like runner inside a throwaway "node" namespace beside a
+// cilium-agent API stand-in; then the files are broken one way at a time.
 import { describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { chmod, mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
@@ -14,21 +16,36 @@ import { rootOrSkip } from '../support/net/netns.js';
 import { shimKeys } from '../support/shim/conf.js';
 import { useScratchNet } from '../support/net/scratch-net.js';
 import { FIXTURE_BIN, PLUGIN_DIR, ROOT, SHIM, shimBinDir } from '../support/shim/cni.js';
+import { useCiliumAgent } from '../support/doubles/cilium-agent.js';
+import { ciliumCni, ciliumCniDir } from '../support/shim/cilium.js';
 
 const root = rootOrSkip();
 const d = root ? describe : describe.skip;
 const NAMES = new Set(NODE_CHECKS.map((c) => c.name));
 
 const { s, net } = useScratchNet();
+const ciliumAgent = useCiliumAgent();
+/** cilium-cni's place on the CNI path: doctor asks it VERSION there (main-plugin), the runner runs it. */
+const CILIUM_DIR = ciliumCniDir('1.17');
 let confDir: string;
 let bin: string;
 let conflist: string;
 let store: string;
 let list: JsonObject;
 
-/** The chained generic example, localised to temp dirs, plus one pod attached through it. */
-async function attachedNode(file = 'generic-host-local-chained.conflist'): Promise<{ node: string; ip: string }> {
-  list = JSON.parse(await readFile(join(ROOT, 'conflist', file), 'utf8'));
+/**
+ * The shipped chained example (ptp + the shim over host-local) with cilium-cni in ptp's place, delegating to the same
+ * host-local.
+ */
+async function chainedExample(): Promise<JsonObject> {
+  const example = JSON.parse(await readFile(join(ROOT, 'conflist', 'generic-host-local-chained.conflist'), 'utf8')) as JsonObject;
+  const [main, ...rest] = example.plugins as JsonObject[];
+  return { ...example, plugins: [ciliumCni(main!.ipam as JsonObject), ...rest] };
+}
+
+/** The chained example on cilium-cni, localised to temp dirs, plus one pod attached through it. */
+async function attachedNode(): Promise<{ node: string; ip: string }> {
+  list = await chainedExample();
   for (const p of list.plugins as JsonObject[]) {
     const shim = p.type === 'ipam-shim' ? p : (p.ipam as JsonObject).type === 'ipam-shim' ? (p.ipam as JsonObject) : undefined;
     if (shim) Object.assign(shim, { stateDir: s.stateDir, logFile: s.logFile });
@@ -43,12 +60,21 @@ async function attachedNode(file = 'generic-host-local-chained.conflist'): Promi
   store = join(s.dataDir, String(list.name));
   const node = await net.netns('node');
   const pod = await net.netns('pod');
-  const runner = new CniRunner({ confList: list, pluginDirs: [bin, FIXTURE_BIN, PLUGIN_DIR], cacheDir: join(s.dir, 'cache'), netns: node });
+  const runner = new CniRunner({
+    confList: list,
+    pluginDirs: [CILIUM_DIR, bin, FIXTURE_BIN, PLUGIN_DIR],
+    cacheDir: join(s.dir, 'cache'),
+    netns: node,
+    env: ciliumAgent.agent.env(),
+  });
   const result: any = await runner.add('c1', `/run/netns/${pod}`);
   return { node, ip: String(result.ips[0].address).split('/')[0]! };
 }
 
-async function findings(cniPath = `${bin}:${PLUGIN_DIR}`): Promise<Finding[]> {
+/** The node's CNI path: cilium-cni's dir, the shim's, Debian's plugins. */
+const nodeCniPath = () => `${CILIUM_DIR}:${bin}:${PLUGIN_DIR}`;
+
+async function findings(cniPath = nodeCniPath()): Promise<Finding[]> {
   const n = await openNetwork({ 'conf-dir': confDir, 'cni-path': cniPath }, run, process.env);
   return (await Promise.all(NODE_CHECKS.map((c) => c.run(n)))).flat();
 }
@@ -66,7 +92,7 @@ d('doctor node checks', () => {
     // Which verbs host-local really implements: its CHECK fails for an attachment it never allocated (issue 47).
     expect(of(fs, 'delegate')[1]!.summary).toContain('CHECK can fail (it refused an attachment it never allocated)');
 
-    const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`, '--json'], {
+    const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', nodeCniPath(), '--json'], {
       reject: false,
     });
     const out = JSON.parse(r.stdout);
@@ -94,7 +120,7 @@ d('doctor node checks', () => {
     expect((await readdir(store)).sort()).toEqual([ip, '10.86.0.77', 'last_reserved_ip.0', 'lock'].sort());
     expect(await readFile(join(store, ip), 'utf8')).toBe('other\r\neth0');
     // The built CLI exits 1 on these findings.
-    const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`], {
+    const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', nodeCniPath()], {
       reject: false,
     });
     expect(r.exitCode).toBe(1);
@@ -115,7 +141,7 @@ d('doctor node checks', () => {
     expect(of(await findings(), 'state-dir')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('c2:eth0.json') }]);
   });
 
-  it("conflist: delegate drifted from ptp's IPAM, wrong delegate type, shim first, another list sorting first, a broken file", async () => {
+  it("conflist: delegate drifted from cilium-cni's IPAM, wrong delegate type, shim first, another list sorting first, a broken file", async () => {
     await attachedNode();
     const write = (l: JsonObject) => writeFile(conflist, JSON.stringify(l, null, 2));
     const plugins = list.plugins as JsonObject[];
@@ -124,7 +150,7 @@ d('doctor node checks', () => {
     expect(bad(of(await findings(), 'conflist'))).toMatchObject([{ verdict: 'warn', summary: expect.stringContaining('differ in routes') }]);
     await write({ ...list, plugins: [plugins[0], { ...shim, delegate: { type: 'static' } }] });
     expect(bad(of(await findings(), 'conflist'))).toMatchObject([
-      { verdict: 'problem', summary: 'delegate is static but ptp allocates with host-local' },
+      { verdict: 'problem', summary: 'delegate is static but cilium-cni allocates with host-local' },
     ]);
     await write({ ...list, plugins: [shim, plugins[0]] });
     expect(bad(of(await findings(), 'conflist'))[0]).toMatchObject({ verdict: 'problem', summary: expect.stringContaining('first plugin') });
@@ -162,27 +188,27 @@ d('doctor node checks', () => {
     expect(of(await findings(), 'shim-binary')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('does not answer VERSION') }]);
     await rm(join(bin, 'ipam-shim'));
     await execa('ln', ['-s', SHIM, join(bin, 'ipam-shim')]);
-    expect(of(await findings(bin), 'delegate')).toMatchObject([
+    expect(of(await findings(`${CILIUM_DIR}:${bin}`), 'delegate')).toMatchObject([
       { verdict: 'problem', summary: expect.stringContaining('host-local is not on the CNI path') },
     ]);
     // fake-ipam as the delegate (IPAM slot): answering, but its store is not host-local's.
-    const slot = { cniVersion: '1.0.0', name: 'fakenet', plugins: [{ type: 'ptp', ipam: shimKeys({ dirs: s, delegate: { type: 'fake-ipam' } }) }] };
+    const slot = { cniVersion: '1.0.0', name: 'fakenet', plugins: [ciliumCni(shimKeys({ dirs: s, delegate: { type: 'fake-ipam' } }))] };
     await writeFile(conflist, JSON.stringify(slot));
-    const fs = await findings(`${bin}:${FIXTURE_BIN}`);
+    const fs = await findings(`${CILIUM_DIR}:${bin}:${FIXTURE_BIN}`);
     expect(of(fs, 'delegate')[0]!.verdict).toBe('ok');
     // fake-ipam answers every CHECK with success: doctor says CHECK proves nothing there (issue 47).
     expect(of(fs, 'delegate')[1]!.summary).toContain('CHECK proves nothing (answered success for an attachment it never allocated)');
     expect(of(fs, 'ledger')).toMatchObject([
       { verdict: 'skipped', summary: expect.stringContaining("cannot compare the ledger with fake-ipam's store") },
     ]);
-    expect(of(fs, 'conflist')).toMatchObject([{ verdict: 'ok', summary: expect.stringContaining('IPAM slot of ptp') }]);
+    expect(of(fs, 'conflist')).toMatchObject([{ verdict: 'ok', summary: expect.stringContaining('IPAM slot of cilium-cni') }]);
   });
 
   it('a ledger directory with wrong permissions is one finding with its cause, not one PROBLEM per check; 0600 and 0700 are private and fine', async () => {
     const { node } = await attachedNode();
     const ledgerDir = join(s.stateDir, String(list.name));
     const doctor = async () => {
-      const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`, '--json'], {
+      const r = await execa('ip', ['netns', 'exec', node, SHIM, 'doctor', '--conf-dir', confDir, '--cni-path', nodeCniPath(), '--json'], {
         reject: false,
       });
       return { exitCode: r.exitCode, findings: JSON.parse(r.stdout).findings as Finding[] };
@@ -226,7 +252,7 @@ d('doctor node checks', () => {
     const text = await readFile(conflist, 'utf8');
     for (const broken of [`// the shim, chained\n${text}`, `\uFEFF${text}`]) {
       await writeFile(conflist, broken);
-      const r = await execa(SHIM, ['doctor', '--conf-dir', confDir, '--cni-path', `${bin}:${PLUGIN_DIR}`], { reject: false });
+      const r = await execa(SHIM, ['doctor', '--conf-dir', confDir, '--cni-path', nodeCniPath()], { reject: false });
       // doctor goes on without the shim's network (issue 27): the conflist finding names the file and why.
       expect(r.exitCode).toBe(1);
       expect(r.stdout).toMatch(/^PROBLEM +conflist +no conflist with ipam-shim found/m);
@@ -236,8 +262,8 @@ d('doctor node checks', () => {
   });
 
   /** The built CLI's doctor inside `ns`, as JSON: its exit status and every finding (all checks, not only the node's). */
-  async function doctorIn(ns: string, args: string[]): Promise<{ exitCode: number; text: string; findings: Finding[] }> {
-    const base = ['netns', 'exec', ns, SHIM, 'doctor', '--cni-path', `${bin}:${PLUGIN_DIR}`, ...args];
+  async function doctorIn(ns: string, args: string[], cniPath = nodeCniPath()): Promise<{ exitCode: number; text: string; findings: Finding[] }> {
+    const base = ['netns', 'exec', ns, SHIM, 'doctor', '--cni-path', cniPath, ...args];
     const [j, t] = await Promise.all([execa('ip', [...base, '--json'], { reject: false }), execa('ip', base, { reject: false })]);
     expect(t.exitCode).toBe(j.exitCode);
     return { exitCode: j.exitCode!, text: t.stdout, findings: JSON.parse(j.stdout).findings };
@@ -254,7 +280,7 @@ d('doctor node checks', () => {
   }
 
   it('a healthy fresh node (the shim chained, no pod yet, no result cache): every check quiet, exit 0; a recorded pod with no cache still warns', async () => {
-    list = JSON.parse(await readFile(join(ROOT, 'conflist', 'generic-host-local-chained.conflist'), 'utf8'));
+    list = await chainedExample();
     const [main, shim] = list.plugins as JsonObject[];
     Object.assign(shim!, { stateDir: s.stateDir, logFile: s.logFile });
     (shim!.delegate as JsonObject).dataDir = s.dataDir;
@@ -274,7 +300,13 @@ d('doctor node checks', () => {
     expect(fresh.text).toMatch(/all checks passed$/);
 
     // Once the ledger holds a pod, a missing cache is "could not look" again (a wrong --cache-dir), never "no pods".
-    const runner = new CniRunner({ confList: list, pluginDirs: [bin, PLUGIN_DIR], cacheDir: join(s.dir, 'cache'), netns: node });
+    const runner = new CniRunner({
+      confList: list,
+      pluginDirs: [CILIUM_DIR, bin, PLUGIN_DIR],
+      cacheDir: join(s.dir, 'cache'),
+      netns: node,
+      env: ciliumAgent.agent.env(),
+    });
     await runner.add('c1', `/run/netns/${await net.netns('pod')}`);
     const blind = await doctorIn(node, ['--conf-dir', confDir, '--cache-dir', cache]);
     expect(of(blind.findings, 'runtime-pods')).toMatchObject([
@@ -328,7 +360,14 @@ d('doctor node checks', () => {
     expect(of(bare.findings, 'conflist')).toMatchObject([
       { verdict: 'problem', summary: expect.stringContaining("05-cilium.conflist holds cilium-cni without the shim's entry") },
     ]);
-    expect(of(bare.findings, 'main-plugin')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('cilium-cni, listed in') }]);
+    // cilium-cni (the 1.17 stand-in on this node's path) is found and asked its VERSION: it takes the list's 0.3.1.
+    expect(of(bare.findings, 'main-plugin')).toMatchObject([
+      { verdict: 'ok', summary: expect.stringContaining(`is on the CNI path: ${CILIUM_DIR}/cilium-cni`) },
+      { verdict: 'ok', summary: expect.stringContaining('cilium-cni takes 0.3.1') },
+    ]);
+    // Not on the path: every ADD of that network would fail, a problem.
+    const missing = await doctorIn(node, ['--conf-dir', confDir, '--cache-dir', cache], `${bin}:${PLUGIN_DIR}`);
+    expect(of(missing.findings, 'main-plugin')).toMatchObject([{ verdict: 'problem', summary: expect.stringContaining('cilium-cni, listed in') }]);
   });
 
   it('residue scan --conf-dir /nonexistent exits 3 (could not run) and says the directory does not exist', async () => {
