@@ -1,6 +1,8 @@
 // The IPv6 LB probe rewrite end to end: the BUILT plugin, driven by the libcni-like runner from inside a node
-// netns, attaches pods through the reference ptp plugin in both placements, and real probe packets prove it:
-//   netns lb (fe80::1234:5678:9abc only) ── eth0 ── netns node6 (fe80::1, forwarding, runs the plugins) ── ptp ── pods
+// netns, attaches pods through the cilium-cni stand-in (the 1.17 line, docs/testing.md) in both placements, and
+// real probe packets prove it:
+//   netns lb (fe80::1234:5678:9abc only) ── eth0 ── netns node6 (fe80::1, forwarding, runs the plugins) ── lxc ── pods
+// node6 reaches each pod by cilium-cni's /128 endpoint route through its lxc; the pod answers via the router address.
 // Azure's load balancer probes from a link-local address, which node6 must not forward ("Beyond scope"); the
 // shim's ADD installs table ip6 azureSLBProbe, which rewrites the source, and the probes are answered.
 import { execa } from 'execa';
@@ -13,11 +15,15 @@ import { shimKeys } from '../support/shim/conf.js';
 import { rootOrSkip, TestNet } from '../support/net/netns.js';
 import { bpfFilterArgs, ping, probeTopology, UPLINK, watchPodInput as watchInput } from '../support/net/probe-topology.js';
 import { CniRunner, type JsonObject } from '../support/runtimes/runner.js';
+import { useCiliumAgent } from '../support/doubles/cilium-agent.js';
+import { ciliumCni, ciliumCniDir } from '../support/shim/cilium.js';
 
 const root = rootOrSkip();
 const TABLE = 'azureSLBProbe'; // AgentBaker's name: a contract, spelled out here on purpose
 const SHIM_RANGE = 'fd00:10:240::/64';
 const PLAIN_RANGE = 'fd00:10:241::/64';
+/** cilium-agent's --local-router-ipv6 (outside both pod ranges): the pods' IPv6 gateway. Without one, cilium-cni ignores IPv6. */
+const ROUTER_IPV6 = 'fd00:10:ff::1';
 
 type Placement = 'chained' | 'ipam';
 type Mode = 'auto' | 'on' | 'off';
@@ -30,14 +36,16 @@ interface Bed {
   inNode: Run;
   inLb: Run;
   bin: string;
+  /** The environment cilium-cni gets (the agent's socket and waits). */
+  env: Record<string, string>;
 }
 
 /** lb ── node6 exactly as verified in the field notes; lb routes both pod ranges via node6. */
-async function makeBed(net: TestNet): Promise<Bed> {
+async function makeBed(net: TestNet, env: Record<string, string>): Promise<Bed> {
   const s = await scratch();
   net.defer(() => s.cleanup());
   const topo = await probeTopology(net, ['fd00:10::/32']);
-  return { net, s, ...topo, bin: await shimBinDir(s.dir) };
+  return { net, s, ...topo, bin: await shimBinDir(s.dir), env };
 }
 
 const hostLocal = (s: Bed['s'], family: 4 | 6, subnet = SHIM_RANGE) => ({
@@ -58,16 +66,22 @@ async function shimConflist(
   const name = o.name ?? 'probe6';
   const list: JsonObject =
     placement === 'chained'
-      ? { cniVersion: '1.0.0', name, plugins: [{ type: 'ptp', ipam: delegate }, shim] }
-      : { cniVersion: '1.0.0', name, plugins: [{ type: 'ptp', ipam: shim }] };
+      ? { cniVersion: '1.0.0', name, plugins: [ciliumCni(delegate), shim] }
+      : { cniVersion: '1.0.0', name, plugins: [ciliumCni(shim)] };
   const file = join(bed.s.dir, `${name}-${o.mode ?? 'default'}-${o.family ?? 6}.conflist`);
   await writeFile(file, JSON.stringify(list));
   return { list, file };
 }
 
-/** A runtime on node6: every plugin runs inside the node netns (CniRunner's `netns`). */
+/** A runtime on node6: every plugin runs inside the node netns (CniRunner's `netns`), cilium-cni 1.17 first on its path. */
 function runtime(bed: Bed, list: JsonObject): CniRunner {
-  return new CniRunner({ confList: list, pluginDirs: [bed.bin, PLUGIN_DIR], cacheDir: join(bed.s.dir, 'cni-cache'), netns: bed.node });
+  return new CniRunner({
+    confList: list,
+    pluginDirs: [ciliumCniDir('1.17'), bed.bin, PLUGIN_DIR],
+    cacheDir: join(bed.s.dir, 'cni-cache'),
+    netns: bed.node,
+    env: bed.env,
+  });
 }
 
 /** ADD of a fresh pod netns; returns the pod's netns and its first address. */
@@ -83,8 +97,9 @@ async function addPod(bed: Bed, runner: CniRunner, containerID: string): Promise
 const watchPodInput = (pod: string) => watchInput(runInNetns(pod));
 
 /**
- * Waits until no address in these netns is still tentative (DAD): the pod's default route points at the host
- * veth's link-local address, and until that is usable replies cannot leave the pod, probe rewrite or not.
+ * Waits until no address in these netns is still tentative (DAD): a reply leaves the pod only once its address
+ * and the node's side of the link (lxc's link-local address, the source of its neighbour answers) are usable,
+ * probe rewrite or not.
  */
 async function settled(...netns: string[]): Promise<void> {
   const deadline = Date.now() + 10_000;
@@ -114,16 +129,18 @@ async function cli(bed: Bed, args: string[]): Promise<{ exitCode: number; stdout
 }
 
 describe.skipIf(!root).each<Placement>(['chained', 'ipam'])('IPv6 probes through the shim (%s placement)', (placement) => {
+  // Before the netns cleanup: hooks run as a stack, so the agent stops after it.
+  const a = useCiliumAgent({ routerIPv6: ROUTER_IPV6 });
   let bed: Bed;
   beforeEach(async () => {
-    bed = await makeBed(new TestNet());
+    bed = await makeBed(new TestNet(), a.agent.env());
   });
   afterEach(() => bed.net.cleanup());
 
   it('probes die at the node before the shim’s ADD; after it the pod gets them from the global address and replies return', async () => {
-    // Before: a pod attached the way the node did it without the shim (ptp + host-local alone) is routable, yet
-    // the probe dies at the node and the pod sees nothing; the pod the shim will attach sees nothing either.
-    const plain = runtime(bed, { cniVersion: '1.0.0', name: 'plain6', plugins: [{ type: 'ptp', ipam: hostLocal(bed.s, 6, PLAIN_RANGE) }] });
+    // Before: a pod attached the way the node did it without the shim (cilium-cni + its IPAM alone) is routable,
+    // yet the probe dies at the node and the pod sees nothing; the pod the shim will attach sees nothing either.
+    const plain = runtime(bed, { cniVersion: '1.0.0', name: 'plain6', plugins: [ciliumCni(hostLocal(bed.s, 6, PLAIN_RANGE))] });
     const control = await addPod(bed, plain, 'plain-pod');
     const controlSeen = await watchPodInput(control.pod);
     const target = await bed.net.netns('pod');

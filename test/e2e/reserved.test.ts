@@ -1,21 +1,27 @@
 // Reserved CIDRs through real ADDs of the BUILT plugin over Debian's host-local: a range that straddles a reserved
 // CIDR is allocated until it is exhausted, in the IPAM slot (the shim invoked directly as the IPAM plugin, and
-// under ptp through the libcni-like runner) and chained after ptp. Every address inside the reserved CIDR is
-// refused with code 100 naming the address, the CIDR and the network; nothing leaks (host-local's store and the
-// ledger are read after every refusal, before and after the runtime's DEL); addresses outside work. Then CHECK
-// for an attachment whose address became reserved, STATUS at 1.1.0, IPv6 and dual-stack.
-import { readdir, readFile } from 'node:fs/promises';
+// in cilium-cni's IPAM slot through the libcni-like runner) and chained after cilium-cni (the 1.17 stand-in,
+// docs/testing.md). Every address inside the reserved CIDR is refused with code 100 naming the address, the CIDR
+// and the network; nothing leaks (host-local's store and the ledger are read after every refusal, before and after
+// the runtime's DEL); addresses outside work. Then CHECK for an attachment whose address became reserved (it
+// reaches the shim only when invoked directly or chained: cilium-cni does not forward CHECK to IPAM), STATUS at
+// 1.1.0, IPv6 and dual-stack.
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { hostLocalAllocations, invoke, ledgerRecords, PLUGIN_DIR, shimBinDir } from '../support/shim/cni.js';
+import { deletedRecords, hostLocalAllocations, invoke, ledgerRecords, PLUGIN_DIR, pluginOutput, SHIM, shimBinDir } from '../support/shim/cni.js';
 import { shimConf, shimKeys } from '../support/shim/conf.js';
 import { inNs, rootOrSkip, uid } from '../support/net/netns.js';
 import { useScratchNet } from '../support/net/scratch-net.js';
 import { CniRunner, PluginError, type JsonObject } from '../support/runtimes/runner.js';
 import { ErrorCode } from '../../src/cni/errors.js';
+import { useCiliumAgent } from '../support/doubles/cilium-agent.js';
+import { ciliumCni, ciliumCniDir } from '../support/shim/cilium.js';
 
 const root = rootOrSkip();
 
+// Before the scratch net: hooks run as a stack, so the agent stops after the namespaces' cleanup.
+const a = useCiliumAgent();
 const { s, net } = useScratchNet();
 
 /** One family's straddling range: 19 addresses, 8 of them (the middle /29 or /125) reserved. */
@@ -62,7 +68,7 @@ const hostLocal = (c: Case) => ({
   ranges: [[{ subnet: c.subnet, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd }]],
 });
 
-/** The shim in ptp's IPAM slot: temp dirs only, no IPv6 probe rewrite on the machine. */
+/** The shim invoked as an IPAM plugin: temp dirs only, no IPv6 probe rewrite on the machine. */
 const slotConf = (cniVersion: string, name: string, reserved: string[], delegate: Record<string, unknown>) =>
   shimConf({ cniVersion, name, dirs: s, probeRewrite: false, delegate, keys: { reservedCIDRs: reserved } });
 /** The same keys as a conflist's plugin entry. */
@@ -84,8 +90,11 @@ async function ledgerAddresses(network: string): Promise<{ records: string[]; in
   return { records: sorted(records), index: sorted(index) };
 }
 
-/** host-local's store and the ledger hold exactly `held` (address → container ID) and the ledger `recorded`. */
-async function expectStores(network: string, hostLocalHeld: Map<string, string>, recorded: Map<string, string>) {
+/**
+ * host-local's store holds exactly `hostLocalHeld` (address → container ID), the ledger's live records `recorded`,
+ * its per-IP index `indexed` (default: `recorded`; chained DEL keeps a marked record's entries until GC).
+ */
+async function expectStores(network: string, hostLocalHeld: Map<string, string>, recorded: Map<string, string>, indexed?: Map<string, string>) {
   const files = await hostLocalAllocations(s.dataDir, network);
   expect(sorted(files)).toEqual(sorted([...hostLocalHeld.keys()]));
   for (const [ip, cid] of hostLocalHeld) {
@@ -93,7 +102,7 @@ async function expectStores(network: string, hostLocalHeld: Map<string, string>,
   }
   const l = await ledgerAddresses(network);
   expect(l.records).toEqual(sorted([...recorded.keys()]));
-  expect(l.index).toEqual(sorted([...recorded.keys()]));
+  expect(l.index).toEqual(sorted([...(indexed ?? recorded).keys()]));
   expect(await ledgerRecords(s.stateDir, network)).toEqual(sorted([...new Set(recorded.values())].map((cid) => `${cid}:eth0.json`)));
 }
 
@@ -239,8 +248,20 @@ describe.skipIf(!root)('reserved CIDRs in the IPAM slot (the shim invoked as the
   });
 });
 
-/** A third octet for the ptp tests' subnets: ptp puts the gateway on a host-side veth in this netns. */
+/** A third octet for the runner tests' subnets, so parallel runs of this file do not share one. */
 const third = 100 + (process.pid % 100);
+/** cilium-cni's place on the runtime's CNI_PATH: the 1.17 line (AKS's), first. */
+const CILIUM_DIR = ciliumCniDir('1.17');
+
+/** How many CNI calls of `command` the shim logged (one "CNI call …" line per call). */
+async function shimCalls(command: string): Promise<number> {
+  const text = await readFile(s.logFile, 'utf8').catch(() => '');
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { command?: string; msg?: string })
+    .filter((l) => l.command === command && String(l.msg).startsWith('CNI call ')).length;
+}
 
 async function errorOf(p: Promise<unknown>): Promise<PluginError> {
   const e = await p.then(
@@ -257,18 +278,25 @@ async function eth0Addresses(ns: string): Promise<string[] | undefined> {
   return (JSON.parse(String(r.stdout)) as Array<{ addr_info: Array<{ local: string }> }>).flatMap((l) => l.addr_info.map((a) => a.local));
 }
 
-describe.skipIf(!root)('reserved CIDRs under ptp, through the libcni-like runner', () => {
-  it('IPAM slot: ptp passes the 100 through, nothing is created or kept, the runtime DEL is clean; CHECK fails after the config change', async () => {
+describe.skipIf(!root)('reserved CIDRs with cilium-cni (the 1.17 stand-in), through the libcni-like runner', () => {
+  it("cilium-cni's IPAM slot: the 100 comes back through it, nothing is created or kept, the runtime DEL is clean; CHECK does not reach the shim, doctor names the address made reserved", async () => {
     const c = v4Case(third, '10.196');
     const network = `rsp${uid(4)}`;
+    const node = await net.netns('rsnode');
     const list = (reserved: string[]): JsonObject => ({
       cniVersion: '1.0.0',
       name: network,
-      plugins: [{ type: 'ptp', ipMasq: false, ipam: shimEntry(reserved, hostLocal(c)) }],
+      plugins: [ciliumCni(shimEntry(reserved, hostLocal(c)))],
     });
     const bin = await shimBinDir(s.dir);
     const runner = (reserved = [c.reserved]) =>
-      new CniRunner({ confList: list(reserved), pluginDirs: [bin, PLUGIN_DIR], cacheDir: join(s.dir, 'cache') });
+      new CniRunner({
+        confList: list(reserved),
+        pluginDirs: [CILIUM_DIR, bin, PLUGIN_DIR],
+        cacheDir: join(s.dir, 'cache'),
+        netns: node,
+        env: a.agent.env(),
+      });
     const r = runner();
     const held = new Map<string, string>();
     const pods = new Map<string, string>(); // cid → netns path
@@ -289,7 +317,8 @@ describe.skipIf(!root)('reserved CIDRs under ptp, through the libcni-like runner
       } catch (e) {
         expect(e).toBeInstanceOf(PluginError);
         const err = e as PluginError;
-        expect(err.plugin).toBe('ptp');
+        // cilium-cni returns its delegate's CNI error unchanged.
+        expect(err.plugin).toBe('cilium-cni');
         const ip = refusedIp(err.msg);
         expect(c.inside).toContain(ip);
         expectRefusal(err, ip, c.reserved, network);
@@ -305,27 +334,48 @@ describe.skipIf(!root)('reserved CIDRs under ptp, through the libcni-like runner
     expect(sorted([...held.keys()])).toEqual(sorted(c.outside));
     expect(refused).toEqual([...c.inside, c.inside[0]!]);
 
-    // CHECK: fine as configured; 100 once the first pod's address is reserved too.
+    // The first pod's address is made reserved too. CHECK goes to cilium-cni, which checks its own endpoint and
+    // interface and does not forward CHECK to its IPAM plugin (docs/testing.md): it passes, the shim never asked.
+    // doctor's reserved-ledger finding is what names the address there (and the agent's pass, reservedPods).
     const [firstIp, firstCid] = [...held.entries()][0]!;
     await r.check(firstCid, pods.get(firstCid)!);
-    const err = await errorOf(runner([c.reserved, `${firstIp}/32`]).check(firstCid, pods.get(firstCid)!));
-    expectRefusal(err, firstIp, `${firstIp}/32`, network);
+    const later = runner([c.reserved, `${firstIp}/32`]);
+    await later.check(firstCid, pods.get(firstCid)!);
+    expect(later.invocations.filter((i) => i.command === 'CHECK').map((i) => i.plugin)).toEqual(['cilium-cni']);
+    expect(await shimCalls('CHECK')).toBe(0);
+    const conflist = join(s.dir, `${network}.conflist`);
+    await writeFile(conflist, JSON.stringify(list([c.reserved, `${firstIp}/32`])));
+    const doctor = pluginOutput(
+      await inNs(node, SHIM, ['doctor', '--conflist', conflist, '--cni-path', [CILIUM_DIR, bin, PLUGIN_DIR].join(':'), '--json'], {
+        reject: false,
+      }),
+    );
+    const finding = doctor.json.findings.find((f: any) => f.check === 'reserved-ledger');
+    expect(finding, doctor.stdout).toMatchObject({ verdict: 'problem' });
+    expect(finding.summary).toContain(firstIp);
 
     for (const [cid, netns] of pods) await r.del(cid, netns);
     await expectStores(network, new Map(), new Map());
   });
 
-  it('chained after ptp: the shim refuses with 100, and the runtime DEL releases the address through ptp', async () => {
+  it("chained after cilium-cni: the shim refuses with 100, and the runtime DEL releases the address through cilium-cni's delegate", async () => {
     const c = v4Case(third, '10.197');
     const network = `rsc${uid(4)}`;
+    const node = await net.netns('rsnode');
     const list = (reserved: string[]): JsonObject => ({
       cniVersion: '1.0.0',
       name: network,
-      plugins: [{ type: 'ptp', ipMasq: false, ipam: hostLocal(c) }, shimEntry(reserved, hostLocal(c))],
+      plugins: [ciliumCni(hostLocal(c)), shimEntry(reserved, hostLocal(c))],
     });
     const bin = await shimBinDir(s.dir);
     const runner = (reserved = [c.reserved]) =>
-      new CniRunner({ confList: list(reserved), pluginDirs: [bin, PLUGIN_DIR], cacheDir: join(s.dir, 'cache') });
+      new CniRunner({
+        confList: list(reserved),
+        pluginDirs: [CILIUM_DIR, bin, PLUGIN_DIR],
+        cacheDir: join(s.dir, 'cache'),
+        netns: node,
+        env: a.agent.env(),
+      });
     const r = runner();
     const held = new Map<string, string>();
     const pods = new Map<string, string>();
@@ -353,11 +403,11 @@ describe.skipIf(!root)('reserved CIDRs under ptp, through the libcni-like runner
       expect(c.inside).toContain(ip);
       expectRefusal(err, ip, c.reserved, network);
       refused.push(ip);
-      // Before the runtime's DEL: ptp's allocation and interface are still there (ptp made them), but the shim
-      // recorded nothing.
+      // Before the runtime's DEL: cilium-cni's allocation and interface are still there (it made them), but the
+      // shim recorded nothing.
       expect(await eth0Addresses(ns)).toEqual([ip]);
       await expectStores(network, new Map([...held, [ip, cid]]), held);
-      // The runtime's DEL (plugins in reverse: shim, then ptp) releases it through ptp.
+      // The runtime's DEL (plugins in reverse: shim, then cilium-cni) releases it through cilium-cni's delegate.
       await r.del(cid, netns);
       expect(await eth0Addresses(ns)).toBeUndefined();
       await expectStores(network, held, held);
@@ -365,13 +415,19 @@ describe.skipIf(!root)('reserved CIDRs under ptp, through the libcni-like runner
     expect(sorted([...held.keys()])).toEqual(sorted(c.outside));
     expect(refused).toEqual([...c.inside, c.inside[0]!]);
 
+    // Chained, the runtime's CHECK reaches the shim after cilium-cni's own.
     const [firstIp, firstCid] = [...held.entries()][0]!;
     await r.check(firstCid, pods.get(firstCid)!);
     const err = await errorOf(runner([c.reserved, `${firstIp}/32`]).check(firstCid, pods.get(firstCid)!));
     expect(err.plugin).toBe('ipam-shim');
     expectRefusal(err, firstIp, `${firstIp}/32`, network);
 
+    // Chained, the shim's DEL runs before cilium-cni's and marks its record DELed instead of forgetting it (the
+    // evidence GC releases through if cilium-cni's DEL fails and the runtime never retries; GC settles it once the
+    // pod is gone: test/e2e/del-order.test.ts). So every address is back in host-local, and the ledger holds the
+    // held pods' records only as marked, with their index entries.
     for (const [cid, netns] of pods) await r.del(cid, netns);
-    await expectStores(network, new Map(), new Map());
+    await expectStores(network, new Map(), new Map(), held);
+    expect(await deletedRecords(s.stateDir, network)).toEqual(sorted([...pods.keys()].map((cid) => `${cid}:eth0.json`)));
   });
 });

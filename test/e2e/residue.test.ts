@@ -1,7 +1,11 @@
 // The verified azure-vnet reproduction (field-notes §1) as a test, through the REAL built plugin:
 //   netns vnet (client 10.240.0.4/16) ── veth ── netns node: eth0 ⊂ bridge azure0 (10.240.0.5/16), ip_forward=1
-//   a pod attached by the reference ptp plugin + host-local 10.240.0.32–63, with the runtime (CniRunner, or podman)
-//   running inside `node`, so every ebtables rule and neighbour entry lives in `node` and the host is never touched.
+//   a pod attached by the cilium-cni stand-in (the 1.17 line, docs/testing.md) delegating to host-local
+//   10.240.0.32–63, with the runtime (CniRunner, or podman) running inside `node`, so every ebtables rule and
+//   neighbour entry lives in `node` and the host is never touched. The VNet client routes the pod range via the node;
+//   the node reaches the pod by cilium-cni's /32 endpoint route through lxc, the pod answers via its router address.
+// The network is named "cilium" (AKS's list): a list named "azure" would put the real cilium-cni into its azure
+// chaining mode (cilium-cni picks a chaining mode by the network's name), which the stand-in refuses.
 // azure-vnet's exact per-pod rules for the pod's future address are installed BEFORE the pod exists, next to
 // decoys for …3, …30, …33, an IPv6 dnat, node-wide rules and a PERMANENT stale neighbour on azure0.
 // Without the shim the client's ping dies in the dnat rule; with the shim (either placement) it works, and
@@ -18,12 +22,17 @@ import { hasPodman, PodmanBed } from '../support/runtimes/podman.js';
 import { CniRunner, PluginError } from '../support/runtimes/runner.js';
 import { legacyFirstPath, natListing, natRestoreInput, podRules, vnetBridge, withoutLines } from '../support/net/azure-vnet.js';
 import { ErrorCode } from '../../src/cni/errors.js';
+import { useCiliumAgent } from '../support/doubles/cilium-agent.js';
+import { ciliumCni, ciliumCniDir } from '../support/shim/cilium.js';
 
 const POD = '10.240.0.32';
 const DEAD_MAC = '0:d:3a:30:47:42'; // the MAC of the azure-vnet pod that once had 10.240.0.32
 const RANGE = { subnet: '10.240.0.0/16', rangeStart: '10.240.0.32', rangeEnd: '10.240.0.63' };
 
 const DNAT_POD = podRules(POD, DEAD_MAC)[1]!;
+const NETWORK = 'cilium';
+/** cilium-cni's place on the runtime's CNI_PATH: the 1.17 line (AKS's), first. */
+const CILIUM_DIR = ciliumCniDir('1.17');
 
 /** Lines of a listing that are a rule naming exactly the pod's address. */
 const isPodLine = (l: string) => /--(arp-)?ip-dst 10\.240\.0\.32(\/32)? /.test(l);
@@ -42,6 +51,9 @@ interface Node {
 const enabled = rootOrSkip();
 
 describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packets', () => {
+  // Registered before the netns cleanup so that it stops after it (hooks run as a stack): the deferred DELs still
+  // find cilium-agent up.
+  const a = useCiliumAgent();
   const net = new TestNet();
   afterEach(() => net.cleanup());
 
@@ -86,14 +98,15 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
   const ping = async (n: Node, count = 3) =>
     (await inNs(n.vnet, 'ping', ['-c', String(count), '-i', '0.2', '-W', '1', '-q', POD], { reject: false })).exitCode;
 
-  type Placement = 'ptp-only' | 'chained' | 'ipam';
+  /** 'cilium-only': the node without the shim (on AKS cilium-cni + azure-ipam; here its IPAM is host-local). */
+  type Placement = 'cilium-only' | 'chained' | 'ipam';
   function confList(n: Node, placement: Placement, cniVersion = '1.0.0'): Record<string, unknown> {
     const hostLocal = { type: 'host-local', dataDir: n.dir.dataDir, ranges: [[RANGE]] };
     const plugins =
       placement === 'ipam'
-        ? [{ type: 'ptp', ipMasq: false, ipam: shimKeys({ dirs: n.dir, delegate: hostLocal }) }]
-        : [{ type: 'ptp', ipMasq: false, ipam: hostLocal }, ...(placement === 'chained' ? [shimKeys({ dirs: n.dir })] : [])];
-    return { cniVersion, name: 'azure', plugins };
+        ? [ciliumCni(shimKeys({ dirs: n.dir, delegate: hostLocal }))]
+        : [ciliumCni(hostLocal), ...(placement === 'chained' ? [shimKeys({ dirs: n.dir })] : [])];
+    return { cniVersion, name: NETWORK, plugins };
   }
 
   /** A runtime living in `node` (every plugin runs there through `ip netns exec`), `env` on top of the test's. */
@@ -103,10 +116,10 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
     await writeFile(conflist, JSON.stringify(list));
     const runner = new CniRunner({
       confList: list,
-      pluginDirs: [n.shimBin, PLUGIN_DIR],
+      pluginDirs: [CILIUM_DIR, n.shimBin, PLUGIN_DIR],
       cacheDir: join(n.dir.dir, 'cache'),
       netns: n.node,
-      ...(env ? { env } : {}),
+      env: { ...a.agent.env(), ...env },
     });
     return { runner, conflist };
   }
@@ -116,6 +129,16 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
     const result = await runner.add(id, netns, 'eth0');
     net.defer(() => runner.del(id, netns, 'eth0').catch(() => undefined));
     return { netns, result };
+  }
+
+  /** How many CNI calls of `command` the shim logged (one "CNI call …" line per call). */
+  async function shimCalls(n: Node, command: string): Promise<number> {
+    const text = await readFile(n.dir.logFile, 'utf8').catch(() => '');
+    return text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { command?: string; msg?: string })
+      .filter((l) => l.command === command && String(l.msg).startsWith('CNI call ')).length;
   }
 
   /** The operator CLI of the built plugin, run on the node. */
@@ -131,9 +154,10 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
   it('without the shim the ping dies in the stale dnat rule; `residue clean --apply --ip` cures it, leaving the rest', async () => {
     const n = await azureNode();
     await plantResidue(n);
-    const { runner } = await runtime(n, 'ptp-only');
+    const { runner } = await runtime(n, 'cilium-only');
     const { result } = await pod(runner);
-    expect(result.ips[0].address).toBe(`${POD}/16`);
+    // cilium-cni gives the pod its address as /32 (ptp kept host-local's /16).
+    expect(result.ips[0].address).toBe(`${POD}/32`);
 
     const before = await natListing(n.r);
     const podLines = before.split('\n').filter(isPodLine);
@@ -220,14 +244,16 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
     const before = await natListing(n.r);
     const neighBefore = await permanentNeigh(n.r);
     const hostLocal = { type: 'host-local', dataDir: n.dir.dataDir, ranges: [[{ ...RANGE, rangeStart: '10.240.0.60', rangeEnd: '10.240.0.60' }]] };
-    const list = {
-      cniVersion: '1.0.0',
-      name: 'azure',
-      plugins: [{ type: 'ptp', ipMasq: false, ipam: shimKeys({ dirs: n.dir, delegate: hostLocal }) }],
-    };
-    const runner = new CniRunner({ confList: list, pluginDirs: [n.shimBin, PLUGIN_DIR], cacheDir: join(n.dir.dir, 'cache'), netns: n.node });
+    const list = { cniVersion: '1.0.0', name: NETWORK, plugins: [ciliumCni(shimKeys({ dirs: n.dir, delegate: hostLocal }))] };
+    const runner = new CniRunner({
+      confList: list,
+      pluginDirs: [CILIUM_DIR, n.shimBin, PLUGIN_DIR],
+      cacheDir: join(n.dir.dir, 'cache'),
+      netns: n.node,
+      env: a.agent.env(),
+    });
     const { result } = await pod(runner);
-    expect(result.ips[0].address).toBe('10.240.0.60/16');
+    expect(result.ips[0].address).toBe('10.240.0.60/32');
     expect(await natListing(n.r)).toBe(before);
     expect(await permanentNeigh(n.r)).toBe(neighBefore);
     const log = (await readFile(n.dir.logFile, 'utf8'))
@@ -266,7 +292,11 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
   });
 
   describe.each(['chained', 'ipam'] as const)('the shim %s', (placement) => {
-    it('ADD removes exactly the pod’s residue: ping works, decoys and node-wide rules are untouched; CHECK catches a re-added rule (102)', async () => {
+    const recheck =
+      placement === 'chained'
+        ? 'CHECK catches a re-added rule (102)'
+        : 'a re-added rule: CHECK never reaches the shim (cilium-cni does not forward it), doctor and residue scan/clean catch it';
+    it(`ADD removes exactly the pod’s residue: ping works, decoys and node-wide rules are untouched; ${recheck}`, async () => {
       const n = await azureNode();
       await plantResidue(n);
       const before = await natListing(n.r);
@@ -277,8 +307,8 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
 
       const { runner, conflist } = await runtime(n, placement);
       const { netns, result } = await pod(runner);
-      expect(result.ips[0].address).toBe(`${POD}/16`);
-      expect(await ledgerRecords(n.dir.stateDir, 'azure')).toEqual(['c1:eth0.json']);
+      expect(result.ips[0].address).toBe(`${POD}/32`);
+      expect(await ledgerRecords(n.dir.stateDir, NETWORK)).toEqual(['c1:eth0.json']);
 
       expect(await ping(n)).toBe(0);
       expect(await natListing(n.r)).toBe(withoutLines(before, podLines));
@@ -286,21 +316,33 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
 
       await runner.check('c1', netns, 'eth0');
       expect((await cli(n, ['residue', 'scan', '--conflist', conflist])).json).toMatchObject({
-        network: 'azure',
+        network: NETWORK,
         ok: true,
         targets: [{ ip: POD, sources: ['ledger'], attachments: ['c1/eth0'], rules: [], neighbours: [] }],
       });
 
-      // azure-vnet (or anyone) puts the dnat rule back: CHECK says so, with the rule in details.
+      // azure-vnet (or anyone) puts the dnat rule back.
       await n.r('ebtables', ['-t', 'nat', '-A', 'PREROUTING', ...DNAT_POD]);
+      const checksBefore = await shimCalls(n, 'CHECK');
       const err = await runner.check('c1', netns, 'eth0').then(
         () => undefined,
         (e: unknown) => e,
       );
-      expect(err).toBeInstanceOf(PluginError);
-      expect((err as PluginError).code).toBe(ErrorCode.ResidueCleanupFailed);
-      expect((err as PluginError).plugin).toBe(placement === 'chained' ? 'ipam-shim' : 'ptp');
-      expect((err as PluginError).details).toContain(`--ip-dst ${POD} -j dnat`);
+      if (placement === 'chained') {
+        // Chained, the runtime's CHECK reaches the shim: it says so, with the rule in details.
+        expect(err).toBeInstanceOf(PluginError);
+        expect((err as PluginError).code).toBe(ErrorCode.ResidueCleanupFailed);
+        expect((err as PluginError).plugin).toBe('ipam-shim');
+        expect((err as PluginError).details).toContain(`--ip-dst ${POD} -j dnat`);
+        expect(await shimCalls(n, 'CHECK')).toBe(checksBefore + 1);
+      } else {
+        // In cilium-cni's IPAM slot it never does: cilium-cni checks its own endpoint and interface and does not
+        // forward CHECK to IPAM (docs/testing.md), so CHECK passes with the pod unreachable. What sees it there is
+        // the operator's side below (doctor, residue scan/clean) and the agent's residue pass (test/e2e/agent.test.ts).
+        expect(err).toBeUndefined();
+        expect(runner.invocations.filter((i) => i.command === 'CHECK').at(-1)?.plugin).toBe('cilium-cni');
+        expect(await shimCalls(n, 'CHECK')).toBe(0);
+      }
       expect(await ping(n)).not.toBe(0);
 
       // The operator sees it (doctor and scan name the attachment), cleans it, and CHECK passes again.
@@ -317,8 +359,8 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
       expect(await natListing(n.r)).toBe(withoutLines(before, podLines));
 
       await runner.del('c1', netns, 'eth0');
-      expect(await ledgerRecords(n.dir.stateDir, 'azure')).toEqual([]);
-      expect(await hostLocalAllocations(n.dir.dataDir, 'azure')).toEqual([]);
+      expect(await ledgerRecords(n.dir.stateDir, NETWORK)).toEqual([]);
+      expect(await hostLocalAllocations(n.dir.dataDir, NETWORK)).toEqual([]);
     });
   });
 
@@ -340,7 +382,7 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
     }
 
     it.each(['chained', 'ipam'] as const)(
-      'ADD (the shim %s) removes the pod’s rules from ebtables-nft, logging the backend; decoys stay; ping works; CHECK sees a re-added rule',
+      'ADD (the shim %s) removes the pod’s rules from ebtables-nft, logging the backend; decoys stay; ping works; a re-added rule is seen (CHECK chained, doctor)',
       async (placement) => {
         const { n, env, before, podLines } = await legacyNode();
         const { runner, conflist } = await runtime(n, placement, env);
@@ -368,8 +410,14 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
           () => undefined,
           (e: unknown) => e,
         );
-        expect((err as PluginError).code).toBe(ErrorCode.ResidueCleanupFailed);
-        expect((err as PluginError).details).toContain(`--ip-dst ${POD} -j dnat`);
+        if (placement === 'chained') {
+          expect((err as PluginError).code).toBe(ErrorCode.ResidueCleanupFailed);
+          expect((err as PluginError).details).toContain(`--ip-dst ${POD} -j dnat`);
+        } else {
+          // cilium-cni does not forward CHECK to its IPAM plugin: the shim is not asked, doctor below is what sees it.
+          expect(err).toBeUndefined();
+          expect(await shimCalls(n, 'CHECK')).toBe(0);
+        }
         const problem = (await cli(n, ['doctor', '--conflist', conflist], env)).json.findings.find(
           (f: any) => f.check === 'residue' && f.verdict === 'problem',
         );
@@ -424,16 +472,19 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
     const podLines = before.split('\n').filter(isPodLine);
     expect(podLines).toHaveLength(2);
 
-    const { runner } = await runtime(n, 'ipam');
+    const { runner, conflist } = await runtime(n, 'ipam');
     const { netns } = await pod(runner);
     expect(await natListing(n.r)).toBe(withoutLines(before, podLines));
     expect(await ping(n)).toBe(0);
+    // CHECK is cilium-cni's own here (it does not reach the shim in its IPAM slot); the scan reads all 2,011 rules.
     await runner.check('c1', netns, 'eth0');
+    expect((await cli(n, ['residue', 'scan', '--conflist', conflist])).json).toMatchObject({ ok: true, targets: [{ ip: POD, rules: [] }] });
   });
 
   // podman runs inside `node` (PodmanBed's `netns` option: `nsenter --net`, keeping the host's mount namespace so
   // the container netns podman bind-mounts under /run/netns stays visible to its later stop/rm). The container
-  // netns is podman's own fresh one; ptp's host side, and so all residue and its cleanup, lives in `node`.
+  // netns is podman's own fresh one; cilium-cni's host side (lxc, the endpoint route), and so all residue and its
+  // cleanup, lives in `node`.
   describe.skipIf(!hasPodman() && process.env.CI !== 'true')('through podman 4.3 (running in the node netns)', () => {
     let bed: PodmanBed | undefined;
     afterEach(async () => {
@@ -455,14 +506,12 @@ describe.skipIf(!enabled)('azure-vnet residue: the reproduction with real packet
 
       bed = await PodmanBed.create({
         netns: n.node,
-        pluginDirs: [n.shimBin, PLUGIN_DIR],
+        pluginDirs: [CILIUM_DIR, n.shimBin, PLUGIN_DIR],
+        env: a.agent.env(),
         confList: (dirs) => ({
           cniVersion: '0.4.0',
           name: dirs.network,
-          plugins: [
-            { type: 'ptp', ipMasq: false, ipam: { type: 'host-local', dataDir: dirs.dataDir, ranges: [[RANGE]] } },
-            shimKeys({ dirs: n.dir }),
-          ],
+          plugins: [ciliumCni({ type: 'host-local', dataDir: dirs.dataDir, ranges: [[RANGE]] }), shimKeys({ dirs: n.dir })],
         }),
       });
       await bed.startContainer('c1');
