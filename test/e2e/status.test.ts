@@ -98,8 +98,8 @@ describe.skipIf(!enabled)('STATUS through the built plugin', () => {
     expect(out.exitCode, out.stdout).toBe(0);
     expect(out.stdout).toBe('');
     expect(await delegateCalls()).toEqual([]);
-    const gone = await status(conf({ placement: 'chained', delegateType: 'azure-ipam' }));
-    expect(gone.json).toMatchObject({ code: ErrorCode.PluginNotAvailable, msg: 'delegate azure-ipam is not available' });
+    const gone = await status(conf({ placement: 'chained', delegateType: 'absent-ipam' }));
+    expect(gone.json).toMatchObject({ code: ErrorCode.PluginNotAvailable, msg: 'delegate absent-ipam is not available' });
   });
 
   it('state dir not writable → 50 naming it and why, at once even right after a success; writable again → 0', async () => {
@@ -118,9 +118,9 @@ describe.skipIf(!enabled)('STATUS through the built plugin', () => {
 
   it('delegate missing → 50 naming it and where it was looked for, at once even right after a success', async () => {
     expect((await status()).exitCode).toBe(0);
-    const out = await status(conf({ delegateType: 'azure-ipam' }));
-    expect(out.json).toMatchObject({ code: ErrorCode.PluginNotAvailable, msg: 'delegate azure-ipam is not available' });
-    expect(out.json.details).toContain('failed to find delegate plugin "azure-ipam"');
+    const out = await status(conf({ delegateType: 'absent-ipam' }));
+    expect(out.json).toMatchObject({ code: ErrorCode.PluginNotAvailable, msg: 'delegate absent-ipam is not available' });
+    expect(out.json.details).toContain('failed to find delegate plugin "absent-ipam"');
     expect(out.json.details).toContain(PLUGINS_11);
   });
 
