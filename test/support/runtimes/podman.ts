@@ -20,6 +20,9 @@ import { uid } from '../net/netns.js';
 import { unmountBelow } from './mounts.js';
 import { teardown } from '../teardown.js';
 
+/** containers.conf's default `conmon_env_vars` PATH (podman 4.3). */
+const CONMON_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
 export const BUSYBOX_APPLETS = [
   'sh',
   'ip',
@@ -170,6 +173,12 @@ export class PodmanBed {
       ...(extra.network ?? []),
       '',
       '[engine]',
+      // conmon starts the cleanup process that may run the network teardown (`podman rm -f` races it) with only
+      // these variables: the bed's env must reach the plugins there too, or a DEL runs without it (cilium-cni's
+      // stand-in without CILIUM_SOCK: 999 after its wait, the address kept).
+      ...(Object.keys(this.env).length
+        ? [`conmon_env_vars = [${[`PATH=${CONMON_PATH}`, ...Object.entries(this.env).map(([k, v]) => `${k}=${v}`)].map(q).join(', ')}]`]
+        : []),
       'runtime = "runc"',
       'cgroup_manager = "cgroupfs"',
       'events_logger = "file"',
