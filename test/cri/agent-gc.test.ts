@@ -88,7 +88,9 @@ for (const dc of DELEGATE_CASES)
         await s.bed.removePod(a.id);
         const leaked = await s.bed.runPod('leaked');
         await s.bed.removePod(b.id);
-        expect(new Set([...agentIps, ...a.ips, ...b.ips, ...leaked.ips]).size).toBe(4);
+        // Addresses held at once differ; `leaked` may get `a`'s address back (CNS hands out the first free one).
+        expect(new Set([...agentIps, ...a.ips, ...b.ips]).size).toBe(3);
+        expect([...agentIps, ...b.ips]).not.toContain(leaked.ips[0]);
         expect(await ledger()).toEqual([agentRecord, `${leaked.id}:eth0.json`].sort());
         expect(await store()).toEqual([...agentIps, ...leaked.ips].sort());
         await expectCns(s.bed, agent, [leaked]);
