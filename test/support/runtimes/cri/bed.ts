@@ -28,6 +28,10 @@
 // - Paths containerd (1.6 and 2.1 alike) uses whatever its config says: /var/run/netns/cni-<uuid> (pod netns),
 //   /var/lib/cni/results/<network>-<id>-<ifname> (libcni's result cache), /run/containerd/s/<sha256> (shim
 //   sockets). The network name is unique per bed; cleanup removes only entries of this bed's sandboxes.
+// - azure-ipam's place (the `cns` option): the azure-ipam stand-in is linked into the bin dir and the CNS stand-in
+//   (test/support/doubles/cns.ts) listens on a free port of the node netns' loopback, where containerd runs the
+//   plugins, from create() to cleanup(). Its files live in a temp dir of their own, outside the bed's: a node's crash
+//   (crashAndWipe, reboot) kills what names the bed's dir, and CNS is a service of its own that survives it.
 import { execa } from 'execa';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
@@ -36,7 +40,7 @@ import { mkdir, mkdtemp, open, readdir, readFile, rename, rm, rmdir, symlink, wr
 import os from 'node:os';
 import path from 'node:path';
 import { buildSandboxImage } from '../../../fixtures/cri/sandbox-image.js';
-import { pluginOutput, ROOT } from '../../shim/cni.js';
+import { FIXTURE_BIN, hostLocalAllocations, pluginOutput, ROOT } from '../../shim/cni.js';
 import { uid } from '../../net/netns.js';
 import { CriClient, type PodSandboxConfig, type PodSandboxStatus } from './client.js';
 import { unmountBelow } from '../mounts.js';
@@ -45,6 +49,7 @@ import { containerdBinDir, containerdBuild, containerdConfig, missingTools, node
 import { CiliumAgentStandIn, type CiliumAgentOptions } from '../../doubles/cilium-agent.js';
 import { ciliumCniDir, type CiliumLine } from '../../shim/cilium.js';
 import { ciliumLine } from './conflists.js';
+import { CnsStandin, type AzureIpamTarget, type CnsPool, type CnsScheme } from '../../doubles/cns.js';
 
 /** The built single executable: what a node runs. IPAM_SHIM_BIN tests another build. */
 export const CRI_SHIM = process.env.IPAM_SHIM_BIN ?? path.join(ROOT, 'dist/ipam-shim');
@@ -65,6 +70,8 @@ export interface CriBedDirs {
   network: string;
   /** containerd's CNI bin dir (holds every plugin, the shim as `ipam-shim`). */
   binDir: string;
+  /** The CNS stand-in azure-ipam asks (a bed with the `cns` option only). */
+  cns?: AzureIpamTarget;
 }
 
 export interface CriBedOptions {
@@ -85,6 +92,11 @@ export interface CriBedOptions {
   cilium?: CiliumLine | false;
   /** The agent stand-in's settings (router addresses); default IPv4 and IPv6 both on, as the dual-stack suites need. */
   ciliumAgent?: Omit<CiliumAgentOptions, 'socketPath'>;
+  /**
+   * azure-ipam over CNS for the lists that name it (conflists.ts, `delegate: 'azure-ipam'`): the azure-ipam stand-in
+   * in the bin dir and a CNS stand-in in the node netns with this key scheme and these pools, for the bed's life.
+   */
+  cns?: { scheme: CnsScheme; pools: CnsPool[] };
 }
 
 /** The agent stand-in's router addresses in every bed (--local-router-ipv4/6): outside every range the suites use. */
@@ -129,6 +141,10 @@ export class CriBed implements CriBedDirs {
   private ciliumLineAtStart: CiliumLine | undefined;
   /** The cilium-cni stand-in's log: one JSON line per call (CILIUM_CNI_STANDIN_LOG). */
   readonly ciliumLog: string;
+  /** The CNS stand-in (the `cns` option), and its key scheme. */
+  cns: CnsStandin | undefined;
+  cnsScheme: CnsScheme | undefined;
+  private cnsDir: string | undefined;
   private readonly configPath: string;
   private daemon: { child: ChildProcess; exited: Promise<void> } | undefined;
   private pid: number | undefined;
@@ -175,6 +191,12 @@ export class CriBed implements CriBedDirs {
     for (const p of await readdir(pluginDir)) await symlink(path.join(pluginDir, p), path.join(this.binDir, p));
     await symlink(CRI_SHIM, path.join(this.binDir, 'ipam-shim'));
     for (const [name, file] of Object.entries(opts.plugins ?? {})) await symlink(file, path.join(this.binDir, name));
+    if (opts.cns) {
+      await symlink(path.join(FIXTURE_BIN, 'azure-ipam'), path.join(this.binDir, 'azure-ipam'));
+      this.cnsDir = await mkdtemp(path.join(os.tmpdir(), 'cri-cns-'));
+      this.cns = await CnsStandin.start({ ...opts.cns, dir: this.cnsDir, netns: this.node });
+      this.cnsScheme = opts.cns.scheme;
+    }
     const line = opts.cilium ?? ciliumLine();
     if (line) {
       this.ciliumAgent = await CiliumAgentStandIn.start({
@@ -370,6 +392,16 @@ export class CriBed implements CriBedDirs {
     return { id, name: status.metadata.name, ips, netnsPath, pid: Number(info.pid ?? 0), status };
   }
 
+  /** The key CNS holds a pod's addresses under: `name:namespace` or the sandbox's id, by the bed's scheme. */
+  cnsKey(pod: Pick<Pod, 'id' | 'name'>): string {
+    return this.cnsScheme === 'pod' ? `${pod.name}:default` : pod.id;
+  }
+
+  /** Every address the delegated IPAM holds now, sorted: CNS's (a bed with `cns`), else host-local's store. */
+  async delegateHeld(): Promise<string[]> {
+    return this.cns ? this.cns.held() : hostLocalAllocations(this.dataDir, this.network);
+  }
+
   /** kubelet's teardown: StopPodSandbox (CNI DEL), then RemovePodSandbox (DEL again). */
   async removePod(id: string): Promise<void> {
     await this.cri.stopPodSandbox(id);
@@ -471,8 +503,9 @@ export class CriBed implements CriBedDirs {
    * Between tests: undoes what the last test left, also when it failed half-way (containerd stopped or wiped, pods
    * running, records written), so the next starts on a clean node: containerd runs with the sandbox image and every
    * sandbox is removed through CRI (plugins get their DELs). With `stores` (after a failed test) the shim's ledger
-   * and host-local's store are emptied too (their dirs stay: a test may have mounted them elsewhere); after a
-   * passing test they are left as they are, so a leak a test did not assert shows in the next one.
+   * and host-local's store are emptied too (their dirs stay: a test may have mounted them elsewhere), and CNS
+   * restarts with no pod (everything free); after a passing test they are left as they are, so a leak a test did not
+   * assert shows in the next one.
    */
   async reset({ stores = true }: { stores?: boolean } = {}): Promise<void> {
     try {
@@ -484,6 +517,7 @@ export class CriBed implements CriBedDirs {
       for (const dir of stores ? [this.stateDir, this.dataDir] : []) {
         for (const entry of await readdir(dir).catch(() => [] as string[])) await rm(path.join(dir, entry), { recursive: true, force: true });
       }
+      if (stores) await this.cns?.restart({ pods: [] });
     }
   }
 
@@ -528,6 +562,10 @@ export class CriBed implements CriBedDirs {
     });
     await step('cgroups', () => removeCgroups(this.cgroupParent));
     await step('cilium-agent stand-in', async () => this.ciliumAgent?.stop());
+    await step('CNS stand-in', async () => {
+      await this.cns?.stop();
+      if (this.cnsDir) await rm(this.cnsDir, { recursive: true, force: true });
+    });
     await step('rm tree', () => rm(this.baseDir, { recursive: true, force: true, maxRetries: 3 }));
     report(`CriBed.cleanup (${this.baseDir})`);
   }

@@ -1,15 +1,40 @@
 // Conflists for the CRI suites: AKS-shaped (cilium-cni first: the bed's stand-in of a Cilium line, in
-// delegated-plugin mode), with the shim in either placement and host-local as the delegated IPAM, at 0.3.1 (what AKS
-// ships) or 1.0.0 (both taken by every Cilium line).
+// delegated-plugin mode), with the shim in either placement and the delegated IPAM host-local (the default) or, as
+// AKS runs it, azure-ipam over the bed's CNS stand-in, at 0.3.1 (what AKS ships) or 1.0.0 (both taken by every
+// Cilium line).
 import path from 'node:path';
 import type { CriBedDirs } from './bed.js';
 import { CILIUM_LINES, ciliumCni, type CiliumLine } from '../../shim/cilium.js';
+import { overAzureIpam, type CnsPool, type CnsScheme } from '../../doubles/cns.js';
 
 export type Placement = 'chained' | 'ipam';
 export type CniVersion = '0.3.1' | '1.0.0';
 
 export const PLACEMENTS: Placement[] = ['chained', 'ipam'];
 export const VERSIONS: CniVersion[] = ['0.3.1', '1.0.0'];
+
+/** The delegated IPAM: host-local (keyed by container ID and ifname), or azure-ipam over CNS (keyed by CNS's scheme). */
+export type Delegate = 'host-local' | 'azure-ipam';
+
+/** One way a suite's AKS cases run: the delegate, and for azure-ipam CNS's key scheme. */
+export interface DelegateCase {
+  delegate: Delegate;
+  scheme?: CnsScheme;
+  /** For test names: `host-local`, `azure-ipam/CNS pod-name keys`, `azure-ipam/CNS container-ID keys`. */
+  label: string;
+}
+
+/** host-local, then azure-ipam over CNS in both key schemes: the table the CRI suites' AKS cases run over. */
+export const DELEGATE_CASES: DelegateCase[] = [
+  { delegate: 'host-local', label: 'host-local' },
+  { delegate: 'azure-ipam', scheme: 'pod', label: 'azure-ipam/CNS pod-name keys' },
+  { delegate: 'azure-ipam', scheme: 'container', label: 'azure-ipam/CNS container-ID keys' },
+];
+
+/** The bed options a case needs: for azure-ipam, a CNS stand-in with `pools` (CriBedOptions.cns). */
+export function delegateBed(c: DelegateCase, pools: CnsPool[]): { cns?: { scheme: CnsScheme; pools: CnsPool[] } } {
+  return c.delegate === 'azure-ipam' ? { cns: { scheme: c.scheme ?? 'pod', pools } } : {};
+}
 
 /**
  * The Cilium line the CRI beds put in cilium-cni's place: CILIUM_LINE (`1.17` or `newer`), 1.17 when unset (AKS's
@@ -34,8 +59,10 @@ export interface Range {
 export interface ShimConfListOptions {
   placement: Placement;
   cniVersion: CniVersion;
-  /** host-local's ranges (one inner list per family). */
+  /** host-local's ranges (one inner list per family); azure-ipam's addresses are the bed's CNS pools. */
   ranges: Range[][];
+  /** The delegated IPAM (default host-local); azure-ipam needs a bed started with `cns`. */
+  delegate?: Delegate;
   /** Extra shim settings (reservedCIDRs, ipv6ProbeRewrite, …). */
   shim?: Record<string, unknown>;
   /** Append the recording plugin (its log: `loggerLog`). */
@@ -49,12 +76,18 @@ export function hostLocal(dirs: CriBedDirs, ranges: Range[][]): Record<string, u
   return { type: 'host-local', dataDir: dirs.dataDir, ranges, routes: [{ dst: '0.0.0.0/0' }, ...(v6 ? [{ dst: '::/0' }] : [])] };
 }
 
+/** azure-ipam's entry as AKS's list has it (`{"type": "azure-ipam"}`), pointed at the bed's CNS stand-in. */
+function azureIpam(dirs: CriBedDirs): Record<string, unknown> {
+  if (!dirs.cns) throw new Error('delegate azure-ipam: the bed was started without `cns` (no CNS stand-in)');
+  return overAzureIpam({ type: 'azure-ipam' }, dirs.cns);
+}
+
 /**
- * cilium-cni first. Chained: cilium-cni delegates IPAM to host-local, the shim follows with the same delegate (for
- * agent IPs and GC). IPAM slot: cilium-cni delegates to the shim, which wraps host-local.
+ * cilium-cni first. Chained: cilium-cni delegates IPAM to the delegate, the shim follows with the same delegate (for
+ * agent IPs and GC). IPAM slot: cilium-cni delegates to the shim, which wraps the delegate.
  */
 export function shimConfList(dirs: CriBedDirs, o: ShimConfListOptions): Record<string, unknown> {
-  const delegate = hostLocal(dirs, o.ranges);
+  const delegate = o.delegate === 'azure-ipam' ? azureIpam(dirs) : hostLocal(dirs, o.ranges);
   const shim = { stateDir: dirs.stateDir, logFile: dirs.logFile, ...o.shim };
   const plugins: Array<Record<string, unknown>> = o.withoutShim
     ? [ciliumCni(delegate)]
