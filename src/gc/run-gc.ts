@@ -90,7 +90,18 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
       "GC: attachment missing from the runtime's valid list is alive; kept",
     );
   }
-  const report: GcReport = { plan, released: [], queued: [], queueUnseen: [], forgotten: [], errors: [], forwarded: false, notStarted: 0, skipped: [], settled: [] };
+  const report: GcReport = {
+    plan,
+    released: [],
+    queued: [],
+    queueUnseen: [],
+    forgotten: [],
+    errors: [],
+    forwarded: false,
+    notStarted: 0,
+    skipped: [],
+    settled: [],
+  };
   if (!o.apply || o.signal?.aborted) {
     if (o.apply) {
       report.notStarted = plan.release.length;
@@ -131,7 +142,17 @@ async function settleDeleted(o: GcOptions, releaseAddress: boolean, report: GcRe
     const items = report.plan.deleted.filter((d) => d.delegateDel === del);
     if (!items.length) continue;
     const release = releaseAddress && del;
-    const part: GcReport = { ...report, released: [], queued: [], queueUnseen: [], forgotten: [], errors: [], skipped: [], settled: [], notStarted: 0 };
+    const part: GcReport = {
+      ...report,
+      released: [],
+      queued: [],
+      queueUnseen: [],
+      forgotten: [],
+      errors: [],
+      skipped: [],
+      settled: [],
+      notStarted: 0,
+    };
     const label = release ? 'settled a DELed record (delegate DEL, then forgotten)' : 'settled a DELed record (forgotten)';
     await releaseEach(o, items, release, part, label);
     report.settled.push(...part.released, ...part.queued, ...part.forgotten);
@@ -146,7 +167,13 @@ async function settleDeleted(o: GcOptions, releaseAddress: boolean, report: GcRe
 async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddress: boolean, report: GcReport, label?: string): Promise<void> {
   // A few releases at a time (different attachments: what a runtime's parallel DELs do anyway); the report keeps
   // the plan's order. One at a time, a large GC spent most of its time waiting for each delegate DEL in turn.
-  const outcomes: Array<{ attachment: Attachment; error?: GcReport['errors'][number]; skipped?: 'busy' | 'changed'; queued?: boolean; queueUnseen?: boolean }> = [];
+  const outcomes: Array<{
+    attachment: Attachment;
+    error?: GcReport['errors'][number];
+    skipped?: 'busy' | 'changed';
+    queued?: boolean;
+    queueUnseen?: boolean;
+  }> = [];
   let next = 0;
   const what = label ?? (releaseAddress ? 'released' : 'forgot (chained: no address to release)');
   const releaser = async () => {

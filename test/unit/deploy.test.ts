@@ -144,7 +144,9 @@ describe('deploy/daemonset.yaml', () => {
     // The log in a directory of its own (a rotated file beside it stays visible to both writers), never all of /var/log.
     expect(logFile).toBe('/var/log/ipam-shim/ipam-shim.log');
     // Exactly these six, nothing broader (no /, /var, /var/run or /var/log).
-    expect(mounted.sort()).toEqual([DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, dirname(DEFAULTS.stateDir), dirname(logFile), NETNS_DIR, AZURE_VNET_RUN_DIR].sort());
+    expect(mounted.sort()).toEqual(
+      [DEFAULT_CNI_PATH, DEFAULT_CONF_DIR, dirname(DEFAULTS.stateDir), dirname(logFile), NETNS_DIR, AZURE_VNET_RUN_DIR].sort(),
+    );
     expect(mounts.find((m) => m.mountPath === NETNS_DIR)!.propagation).toBe('HostToContainer');
   });
 
