@@ -244,7 +244,7 @@ describe.skipIf(!enabled)('the shipped variants under podman, as their DaemonSet
 
     // 2. The agent, with the rendered command line (--no-install --conflist …), the CNI dirs read-only.
     const view = daemonSetView(ds, 'agent');
-    expect(view.mounts.filter((m) => m.readOnly).map((m) => m.mountPath)).toEqual(['/opt/cni/bin', '/etc/cni/net.d']);
+    expect(view.mounts.filter((m) => m.readOnly).map((m) => m.mountPath)).toEqual(['/opt/cni/bin', '/etc/cni/net.d', '/var/run/azure-vnet']);
     const cmd = commandLine(view.container, configMaps, NODE_IP);
     expect(cmd.slice(-3)).toEqual(['--no-install', '--conflist', '/etc/cni/net.d/05-cilium.conflist']);
     const agent = `agent-${uid(6)}`;
