@@ -222,7 +222,7 @@ async function verifyWithDelegate(d: AgentDeps, rec: LedgerRecord, version: stri
   const proof = await d.delegate.checkProof(confFor, checkVersion, netns);
   if (proof === 'proves') {
     try {
-      await d.delegate.check(confFor(agentPrevResult(rec.ips, checkVersion)), env);
+      await d.delegate.check(confFor(hostPrevResult(rec.ips, checkVersion)), env);
       return { kind: 'held', by: 'check' };
     } catch (e) {
       return { kind: 'lost', reason: e instanceof Error ? e.message : String(e) };
@@ -248,9 +248,6 @@ const CHECK_PROOF_WHY: Record<Exclude<CheckProof, 'proves'>, string> = {
 
 const sameAddresses = (a: readonly string[], b: readonly string[]): boolean =>
   a.length === b.length && [...a].sort().join(',') === [...b].sort().join(',');
-
-/** A prevResult for the delegate's CHECK built from recorded addresses (host prefixes: only the address matters). */
-export const agentPrevResult = hostPrevResult;
 
 /** Release the owner's IPs (feature turned off): delegate DEL, forget the record, remove the namespace. */
 export async function releaseAgentIp(d: AgentDeps, owner: string): Promise<{ owner: string; released: string[] }> {

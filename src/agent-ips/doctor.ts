@@ -4,8 +4,8 @@
 import { delegateConf } from '../cni/config.js';
 import { agentReallocateFix } from '../ledger/owner.js';
 import { delegateEnvFor, identityOf } from '../ledger/identity.js';
-import { agentPrevResult, listAgentIps } from './allocate.js';
-import { checkVersionOf } from '../effects/check-proof.js';
+import { listAgentIps } from './allocate.js';
+import { checkVersionOf, hostPrevResult } from '../effects/check-proof.js';
 import type { DoctorCheck, Finding } from '../fix/doctor-check.js';
 
 export const agentCheck: DoctorCheck = {
@@ -58,7 +58,7 @@ export const agentCheck: DoctorCheck = {
         continue;
       }
       try {
-        await net.delegate.check(confFor(agentPrevResult(r.ips, version)), delegateEnvFor(r, id.cniArgs, r.netns));
+        await net.delegate.check(confFor(hostPrevResult(r.ips, version)), delegateEnvFor(r, id.cniArgs, r.netns));
         findings.push({ check: this.name, verdict: 'ok', summary: `${r.containerID}: ${r.ips.join(', ')} held by ${net.delegate.type}` });
       } catch (e) {
         findings.push({

@@ -74,14 +74,8 @@ const AGENT_POD_NAMESPACE = 'kube-system';
 const agentPodName = (owner: string): string => `${agentContainerID(owner)}.ipam-shim`;
 
 /** The CNI_ARGS agent-ip sends for OWNER, shaped as containerd sends a pod's (docs/cli.md, agent-ip). */
-export function agentIpCniArgs(owner: string): string {
-  return [
-    'IgnoreUnknown=1',
-    `${POD_NAMESPACE}=${AGENT_POD_NAMESPACE}`,
-    `${POD_NAME}=${agentPodName(owner)}`,
-    `K8S_POD_INFRA_CONTAINER_ID=${agentContainerID(owner)}`,
-  ].join(';');
-}
+export const agentIpCniArgs = (owner: string): string =>
+  podCniArgs(agentContainerID(owner), { namespace: AGENT_POD_NAMESPACE, name: agentPodName(owner) });
 
 /** The environment of a delegate call for `record` with identity `cniArgs` (no netns: the shim never enters one). */
 export const delegateEnvFor = (record: Pick<LedgerRecord, 'containerID' | 'ifname'>, cniArgs: string, netns = ''): NodeJS.ProcessEnv => ({
