@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Unpacks Debian packages of another suite (unstable, trixie) into a private prefix, never over the system's own:
 #   scripts/debian-private.sh SUITE PACKAGE...
+#   DEBIAN_ARCH=arm64 scripts/debian-private.sh SUITE PACKAGE...   (another architecture's packages, e.g. a sysroot)
 # prints, one line per package, "PACKAGE VERSION DIR" where DIR is the package's tree unpacked with `dpkg -x`
 # (DIR/usr/bin/…). The archive is the one the system's apt already uses (its URI and keyring are read from the
 # system's sources), with a private apt state: the system's package lists, cache and dpkg database stay untouched.
@@ -12,7 +13,12 @@ suite=${1:?usage: debian-private.sh SUITE PACKAGE...}
 shift
 [ $# -gt 0 ] || { echo "usage: debian-private.sh SUITE PACKAGE..." >&2; exit 2; }
 root=${IPAM_SHIM_DEPS:-/var/cache/ipam-shim/deps}
-aptdir="$root/apt/$suite"
+arch=${DEBIAN_ARCH:-}
+# Another architecture gets lists, debs and unpacked trees of its own; the machine's own stays as it was.
+tag=$suite${arch:+-$arch}
+aptarch=()
+[ -z "$arch" ] || aptarch=(-o "APT::Architecture=$arch" -o "APT::Architectures=$arch")
+aptdir="$root/apt/$tag"
 mkdir -p "$aptdir/lists/partial" "$aptdir/archives/partial" "$aptdir/debs" "$root/pkgs"
 
 # The system's Debian archive: the first deb822 stanza or one-line entry naming a Debian suite.
@@ -35,7 +41,7 @@ apt_private() {
     -o Dir::Etc::SourceList="$aptdir/sources.list" -o Dir::Etc::SourceParts=/nonexistent \
     -o Dir::State::Lists="$aptdir/lists" -o Dir::Cache="$aptdir" -o Dir::Cache::Archives="$aptdir/archives" \
     -o Dir::Cache::pkgcache="" -o Dir::Cache::srcpkgcache="" -o APT::Get::List-Cleanup=0 \
-    -o APT::Sandbox::User=root "$@"
+    -o APT::Sandbox::User=root "${aptarch[@]}" "$@"
 }
 refresh() { apt_private update >/dev/null; touch "$aptdir/updated"; }
 # The version the private lists offer (empty when they do not know the package); the system's own dpkg status is
@@ -43,7 +49,7 @@ refresh() { apt_private update >/dev/null; touch "$aptdir/updated"; }
 candidate() {
   apt-cache -o Dir::Etc::SourceList="$aptdir/sources.list" -o Dir::Etc::SourceParts=/nonexistent \
     -o Dir::State::Lists="$aptdir/lists" -o Dir::Cache::pkgcache="" -o Dir::Cache::srcpkgcache="" \
-    -o Dir::State::status=/dev/null show --no-all-versions "$1" 2>/dev/null | awk '/^Version:/ {print $2; exit}'
+    -o Dir::State::status=/dev/null "${aptarch[@]}" show --no-all-versions "$1" 2>/dev/null | awk '/^Version:/ {print $2; exit}'
 }
 
 if [ ! -f "$aptdir/updated" ] || [ -n "$(find "$aptdir/updated" -mmin +1440)" ]; then refresh; fi
@@ -51,7 +57,7 @@ for pkg in "$@"; do
   version=$(candidate "$pkg" || true)
   if [ -z "$version" ]; then refresh; version=$(candidate "$pkg" || true); fi
   [ -n "$version" ] || { echo "debian-private: $pkg is not in $suite" >&2; exit 1; }
-  dir="$root/pkgs/${pkg}_${version//:/%3a}"
+  dir="$root/pkgs/${pkg}_${version//:/%3a}${arch:+_$arch}"
   if [ ! -f "$dir/.unpacked" ]; then
     (cd "$aptdir/debs" && apt_private download "$pkg=$version" >/dev/null)
     deb=$(ls -t "$aptdir/debs/${pkg}_"*.deb | head -n 1)

