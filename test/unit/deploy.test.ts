@@ -16,6 +16,8 @@ import { HOST_LOCAL_DEFAULT_DATA_DIR } from '../../src/effects/host-local-store.
 import { parseShimConfig } from '../../src/cli/install.js';
 import { AGENT_FLAGS, DEFAULT_AGENT_INTERVAL_S, parseAgentArgs } from '../../src/cli/agent.js';
 import { BASE_PACKAGES, SUITE, TOOL_PACKAGES } from '../../scripts/image/base.js';
+import { EXECUTABLE } from '../../scripts/image/build-image.js';
+import { SEA_TARGETS } from '../../scripts/sea.mjs';
 import { DEFAULT_CACHE_DIR } from '../../src/gc/from-cache.js';
 import { AZURE_VNET_RUN_DIR } from '../../src/effects/azure-ipam.js';
 import {
@@ -150,6 +152,11 @@ describe('deploy/daemonset.yaml', () => {
     expect(mounts.find((m) => m.mountPath === NETNS_DIR)!.propagation).toBe('HostToContainer');
   });
 
+  it('runs only on nodes of the architecture its image holds: amd64 (the image carries dist/ipam-shim, linux-x64)', async () => {
+    const ds = (await manifests()).find((m) => m.kind === 'DaemonSet');
+    expect(ds!.spec.template.spec.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64' });
+    expect(EXECUTABLE).toBe(join(ROOT, 'dist/ipam-shim'));
+  });
   it("carries Kubernetes' recommended labels, the same on the DaemonSet, its pods and the ConfigMap; the selector is the one immutable label", async () => {
     const { ds } = await daemonSet();
     const labels = ds.metadata.labels;
@@ -354,9 +361,7 @@ describe('deploy/Containerfile', () => {
   it("ships the single executable the build writes, at the path the DaemonSet runs, with the DaemonSet's command", async () => {
     const { stages } = await containerfile();
     const final = stages.at(-1)!;
-    const build = await readFile(join(ROOT, 'scripts/build.mjs'), 'utf8');
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: the build script's own source text is what is checked
-    expect(build).toContain('`${finalDist}ipam-shim`'); // the SEA the build renames into dist/
+    expect(SEA_TARGETS.find((t) => t.arch === 'x64')?.out).toBe('ipam-shim'); // the SEA the build writes into dist/
     expect(final.copies).toEqual([['dist/ipam-shim', '/usr/local/bin/ipam-shim']]);
     expect(final.entrypoint).toEqual(['/usr/local/bin/ipam-shim']);
     const c = (await manifests()).find((m) => m.kind === 'DaemonSet')!.spec.template.spec.containers[0];
