@@ -126,7 +126,8 @@ d('agent IPs', () => {
     expect(await store()).toHaveLength(1);
     await execa('pkill', ['-KILL', '-f', `agent-ip allocate --owner ingress --conflist ${b.conflistPath}`], { reject: false });
     await child;
-    await new Promise((r) => setTimeout(r, 1800)); // the orphaned delegate finishes
+    // The orphaned delegate (slow-ipam still sleeping) finishes: nothing of that call is left in the node's netns.
+    await waitFor('the orphaned delegate to end', async () => (await execa('ip', ['netns', 'pids', b.node])).stdout.trim() === '', 10_000);
     const again = await agentIp('allocate', 'ingress');
     expect(again.exitCode, again.stderr + again.stdout).toBe(0);
     expect(again.json.action).toBe('reallocated');
