@@ -56,7 +56,7 @@ async function gcPass(pass: Pass): Promise<StepOutcome> {
     allowEmptyCache,
     signal: pass.signal,
     lockWaitMs: AGENT_LOCK_WAIT_MS,
-    // Report mode releases nothing. A provably dead pod's chained record with no delegate behind it is only a note
+    // Report mode releases nothing (confirmed mode nothing unconfirmed, below). A provably dead pod's chained record with no delegate behind it is only a note
     // that nothing of ours can ever release through: forgotten, so it cannot wedge the address. With a delegate it
     // is the evidence an apply releases through, and the leak must stay reported (ipam_shim_agent_gc_leaked, the
     // shipped alert): kept. Either way an ADD given the address takes it from the dead holder (src/gc/stale.ts).
@@ -67,11 +67,13 @@ async function gcPass(pass: Pass): Promise<StepOutcome> {
   const network = net.conf.name;
   // confirmed: this pass's leaks (every proof apply needs; the chained records report mode forgot are gone) are
   // counted toward their window; those found in every pass of it are released as apply would. A pass that could
-  // not look (the cache out of sight, or unreadable even with --allow-empty-cache) starts every clock again.
+  // not look (the cache out of sight; with --allow-empty-cache, any blindness but a cache missing or empty, which
+  // that flag declares the truth) starts every clock again.
   const confirming = mode === 'confirmed';
   const state = gcState(pass).confirmations;
   let awaiting: Array<{ record: { containerID: string; ifname: string; ips: string[] }; sighting: Sighting }> = [];
-  if (confirming && (refused || cache.blind?.kind === 'unreadable')) forgetAll(state);
+  const couldNotLook = refused !== undefined || (cache.blind !== undefined && cache.blind.kind !== 'missing' && cache.blind.kind !== 'empty');
+  if (confirming && couldNotLook) forgetAll(state);
   else if (confirming) {
     const gone = new Set(gc.forgotten.map(attachmentKey));
     const leaks = gc.plan.release.filter((r) => !gone.has(attachmentKey(r.record)));
