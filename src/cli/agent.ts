@@ -6,6 +6,7 @@ import { NETWORK_FLAG_HELP, NETWORK_FLAGS } from '../fix/network-flags.js';
 import { DEFAULT_CNI_PATH, type NetworkSelection } from '../network/open.js';
 import { parseListen } from '../agent/http.js';
 import type { GcMode } from '../agent/reconcile.js';
+import { DEFAULT_CONFIRM_AFTER_MS, DEFAULT_CONFIRM_PASSES } from '../gc/confirm.js';
 import { parseShimConfig, DEFAULT_WATCH_INTERVAL_S } from './install.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from '../fix/command.js';
 import { stdoutLogger } from '../log.js';
@@ -26,6 +27,8 @@ export const AGENT_FLAGS = {
   interval: { type: 'string', default: String(DEFAULT_AGENT_INTERVAL_S) },
   jitter: { type: 'string', default: '0.1' },
   gc: { type: 'string', default: 'report' },
+  'gc-confirm-after': { type: 'string', default: String(DEFAULT_CONFIRM_AFTER_MS / 1000) },
+  'gc-confirm-passes': { type: 'string', default: String(DEFAULT_CONFIRM_PASSES) },
   'grace-seconds': { type: 'string', default: '60' },
   'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR },
   'allow-empty-cache': { type: 'boolean', default: false },
@@ -37,15 +40,18 @@ export const AGENT_FLAGS = {
   'no-install': { type: 'boolean', default: false },
 } as const;
 
-const USAGE = `ipam-shim agent [--gc report|apply] [--interval SECONDS] [--jitter FRACTION] [--listen HOST:PORT]
-  [--grace-seconds 60] [--cache-dir /var/lib/cni] [--allow-empty-cache] [--log-level info]
+const USAGE = `ipam-shim agent [--gc report|confirmed|apply] [--interval SECONDS] [--jitter FRACTION]
+  [--gc-confirm-after ${DEFAULT_CONFIRM_AFTER_MS / 1000}] [--gc-confirm-passes ${DEFAULT_CONFIRM_PASSES}] [--grace-seconds 60] [--cache-dir /var/lib/cni]
+  [--allow-empty-cache] [--listen HOST:PORT] [--log-level info]
   [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS]
   [--cni-bin-dir DIR] [--source PATH] [--shim-config JSON] [--no-install]
 ipam-shim agent reload
 
 Runs until SIGTERM: keeps the shim installed (install --watch), and every interval (± jitter; SIGHUP: now)
 reconciles the node: GC of leaked pod addresses from the runtime's result cache (--gc report: only reported,
-the default; apply: released), residue removed for every pod the runtime's cache and the ledger know (pods the
+the default; confirmed: released once found leaked in every pass for --gc-confirm-after seconds and in at least
+--gc-confirm-passes passes, the clock starting afresh when the agent restarts, the DaemonSet's default; apply:
+released when found), residue removed for every pod the runtime's cache and the ledger know (pods the
 shim never saw counted, a pod holding a reserved address reported), the IPv6 probe rewrite put back where due.
 /metrics, /healthz and /readyz on --listen (default ${DEFAULT_AGENT_LISTEN}); logs as JSON lines on stdout.
 /readyz is 200 only when the shim's entry is in the network config the runtime uses (the first in --conf-dir;
@@ -65,7 +71,7 @@ function seconds(flag: string, text: string, min: number): number {
 
 export interface AgentSettings {
   network: NetworkSelection;
-  gc: { mode: GcMode; cacheDir: string; graceMs: number; allowEmptyCache: boolean };
+  gc: { mode: GcMode; cacheDir: string; graceMs: number; allowEmptyCache: boolean; confirmAfterMs: number; confirmPasses: number };
   intervalMs: number;
   jitter: number;
   listen: { host: string; port: number };
@@ -81,7 +87,12 @@ export interface AgentSettings {
 export function parseAgentArgs(argv: string[]): { settings: AgentSettings; install: AgentInstall | undefined } {
   const { values: v } = parseArgv({ args: argv, strict: true, options: AGENT_FLAGS });
   const mode = v.gc;
-  if (mode !== 'report' && mode !== 'apply') throw new UsageError(`--gc takes report or apply, got ${JSON.stringify(mode)}`);
+  if (mode !== 'report' && mode !== 'apply' && mode !== 'confirmed')
+    throw new UsageError(`--gc takes report, confirmed or apply, got ${JSON.stringify(mode)}`);
+  const confirmAfterS = seconds('gc-confirm-after', v['gc-confirm-after'], 0);
+  const confirmPasses = Number(v['gc-confirm-passes']);
+  if (!Number.isInteger(confirmPasses) || confirmPasses < 1)
+    throw new UsageError(`--gc-confirm-passes takes a whole number ≥ 1, got ${JSON.stringify(v['gc-confirm-passes'])}`);
   const intervalS = seconds('interval', v.interval, 0.1);
   const graceS = seconds('grace-seconds', v['grace-seconds'], 0);
   const jitter = Number(v.jitter);
@@ -116,7 +127,14 @@ export function parseAgentArgs(argv: string[]): { settings: AgentSettings; insta
     settings: {
       network,
       entryAt,
-      gc: { mode, cacheDir: v['cache-dir'], graceMs: graceS * 1000, allowEmptyCache: v['allow-empty-cache'] },
+      gc: {
+        mode,
+        cacheDir: v['cache-dir'],
+        graceMs: graceS * 1000,
+        allowEmptyCache: v['allow-empty-cache'],
+        confirmAfterMs: confirmAfterS * 1000,
+        confirmPasses,
+      },
       intervalMs: intervalS * 1000,
       jitter,
       listen,
@@ -144,7 +162,18 @@ export const agentCommand: Command = {
     ...NETWORK_FLAG_HELP,
     interval: { value: 'SECONDS', text: `time between reconcile passes (default ${DEFAULT_AGENT_INTERVAL_S}), e.g. 60` },
     jitter: { value: 'FRACTION', text: 'each wait is interval × (1 ± this), in [0, 1) (default 0.1), e.g. 0.2' },
-    gc: { value: 'report|apply', text: 'leaked pod addresses: only report them (default) or release them, e.g. apply' },
+    gc: {
+      value: 'report|confirmed|apply',
+      text: 'leaked pod addresses: only report them (default), release them once confirmed over the window below, or release them when found, e.g. confirmed',
+    },
+    'gc-confirm-after': {
+      value: 'SECONDS',
+      text: `confirmed: a leak must be found in every pass for this long before it is released (default ${DEFAULT_CONFIRM_AFTER_MS / 1000}), e.g. 1800`,
+    },
+    'gc-confirm-passes': {
+      value: 'N',
+      text: `confirmed: … and in at least this many passes (default ${DEFAULT_CONFIRM_PASSES}), e.g. 5`,
+    },
     'grace-seconds': { value: 'N', text: 'GC keeps attachments younger than this (default 60), e.g. 300' },
     'cache-dir': { value: 'DIR', text: `the runtime's CNI cache (default ${DEFAULT_CACHE_DIR}), e.g. /host/var/lib/cni` },
     'allow-empty-cache': { text: 'GC releases even when the cache is missing or empty while pods are recorded' },

@@ -9,7 +9,8 @@ import type { PodHold, PodRanges, PodsView } from '../pods/view.js';
 
 export type StepOutcome = 'ok' | 'error' | 'skipped' | 'stopped';
 
-export type GcMode = 'report' | 'apply';
+/** report: leaks only reported; apply: released when found; confirmed: released once found in every pass of a window. */
+export type GcMode = 'report' | 'apply' | 'confirmed';
 
 /** The agent's gc flags: the gc step's mode and guards, and where the runtime's result cache is. */
 export interface GcFlags {
@@ -17,6 +18,10 @@ export interface GcFlags {
   cacheDir: string;
   graceMs: number;
   allowEmptyCache: boolean;
+  /** confirmed mode: a leak must be found in every pass for at least this long … */
+  confirmAfterMs?: number | undefined;
+  /** … and in at least this many passes (defaults: src/gc/confirm.ts's, 15 minutes and 3). */
+  confirmPasses?: number | undefined;
 }
 
 /** The agent's own flags (src/cli/agent.ts), beside the network's settings (net.conf.settings). */

@@ -133,6 +133,28 @@ export async function runGc(o: GcOptions): Promise<GcReport> {
   return report;
 }
 
+/** What a round of releases adds up to (a GcReport's outcome fields). */
+type Outcomes = Pick<GcReport, 'released' | 'queued' | 'queueUnseen' | 'forgotten' | 'errors' | 'skipped' | 'notStarted'>;
+
+/** What releasing needs: the network's delegate and ledger, the log, the stop signal and the lock wait. */
+type Releaser = Pick<GcOptions, 'conf' | 'ledger' | 'delegate' | 'log' | 'signal' | 'lockWaitMs'>;
+
+/**
+ * Releases leaks a report-mode plan found, as apply does (delegate DEL under the attachment's lock, only the record
+ * that was planned), with one log line each carrying `detail`: the node agent's confirmed mode (src/gc/confirm.ts),
+ * which releases only the leaks found in every pass of its window. Nothing is forwarded to the delegate's GC.
+ */
+export async function releasePlanned(
+  o: Releaser,
+  items: GcPlan['release'],
+  label: string,
+  detail: (record: LedgerRecord) => Record<string, unknown>,
+): Promise<Outcomes> {
+  const out: Outcomes = { released: [], queued: [], queueUnseen: [], forgotten: [], errors: [], skipped: [], notStarted: 0 };
+  await releaseEach(o, items, true, out, label, detail);
+  return out;
+}
+
 /**
  * plan.deleted, released (`releaseAddress`, and only where the plan allows a DEL for it: `delegateDel`) or
  * forgotten like any planned record, reported apart from leaks.
@@ -164,7 +186,14 @@ async function settleDeleted(o: GcOptions, releaseAddress: boolean, report: GcRe
 }
 
 /** Releases (or, without `releaseAddress`, only forgets) each planned record; outcomes into `report`, in plan order. */
-async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddress: boolean, report: GcReport, label?: string): Promise<void> {
+async function releaseEach(
+  o: Releaser,
+  items: GcPlan['release'],
+  releaseAddress: boolean,
+  report: Outcomes,
+  label?: string,
+  detail?: (record: LedgerRecord) => Record<string, unknown>,
+): Promise<void> {
   // A few releases at a time (different attachments: what a runtime's parallel DELs do anyway); the report keeps
   // the plan's order. One at a time, a large GC spent most of its time waiting for each delegate DEL in turn.
   const outcomes: Array<{
@@ -188,13 +217,19 @@ async function releaseEach(o: GcOptions, items: GcPlan['release'], releaseAddres
         if (done === 'queued') {
           outcomes[i] = { attachment, queued: true };
           o.log.warn(
-            { containerID: record.containerID, ifname: record.ifname, ips: record.ips },
+            { containerID: record.containerID, ifname: record.ifname, ips: record.ips, ...detail?.(record) },
             `GC: queued by the delegate (${AZURE_IPAM} could not reach CNS: the addresses come back when CNS runs); record forgotten`,
           );
         } else if (done) {
           outcomes[i] = { attachment, queueUnseen: done === 'unseen' };
           o.log.info(
-            { containerID: record.containerID, ifname: record.ifname, ips: record.ips, ...(done === 'unseen' ? { deleteQueue: 'not visible' } : {}) },
+            {
+              containerID: record.containerID,
+              ifname: record.ifname,
+              ips: record.ips,
+              ...detail?.(record),
+              ...(done === 'unseen' ? { deleteQueue: 'not visible' } : {}),
+            },
             `GC ${what}`,
           );
         } else {

@@ -3,7 +3,7 @@
 // the runtime's own GC), pods in network namespaces.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
-import { mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CniRunner } from '../support/runtimes/runner.js';
 import { RUNTIMES, newRuntime, skipRuntime, type CniRuntime } from '../support/runtimes/runtimes.js';
@@ -16,6 +16,9 @@ import { CiliumAgentStandIn } from '../support/doubles/cilium-agent.js';
 import { logged } from '../support/shim/log.js';
 import { SHIM, hostLocalAllocations, invoke, scratch, shimBinDir } from '../support/shim/cni.js';
 import { ErrorCode } from '../../src/cni/errors.js';
+import { parseMetrics, seriesKey } from '../../src/metrics.js';
+import { agentGet, followAgent, type RunningAgent } from '../support/shim/agent.js';
+import { waitFor } from '../support/wait.js';
 
 const root = rootOrSkip();
 const d = root ? describe : describe.skip;
@@ -123,7 +126,8 @@ d('agent IPs', () => {
     expect(await store()).toHaveLength(1);
     await execa('pkill', ['-KILL', '-f', `agent-ip allocate --owner ingress --conflist ${b.conflistPath}`], { reject: false });
     await child;
-    await new Promise((r) => setTimeout(r, 1800)); // the orphaned delegate finishes
+    // The orphaned delegate (slow-ipam still sleeping) finishes: nothing of that call is left in the node's netns.
+    await waitFor('the orphaned delegate to end', async () => (await execa('ip', ['netns', 'pids', b.node])).stdout.trim() === '', 10_000);
     const again = await agentIp('allocate', 'ingress');
     expect(again.exitCode, again.stderr + again.stdout).toBe(0);
     expect(again.json.action).toBe('reallocated');
@@ -485,5 +489,131 @@ d('GC', () => {
     // An incomplete list: gc could not run (exit 3 since issue 27's exit-code scheme; it was 1).
     expect(blocked.exitCode).toBe(3);
     expect(blocked.json.error).toContain('refusing to GC on an incomplete list');
+  });
+});
+
+// The node agent's confirmed gc mode (the DaemonSet's default), as the built agent runs it over this bed: a leak is
+// reported in every pass but released only once every pass of the window found it (a short window here: 4 s and 3
+// passes at a 1 s interval; shipped: 15 minutes and 3 passes). A pass that cannot look, or an agent restart, starts
+// the clock again.
+d("the agent's confirmed GC mode", () => {
+  const running: RunningAgent[] = [];
+  afterEach(async () => {
+    for (const a of running) a.proc.kill('SIGKILL');
+    await Promise.allSettled(running.map((a) => a.proc));
+    running.length = 0;
+  });
+
+  function agent(window: { afterS: number; passes: number }): RunningAgent {
+    const args = ['agent', '--no-install', '--conflist', b.conflistPath, '--cni-path', b.cniPath, '--cache-dir', join(b.s.dir, 'cache')];
+    const flags = ['--gc', 'confirmed', '--gc-confirm-after', String(window.afterS), '--gc-confirm-passes', String(window.passes)];
+    const proc = execa('ip', ['netns', 'exec', b.node, SHIM, ...args, ...flags, '--grace-seconds', '0', '--interval', '1', '--jitter', '0'], {
+      reject: false,
+      buffer: false,
+    });
+    const a = followAgent(proc);
+    running.push(a);
+    return a;
+  }
+
+  /** The agent's address, a live pod, a pod the cache lost but whose sandbox lives, and two leaks. */
+  async function world() {
+    const health = await agentIp('allocate', 'health');
+    expect(health.exitCode, health.stderr).toBe(0);
+    const alive = await pod('pod-alive');
+    const uncachedAlive = await pod('pod-uncached-alive');
+    await unlink(b.runner.cacheFilePath('pod-uncached-alive'));
+    const leaks = [];
+    for (const id of ['pod-leak-1', 'pod-leak-2']) {
+      const p = await pod(id);
+      await unlink(b.runner.cacheFilePath(id));
+      await execa('ip', ['netns', 'del', p.ns]);
+      leaks.push(p.ip);
+    }
+    return { kept: [health.json.ips[0] as string, alive.ip, uncachedAlive.ip], leaks };
+  }
+  const released = (a: RunningAgent) => a.lines().filter((l) => String(l.msg).startsWith('GC released a confirmed leak'));
+  /** A log line's time (ISO, ms). */
+  const at = (l: Record<string, any>) => Date.parse(l.time);
+
+  it('reports leaks in every pass, releases them only after the window, never a live pod or the agent address', async () => {
+    const w = await world();
+    const a = agent({ afterS: 4, passes: 3 });
+    await waitFor('a confirmed release', () => a.passes().some((p) => p.released > 0), 60_000);
+    const passes = a.passes();
+    const first = passes.findIndex((p) => p.leaked === 2);
+    const freed = passes.findIndex((p) => p.released > 0);
+    expect(first, JSON.stringify(passes)).toBeGreaterThanOrEqual(0);
+    // Every pass before the release found both, released nothing, and had both awaiting confirmation.
+    for (const p of passes.slice(first, freed)) expect(p).toMatchObject({ leaked: 2, released: 0, awaiting: 2, errors: 0 });
+    expect(freed - first, 'the release comes in the third pass that found them, or later').toBeGreaterThanOrEqual(2);
+    expect(at(passes[freed]!) - at(passes[first]!), 'the window: 4 s').toBeGreaterThanOrEqual(4_000);
+    expect(passes[freed]).toMatchObject({ released: 2, awaiting: 0, errors: 0 });
+    // One line per release, naming the proof and the window it was seen leaked over.
+    const lines = released(a);
+    expect(lines.map((l) => l.ips[0]).sort()).toEqual([...w.leaks].sort());
+    for (const l of lines) {
+      expect(l).toMatchObject({ step: 'gc', mode: 'confirmed', reason: expect.stringContaining('sandbox is gone') });
+      expect(l.passes).toBeGreaterThanOrEqual(3);
+      expect(l.leakedForS).toBeGreaterThanOrEqual(4);
+    }
+    // Released from the delegate and the ledger; the rest untouched.
+    expect((await store()).sort()).toEqual([...w.kept].sort());
+    const recorded = await ledgerIps();
+    for (const ip of w.kept) expect(recorded).toContain(ip);
+    for (const ip of w.leaks) expect(recorded).not.toContain(ip);
+    // Later passes release nothing more.
+    const n = a.passes().length;
+    await waitFor('two more passes', () => a.passes().length >= n + 2);
+    for (const p of a.passes().slice(n)) expect(p).toMatchObject({ leaked: 0, released: 0, errors: 0 });
+    expect((await store()).sort()).toEqual([...w.kept].sort());
+    const m = parseMetrics((await agentGet(b.node, '/metrics')).body);
+    expect(m.get(seriesKey('ipam_shim_agent_gc_confirmed_released_total', { network: b.network }))?.value).toBe(2);
+    expect(m.get(seriesKey('ipam_shim_agent_gc_released_total', { network: b.network }))?.value).toBe(2);
+    expect(m.get(seriesKey('ipam_shim_agent_gc_awaiting_confirmation', { network: b.network }))?.value).toBe(0);
+    expect(m.get(seriesKey('ipam_shim_agent_gc_leaked', { network: b.network, mode: 'confirmed' }))?.value).toBe(0);
+  });
+
+  it('a pass that cannot read the cache starts the clock again', async () => {
+    const w = await world();
+    const results = join(b.s.dir, 'cache', 'results');
+    const aside = join(b.s.dir, 'cache', 'results-aside');
+    const a = agent({ afterS: 3, passes: 2 });
+    await waitFor('a pass awaiting confirmation', () => a.passes().some((p) => p.awaiting === 2), 30_000);
+    // The results directory replaced by a file: unreadable (ENOTDIR). Blind for longer than the window, so that
+    // a clock kept through it would release at the first pass after the cache is back.
+    await rename(results, aside);
+    await writeFile(results, 'not a directory');
+    const blindFrom = a.passes().length;
+    await waitFor('passes over the unreadable cache', () => a.passes().length >= blindFrom + 5, 30_000);
+    for (const p of a.passes().slice(blindFrom + 1)) expect(p, JSON.stringify(p)).toMatchObject({ released: 0, awaiting: 0 });
+    expect((await store()).sort()).toEqual([...w.kept, ...w.leaks].sort());
+    await unlink(results);
+    await rename(aside, results);
+    const back = Date.now();
+    await waitFor('a confirmed release', () => a.passes().some((p) => p.released > 0), 60_000);
+    for (const l of released(a)) expect(Date.parse(l.firstSeenAt)).toBeGreaterThanOrEqual(back - 1_000);
+    const freed = a.passes().find((p) => p.released > 0)!;
+    expect(at(freed) - back, 'released a whole window after the cache came back').toBeGreaterThanOrEqual(3_000);
+    expect((await store()).sort()).toEqual([...w.kept].sort());
+  });
+
+  it('an agent restart starts the clock again', async () => {
+    const w = await world();
+    const first = agent({ afterS: 5, passes: 2 });
+    await waitFor('leaks awaiting for 3 s', () => {
+      const seen = first.passes().filter((p) => p.awaiting === 2);
+      return seen.length >= 2 && at(seen.at(-1)!) - at(seen[0]!) >= 3_000;
+    });
+    first.proc.kill('SIGTERM');
+    await first.proc;
+    expect(released(first)).toEqual([]);
+    const restarted = Date.now();
+    const second = agent({ afterS: 5, passes: 2 });
+    await waitFor('a confirmed release', () => second.passes().some((p) => p.released > 0), 60_000);
+    const freed = second.passes().find((p) => p.released > 0)!;
+    // Had the clock survived the restart, the release would come ~2 s after it.
+    expect(at(freed) - restarted, 'a whole window after the restart').toBeGreaterThanOrEqual(5_000);
+    expect((await store()).sort()).toEqual([...w.kept].sort());
   });
 });

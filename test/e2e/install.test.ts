@@ -13,6 +13,7 @@ import { BUNDLE_SHIM, PLUGIN_DIR, ROOT, SHIM, invoke, ledgerRecords, scratch } f
 import { hostLocal, shimConf } from '../support/shim/conf.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 import { waitFor as waitForEvery } from '../support/wait.js';
+import { jsonLines } from '../support/shim/agent.js';
 import { type CiliumLine, ciliumCniDir } from '../support/shim/cilium.js';
 
 const SEA = join(ROOT, 'dist/ipam-shim');
@@ -400,7 +401,11 @@ describe('install --watch', () => {
     const expected = await readFile(conflist, 'utf8');
     const watch = execa(SHIM, ['install', ...flags(), '--watch', '--interval', '1', '--json'], { reject: false });
     children.push(watch);
-    await new Promise((r) => setTimeout(r, 1500)); // its first check has seen the entry
+    let progress = '';
+    watch.stderr!.on('data', (d: Buffer) => (progress += d.toString()));
+    // Its first check has seen the entry (and so taken its settings): logged once that check is done. A rewrite
+    // before it would leave the watcher nothing to take the settings from.
+    await waitFor("the watcher's first check", () => jsonLines(progress).some((l) => l.msg === 'conflist checked'));
     expect(await readFile(conflist, 'utf8')).toBe(expected);
     await writeFile(join(confDir, '.05-cilium.conflist.tmp1'), AKS_CILIUM);
     await rename(join(confDir, '.05-cilium.conflist.tmp1'), conflist);

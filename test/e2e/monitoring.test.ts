@@ -379,13 +379,17 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
     await refusing.del('pod-refused', `/run/netns/${refusedNs}`);
     // Another failure, twice: a chained ADD without prevResult (code 7). The error series is born at its first
     // failure with the value 1, so only the second is an increase Prometheus can see.
-    for (const cid of ['no-prev-1', 'no-prev-2']) {
+    for (const [i, cid] of ['no-prev-1', 'no-prev-2'].entries()) {
       const out = await invoke(
         { cniVersion: '1.0.0', name: network, ...confList.plugins[1] },
         { command: 'ADD', containerID: cid, netns: `/run/netns/${refusedNs}`, ifname: 'eth0', inNetns: node, path: [PLUGIN_DIR] },
       );
       expect(out.json?.code, out.stdout).toBe(ErrorCode.InvalidNetworkConfig);
-      await new Promise((res) => setTimeout(res, 1500)); // a scrape between the two
+      // Both places scraped this failure before the next one: a sample between the two.
+      await waitFor(`failure ${i + 1} scraped in both places`, async () => {
+        const seen = await one(`ipam_shim_errors_total{network="${network}",code="7"}`);
+        return seen.length === 2 && seen.every((x) => Number(x.value[1]) === i + 1);
+      });
     }
     // azure-vnet residue for the next pod's address: that ADD removes it (2 ebtables rules, 1 neighbour).
     const next = await nextV4();

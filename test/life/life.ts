@@ -12,7 +12,7 @@ import type { Pod } from '../support/runtimes/cri/bed.js';
 import { ROOT } from '../support/shim/cni.js';
 import { disagreements } from '../support/shim/robust.js';
 import { CnitoolRuntime, HarnessError } from '../support/runtimes/cnitool.js';
-import { AGENT_GRACE_S, AGENT_INTERVAL_S, cpuMs, fdsAndRss, LifeNode } from './node.js';
+import { AGENT_GRACE_S, AGENT_INTERVAL_S, CONFIRM_AFTER_S, CONFIRM_PASSES, cpuMs, fdsAndRss, LifeNode } from './node.js';
 import { LifeRecord, quantile } from './report.js';
 import type { CiliumLine } from '../support/shim/cilium.js';
 
@@ -602,6 +602,81 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
       240_000,
     );
 
+    // ---- leaks released once proven: the DaemonSet's gc mode (confirmed), with the life's short window ----
+    await R.phase(
+      'confirmed-gc',
+      async (p) => {
+        const what = `gc mode confirmed releases a leak only once every pass for ${CONFIRM_AFTER_S} s (and ${CONFIRM_PASSES} passes) found it, never a live pod's or cilium-agent's address`;
+        await node.removeAgent();
+        await node.runAgent('confirmed');
+        await waitPasses(1);
+        // Two pods lost behind containerd's back (cache entry and netns path gone, no DEL): no longer live pods.
+        const victims = [...live.values()].slice(0, 2);
+        const leakedIps = victims.flatMap((v) => v.ips);
+        for (const v of victims) {
+          live.delete(v.id);
+          await node.loseBehindRuntime(v);
+        }
+        const planted = R.now();
+        R.event('leak', `planted: ${victims.map((v) => `${v.name} ${v.ips.join(',')}`).join('; ')}`);
+        const timeline: Array<{ t: number; leaked: number; awaiting: number; released: number; held: number }> = [];
+        let reported: number | undefined;
+        let freed: number | undefined;
+        const end = Date.now() + (CONFIRM_AFTER_S + AGENT_GRACE_S + (CONFIRM_PASSES + 10) * AGENT_INTERVAL_S) * 1000;
+        while (victims.length && Date.now() < end) {
+          const leaked = await node.metric('ipam_shim_agent_gc_leaked');
+          const awaiting = await node.metric('ipam_shim_agent_gc_awaiting_confirmation');
+          const released = await node.metric('ipam_shim_agent_gc_confirmed_released_total');
+          const store = await node.store();
+          // When the reads ended: each scrape is a process in the node's netns, a second or more on a loaded machine.
+          const sample = { t: R.now() - planted, leaked, awaiting, released, held: leakedIps.filter((ip) => store.has(ip)).length };
+          if (JSON.stringify({ ...timeline.at(-1), t: 0 }) !== JSON.stringify({ ...sample, t: 0 })) timeline.push(sample);
+          reported ??= sample.awaiting > 0 ? R.now() : undefined;
+          if (sample.held === 0) {
+            freed = R.now();
+            break;
+          }
+          await sleep(500);
+        }
+        const releases = (await node.agentLogs(400))
+          .split('\n')
+          .filter((l) => l.includes('GC released a confirmed leak'))
+          .map((l) => JSON.parse(l) as { ips: string[]; passes: number; leakedForS: number });
+        p.notes.planted = leakedIps.join(',');
+        p.notes.reportedAfterMs = reported === undefined ? 'never' : reported - planted;
+        p.notes.releasedAfterMs = freed === undefined ? 'never' : freed - planted;
+        p.notes.releaseLines = JSON.stringify(releases.map((r) => ({ ips: r.ips, passes: r.passes, leakedForS: r.leakedForS })));
+        R.check('confirmed-gc', what, victims.length < 2 ? `only ${victims.length} live pod(s) to lose` : undefined);
+        R.check('confirmed-gc', what, reported === undefined ? 'the leaks were never reported as awaiting confirmation' : undefined);
+        R.check(
+          'confirmed-gc',
+          what,
+          freed === undefined ? `not released within ${end - planted} ms: ${JSON.stringify(timeline.at(-1))}` : undefined,
+        );
+        // Released no sooner than a whole window after the leaks were planted (a second's slack: `planted` is taken
+        // after both losses), and by lines that say each was seen leaked for the window in enough passes (the agent's
+        // own clock: the polling above only ever sees a release late).
+        if (freed !== undefined && freed - planted < CONFIRM_AFTER_S * 1000 - 1_000)
+          R.check('confirmed-gc', what, `released ${freed - planted} ms after the leaks were planted: before the ${CONFIRM_AFTER_S} s window`);
+        const early = releases.filter((r) => r.passes < CONFIRM_PASSES || r.leakedForS < CONFIRM_AFTER_S);
+        R.check('confirmed-gc', what, early.length ? `released before the window: ${JSON.stringify(early)}` : undefined);
+        const lines = releases.flatMap((r) => r.ips.map((ip) => ip.split('/')[0]!));
+        const unlogged = leakedIps.filter((ip) => !lines.includes(ip));
+        R.check('confirmed-gc', what, freed !== undefined && unlogged.length ? `released without a log line: ${unlogged.join(',')}` : undefined);
+        // Nothing else touched: every live pod's address and cilium-agent's still held, by the same attachment.
+        const [store, ledger] = [await node.store(), await node.ledger()];
+        for (const pod of live.values())
+          for (const ip of pod.ips)
+            if (store.get(ip) !== `${pod.id}:eth0`)
+              R.check('confirmed-gc', what, `live ${pod.name}'s ${ip} is ${store.get(ip) ?? 'free'} in host-local`);
+        for (const ip of healthIps) if (!store.has(ip)) R.check('confirmed-gc', what, `cilium-agent's ${ip} was released`);
+        if (!ledger.records.has(node.healthRecord)) R.check('confirmed-gc', what, "cilium-agent's record is gone");
+        R.check('confirmed-gc', what);
+        R.invariant('confirmed-gc', what).evidence = { ...p.notes, timeline: JSON.stringify(timeline) };
+      },
+      180_000,
+    );
+
     // ---- drain ----
     await R.phase(
       'drain',
@@ -642,7 +717,7 @@ export async function runLife(o: LifeOptions): Promise<{ record: LifeRecord; tex
   await evaluateShimErrors().catch((e) => R.event('error', `shim log: ${(e as Error).message}`));
   if (crashed) R.check('life-completed', 'every phase ran to its end', crashed.message.split('\n')[0]);
   else R.check('life-completed', 'every phase ran to its end');
-  for (const name of ['addresses', 'ping', 'residue', 'leaks', 'startup-gc'])
+  for (const name of ['addresses', 'ping', 'residue', 'leaks', 'startup-gc', 'confirmed-gc'])
     if (!R.invariants.get(name)?.checks) R.invariant(name, name).notEvaluated = 'never checked (the life stopped before it)';
   const out = await R.write(o.outDir, meta);
   await node.cleanup();

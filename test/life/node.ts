@@ -21,6 +21,12 @@ import { ciliumCni, type CiliumLine } from '../support/shim/cilium.js';
 const CNI_CACHE = '/var/lib/cni';
 export const AGENT_INTERVAL_S = 2;
 export const AGENT_GRACE_S = 5;
+/**
+ * The confirmed gc mode's window in the life (the DaemonSet's mode; shipped: 15 minutes and 3 passes): short, so the
+ * life sees a planted leak reported, kept through the window, then released.
+ */
+export const CONFIRM_AFTER_S = 12;
+export const CONFIRM_PASSES = 3;
 const DEAD_MAC = '00:0d:3a:30:47:42';
 
 export interface NodeOptions {
@@ -51,7 +57,7 @@ export class LifeNode {
   secondBuild = '';
   container = `ipam-shim-life-${uid(8)}`;
   readonly port = 20_000 + Math.floor(Math.random() * 20_000);
-  agentMode: 'report' | 'apply' = 'report';
+  agentMode: 'report' | 'apply' | 'confirmed' = 'report';
   readonly healthOwner = `health-${uid()}`;
 
   constructor(readonly o: NodeOptions) {}
@@ -141,7 +147,7 @@ export class LifeNode {
    * The agent's container as the DaemonSet runs it (its securityContext and host paths), `binary` mounted over the
    * image's executable for a second build's rollout.
    */
-  async runAgent(mode: 'report' | 'apply', binary?: string): Promise<void> {
+  async runAgent(mode: 'report' | 'apply' | 'confirmed', binary?: string): Promise<void> {
     const ds = await daemonSet();
     const nodePaths: Record<string, string> = {
       '/opt/cni/bin': this.bed.binDir,
@@ -176,6 +182,7 @@ export class LifeNode {
         'agent',
         '--gc',
         mode,
+        ...(mode === 'confirmed' ? ['--gc-confirm-after', String(CONFIRM_AFTER_S), '--gc-confirm-passes', String(CONFIRM_PASSES)] : []),
         '--interval',
         String(AGENT_INTERVAL_S),
         '--jitter',
@@ -203,6 +210,16 @@ export class LifeNode {
   async removeAgent(): Promise<void> {
     const r = await this.podman.podman(['rm', '--force', '--time', '5', this.container], { reject: false, timeoutMs: 60_000 });
     if (r.exitCode !== 0) throw new Error(`podman rm (agent): ${r.stderr}`);
+  }
+
+  /**
+   * A pod lost behind containerd's back (a crash that wiped the runtime's state): its result cache entry and its
+   * network namespace's path gone, no DEL. Its sandbox stays in containerd; only the agent's GC can release it.
+   */
+  async loseBehindRuntime(p: { id: string; netnsPath: string }): Promise<void> {
+    await rm(path.join(CNI_CACHE, 'results', `${this.network}-${p.id}-eth0`), { force: true });
+    await execa('umount', [p.netnsPath], { reject: false });
+    await rm(p.netnsPath, { force: true });
   }
 
   async killAgent(): Promise<void> {

@@ -234,7 +234,7 @@ describe.skipIf(!enabled)('the whole node: the agent image under podman beside c
     const liveRecords = live.map((p) => `${p.id}:eth0.json`);
     const podIps = live.flatMap((p) => p.ips);
 
-    // report (the default until an operator opts in): the leak is found and counted within two passes, not released.
+    // report (the agent's own default; the DaemonSet's is confirmed): the leak is found and counted within two passes, not released.
     const reported = await passes();
     await waitFor(
       'the agent to report the leaked pod',

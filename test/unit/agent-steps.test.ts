@@ -13,6 +13,8 @@ describe('agent steps', () => {
     const families = (step: string) => STEPS.find((s) => s.step === step)!.families.map((f) => f.name);
     expect(families('gc')).toEqual([
       'ipam_shim_agent_gc_released_total',
+      'ipam_shim_agent_gc_confirmed_released_total',
+      'ipam_shim_agent_gc_awaiting_confirmation',
       'ipam_shim_agent_gc_forgotten_total',
       'ipam_shim_agent_gc_queued_total',
       'ipam_shim_agent_gc_withheld',

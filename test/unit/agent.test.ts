@@ -38,9 +38,19 @@ describe('agent flags', () => {
   it('report by default, every value checked', () => {
     const { settings } = parseAgentArgs(['--no-install']);
     expect(settings.gc).toMatchObject({ mode: 'report', graceMs: 60_000, cacheDir: '/var/lib/cni', allowEmptyCache: false });
+    expect(settings.gc).toMatchObject({ confirmAfterMs: 900_000, confirmPasses: 3 });
     expect(settings.listen).toEqual({ host: '127.0.0.1', port: 9740 });
+    expect(parseAgentArgs(['--no-install', '--gc', 'confirmed', '--gc-confirm-after', '2.5', '--gc-confirm-passes', '4']).settings.gc).toMatchObject({
+      mode: 'confirmed',
+      confirmAfterMs: 2_500,
+      confirmPasses: 4,
+    });
     for (const bad of [
       ['--gc', 'yes'],
+      ['--gc-confirm-after', '-1'],
+      ['--gc-confirm-after', ''],
+      ['--gc-confirm-passes', '0'],
+      ['--gc-confirm-passes', '1.5'],
       ['--interval', '0'],
       ['--interval', ''],
       ['--jitter', '1'],
