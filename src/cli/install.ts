@@ -33,8 +33,8 @@ ipam-shim uninstall --keep-lists [--source-list FILE] [--wait] [--purge [--shim-
   second) until the executable can go, instead of leaving it there and exiting.
   --purge also removes what the shim leaves on the node, once the executable is gone: the ledger (stateDir), the
   log and its rotated files (logFile) and the metrics file (metricsFile), at the paths --shim-config sets (the
-  plugin's defaults without it: pass the DaemonSet's shim-config.json). A ledger still holding cilium-agent's own
-  addresses is kept (exit 1: release them with agent-ip release first).`;
+  plugin's defaults without it: pass the DaemonSet's shim-config.json). cilium-agent's own addresses the ledger
+  held are named: they stay allocated to it in the delegate's store (agent-ip release before, to give them back).`;
 
 /**
  * --shim-config: a JSON object of the entry's keys, checked as the plugin checks them. Absent: undefined (keep
@@ -307,6 +307,7 @@ export const uninstallCommand: Command = {
         purge = await purgeState(settings);
         for (const p of purge.removed) lines.push(`purge: ${shown(p)} removed`);
         for (const k of purge.kept) lines.push(`purge: ${shown(k.path)} kept: ${shown(k.why)}`);
+        for (const n of purge.notes) lines.push(`purge: note: ${shown(n)}`);
         if (purge.removed.length === 0 && purge.kept.length === 0) lines.push('purge: nothing left to remove');
       }
     }

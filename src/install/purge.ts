@@ -1,15 +1,16 @@
 // `uninstall --purge`: what the shim leaves on a node besides the executable and the entry — the ledger
 // (stateDir), the log with its rotated files, the metrics textfile — removed once nothing can run the shim any
 // more. Only what the shim writes is removed: a stateDir holding anything but ledgers is kept whole (a stateDir
-// set to a shared directory must not be emptied), and a ledger that still holds cilium-agent's own addresses is
-// kept (forgetting them leaks them in the delegate: they are released with `agent-ip release` first).
+// set to a shared directory must not be emptied). cilium-agent's own addresses in the ledger are forgotten with it
+// and named: they stay allocated to cilium-agent in the delegate's store (which names them too), as cilium-agent
+// expects (docs/upgrade.md#removal-from-a-cluster); `agent-ip release` before the removal gives them back instead.
 import { lstat, readdir, rm, rmdir, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { ShimSettings } from '../cni/config.js';
 import { assertLedgerLayout } from '../effects/ledger-dir.js';
 import { isErrno } from '../effects/fs-atomic.js';
 import { attachmentOfKey } from '../ledger/key.js';
-import { agentIpOwner, ownerOf } from '../ledger/owner.js';
+import { ownerOf } from '../ledger/owner.js';
 
 export type PurgeSettings = Pick<ShimSettings, 'stateDir' | 'logFile' | 'logBackups' | 'metricsFile' | 'agentContainerIDs'>;
 
@@ -17,6 +18,8 @@ export interface PurgeOutcome {
   removed: string[];
   /** What stayed, and why (exit 1: the operator has something to do). */
   kept: Array<{ path: string; why: string }>;
+  /** What the operator should know about what went (cilium-agent's addresses the ledger held). */
+  notes: string[];
 }
 
 /** The stateDir entry that is not a network's ledger but is the shim's: the delegates' VERSION cache (src/network/open.ts). */
@@ -32,21 +35,21 @@ async function kind(path: string): Promise<'absent' | 'dir' | 'file' | 'link' | 
   }
 }
 
-/** Why the ledger must stay, or undefined when all of stateDir is the shim's and may go. */
-async function ledgerKept(s: PurgeSettings): Promise<string | undefined> {
+/** Why the ledger must stay (undefined: all of stateDir is the shim's and may go), and cilium-agent's records in it. */
+async function inspectLedger(s: PurgeSettings): Promise<{ keep?: string; agents: string[] }> {
   const k = await kind(s.stateDir);
-  if (k === 'absent') return undefined;
-  if (k !== 'dir') return `not a directory the shim made (${k}): left as it is`;
+  if (k === 'absent') return { agents: [] };
+  if (k !== 'dir') return { keep: `not a directory the shim made (${k}): left as it is`, agents: [] };
   const agents: string[] = [];
   for (const name of await readdir(s.stateDir)) {
     const path = join(s.stateDir, name);
     const nk = await kind(path);
     if (OWN_STATE_ENTRIES.has(name) && nk === 'dir') continue;
-    if (nk !== 'dir') return `holds ${name}, which is not an ipam-shim ledger: check stateDir; left as it is`;
+    if (nk !== 'dir') return { keep: `holds ${name}, which is not an ipam-shim ledger: check stateDir; left as it is`, agents };
     try {
       assertLedgerLayout(path);
     } catch (e) {
-      return `${(e as Error).message}; left as it is`;
+      return { keep: `${(e as Error).message}; left as it is`, agents };
     }
     const records = await readdir(join(path, 'records')).catch((e: unknown) => {
       if (isErrno(e, 'ENOENT')) return [] as string[];
@@ -58,15 +61,7 @@ async function ledgerKept(s: PurgeSettings): Promise<string | undefined> {
       if (ownerOf(containerID, s.agentContainerIDs) === 'agent') agents.push(`${name}/${containerID}`);
     }
   }
-  if (agents.length === 0) return undefined;
-  const owners = agents.flatMap((a) => {
-    const owner = agentIpOwner(a.slice(a.indexOf('/') + 1));
-    return owner ? [owner] : [];
-  });
-  const how = owners.length
-    ? `release them first (\`ipam-shim agent-ip release --owner ${[...new Set(owners)].join('`, `--owner ')}\`)`
-    : 'cilium-agent allocated them itself: it releases them';
-  return `holds cilium-agent's own addresses (${agents.join(', ')}), which the delegate would keep for ever if forgotten: ${how}, then purge again`;
+  return { agents };
 }
 
 /** Unlinks `path` when it is a file or a link (never followed); records it. */
@@ -83,13 +78,17 @@ async function removeFileIfThere(path: string, out: PurgeOutcome): Promise<void>
 
 /** Removes the ledger, the log (and its rotated files and lock) and the metrics file; keeps what is not the shim's. */
 export async function purgeState(s: PurgeSettings): Promise<PurgeOutcome> {
-  const out: PurgeOutcome = { removed: [], kept: [] };
-  const why = await ledgerKept(s);
-  if (why) out.kept.push({ path: s.stateDir, why });
+  const out: PurgeOutcome = { removed: [], kept: [], notes: [] };
+  const ledger = await inspectLedger(s);
+  if (ledger.keep) out.kept.push({ path: s.stateDir, why: ledger.keep });
   else if ((await kind(s.stateDir)) === 'dir') {
     // rm does not follow links inside: a link in the ledger is removed, never what it points at.
     await rm(s.stateDir, { recursive: true });
     out.removed.push(s.stateDir);
+    if (ledger.agents.length)
+      out.notes.push(
+        `cilium-agent's own addresses (${ledger.agents.join(', ')}) stay allocated to it in the delegate's store, as cilium-agent expects; the shim no longer records them`,
+      );
   }
 
   // The log: the file, every rotated `file.N` there (a larger logBackups may have left more), the rotation lock.

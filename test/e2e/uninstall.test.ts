@@ -3,8 +3,8 @@
 //   the executable stays while the list on the node or the ConfigMap's list (what cilium-agent writes at its next
 //   start) names the shim, and goes as soon as neither does;
 // - --purge: the ledger (made by real ADDs), the log with its rotated files and the metrics file are removed once
-//   the executable is gone, and nothing beside them; a ledger holding cilium-agent's own addresses, or a stateDir
-//   holding something that is not a ledger, is kept and named (exit 1).
+//   the executable is gone, and nothing beside them (cilium-agent's own addresses in it are named); a stateDir
+//   holding something that is not a ledger is kept and named (exit 1).
 import { execa } from 'execa';
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
@@ -159,15 +159,13 @@ describe('uninstall --purge: nothing of the shim stays on the node', () => {
     expect(r.stdout).toContain(`purge: ${keys.metricsFile} removed`);
   });
 
-  it("a ledger holding cilium-agent's own addresses is kept and named with the command that releases them (exit 1)", async () => {
+  it("a ledger holding cilium-agent's own addresses goes too, and they are named: they stay allocated to cilium-agent", async () => {
     const { keys, lib } = await nodeState(['pod-1', 'cilium-agent-health']);
     await writeFile(conflist, text(CILIUM));
     const r = await cli(['uninstall', ...dirs(), '--purge', '--shim-config', shimConfig(keys)]);
-    expect(r.exitCode, r.stdout + r.stderr).toBe(1);
-    expect(r.stdout).toContain(`purge: ${keys.stateDir} kept: holds cilium-agent's own addresses (cilium/cilium-agent-health)`);
-    expect(r.stdout).toContain('ipam-shim agent-ip release --owner health');
-    expect(existsSync(join(keys.stateDir, 'cilium/records'))).toBe(true);
-    expect(await readdir(lib)).toEqual(['host-local-store', 'ipam-shim']); // the metrics file went
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain("purge: note: cilium-agent's own addresses (cilium/cilium-agent-health) stay allocated to it in the delegate's store");
+    expect(await readdir(lib)).toEqual(['host-local-store']);
   });
 
   it('a stateDir holding something that is not a ledger is left whole; the executable kept: nothing purged', async () => {
