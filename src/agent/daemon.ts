@@ -16,6 +16,7 @@ import { withDefaultTimeout } from '../effects/exec.js';
 import type { ListVerdict } from '../cni/list-versions.js';
 import { selectedCniPath } from '../network/open.js';
 import { judgeRuntimeList } from './list-versions.js';
+import { watchList } from '../install/list-watch.js';
 
 export interface AgentOptions {
   reconcile: Omit<ReconcileOptions, 'signal' | 'metrics' | 'log' | 'memory' | 'beat'>;
@@ -120,6 +121,29 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
     return undefined;
   });
 
+  // Verifying only (--no-install: Cilium's route), nothing else watches the list: without this, a pass that ran
+  // before cilium-agent wrote it was retried on the backoff (up to the interval), and /readyz lagged by as much.
+  // Now a change to the list runs the pass at once when the last one did not complete, and judges the list's
+  // version again when it did.
+  let judging = false;
+  const listWatch = o.install
+    ? undefined
+    : watchList(
+        o.entryAt,
+        () => {
+          if (!health.lastPass?.completed) return passNow();
+          if (judging) return;
+          judging = true;
+          entry()
+            .then((now) => judgeRuntimeList(now, cniPath, run))
+            .then(setVersions, () => undefined)
+            .finally(() => {
+              judging = false;
+            });
+        },
+        o.log,
+      );
+
   const onHup = () => {
     o.log.info('SIGHUP: reconcile pass now');
     passNow();
@@ -132,6 +156,7 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
   try {
     while (!signal.aborted) {
       soon = false;
+      listWatch?.ensure();
       health.lastBeat = Date.now();
       const beat = () => {
         health.lastBeat = Date.now();
@@ -167,6 +192,7 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
     }
   } finally {
     process.off('SIGHUP', onHup);
+    listWatch?.close();
     server.closeAllConnections();
     await new Promise<void>((r) => server.close(() => r()));
     summary.install = await installed;

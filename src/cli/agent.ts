@@ -182,7 +182,7 @@ export const agentCommand: Command = {
     'cni-bin-dir': { value: 'DIR', text: 'where to install the executable (default /opt/cni/bin), e.g. /host/opt/cni/bin' },
     source: { value: 'PATH', text: 'the executable to install (default: this one), e.g. /ipam-shim' },
     'shim-config': { value: 'JSON', text: 'the chained entry\'s settings (as install --shim-config), e.g. \'{"reservedCIDRs":["10.224.0.0/24"]}\'' },
-    'no-install': { text: 'do not install or watch the executable and the entry (reconcile only)' },
+    'no-install': { text: 'never install the executable nor edit the entry: verify it, watching the list (/readyz follows it at once)' },
   },
   examples: [
     'ipam-shim agent',

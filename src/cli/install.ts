@@ -8,7 +8,8 @@ import { asUsage, parseArgv, ProblemFound, UsageError, type Command, type Comman
 import { shown } from '../terminal.js';
 import { checkSource, defaultSource, installBinary } from '../install/binary.js';
 import { installConflist, renderConflist, validateShimKeys, type ConflistOutcome } from '../install/conflist.js';
-import { uninstall, watchInstall } from '../install/install.js';
+import { uninstall, uninstallWhenUnreferenced, watchInstall, type UninstallOutcome } from '../install/install.js';
+import { purgeState, type PurgeOutcome } from '../install/purge.js';
 
 export const DEFAULT_WATCH_INTERVAL_S = 30;
 
@@ -22,7 +23,18 @@ ipam-shim install --binary-only [--cni-bin-dir DIR] [--source PATH] [--json]
   Before the entry goes in, the list's plugins in the bin dir are asked their VERSION: a list whose plugin does
   not take the version the runtime sends (cilium-cni 1.17 and older stop at 1.0.0) is left as it is (exit 1, with
   both versions and the one to use); a plugin not installed yet is named, and install goes on.`;
-const UNINSTALL_USAGE = 'ipam-shim uninstall [--cni-bin-dir DIR] [--conf-dir DIR] [--keep-binary] [--json]';
+const UNINSTALL_USAGE = `ipam-shim uninstall [--cni-bin-dir DIR] [--conf-dir DIR] [--keep-binary] [--purge [--shim-config JSON]] [--json]
+ipam-shim uninstall --keep-lists [--source-list FILE] [--wait] [--purge [--shim-config JSON]] [--cni-bin-dir DIR] [--conf-dir DIR] [--json]
+  The executable goes only once no list on the node names the shim (an IPAM slot, a list install did not edit).
+  --keep-lists is Cilium's route: the list is cilium-agent's (written from its cni.configMap at every start), so it
+  is left as it is; take the entry out of the ConfigMap and restart cilium-agent, and the executable goes once the
+  list it writes no longer names the shim. --source-list names that ConfigMap's list as mounted: the executable
+  stays while it names the shim (cilium-agent would write it back at its next start). --wait keeps looking (every
+  second) until the executable can go, instead of leaving it there and exiting.
+  --purge also removes what the shim leaves on the node, once the executable is gone: the ledger (stateDir), the
+  log and its rotated files (logFile) and the metrics file (metricsFile), at the paths --shim-config sets (the
+  plugin's defaults without it: pass the DaemonSet's shim-config.json). cilium-agent's own addresses the ledger
+  held are named: they stay allocated to it in the delegate's store (agent-ip release before, to give them back).`;
 
 /**
  * --shim-config: a JSON object of the entry's keys, checked as the plugin checks them. Absent: undefined (keep
@@ -84,7 +96,16 @@ const INSTALL_OPTIONS = {
   print: { type: 'boolean' },
   'binary-only': { type: 'boolean' },
 } as const;
-const UNINSTALL_OPTIONS = { 'cni-bin-dir': { type: 'string' }, 'conf-dir': { type: 'string' }, 'keep-binary': { type: 'boolean' } } as const;
+const UNINSTALL_OPTIONS = {
+  'cni-bin-dir': { type: 'string' },
+  'conf-dir': { type: 'string' },
+  'keep-binary': { type: 'boolean' },
+  'keep-lists': { type: 'boolean' },
+  'source-list': { type: 'string', multiple: true },
+  wait: { type: 'boolean' },
+  purge: { type: 'boolean' },
+  'shim-config': { type: 'string' },
+} as const;
 const DIR_HELP = {
   'cni-bin-dir': { value: 'DIR', text: `the CNI bin dir (default ${DEFAULT_CNI_PATH}), e.g. /host/opt/cni/bin` },
   'conf-dir': { value: 'DIR', text: `where cilium's conflist is (default ${DEFAULT_CONF_DIR}), e.g. /host/etc/cni/net.d` },
@@ -208,25 +229,89 @@ export const installCommand: Command = {
 
 export const uninstallCommand: Command = {
   name: 'uninstall',
-  summary: 'take the chained shim entry out of the cilium-cni conflist and remove the executable',
+  summary: 'take the chained shim entry out of the cilium-cni conflist and remove the executable (--purge: its state too)',
   usage: UNINSTALL_USAGE,
   options: UNINSTALL_OPTIONS,
-  flagHelp: { ...DIR_HELP, 'keep-binary': { text: 'take the entry out but leave the executable in the bin dir' } },
-  examples: ['ipam-shim uninstall', 'ipam-shim uninstall --keep-binary --json'],
+  flagHelp: {
+    ...DIR_HELP,
+    'keep-binary': { text: 'take the entry out but leave the executable in the bin dir' },
+    'keep-lists': {
+      text: "leave every conflist as it is (Cilium's route: cilium-agent writes the list); the executable goes once none names the shim",
+    },
+    'source-list': {
+      value: 'FILE',
+      text: 'a list cilium-agent writes at its next start (its cni.configMap, mounted): the executable stays while it names the shim, e.g. /etc/ipam-shim/cni-configuration/cni-config',
+    },
+    wait: { text: 'wait (looking every second) until no list names the shim and the executable can go' },
+    purge: { text: 'also remove the ledger, the log and the metrics file once the executable is gone' },
+    'shim-config': {
+      value: 'JSON',
+      text: "--purge: the entry's settings whose paths to remove (stateDir, logFile, metricsFile; default: the plugin's defaults)",
+    },
+  },
+  examples: [
+    'ipam-shim uninstall',
+    'ipam-shim uninstall --keep-binary --json',
+    'ipam-shim uninstall --purge --shim-config "$(cat deploy/shim-config.json)"',
+    'ipam-shim uninstall --keep-lists --source-list /etc/ipam-shim/cni-configuration/cni-config --wait --purge',
+  ],
   exitStatus:
-    '0 done (also when there was nothing to remove); 1 never; 2 usage; 3 could not run (the conf dir does not exist or cannot be read: nothing touched; a write failed)',
+    '0 done (also when there was nothing to remove; without --wait, also when the executable stays because a list still names it: said); 1 --purge kept something it would not remove (named, with why), or --wait was stopped before the executable could go; 2 usage; 3 could not run (the conf dir does not exist or cannot be read: nothing touched; a write failed)',
   async run(argv): Promise<CommandOutput> {
     const { values: v } = parseArgv({ args: argv, strict: true, options: UNINSTALL_OPTIONS });
-    const out = await uninstall({
+    if (v['shim-config'] !== undefined && !v.purge) throw new UsageError('--shim-config goes with --purge (it names the paths to remove)');
+    if (v.purge && v['keep-binary']) throw new UsageError('--purge removes the state only once the executable is gone: not with --keep-binary');
+    if ((v['source-list'] ?? []).some((p) => !p.startsWith('/'))) throw new UsageError('--source-list takes an absolute path');
+    const keys = parseShimConfig(v['shim-config']);
+    const settings = asUsage(() => validateShimKeys(keys ?? {}));
+    const o = {
       binDir: v['cni-bin-dir'] ?? DEFAULT_CNI_PATH,
       confDir: v['conf-dir'] ?? DEFAULT_CONF_DIR,
       keepBinary: Boolean(v['keep-binary']),
-    });
+      keepLists: Boolean(v['keep-lists']),
+      sourceLists: v['source-list'] ?? [],
+    };
+    let out: UninstallOutcome;
+    let stopped = false;
+    if (v.wait) {
+      const ac = new AbortController();
+      const stop = () => ac.abort();
+      process.once('SIGTERM', stop);
+      process.once('SIGINT', stop);
+      try {
+        out = await uninstallWhenUnreferenced({
+          ...o,
+          signal: ac.signal,
+          // stderr: the container's log says what the removal waits for (stdout is the result).
+          onWaiting: (lists) =>
+            process.stderr.write(
+              `waiting: the executable stays while ${lists.map(shown).join(', ')} name${lists.length === 1 ? 's' : ''} the shim\n`,
+            ),
+        });
+      } finally {
+        process.removeListener('SIGTERM', stop);
+        process.removeListener('SIGINT', stop);
+      }
+      stopped = ac.signal.aborted && out.binary.action === 'kept';
+    } else out = await uninstall(o);
     const lines = out.conflists.length
       ? out.conflists.map((c) => `conflist: ${shown(c.path)}: removed ${c.removed} shim entr${c.removed === 1 ? 'y' : 'ies'}`)
-      : ['conflist: no chained shim entry found'];
+      : [o.keepLists ? 'conflist: left as it is (--keep-lists)' : 'conflist: no chained shim entry found'];
     lines.push(`binary: ${shown(out.binary.path)} ${out.binary.action}`);
     if (out.stillReferenced.length) lines.push(`still referenced by ${out.stillReferenced.map(shown).join(', ')}: binary kept`);
-    return { data: out, text: lines.join('\n'), exitCode: 0 };
+    if (stopped) lines.push('stopped while waiting: the executable stays');
+    let purge: PurgeOutcome | undefined;
+    if (v.purge) {
+      if (out.binary.action === 'kept') lines.push('purge: nothing removed: the executable stays, and with it what it writes');
+      else {
+        purge = await purgeState(settings);
+        for (const p of purge.removed) lines.push(`purge: ${shown(p)} removed`);
+        for (const k of purge.kept) lines.push(`purge: ${shown(k.path)} kept: ${shown(k.why)}`);
+        for (const n of purge.notes) lines.push(`purge: note: ${shown(n)}`);
+        if (purge.removed.length === 0 && purge.kept.length === 0) lines.push('purge: nothing left to remove');
+      }
+    }
+    const problem = stopped || (purge?.kept.length ?? 0) > 0;
+    return { data: { ...out, ...(purge ? { purge } : {}) }, text: lines.join('\n'), exitCode: problem ? 1 : 0 };
   },
 };

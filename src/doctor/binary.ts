@@ -21,6 +21,10 @@ async function shimBinaryFindings(net: { cniPath: string[]; run: Run; log: Logge
     .find()
     .catch(() => undefined);
   if (!path) {
+    // No shim network found: no list names the shim, so no ADD runs it (a node it was removed from, a cluster-pool
+    // node): said, not a problem; the conflist check says whether it should be there.
+    if (cniVersion === undefined)
+      return [{ check: NAME, verdict: 'skipped', summary: `${PLUGIN_TYPE} is not on the CNI path (${net.cniPath.join(':')}), and no list names it` }];
     return [
       {
         check: NAME,

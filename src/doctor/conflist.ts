@@ -43,6 +43,18 @@ async function missingFindings(node: NodeView): Promise<Finding[]> {
     ];
   }
   const cilium = scan && ciliumConfig(scan);
+  // cilium-cni with no IPAM plugin in its entry allocates through cilium-agent (cluster-pool, multi-pool,
+  // kubernetes): no DaemonSet goes here, and failure 4 is the pool's (README's table, docs/reserved.md).
+  const anchor = cilium?.list.plugins.find((p) => typeOf(p) === ANCHOR_TYPE);
+  if (cilium && !anyShim(scan) && isObject(anchor) && typeOf(anchor.ipam) === undefined)
+    return [
+      {
+        check: NAME,
+        verdict: 'skipped',
+        summary: `${cilium.path}: cilium-cni allocates through cilium-agent (no IPAM plugin in its entry: cluster-pool, multi-pool or kubernetes IPAM), and no list chains the shim: its per-node checks do not apply`,
+        fix: "the pool decides which addresses pods get: run `ipam-shim plan` (the cluster's Helm values and CiliumNodes) before scaling; it names the node CIDRs that collide with a reserved subnet, the nodes already on one, and the list that avoids them. The refusal at ADD (code 100) fires only where the shim is chained: plan's first step chains it here with reservedCIDRs, so a colliding node CIDR fails at its first pod instead of black-holing replies (docs/reserved.md)",
+      },
+    ];
   const holds = cilium && !anyShim(scan) ? `: ${cilium.path} holds cilium-cni without the shim's entry` : '';
   return [
     {

@@ -1,9 +1,11 @@
 // Putting the shim on a node and taking it off: `watchInstall` keeps the executable (binary.ts) and the conflist
-// entry (conflist.ts) in place while cilium-agent rewrites its conflist; `uninstall` removes both.
-import { watch, type FSWatcher } from 'node:fs';
+// entry (conflist.ts) in place while cilium-agent rewrites its conflist; `uninstall` removes both (on Cilium's
+// route it leaves the list to cilium-agent and waits until no list names the shim: uninstallWhenUnreferenced).
+import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { stat, unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { holdsShim } from '../cni/config.js';
+import { isObject } from '../cni/json.js';
 import { confDirProblem, conflistFiles, readNetworkConfig } from '../conflist.js';
 import { isErrno, syncDir } from '../effects/fs-atomic.js';
 import type { Logger } from '../log.js';
@@ -17,18 +19,56 @@ import { installConflist, replaceIfUnchanged, type ConflistOutcome } from './con
 export interface UninstallOutcome {
   conflists: Array<{ path: string; removed: number }>;
   binary: { path: string; action: 'removed' | 'absent' | 'kept' };
-  /** Conflists that still name the shim (an IPAM slot, or a list without cilium-cni): the binary stays for them. */
+  /**
+   * Lists that still name the shim (an IPAM slot, a list without cilium-cni, a list left as it is with keepLists,
+   * or a source list cilium-agent will write at its next start): the binary stays for them.
+   */
   stillReferenced: string[];
 }
 
+export interface UninstallOptions {
+  binDir: string;
+  confDir: string;
+  keepBinary?: boolean;
+  /**
+   * Leave every conflist as it is (Cilium's route: cilium-agent writes the list from its ConfigMap, and would
+   * write the entry back at its next start): the binary goes only once no list names the shim.
+   */
+  keepLists?: boolean;
+  /**
+   * Lists that are not on the node yet but will be written to it (Cilium's cni.configMap as the kubelet mounts it:
+   * cilium-agent writes it at every start): the binary stays while one names the shim. A file that is not there
+   * names nothing (the ConfigMap is gone or not mounted); one that cannot be read or parsed keeps the binary.
+   */
+  sourceLists?: string[];
+}
+
+/** Whether a source list names the shim: yes, no, or why it cannot be told (the binary then stays). */
+function sourceListNamesShim(path: string): boolean {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    if (isErrno(e, 'ENOENT')) return false;
+    return true; // could not look: never taken for "names nothing"
+  }
+  try {
+    const v = JSON.parse(text) as unknown;
+    const plugins = isObject(v) && Array.isArray(v.plugins) ? v.plugins : isObject(v) ? [v] : undefined;
+    return plugins === undefined || plugins.some(holdsShim);
+  } catch {
+    return true;
+  }
+}
+
 /** Removes the chained entries install put in (lists holding cilium-cni), then the binary unless still used. */
-export async function uninstall(o: { binDir: string; confDir: string; keepBinary?: boolean }): Promise<UninstallOutcome> {
+export async function uninstall(o: UninstallOptions): Promise<UninstallOutcome> {
   // A conf dir that is not there (a typo) holds no entry to remove, and would let the binary go while the real
   // conflist still names it: every pod's ADD would fail. Could not run, nothing touched.
   const problem = await confDirProblem(o.confDir);
   if (problem) throw new Error(`${problem}: nothing uninstalled (the executable stays: a conflist elsewhere may still name it)`);
   const out: UninstallOutcome = { conflists: [], binary: { path: join(o.binDir, BINARY_NAME), action: 'kept' }, stillReferenced: [] };
-  for (const path of await conflistFiles(o.confDir)) {
+  for (const path of o.keepLists ? [] : await conflistFiles(o.confDir)) {
     for (let attempt = 0; attempt < 5; attempt++) {
       let shape: ConflistShape;
       let text: string;
@@ -57,6 +97,7 @@ export async function uninstall(o: { binDir: string; confDir: string; keepBinary
     }
     if (plugins.some(holdsShim)) out.stillReferenced.push(path);
   }
+  for (const path of o.sourceLists ?? []) if (sourceListNamesShim(path)) out.stillReferenced.push(path);
   if (!o.keepBinary && out.stillReferenced.length === 0) {
     try {
       await unlink(out.binary.path);
@@ -68,6 +109,36 @@ export async function uninstall(o: { binDir: string; confDir: string; keepBinary
     }
   }
   return out;
+}
+
+/**
+ * uninstall, again every `pollMs` until the binary could go (no list names the shim any more) or `signal` aborts:
+ * Cilium's route, where the list changes only when cilium-agent restarts with a ConfigMap without the entry. The
+ * removal pod's init container waits here, so its rollout finishes only once every node is done.
+ * `onWaiting` is called when the set of lists that hold it changes (once per change, not per poll).
+ */
+export async function uninstallWhenUnreferenced(
+  o: UninstallOptions & { signal: AbortSignal; pollMs?: number; onWaiting?: (lists: string[]) => void },
+): Promise<UninstallOutcome & { waitedMs: number }> {
+  const t0 = Date.now();
+  let last = '';
+  for (;;) {
+    const r = await uninstall(o);
+    // Stopped (SIGTERM) while waiting: the binary stays, as it must while a list names it.
+    if (r.binary.action !== 'kept' || o.keepBinary || o.signal.aborted) return { ...r, waitedMs: Date.now() - t0 };
+    const key = r.stillReferenced.join('\n');
+    if (key !== last) o.onWaiting?.(r.stillReferenced);
+    last = key;
+    await new Promise<void>((res) => {
+      const done = () => {
+        clearTimeout(t);
+        o.signal.removeEventListener('abort', done);
+        res();
+      };
+      const t = setTimeout(done, o.pollMs ?? 1_000);
+      o.signal.addEventListener('abort', done, { once: true });
+    });
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/effects/ledger.js';
 import type { LedgerRecord } from '../../src/ledger/record.js';
 import { ROOT, SEA_SHIM } from '../support/shim/cni.js';
+import { ciliumCniDir } from '../support/shim/cilium.js';
 import { inNs, rootOrSkip, TestNet } from '../support/net/netns.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
@@ -172,6 +173,25 @@ describe('ledger', () => {
 describe('doctor', () => {
   const findings = (stdout: string) => JSON.parse(stdout).findings as Array<{ check: string; verdict: string; summary: string }>;
 
+  it('a cluster-pool node (cilium-cni with no IPAM plugin): nothing to chain to; the fix for failure 4 is plan, not install (issue 43)', async () => {
+    const n = await node({ shim: false });
+    await writeFile(
+      join(n.confDir, '05-cilium.conflist'),
+      JSON.stringify({ cniVersion: '0.3.1', name: 'cilium', plugins: [{ type: 'cilium-cni' }] }),
+    );
+    const r = await cli('doctor', '--conf-dir', n.confDir, '--cni-path', `${ciliumCniDir('1.17')}:${n.binDir}`, '--json');
+    const f = findings(r.stdout);
+    const conflist = f.find((x) => x.check === 'conflist') as { verdict: string; summary: string; fix?: string };
+    expect(conflist).toMatchObject({ verdict: 'skipped', summary: expect.stringContaining('cilium-cni allocates through cilium-agent') });
+    expect(conflist.fix).toContain('ipam-shim plan');
+    expect(conflist.fix).not.toContain('ipam-shim install');
+    expect(f.find((x) => x.check === 'shim-binary')).toMatchObject({ verdict: 'skipped' });
+    expect(
+      f.filter((x) => x.verdict === 'problem'),
+      r.stdout,
+    ).toEqual([]);
+  });
+
   it('without a shim conflist: still runs what it can (main plugin, the shim binary; the IPv6 probe table described) and skips the rest; exit 1', async () => {
     const n = await node({ shim: false });
     const r = await cli('doctor', '--conf-dir', n.confDir, '--cni-path', n.binDir, '--json');
@@ -182,7 +202,8 @@ describe('doctor', () => {
       summary: expect.stringContaining('no conflist with ipam-shim'),
     });
     expect(f.find((x) => x.check === 'main-plugin')).toMatchObject({ verdict: 'problem', summary: expect.stringContaining('cilium-cni') });
-    expect(f.find((x) => x.check === 'shim-binary')).toMatchObject({ verdict: 'problem' });
+    // No list names the shim: its absence costs no ADD (the conflist check says to install it).
+    expect(f.find((x) => x.check === 'shim-binary')).toMatchObject({ verdict: 'skipped', summary: expect.stringContaining('no list names it') });
     // The probe table is looked at and described, but not judged: without a shim conflist the shim hands out no IPv6 address (issue 37).
     expect(f.find((x) => x.check === 'ipv6-probe')).toMatchObject({ verdict: 'skipped', summary: expect.stringContaining('(now: ') });
     expect(f.find((x) => x.check === 'ledger')).toMatchObject({ verdict: 'skipped' });

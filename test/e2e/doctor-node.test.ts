@@ -353,8 +353,9 @@ d('doctor node checks', () => {
       { check: 'conflist', summary: expect.stringContaining(`no cilium-cni conflist in ${confDir} (no network config there)`) },
     ]);
 
-    // Cilium's conflist without the shim: that is the cause named, and cilium's own plugins are checked.
-    const cilium = { cniVersion: '0.3.1', name: 'cilium', plugins: [{ type: 'cilium-cni', 'enable-debug': false }] };
+    // Cilium's conflist without the shim (delegated IPAM, AKS's shape): that is the cause named, and cilium's own
+    // plugins are checked. (Without an IPAM plugin it is cluster-pool's: nothing to chain to, test/e2e/cli.test.ts.)
+    const cilium = { cniVersion: '0.3.1', name: 'cilium', plugins: [{ type: 'cilium-cni', ipam: { type: 'azure-ipam' }, 'enable-debug': false }] };
     await writeFile(join(confDir, '05-cilium.conflist'), JSON.stringify(cilium));
     const bare = await doctorIn(node, ['--conf-dir', confDir, '--cache-dir', cache]);
     expect(of(bare.findings, 'conflist')).toMatchObject([

@@ -276,7 +276,9 @@ describe('the podman flags the image and whole-node tests derive from the Daemon
     const mount = (volume: Obj, extra: Obj = {}) => ({ mounts: [{ name: 'v', mountPath: '/m', readOnly: false, volume, ...extra }] });
     expect(podmanMountArgs(mount({ emptyDir: {} }), String)).toEqual(['--tmpfs', '/m']);
     expect(podmanMountArgs(mount({ hostPath: { path: '/h' } }, { readOnly: true }), (p) => `/x${p}`)).toEqual(['--volume', '/x/h:/m:ro']);
-    expect(() => podmanMountArgs(mount({ secret: { secretName: 's' } }), String)).toThrow(/only hostPath and emptyDir/);
+    expect(() => podmanMountArgs(mount({ secret: { secretName: 's' } }), String)).toThrow(
+      /only hostPath, emptyDir and \(given their directory\) configMap volumes/,
+    );
     expect(() => podmanMountArgs(mount({ hostPath: { path: '/h' } }, { propagation: 'Bidirectional' }), String)).toThrow(/Bidirectional/);
   });
 

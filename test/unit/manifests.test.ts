@@ -15,7 +15,10 @@ import { commandLine, daemonSetView, kubectlBin, renderKustomization } from '../
 import { clientGoDir, K8sSchema } from '../support/deploy/k8s-schema.js';
 
 type Obj = Record<string, any>;
-const VARIANTS = ['deploy', 'overlays/uninstall', 'overlays/cilium-route'];
+/** The variants that render the DaemonSet. */
+const DS_VARIANTS = ['deploy', 'overlays/uninstall', 'overlays/cilium-route', 'overlays/cilium-route-uninstall'];
+/** And Cilium's ConfigMap, applied on its own. */
+const VARIANTS = [...DS_VARIANTS, 'deploy/components/cilium-route/cni-configuration'];
 // AKS's 05-cilium.conflist (cilium-cni with delegated IPAM: azure-ipam), as test/e2e/install.test.ts has it.
 const AKS_CILIUM =
   '{\n\t"cniVersion": "0.3.1",\n\t"name": "cilium",\n\t"plugins": [\n\t\t{\n\t\t\t"type": "cilium-cni",\n\t\t\t"ipam": {\n\t\t\t\t"type": "azure-ipam"\n\t\t\t},\n\t\t\t"enable-debug": true,\n\t\t\t"log-file": "/var/log/cilium-cni.log"\n\t\t}\n\t]\n}\n';
@@ -40,8 +43,10 @@ describe.skipIf(missing.length > 0)("the rendered manifests against Kubernetes' 
     console.log(`${variant}: validated ${report.validated.join(', ')}; skipped ${report.skipped.join(', ') || 'none'}`);
     expect(report.errors).toEqual([]);
     expect(report.skipped).toEqual([]);
+    // Cilium's ConfigMap is rendered only by its own kustomization, never by an overlay (`delete -k` of one
+    // deletes exactly what it renders).
     expect(report.validated.map((v) => v.split(' ')[0]).sort()).toEqual(
-      variant === 'overlays/cilium-route' ? ['ConfigMap', 'ConfigMap', 'DaemonSet'] : ['ConfigMap', 'DaemonSet'],
+      variant === 'deploy/components/cilium-route/cni-configuration' ? ['ConfigMap'] : ['ConfigMap', 'DaemonSet'],
     );
   });
 
@@ -91,7 +96,7 @@ describe.skipIf(!kubectlBin())('the image name', () => {
         .replace('newTag: "0.1.0"', 'newTag: "9.9.9"');
       expect(edited).not.toBe(text);
       await writeFile(k, edited);
-      for (const v of VARIANTS) {
+      for (const v of DS_VARIANTS) {
         const ds = (await renderKustomization(join(dir, v))).find((d) => d.kind === 'DaemonSet')!;
         const spec = ds.spec.template.spec;
         const images = [...(spec.initContainers ?? []), ...spec.containers].map((c: Obj) => `${c.name} ${c.image}`);
@@ -108,7 +113,10 @@ describe.skipIf(!kubectlBin())("overlays/cilium-route: Cilium's route", () => {
   let docs: Obj[];
   let dir: string;
   beforeAll(async () => {
-    docs = await renderKustomization('overlays/cilium-route');
+    docs = [
+      ...(await renderKustomization('overlays/cilium-route')),
+      ...(await renderKustomization('deploy/components/cilium-route/cni-configuration')),
+    ];
     dir = await mkdtemp(join(tmpdir(), 'cilium-route-'));
   });
   afterAll(async () => {
@@ -122,7 +130,7 @@ describe.skipIf(!kubectlBin())("overlays/cilium-route: Cilium's route", () => {
     const cm = docs.find((d) => d.kind === 'ConfigMap' && d.metadata.name === 'cni-configuration')!;
     expect(
       cm.data['cni-config'],
-      'regenerate: ipam-shim install --print --shim-config "$(cat deploy/shim-config.json)" > deploy/components/cilium-route/cni-config.json',
+      'regenerate: ipam-shim install --print --shim-config "$(cat deploy/shim-config.json)" > deploy/components/cilium-route/cni-configuration/cni-config.json',
     ).toBe(printed.text?.endsWith('\n') ? printed.text : `${printed.text}\n`);
   });
 
@@ -135,6 +143,62 @@ describe.skipIf(!kubectlBin())("overlays/cilium-route: Cilium's route", () => {
     expect(settings.entryAt).toEqual({ conflist: '/etc/cni/net.d/05-cilium.conflist' });
     expect(ds.spec.template.spec.initContainers.map((c: Obj) => [c.name, c.command])).toEqual([
       ['install-binary', ['/usr/local/bin/ipam-shim', 'install', '--binary-only']],
+    ]);
+  });
+});
+
+describe.skipIf(!kubectlBin())("Cilium's cni-configuration ConfigMap: nothing of ipam-shim's deletes it (issue 43)", () => {
+  it('is no resource of any overlay (delete -k), carries no ipam-shim label (label clean-up) and is protected from Flux and Argo CD prunes', async () => {
+    for (const v of DS_VARIANTS)
+      expect(
+        (await renderKustomization(v)).filter((d) => d.metadata.name === 'cni-configuration').map((d) => d.kind),
+        v,
+      ).toEqual([]);
+    const [cm, ...rest] = await renderKustomization('deploy/components/cilium-route/cni-configuration');
+    expect(rest).toEqual([]);
+    expect(cm!.metadata).toMatchObject({
+      name: 'cni-configuration',
+      namespace: 'kube-system',
+      annotations: { 'kustomize.toolkit.fluxcd.io/prune': 'disabled', 'argocd.argoproj.io/sync-options': 'Prune=false,Delete=false' },
+    });
+    // The documented clean-up of old ipam-shim ConfigMaps selects app.kubernetes.io/name=ipam-shim.
+    expect(cm!.metadata.labels['app.kubernetes.io/name']).not.toBe('ipam-shim');
+    expect(Object.values(cm!.metadata.labels)).not.toContain('ipam-shim');
+    for (const d of await renderKustomization('overlays/cilium-route'))
+      expect(d.metadata.labels?.['app.kubernetes.io/name'], `${d.kind} ${d.metadata.name}`).toBe('ipam-shim');
+  });
+
+  it("the removal for Cilium's route edits no list, mounts the ConfigMap optionally and waits; the default route's purges", async () => {
+    const route = (await renderKustomization('overlays/cilium-route-uninstall')).find((d) => d.kind === 'DaemonSet')!;
+    const cms = (await renderKustomization('overlays/cilium-route-uninstall')).filter((d) => d.kind === 'ConfigMap');
+    const view = daemonSetView(route, 'uninstall');
+    const cmd = commandLine(view.container, cms, '10.224.0.4');
+    expect(cmd.slice(0, 8)).toEqual([
+      '/usr/local/bin/ipam-shim',
+      'uninstall',
+      '--keep-lists',
+      '--source-list',
+      '/etc/ipam-shim/cni-configuration/cni-config',
+      '--wait',
+      '--purge',
+      '--shim-config',
+    ]);
+    expect(JSON.parse(cmd[8]!)).toEqual(JSON.parse(await readFile(join(ROOT, 'deploy/shim-config.json'), 'utf8')));
+    expect(view.mounts.map((m) => [m.mountPath, m.readOnly])).toEqual([
+      ['/opt/cni/bin', false],
+      ['/etc/cni/net.d', true],
+      ['/var/lib/cni', false],
+      ['/var/log', false],
+      ['/etc/ipam-shim/cni-configuration', true],
+    ]);
+    expect(view.mounts.at(-1)!.volume).toEqual({ name: 'cni-configuration', configMap: { name: 'cni-configuration', optional: true } });
+    const plain = (await renderKustomization('overlays/uninstall')).find((d) => d.kind === 'DaemonSet')!;
+    expect(commandLine(daemonSetView(plain, 'uninstall').container, cms, '10.224.0.4').slice(0, 5)).toEqual([
+      '/usr/local/bin/ipam-shim',
+      'uninstall',
+      '--purge',
+      '--shim-config',
+      cmd[8],
     ]);
   });
 });

@@ -166,9 +166,14 @@ export function podmanSecurityArgs(view: Pick<DaemonSetView, 'spec' | 'container
 /**
  * `--volume`/`--tmpfs` flags for the DaemonSet's volumes: each hostPath from `hostDir(hostPath)` (where the test
  * keeps what stands for that node path) at its mountPath, with the mount's propagation and read-only flag; each
- * emptyDir a tmpfs. Another kind of volume fails.
+ * emptyDir a tmpfs; each configMap volume `configMapDir(name)`, read-only. Another kind of volume fails.
  */
-export function podmanMountArgs(view: Pick<DaemonSetView, 'mounts'>, hostDir: (hostPath: string) => string): string[] {
+export function podmanMountArgs(
+  view: Pick<DaemonSetView, 'mounts'>,
+  hostDir: (hostPath: string) => string,
+  /** A configMap volume: the directory standing for the kubelet's projection of it (test/support/doubles/cilium-cni-writer.ts). */
+  configMapDir?: (name: string) => string,
+): string[] {
   return view.mounts.flatMap((m) => {
     const opts = [
       ...(m.readOnly ? ['ro'] : []),
@@ -177,7 +182,9 @@ export function podmanMountArgs(view: Pick<DaemonSetView, 'mounts'>, hostDir: (h
     if (opts.some((o) => o.startsWith('unmirrored-'))) throw new Error(`mountPropagation ${m.propagation} of ${m.name}: not mirrored under podman`);
     if (m.volume.hostPath) return ['--volume', `${hostDir(m.volume.hostPath.path)}:${m.mountPath}${opts.length ? `:${opts.join(',')}` : ''}`];
     if (m.volume.emptyDir) return ['--tmpfs', `${m.mountPath}${m.readOnly ? ':ro' : ''}`];
-    throw new Error(`volume ${m.name}: only hostPath and emptyDir are mirrored under podman`);
+    // The kubelet mounts a configMap volume read-only whatever the mount says.
+    if (m.volume.configMap && configMapDir) return ['--volume', `${configMapDir(m.volume.configMap.name)}:${m.mountPath}:ro`];
+    throw new Error(`volume ${m.name}: only hostPath, emptyDir and (given their directory) configMap volumes are mirrored under podman`);
   });
 }
 
