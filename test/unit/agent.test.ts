@@ -39,12 +39,16 @@ describe('agent flags', () => {
     const { settings } = parseAgentArgs(['--no-install']);
     expect(settings.gc).toMatchObject({ mode: 'report', graceMs: 60_000, cacheDir: '/var/lib/cni', allowEmptyCache: false });
     expect(settings.listen).toEqual({ host: '127.0.0.1', port: 9740 });
+    expect(settings.probeListen).toBeUndefined();
+    expect(parseAgentArgs(['--no-install', '--probe-listen', '127.0.0.1:9741']).settings.probeListen).toEqual({ host: '127.0.0.1', port: 9741 });
+    expect(() => parseAgentArgs(['--no-install', '--probe-listen', 'x'])).toThrow(/--probe-listen "x"/);
     for (const bad of [
       ['--gc', 'yes'],
       ['--interval', '0'],
       ['--interval', ''],
       ['--jitter', '1'],
       ['--listen', 'x'],
+      ['--probe-listen', '127.0.0.1:9740'],
       ['--log-level', 'loud'],
       ['--bogus'],
     ]) {
