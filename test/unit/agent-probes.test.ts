@@ -2,8 +2,9 @@
 // any pod can open connections to it. With a plain cap of 64, 64 idle clients made /healthz fail (22 of 25
 // probes) and the kubelet restarted the agent for as long as they stayed. Here: the admission decision, then the
 // real server (startHttp) under 100 idle clients that reconnect as soon as they are closed, in a process of
-// their own, while kubelet-like probes (a fresh connection, GET /healthz, 1 s timeout, every 150 ms) run from
-// another address, as the kubelet's come from the node's own.
+// their own (test/support/net/http-flood.ts), while kubelet-like probes (a fresh connection, GET /healthz, 1 s
+// timeout, every 150 ms) run from another address. test/e2e/agent-flood.test.ts runs the built agent as the
+// DaemonSet sets it (the probes on their own listener) under issue 45's floods.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
@@ -12,6 +13,7 @@ import { admit, type Held, sourceOf } from '../../src/agent/admission.js';
 import { MAX_CONNECTIONS, MAX_PER_SOURCE } from '../../src/agent/http-server.js';
 import { startHttp } from '../../src/agent/http.js';
 import { AgentMetrics } from '../../src/agent/metrics.js';
+import { FLOOD } from '../support/net/http-flood.js';
 
 const LIMITS = { total: 4, perSource: 2 };
 const c = (source: string, busy = false, id = ''): Held & { id: string } => ({ source, busy, id });
@@ -51,35 +53,6 @@ describe('sourceOf', () => {
     expect(sourceOf('not an address')).toBe('not an address');
   });
 });
-
-/**
- * A flood in a process of its own: `perSource` clients from each source address, each reconnecting once closed.
- * Modes: idle (sends nothing), partial (half a request head: slowloris), pipeline (8,000 `GET /metrics` at once,
- * never reads a reply), trickle (4 more `GET /metrics` every 20 ms, never reads a reply).
- */
-const FLOOD = `
-const net = require('node:net');
-const [port, sources, perSource, mode] = [Number(process.argv[1]), process.argv[2].split(','), Number(process.argv[3]), process.argv[4]];
-const GET = 'GET /metrics HTTP/1.1\\r\\nHost: agent\\r\\n\\r\\n';
-let connects = 0;
-const client = (localAddress) => {
-  let timer;
-  const s = net.connect({ port, host: '127.0.0.1', localAddress }, () => {
-    connects++;
-    if (mode === 'partial') s.write('GET /healthz HTTP/1.1\\r\\nHost: agent\\r\\n');
-    if (mode === 'pipeline') s.write(GET.repeat(8000));
-    if (mode === 'trickle') timer = setInterval(() => s.write(GET.repeat(4)), 20);
-  });
-  if (mode === 'pipeline' || mode === 'trickle') s.pause();
-  s.on('error', () => {});
-  s.on('close', () => {
-    clearInterval(timer);
-    setImmediate(() => client(localAddress));
-  });
-};
-for (const src of sources) for (let i = 0; i < perSource; i++) client(src);
-setInterval(() => process.stdout.write(connects + '\\n'), 500);
-`;
 
 /** One kubelet-like probe: a new connection, GET `path`, 1 s timeout. */
 function probe(port: number, path = '/healthz'): Promise<number | string> {
@@ -131,7 +104,7 @@ async function underFlood(children: ChildProcess[], sources: string[], perSource
   const server = await startHttp({ host: '127.0.0.1', port: 0 }, metrics, health());
   try {
     const { port } = server.address() as AddressInfo;
-    const flood = spawn(process.execPath, ['-e', FLOOD, String(port), sources.join(','), String(perSource), mode], {
+    const flood = spawn(process.execPath, ['-e', FLOOD, '127.0.0.1', String(port), sources.join(','), String(perSource), mode], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     children.push(flood);
