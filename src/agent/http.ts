@@ -79,19 +79,29 @@ async function readiness(health: HealthState): Promise<Readiness> {
   return { ready: true, ...where };
 }
 
+/** How long a call under way is shared (shared()). */
+const SHARED_FOR_MS = 5_000;
+
 /**
  * One call of `f` at a time: who asks while one is under way gets its answer. A flood of /metrics or /readyz
  * requests (every connection answered one request at a time, but 64 connections) costs one render at a time,
- * not one each (a render is ~0.3 ms of CPU and 8 KB: thousands a second starved the probes).
+ * not one each (a render is ~0.3 ms of CPU and 8 KB). A call under way for SHARED_FOR_MS (a file read that does
+ * not return) is not shared any more: the next request starts its own, so one hang is not every later answer's.
  */
 function shared<T>(f: () => Promise<T>): () => Promise<T> {
-  let under: Promise<T> | undefined;
-  return () =>
-    (under ??= f().finally(() => {
-      under = undefined;
-    }));
+  let under: { p: Promise<T>; at: number } | undefined;
+  return () => {
+    if (under && Date.now() - under.at < SHARED_FOR_MS) return under.p;
+    const mine: { p: Promise<T>; at: number } = {
+      p: f().finally(() => {
+        if (under === mine) under = undefined;
+      }),
+      at: Date.now(),
+    };
+    under = mine;
+    return mine.p;
+  };
 }
-
 /**
  * Serves /metrics, /healthz and /readyz on `listen`; with `metrics` undefined (the probe listener), /healthz and
  * /readyz alone.

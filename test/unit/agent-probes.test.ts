@@ -212,6 +212,27 @@ describe('clients that never read their answers', () => {
   });
 });
 
+describe('answers computed once for every request waiting on them', () => {
+  it('a /readyz whose file read never returns holds the requests of the next 5 s, not every later one', { timeout: 30_000 }, async () => {
+    let calls = 0;
+    const h = { ...health(), entry: () => (++calls === 1 ? new Promise<never>(() => {}) : Promise.resolve({ inUse: true as const, path: 't' })) };
+    const server = await startHttp({ host: '127.0.0.1', port: 0 }, undefined, h);
+    try {
+      const { port } = server.address() as AddressInfo;
+      const first = probe(port, '/readyz');
+      await sleep(200);
+      expect(await probe(port, '/readyz'), 'shares the call under way').toBe('timeout');
+      await sleep(5_000);
+      expect(await probe(port, '/readyz')).toBe(200);
+      expect(await first).toBe('timeout');
+      expect(calls).toBe(2);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+});
+
 describe('the probe listener', () => {
   it('serves /healthz and /readyz alone', async () => {
     const server = await startHttp({ host: '127.0.0.1', port: 0 }, undefined, health());
