@@ -77,6 +77,8 @@ const TEXT = 'text/plain; charset=utf-8';
 class Conn implements Held {
   /** Received, not parsed yet. */
   buf: Buffer = Buffer.alloc(0);
+  /** How much of buf is known to hold no head's end: a head sent a byte at a time is scanned once, not per byte. */
+  scanned = 0;
   /**
    * A request is being answered: computed (busy), written and not yet taken by the kernel, or taken and the
    * next one not due yet (REQUEST_GAP_MS). Nothing more is read from the socket meanwhile.
@@ -105,13 +107,21 @@ type Parsed = { request: Request; keepAlive: boolean } | { refuse: number } | un
 
 /** Parses one request head at the start of `conn.buf` (consuming it); undefined: not whole yet. */
 function parseHead(conn: Conn): Parsed {
-  // Empty lines before a request line are ignored (RFC 9112, 2.2).
+  // Empty lines before a request line are ignored (RFC 9112, 2.2): dropped, so they are skipped once.
   let start = 0;
   while (conn.buf[start] === 0x0d || conn.buf[start] === 0x0a) start++;
-  const end = conn.buf.indexOf('\r\n\r\n', start);
-  if (end < 0) return conn.buf.length - start > MAX_HEAD_BYTES ? { refuse: 431 } : undefined;
-  if (end - start > MAX_HEAD_BYTES) return { refuse: 431 };
-  const lines = conn.buf.subarray(start, end).toString('latin1').split('\r\n');
+  if (start) {
+    conn.buf = conn.buf.subarray(start);
+    conn.scanned = Math.max(0, conn.scanned - start);
+  }
+  const end = conn.buf.indexOf('\r\n\r\n', Math.max(0, conn.scanned - 3));
+  if (end < 0) {
+    conn.scanned = conn.buf.length;
+    return conn.buf.length > MAX_HEAD_BYTES ? { refuse: 431 } : undefined;
+  }
+  conn.scanned = 0;
+  if (end > MAX_HEAD_BYTES) return { refuse: 431 };
+  const lines = conn.buf.subarray(0, end).toString('latin1').split('\r\n');
   conn.buf = conn.buf.subarray(end + 4);
   const line = /^([A-Z]+) (\S+) HTTP\/1\.([01])$/.exec(lines[0] ?? '');
   if (!line) return { refuse: 400 };

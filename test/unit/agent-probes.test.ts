@@ -212,6 +212,50 @@ describe('clients that never read their answers', () => {
   });
 });
 
+/** What the server at `port` answers to `chunks`, written one after another (`gapMs` apart), until it closes. */
+function exchange(port: number, chunks: string[], gapMs = 0): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let got = '';
+    const s = connect({ port, host: '127.0.0.1' }, async () => {
+      for (const c of chunks) {
+        s.write(c);
+        if (gapMs) await sleep(gapMs);
+      }
+    });
+    s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    s.on('close', () => resolve(got));
+    s.on('error', reject);
+  });
+}
+
+describe("the agent's HTTP/1.1 server (src/agent/http-server.ts)", () => {
+  it('answers heads sent a byte at a time, HEAD without a body, HTTP/1.0 once; refuses bodies, long heads and junk', {
+    timeout: 30_000,
+  }, async () => {
+    const server = await startHttp({ host: '127.0.0.1', port: 0 }, new AgentMetrics(), health());
+    try {
+      const { port } = server.address() as AddressInfo;
+      const status = (text: string) => [...text.matchAll(/^HTTP\/1\.1 (\d+)/gm)].map((m) => Number(m[1]));
+      const slow = await exchange(port, [...'\r\nGET /healthz?x=1 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n'], 2);
+      expect(status(slow)).toEqual([200]);
+      expect(slow).toMatch(/\r\n\r\nok\n$/);
+      const head = await exchange(port, ['HEAD /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n']);
+      expect(head).toMatch(/content-length: 3\r\nconnection: close\r\n\r\n$/);
+      // HTTP/1.0 without keep-alive: one answer, then closed (the second request is never answered).
+      expect(status(await exchange(port, ['GET /healthz HTTP/1.0\r\n\r\nGET /healthz HTTP/1.0\r\n\r\n']))).toEqual([200]);
+      expect(status(await exchange(port, ['GET /healthz HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello']))).toEqual([400]);
+      expect(status(await exchange(port, ['GET /healthz HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n']))).toEqual([400]);
+      expect(status(await exchange(port, [`GET /healthz HTTP/1.1\r\nX: ${'a'.repeat(9_000)}\r\n\r\n`]))).toEqual([431]);
+      expect(status(await exchange(port, ['hello\r\n\r\n']))).toEqual([400]);
+      expect(status(await exchange(port, ['POST /healthz HTTP/1.1\r\nConnection: close\r\n\r\n']))).toEqual([405]);
+      expect(status(await exchange(port, ['GET http://agent/healthz HTTP/1.1\r\nConnection: close\r\n\r\n']))).toEqual([200]);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+});
+
 describe('answers computed once for every request waiting on them', () => {
   it('a /readyz whose file read never returns holds the requests of the next 5 s, not every later one', { timeout: 30_000 }, async () => {
     let calls = 0;
