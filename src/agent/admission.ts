@@ -4,12 +4,38 @@
 // own for the kubelet) holds at most PER_SOURCE connections, and a full port makes room by closing an idle
 // connection of the source holding the most, never one serving a request. A client that sends its request (a
 // probe, a scrape) is therefore never kept out by clients that send nothing, from any number of sources.
+// A source is an IPv4 address, or an IPv6 /64 (issue 45, item 4): one host holds a whole /64 as easily as one
+// address (SLAAC, privacy addresses, a pod adding addresses to its own interface), and counted per /128, 80
+// addresses of one /64 held every slot with equal weights and nothing could displace them.
+import { formatIp, parseIp } from '../net/ip.js';
+
+/** The IPv4-mapped form a dual-stack socket reports an IPv4 peer in (`::ffff:10.224.0.9`). */
+const MAPPED = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i;
+
+/**
+ * PURE: the source a peer's address (as the socket reports it) counts toward: an IPv4 address as itself (also
+ * when a dual-stack socket reports it mapped), an IPv6 address as its /64 (`fd00:45::/64`). Text that is no
+ * address is its own source.
+ */
+export function sourceOf(address: string | undefined): string {
+  if (!address) return '?';
+  const text = MAPPED.exec(address)?.[1] ?? address;
+  try {
+    const ip = parseIp(text);
+    return ip.family === 4 ? formatIp(4, ip.value) : `${formatIp(6, (ip.value >> 64n) << 64n)}/64`;
+  } catch {
+    return address;
+  }
+}
 
 /** One open connection as admission sees it. */
 export interface Held {
-  /** The peer's address. */
+  /** The peer's source (sourceOf). */
   source: string;
-  /** A request is being served on it (idle: none yet, or between keep-alive requests). */
+  /**
+   * A request is being answered on it (idle: none yet, between keep-alive requests, or an answer written and
+   * waiting for the client to read it).
+   */
   busy: boolean;
 }
 

@@ -24,6 +24,8 @@ export interface AgentOptions {
   /** Each wait is intervalMs × (1 ± jitter), jitter in [0, 1). */
   jitter: number;
   listen: { host: string; port: number };
+  /** Where /healthz and /readyz are served alone, for the kubelet's probes (the DaemonSet: 127.0.0.1); absent: none. */
+  probeListen?: { host: string; port: number } | undefined;
   /** What `install --watch` gets; absent: the agent does not install (tests, or an operator's choice). */
   install: Omit<WatchOptions, 'signal' | 'log'> | undefined;
   /**
@@ -84,9 +86,17 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
   const entry = () => shimEntryInUse(o.entryAt);
   metrics.entry = entry;
   const health: HealthState = { lastPass: undefined, entry, lastBeat: Date.now(), stallMs: Math.max(10 * o.intervalMs, 10 * 60_000) };
-  const server = await startHttp(o.listen, metrics, health);
-  const where = `${o.listen.host.includes(':') ? `[${o.listen.host}]` : o.listen.host}:${o.listen.port}`;
-  o.log.info({ listen: where, intervalMs: o.intervalMs, gc: o.reconcile.gc.mode }, 'agent started');
+  const servers = [await startHttp(o.listen, metrics, health)];
+  const at = (l: { host: string; port: number }) => `${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}`;
+  const where = at(o.listen);
+  try {
+    if (o.probeListen) servers.push(await startHttp(o.probeListen, undefined, health));
+  } catch (e) {
+    servers[0]!.close();
+    throw e;
+  }
+  const probes = o.probeListen ? { probeListen: at(o.probeListen) } : {};
+  o.log.info({ listen: where, ...probes, intervalMs: o.intervalMs, gc: o.reconcile.gc.mode }, 'agent started');
   o.onListening?.(where);
 
   let wake: (() => void) | undefined;
@@ -193,8 +203,10 @@ export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<Ag
   } finally {
     process.off('SIGHUP', onHup);
     listWatch?.close();
-    server.closeAllConnections();
-    await new Promise<void>((r) => server.close(() => r()));
+    for (const server of servers) {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
     summary.install = await installed;
   }
   const open = problems.current();

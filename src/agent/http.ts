@@ -1,11 +1,12 @@
 // The agent's HTTP endpoints: /metrics (Prometheus), /healthz (the process answers and its loop is not wedged),
 // /readyz (the shim is installed where the runtime reads it and the last pass completed; a JSON body says why
-// not). Loopback by default: the DaemonSet's hostNetwork pod sets the port.
-import { createServer, type Server } from 'node:http';
-import type { Socket } from 'node:net';
+// not). Loopback by default: the DaemonSet's hostNetwork pod sets the port. A probe listener (--probe-listen)
+// serves /healthz and /readyz alone, on an address only the node reaches (the DaemonSet's: 127.0.0.1), so no
+// client of the metrics port, which every pod can reach, can fail the kubelet's probes (issue 45, item 4).
+// The server, and what one client may hold on either: src/agent/http-server.ts.
 import type { ListVerdict } from '../cni/list-versions.js';
 import type { EntryInUse } from '../conflist.js';
-import { admit, type Held } from './admission.js';
+import { type AgentServer, type Answer, startServer } from './http-server.js';
 import type { AgentMetrics } from './metrics.js';
 
 /** The last pass as readiness sees it: completed = the shim's network opened and the pass ran to its end. */
@@ -34,36 +35,17 @@ export interface HealthState {
  * Parses `HOST:PORT`, `[V6]:PORT`, `V6:PORT` (split at the last colon: what the DaemonSet's `$(NODE_IP):PORT`
  * gives on an IPv6 node) or `PORT` (host 127.0.0.1). Throws on anything else.
  */
-export function parseListen(text: string): { host: string; port: number } {
+export function parseListen(text: string, flag = '--listen'): { host: string; port: number } {
   const t = text.trim();
   const at = t.lastIndexOf(':');
   const [hostText, portText] = at < 0 ? ['127.0.0.1', t] : [t.slice(0, at), t.slice(at + 1)];
   const host = hostText.replace(/^\[(.*)\]$/, '$1');
   const port = Number(portText);
   if (!/^\d{1,5}$/.test(portText) || port < 1 || port > 65535 || !host || /[\s/[\]$()]/.test(host)) {
-    throw new Error(`--listen ${JSON.stringify(text)}: expected HOST:PORT or PORT`);
+    throw new Error(`${flag} ${JSON.stringify(text)}: expected HOST:PORT or PORT`);
   }
   return { host, port };
 }
-
-/**
- * Connections open at once. Prometheus and the kubelet's probes need a few; without a cap every open connection
- * costs the agent a descriptor (toward its RLIMIT_NOFILE) and a socket for as long as the client keeps it. A
- * full port makes room by closing an idle connection of the heaviest source (src/agent/admission.ts).
- */
-export const MAX_CONNECTIONS = 64;
-/**
- * Connections one address may hold at once: a pod flooding the port (it is on the node's address) holds this
- * many, the kubelet's probes come from the node's own address and Prometheus from its pod's.
- */
-export const MAX_PER_SOURCE = 16;
-/**
- * A connection that has not sent a whole request within this, or has been idle this long, is closed: idle or
- * trickling clients hold no slot for long (the kubelet sends its probe at once). One value for the three: with a
- * header timeout shorter than the idle timeout, Node 24 never closed a connection that sent nothing at all
- * (measured).
- */
-const CLIENT_TIMEOUT_MS = 5_000;
 
 /** Why the agent is not ready (the JSON body's `reason`), checked in this order. */
 type NotReady = 'list-version' | 'not-installed' | 'no-pass-yet' | 'pass-incomplete';
@@ -97,92 +79,59 @@ async function readiness(health: HealthState): Promise<Readiness> {
   return { ready: true, ...where };
 }
 
-export async function startHttp(listen: { host: string; port: number }, metrics: AgentMetrics, health: HealthState): Promise<Server> {
-  // The request timeouts are checked every second (Node's default: every 30 s).
-  const server = createServer(
-    { connectionsCheckingInterval: 1_000, headersTimeout: CLIENT_TIMEOUT_MS, requestTimeout: CLIENT_TIMEOUT_MS },
-    (req, res) => {
-      const path = (req.url ?? '/').split('?')[0];
-      const send = (code: number, body: string, type = 'text/plain; charset=utf-8') => {
-        res.writeHead(code, { 'content-type': type, 'content-length': Buffer.byteLength(body) });
-        res.end(req.method === 'HEAD' ? undefined : body);
-      };
-      if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'method not allowed\n');
-      if (path === '/healthz') {
-        const idle = Date.now() - health.lastBeat;
-        return idle < health.stallMs ? send(200, 'ok\n') : send(503, `reconcile loop silent for ${Math.round(idle / 1000)} s\n`);
-      }
-      if (path === '/readyz') {
-        readiness(health).then(
-          (r) => send(r.ready ? 200 : 503, `${JSON.stringify(r)}\n`, 'application/json'),
-          (e: unknown) => send(503, `${JSON.stringify({ ready: false, reason: 'error', why: (e as Error).message })}\n`, 'application/json'),
-        );
-        return;
-      }
-      if (path === '/metrics') {
-        metrics.render().then(
-          (m) => send(200, m.body, m.contentType),
-          (e: unknown) => send(500, `metrics: ${(e as Error).message}\n`),
-        );
-        return;
-      }
-      send(404, 'not found: /metrics /healthz /readyz\n');
-    },
-  );
-  server.keepAliveTimeout = 5_000;
-  // A connection that sends nothing at all is not a request the header timeout sees: closed when idle as long.
-  server.timeout = CLIENT_TIMEOUT_MS;
-  limitConnections(server);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(listen.port, listen.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  return server;
-}
-
-/** An open connection: its socket, its peer, whether a request is being served on it. */
-interface Conn extends Held {
-  socket: Socket;
-  requests: number;
-}
+/** How long a call under way is shared (shared()). */
+const SHARED_FOR_MS = 5_000;
 
 /**
- * Admission (src/agent/admission.ts) on every connection the server accepts. Node's own server.maxConnections
- * closes the newcomer, whoever it is: 64 idle clients of one pod kept the kubelet's probes out.
+ * One call of `f` at a time: who asks while one is under way gets its answer. A flood of /metrics or /readyz
+ * requests (every connection answered one request at a time, but 64 connections) costs one render at a time,
+ * not one each (a render is ~0.3 ms of CPU and 8 KB). A call under way for SHARED_FOR_MS (a file read that does
+ * not return) is not shared any more: the next request starts its own, so one hang is not every later answer's.
  */
-function limitConnections(server: Server): void {
-  // Oldest activity first: a connection moves to the end when it arrives and when its last request ends.
-  const open = new Map<Socket, Conn>();
-  server.on('connection', (socket: Socket) => {
-    const source = socket.remoteAddress ?? '?';
-    const victim = admit([...open.values()], source, { total: MAX_CONNECTIONS, perSource: MAX_PER_SOURCE });
-    if (victim === 'newcomer') {
-      socket.destroy();
-      return;
+function shared<T>(f: () => Promise<T>): () => Promise<T> {
+  let under: { p: Promise<T>; at: number } | undefined;
+  return () => {
+    if (under && Date.now() - under.at < SHARED_FOR_MS) return under.p;
+    const mine: { p: Promise<T>; at: number } = {
+      p: f().finally(() => {
+        if (under === mine) under = undefined;
+      }),
+      at: Date.now(),
+    };
+    under = mine;
+    return mine.p;
+  };
+}
+/**
+ * Serves /metrics, /healthz and /readyz on `listen`; with `metrics` undefined (the probe listener), /healthz and
+ * /readyz alone.
+ */
+export function startHttp(listen: { host: string; port: number }, metrics: AgentMetrics | undefined, health: HealthState): Promise<AgentServer> {
+  const paths = metrics ? '/metrics /healthz /readyz' : '/healthz /readyz';
+  const ready = shared(() => readiness(health));
+  const render = metrics && shared(() => metrics.render());
+  return startServer(listen, async ({ path }): Promise<Answer> => {
+    if (path === '/healthz') {
+      const idle = Date.now() - health.lastBeat;
+      return idle < health.stallMs ? { code: 200, body: 'ok\n' } : { code: 503, body: `reconcile loop silent for ${Math.round(idle / 1000)} s\n` };
     }
-    if (victim) {
-      open.delete(victim.socket);
-      victim.socket.destroy();
-    }
-    const conn: Conn = { socket, source, busy: false, requests: 0 };
-    open.set(socket, conn);
-    socket.once('close', () => open.delete(socket));
-  });
-  server.on('request', (req, res) => {
-    const conn = open.get(req.socket as Socket);
-    if (!conn) return;
-    conn.requests++;
-    conn.busy = true;
-    res.once('close', () => {
-      conn.requests--;
-      conn.busy = conn.requests > 0;
-      if (!conn.busy && open.has(conn.socket)) {
-        open.delete(conn.socket);
-        open.set(conn.socket, conn);
+    if (path === '/readyz') {
+      const json = 'application/json';
+      try {
+        const r = await ready();
+        return { code: r.ready ? 200 : 503, body: `${JSON.stringify(r)}\n`, type: json };
+      } catch (e) {
+        return { code: 503, body: `${JSON.stringify({ ready: false, reason: 'error', why: (e as Error).message })}\n`, type: json };
       }
-    });
+    }
+    if (path === '/metrics' && render) {
+      try {
+        const m = await render();
+        return { code: 200, body: m.body, type: m.contentType };
+      } catch (e) {
+        return { code: 500, body: `metrics: ${(e as Error).message}\n` };
+      }
+    }
+    return { code: 404, body: `not found: ${paths}\n` };
   });
 }

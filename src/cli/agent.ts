@@ -33,6 +33,7 @@ export const AGENT_FLAGS = {
   'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR },
   'allow-empty-cache': { type: 'boolean', default: false },
   listen: { type: 'string', default: DEFAULT_AGENT_LISTEN },
+  'probe-listen': { type: 'string' },
   'log-level': { type: 'string', default: 'info' },
   'cni-bin-dir': { type: 'string' },
   source: { type: 'string' },
@@ -42,7 +43,7 @@ export const AGENT_FLAGS = {
 
 const USAGE = `ipam-shim agent [--gc report|confirmed|apply] [--interval SECONDS] [--jitter FRACTION]
   [--gc-confirm-after ${DEFAULT_CONFIRM_AFTER_MS / 1000}] [--gc-confirm-passes ${DEFAULT_CONFIRM_PASSES}] [--grace-seconds 60] [--cache-dir /var/lib/cni]
-  [--allow-empty-cache] [--listen HOST:PORT] [--log-level info]
+  [--allow-empty-cache] [--listen HOST:PORT] [--probe-listen HOST:PORT] [--log-level info]
   [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS]
   [--cni-bin-dir DIR] [--source PATH] [--shim-config JSON] [--no-install]
 ipam-shim agent reload
@@ -53,7 +54,9 @@ the default; confirmed: released once found leaked in every pass for --gc-confir
 --gc-confirm-passes passes, the clock starting afresh when the agent restarts, the DaemonSet's default; apply:
 released when found), residue removed for every pod the runtime's cache and the ledger know (pods the
 shim never saw counted, a pod holding a reserved address reported), the IPv6 probe rewrite put back where due.
-/metrics, /healthz and /readyz on --listen (default ${DEFAULT_AGENT_LISTEN}); logs as JSON lines on stdout.
+/metrics, /healthz and /readyz on --listen (default ${DEFAULT_AGENT_LISTEN}); /healthz and /readyz alone also on
+--probe-listen when given (the kubelet's probes, on an address only the node reaches: the DaemonSet's 127.0.0.1,
+so no client of the metrics port can fail them); logs as JSON lines on stdout.
 /readyz is 200 only when the shim's entry is in the network config the runtime uses (the first in --conf-dir;
 with --no-install and --conflist, that file: verified, never edited), the list's plugins (cilium-cni) take the
 version the runtime sends them (asked their VERSION; the entry is never put into a list they refuse), and the
@@ -75,6 +78,8 @@ export interface AgentSettings {
   intervalMs: number;
   jitter: number;
   listen: { host: string; port: number };
+  /** --probe-listen: /healthz and /readyz alone, for the kubelet's probes; undefined: none. */
+  probeListen: { host: string; port: number } | undefined;
   logLevel: string;
   /**
    * Where readiness looks for the shim's entry: the conf dir the runtime reads (installing, or no --conflist), or
@@ -99,11 +104,15 @@ export function parseAgentArgs(argv: string[]): { settings: AgentSettings; insta
   if (!Number.isFinite(jitter) || jitter < 0 || jitter >= 1) throw new UsageError('--jitter takes a fraction in [0, 1)');
   if (!LEVELS.has(v['log-level'])) throw new UsageError(`--log-level takes one of ${[...LEVELS].join(', ')}`);
   let listen;
+  let probeListen;
   try {
     listen = parseListen(v.listen);
+    probeListen = v['probe-listen'] === undefined ? undefined : parseListen(v['probe-listen'], '--probe-listen');
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
+  if (probeListen && probeListen.port === listen.port && probeListen.host === listen.host)
+    throw new UsageError('--probe-listen must differ from --listen (the probes get a listener of their own)');
   const shimKeys = parseShimConfig(v['shim-config']);
   let install: AgentInstall | undefined;
   if (!v['no-install']) {
@@ -138,6 +147,7 @@ export function parseAgentArgs(argv: string[]): { settings: AgentSettings; insta
       intervalMs: intervalS * 1000,
       jitter,
       listen,
+      probeListen,
       logLevel: v['log-level'],
     },
     install,
@@ -178,6 +188,7 @@ export const agentCommand: Command = {
     'cache-dir': { value: 'DIR', text: `the runtime's CNI cache (default ${DEFAULT_CACHE_DIR}), e.g. /host/var/lib/cni` },
     'allow-empty-cache': { text: 'GC releases even when the cache is missing or empty while pods are recorded' },
     listen: { value: 'HOST:PORT', text: `where /metrics, /healthz, /readyz are served (default ${DEFAULT_AGENT_LISTEN}), e.g. 10.224.0.4:9740` },
+    'probe-listen': { value: 'ADDR', text: 'HOST:PORT serving /healthz and /readyz alone, for the kubelet (default: none), e.g. 127.0.0.1:9741' },
     'log-level': { value: 'LEVEL', text: 'trace, debug, info (default), warn, error, fatal or silent, e.g. debug' },
     'cni-bin-dir': { value: 'DIR', text: 'where to install the executable (default /opt/cni/bin), e.g. /host/opt/cni/bin' },
     source: { value: 'PATH', text: 'the executable to install (default: this one), e.g. /ipam-shim' },
@@ -220,6 +231,7 @@ export const agentCommand: Command = {
             intervalMs: settings.intervalMs,
             jitter: settings.jitter,
             listen: settings.listen,
+            probeListen: settings.probeListen,
             install,
             entryAt: settings.entryAt,
             log,

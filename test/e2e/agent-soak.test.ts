@@ -8,7 +8,7 @@ import { execa } from 'execa';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MAX_CONNECTIONS } from '../../src/agent/http.js';
+import { MAX_CONNECTIONS } from '../../src/agent/http-server.js';
 import { ROOT, scratch } from '../support/shim/cni.js';
 import { rootOrSkip } from '../support/net/netns.js';
 

@@ -111,6 +111,24 @@ describe.skipIf(!enabled)('the shipped variants under podman, as their DaemonSet
       ),
     ];
   };
+  /**
+   * A probe of the rendered DaemonSet's container as the kubelet sends it: to httpGet.host (default: the pod IP,
+   * the node's on the host network) and httpGet.port (a number, or the name of one of the container's ports).
+   */
+  const kubeletProbe = async (ds: Obj, probe: 'livenessProbe' | 'readinessProbe' | 'startupProbe') => {
+    const c = daemonSetView(ds, 'agent').container;
+    const get = c[probe].httpGet;
+    const port = typeof get.port === 'number' ? get.port : (c.ports as Obj[]).find((p) => p.name === get.port)?.containerPort;
+    const r = await inNs(
+      node,
+      'curl',
+      ['-s', '-m', '5', '-o', '/dev/null', '-w', '%{http_code}', `http://${get.host ?? NODE_IP}:${port}${get.path}`],
+      {
+        reject: false,
+      },
+    );
+    return Number(r.stdout.trim());
+  };
   const readyz = async () => {
     const r = await inNs(node, 'curl', ['-s', '-m', '5', '-w', '\n%{http_code}', `http://${NODE_IP}:9740/readyz`], { reject: false });
     const lines = r.stdout.trim().split('\n');
@@ -192,6 +210,8 @@ describe.skipIf(!enabled)('the shipped variants under podman, as their DaemonSet
     await waitFor('/readyz 200', async () => (await readyz()).code === 200, 75_000).catch(async (e) => {
       throw new Error(`${e.message}: ${JSON.stringify(await readyz())}\n${String((await podman(['logs', agent])).stdout)}`);
     });
+    // The kubelet's probes reach the agent where the rendered DaemonSet sends them (the probe listener, issue 45).
+    for (const p of ['startupProbe', 'livenessProbe', 'readinessProbe'] as const) expect(await kubeletProbe(agentDs, p), p).toBe(200);
     const installed = new Map<string, Map<string, string>>();
     for (const d of CNI_DIRS) installed.set(d, await tree(dirs.get(d)!));
     expect(installed.get('/opt/cni/bin')!.get('ipam-shim')).toMatch(/^file 755 /);
@@ -306,6 +326,7 @@ describe.skipIf(!enabled)('the shipped variants under podman, as their DaemonSet
     const readyMs = Date.now() - t0;
     console.log(`cilium route: /readyz 200 ${readyMs} ms after the list was written`);
     expect(readyMs).toBeLessThan(3_000);
+    for (const p of ['startupProbe', 'livenessProbe', 'readinessProbe'] as const) expect(await kubeletProbe(ds, p), p).toBe(200);
     // 4. A list without the entry (values reset by an upgrade): not ready, and still nothing edits the file.
     await writeFile(conflist, AKS_CILIUM, { mode: 0o644 });
     await waitFor('/readyz 503', async () => (await readyz()).code === 503);

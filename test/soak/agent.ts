@@ -9,7 +9,7 @@
 //   npm run soak:agent -- [--passes 10000] [--pods 300] [--leaked 10] [--interval 0.1]
 //                         [--sample-every 1000] [--nofile 1024] [--flood 300] [--json FILE] [--keep]
 //   --flood N: once, after the second sample, N idle connections are opened to the agent's HTTP port at once: its fds
-//   may rise by at most its connection cap (src/agent/http.ts MAX_CONNECTIONS) while they are held, the agent must
+//   may rise by at most its connection cap (src/agent/http-server.ts MAX_CONNECTIONS) while they are held, the agent must
 //   close them itself (its header timeout) and answer /healthz again within 20 s, and the passes go on.
 //   IPAM_SHIM_AGENT (default dist/ipam-shim) is the executable soaked. Needs root: it runs inside a scratch network
 //   namespace (re-executing itself under `ip netns exec`), every file under a temp dir. test/e2e/agent-soak.test.ts
@@ -24,7 +24,7 @@ import { randomBytes } from 'node:crypto';
 import { Ledger } from '../../src/effects/ledger.js';
 import type { LedgerRecord } from '../../src/ledger/record.js';
 import { parseMetrics } from '../../src/metrics.js';
-import { MAX_CONNECTIONS } from '../../src/agent/http.js';
+import { MAX_CONNECTIONS } from '../../src/agent/http-server.js';
 import { connect, type Socket } from 'node:net';
 import { agentArgs, jsonLines } from '../support/shim/agent.js';
 import { shimKeys } from '../support/shim/conf.js';

@@ -45,6 +45,9 @@ describe('agent flags', () => {
       confirmAfterMs: 2_500,
       confirmPasses: 4,
     });
+    expect(settings.probeListen).toBeUndefined();
+    expect(parseAgentArgs(['--no-install', '--probe-listen', '127.0.0.1:9741']).settings.probeListen).toEqual({ host: '127.0.0.1', port: 9741 });
+    expect(() => parseAgentArgs(['--no-install', '--probe-listen', 'x'])).toThrow(/--probe-listen "x"/);
     for (const bad of [
       ['--gc', 'yes'],
       ['--gc-confirm-after', '-1'],
@@ -55,6 +58,7 @@ describe('agent flags', () => {
       ['--interval', ''],
       ['--jitter', '1'],
       ['--listen', 'x'],
+      ['--probe-listen', '127.0.0.1:9740'],
       ['--log-level', 'loud'],
       ['--bogus'],
     ]) {

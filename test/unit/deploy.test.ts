@@ -331,25 +331,39 @@ describe("deploy/daemonset.yaml against the agent's own flags and ports", () => 
     expect(settings.gc.cacheDir).toBe(dirname(DEFAULTS.stateDir));
   });
 
-  it('listens on the node address at the port the container declares, which the probes and the scrape annotations use', async () => {
+  it('serves Prometheus on the node address at the port the container declares, as the scrape annotations say', async () => {
     const { c, argv, ds } = await expanded();
     const { settings } = parseAgentArgs(argv.slice(1));
-    expect(settings.listen.host).toBe('10.224.0.4'); // status.hostIP: kubelet's probes and Prometheus reach it
+    expect(settings.listen.host).toBe('10.224.0.4'); // status.hostIP: Prometheus reaches it
     const port = (c.ports as Obj[]).find((p) => p.name === 'metrics')!;
     expect(port.containerPort).toBe(settings.listen.port);
-    const probePort = (p: Obj) => (p.httpGet.port === port.name ? port.containerPort : p.httpGet.port);
-    expect(c.livenessProbe.httpGet.path).toBe('/healthz');
-    expect(probePort(c.livenessProbe)).toBe(settings.listen.port);
-    expect(c.readinessProbe.httpGet.path).toBe('/readyz');
-    expect(probePort(c.readinessProbe)).toBe(settings.listen.port);
-    // A rollout waits until the shim is installed where the runtime reads it (issue 26): /readyz, not /healthz.
-    expect(c.startupProbe.httpGet.path).toBe('/readyz');
-    expect(probePort(c.startupProbe)).toBe(settings.listen.port);
-    expect(c.startupProbe.periodSeconds * c.startupProbe.failureThreshold).toBeGreaterThanOrEqual(300);
-    expect(c.livenessProbe.httpGet.host).toBeUndefined(); // the pod IP: the node's, where the agent listens
     const ann = ds.spec.template.metadata.annotations;
     expect(Number(ann['prometheus.io/port'])).toBe(settings.listen.port);
     expect(ann['prometheus.io/path']).toBe('/metrics');
+  });
+
+  it("sends the kubelet's probes to the probe listener on the node's loopback, which no pod reaches (issue 45)", async () => {
+    const { c, argv, spec } = await expanded();
+    const { settings } = parseAgentArgs(argv.slice(1));
+    // Only the node reaches 127.0.0.1 of its own namespace; the pod is in it (hostNetwork), the kubelet too.
+    expect(spec.hostNetwork).toBe(true);
+    expect(settings.probeListen).toEqual({ host: '127.0.0.1', port: expect.any(Number) });
+    expect(settings.probeListen).not.toEqual(settings.listen);
+    const ports = new Map((c.ports as Obj[]).map((p) => [p.name, p.containerPort]));
+    expect(ports.get('probes')).toBe(settings.probeListen!.port);
+    // Where the kubelet connects: httpGet.host (default: the pod IP, the node's, where the metrics port is) and
+    // the port, by name or number.
+    const target = (p: Obj) => ({ host: p.httpGet.host ?? settings.listen.host, port: ports.get(p.httpGet.port) ?? p.httpGet.port });
+    for (const [name, path] of [
+      ['livenessProbe', '/healthz'],
+      ['readinessProbe', '/readyz'],
+      // A rollout waits until the shim is installed where the runtime reads it (issue 26): /readyz, not /healthz.
+      ['startupProbe', '/readyz'],
+    ] as const) {
+      expect(c[name].httpGet.path, name).toBe(path);
+      expect(target(c[name]), name).toEqual(settings.probeListen);
+    }
+    expect(c.startupProbe.periodSeconds * c.startupProbe.failureThreshold).toBeGreaterThanOrEqual(300);
   });
 
   it('gives SIGTERM time for a release under way (one delegate call, delegateTimeoutMs)', async () => {

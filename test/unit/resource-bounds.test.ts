@@ -4,7 +4,8 @@
 import { connect, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_CONNECTIONS, startHttp } from '../../src/agent/http.js';
+import { MAX_CONNECTIONS } from '../../src/agent/http-server.js';
+import { startHttp } from '../../src/agent/http.js';
 import { AgentMetrics } from '../../src/agent/metrics.js';
 import { run, runElsewhere, withDefaultTimeout } from '../../src/effects/exec.js';
 import { createLogger } from '../../src/log.js';
