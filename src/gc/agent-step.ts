@@ -73,7 +73,13 @@ const gcStep: AgentStep = {
       pass.error();
       net.log.error({ step: 'gc', attachment: e.attachment, code: e.code, error: e.error }, 'gc: release failed');
     }
-    const leaked = gc.plan.release.map((r) => ({ containerID: r.record.containerID, ifname: r.record.ifname, ips: r.record.ips, why: r.reason }));
+    const leaked = gc.plan.release.map((r) => ({
+      containerID: r.record.containerID,
+      ifname: r.record.ifname,
+      pod: r.record.pod ?? null,
+      ips: r.record.ips,
+      why: r.reason,
+    }));
     if (leaked.length) {
       net.log.warn(
         { step: 'gc', mode, leaked, released: gc.released, queued: gc.queued, ...(gc.queueUnseen.length ? { queueUnseen: gc.queueUnseen } : {}) },
