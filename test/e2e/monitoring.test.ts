@@ -80,6 +80,9 @@ const ALERTS: Alert[] = (RULE_SPEC.groups as Obj[]).flatMap((g) => g.rules as Al
 /** The expression as evaluated after the condition was made to hold: the one threshold no test can wait for. */
 const AFTER_OVERRIDES: Record<string, (expr: string) => string> = {
   IpamShimAgentStalled: (e) => e.replace('> 300', '> 2'),
+  // A healthy agent holds ~25 descriptors: the expression is seen to read the agent's series (and not
+  // node-exporter's own process_open_fds) with the threshold at 0; its firing is promtool's case.
+  IpamShimAgentFdsHigh: (e) => e.replace('> 200', '> 0'),
   // Unverified needs a delegate whose CHECK proves nothing and whose repeated ADD fails (host-local's CHECK proves):
   // here only the series' presence (0) is evaluated; its firing is promtool's case (alerts.test.yaml).
   IpamShimAgentIpUnverified: (e) => e.replace('> 0', '>= 0'),
