@@ -6,8 +6,9 @@
 //   3. `podman build -f deploy/Containerfile --build-arg BASE=<that image>`: the Containerfile only adds
 //      dist/ipam-shim (run `npm run build` first) and the entrypoint.
 //
-//   --tag NAME          the image's name (default localhost/ipam-shim:<package.json version>), e.g.
-//                       registry.example/ipam-shim:0.1.0 (then point deploy/kustomization.yaml's images: at it)
+//   --tag NAME          the image's name (default localhost/ipam-shim:<package.json version>); a NAME without a tag
+//                       gets the version as its tag, e.g. registry.example/ipam-shim → registry.example/ipam-shim:0.2.0
+//                       (then point your overlay's images: at it, docs/gitops.md); a release uses no other tag
 //   --source-url URL    the org.opencontainers.image.source label (default: the checkout's origin remote)
 //   --fresh-base        rebuild the base even when it is cached
 //   --root DIR, --runroot DIR, --storage-driver NAME   a podman store other than the machine's default
@@ -26,6 +27,14 @@ export const CACHE_DIR = join(ROOT, '.cache/image');
 export const EXECUTABLE = join(ROOT, 'dist/ipam-shim');
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 export const DEFAULT_TAG = `localhost/ipam-shim:${VERSION}`;
+
+/** The image name a --tag means: its own tag when it has one, else package.json's version (a release's tag). */
+export function imageName(tag: string | undefined, version = VERSION): string {
+  if (tag === undefined) return `localhost/ipam-shim:${version}`;
+  // A tag is what follows the last ':' after the last '/' (a registry's port is before it); a digest names itself.
+  const last = tag.slice(tag.lastIndexOf('/') + 1);
+  return last.includes(':') || tag.includes('@') ? tag : `${tag}:${version}`;
+}
 
 /** Runs podman with the given arguments (the caller chooses store and config); rejects on a non-zero exit. */
 export type Podman = (args: string[]) => Promise<{ stdout: string }>;
@@ -122,7 +131,7 @@ async function labelArgs(sourceUrl?: string): Promise<string[]> {
 /** Builds the image into the store `podman` uses. */
 export async function buildImage(opts: BuildOptions): Promise<BuildReport> {
   const log = opts.log ?? (() => undefined);
-  const tag = opts.tag ?? DEFAULT_TAG;
+  const tag = imageName(opts.tag);
   if (!existsSync(EXECUTABLE)) throw new Error(`${EXECUTABLE} is missing: run \`npm run build\` first`);
   const t0 = Date.now();
   const base = await baseTarball(opts.cacheDir ?? CACHE_DIR, opts.freshBase ?? false, log);

@@ -65,8 +65,10 @@ function logEntryChange(log: Logger, before: EntryInUse | undefined, now: EntryI
   const same = before && before.inUse === now.inUse && before.path === now.path && (before.inUse || now.inUse || before.reason === now.reason);
   if (same) return now;
   if (now.inUse) log.info({ conflist: now.path }, "the shim's entry is in the network config the runtime uses");
+  // Not in use yet at start while installing is every node's first second (install --watch is about to put it in):
+  // info. Gone after being in use, or not installed by us, is for an operator: warn.
   else
-    log.warn(
+    log[installing && !before?.inUse ? 'info' : 'warn'](
       { conflist: now.path, why: now.reason, installing },
       installing
         ? "the shim's entry is not in use yet (install --watch puts it in once cilium-cni's conflist is there)"

@@ -8,8 +8,10 @@ import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../fix/network-fl
 import { parseArgv, UsageError, type Command } from '../fix/command.js';
 import { podName } from './ledger.js';
 
-const USAGE = `ipam-shim gc --network NAME [--cache-dir /var/lib/cni] [--grace-seconds 60] [--apply] [--allow-empty-cache]
+const USAGE = `ipam-shim gc [--network NAME] [--cache-dir /var/lib/cni] [--grace-seconds 60] [--apply] [--allow-empty-cache]
   [--conflist PATH | --conf-dir DIR] [--cni-path DIRS] [--json]
+  The network is found as \`ledger\` finds it: the conflist in --conf-dir that holds the shim (--network picks one
+  when several do).
   When the cache is missing, unreadable or holds no entry for the network while the ledger holds pod
   attachments, nothing is released (the cache may be out of sight, e.g. another mount namespace):
   --allow-empty-cache overrides that after checking by hand.`;
@@ -47,7 +49,7 @@ export const gcCommand: Command = {
     'allow-empty-cache': { text: 'release even when the cache is missing or empty while pods are recorded (check by hand first)' },
     'grace-seconds': { value: 'N', text: 'keep attachments younger than this (default 60), e.g. 300' },
   },
-  examples: ['ipam-shim gc --network cilium', 'ipam-shim gc --network cilium --apply --json'],
+  examples: ['ipam-shim gc', 'ipam-shim gc --network cilium --apply -o json'],
   exitStatus:
     '0 nothing to release (dry run) or everything released; 1 the dry run found something to release, a release failed, a leak was withheld (no identity to release it under, or its pod is alive again), or the cache was out of sight (refused); 2 usage; 3 could not run (no conflist, an unreadable ledger)',
   async run(argv, ctx) {
@@ -56,7 +58,6 @@ export const gcCommand: Command = {
       strict: true,
       options: OPTIONS,
     });
-    if (!values.network && !values.conflist) throw new UsageError('--network (or --conflist) is required');
     const grace = Number(values['grace-seconds']);
     if (!Number.isFinite(grace) || grace < 0) throw new UsageError('--grace-seconds takes a number');
     const net = await openNetwork(values, ctx.run, ctx.env);

@@ -24,7 +24,37 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   uninstall: async () => (await import('./install.js')).uninstallCommand,
   ledger: async () => (await import('./ledger.js')).ledgerCommand,
   version: async () => (await import('./version.js')).versionCommand,
+  completion: async () => (await import('./completion.js')).completionCommand(allCommands),
 };
+
+/** Every command but completion, loaded: what the completion script offers. */
+const allCommands = (): Promise<Command[]> => Promise.all(Object.entries(COMMANDS).flatMap(([n, load]) => (n === 'completion' ? [] : [load()])));
+
+/**
+ * `-o json`, `-o=json`, `-ojson`, `--output json`, `--output=json`: --json, as kubectl and az spell it (`text` is the
+ * default). Any other format is a usage error. Only before a `--` (none of our commands takes one).
+ */
+function outputFlags(args: string[]): { args: string[]; json: boolean } | { error: string } {
+  const out: string[] = [];
+  let json = false;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    let format: string | undefined;
+    if (a === '-o' || a === '--output') {
+      format = args[++i];
+      if (format === undefined) return { error: `${a} needs a format: json or text` };
+    } else if (a.startsWith('--output=')) format = a.slice(9);
+    else if (a.startsWith('-o') && !a.startsWith('--')) format = a.slice(a[2] === '=' ? 3 : 2);
+    else {
+      if (a === '--json') json = true;
+      else out.push(a);
+      continue;
+    }
+    if (format === 'json') json = true;
+    else if (format !== 'text') return { error: `${a.startsWith('--') ? '--output' : '-o'}: unknown format "${format}" (json or text)` };
+  }
+  return { args: out, json };
+}
 
 export interface CliOutcome {
   stdout: string;
@@ -40,7 +70,8 @@ async function help(): Promise<string> {
   const list = names.map((n, i) => `  ${n.padEnd(width)}  ${summaries[i]}`).join('\n');
   return `${ABOUT}
 
-usage: ipam-shim <command> [flags] [--json]
+usage: ipam-shim <command> [flags] [--json | -o json]
+       ipam-shim --version | -v
 
 commands:
 ${list}
@@ -98,19 +129,23 @@ async function outcome(argv: string[], env: NodeJS.ProcessEnv): Promise<CliOutco
     if (!load) return unknownCommand(topic);
     return { stdout: commandHelp(await load()), stderr: '', exitCode: Exit.OK };
   }
-  if (name === '--version') {
-    const extra = rest.filter((a) => a !== '--json');
-    if (extra.length) return { stdout: '', stderr: `ipam-shim --version: unexpected argument "${extra[0]}"\n`, exitCode: Exit.USAGE };
-    return { stdout: rest.includes('--json') ? `${JSON.stringify(versionJson(), null, 2)}\n` : versionText(), stderr: '', exitCode: Exit.OK };
+  if (name === '--version' || name === '-v') {
+    const o = outputFlags(rest);
+    if ('error' in o) return { stdout: '', stderr: `ipam-shim ${name}: ${o.error}\n`, exitCode: Exit.USAGE };
+    if (o.args.length) return { stdout: '', stderr: `ipam-shim ${name}: unexpected argument "${o.args[0]}"\n`, exitCode: Exit.USAGE };
+    return { stdout: o.json ? `${JSON.stringify(versionJson(), null, 2)}\n` : versionText(), stderr: '', exitCode: Exit.OK };
   }
   const load = COMMANDS[name];
   if (!load) return unknownCommand(name);
   const command = await load();
   if (rest.includes('--help') || rest.includes('-h')) return { stdout: commandHelp(command), stderr: '', exitCode: Exit.OK };
-  const json = rest.includes('--json');
-  const args = rest.filter((a) => a !== '--json');
+  const o = outputFlags(rest);
+  const json = 'error' in o ? false : o.json;
+  const args = 'error' in o ? rest : o.args;
   try {
-    if (json && command.json === false) throw new UsageError('--json: this command has no JSON output (its output is its log lines)');
+    if ('error' in o) throw new UsageError(o.error);
+    if (json && command.json === false)
+      throw new UsageError("--json: this command has no JSON output (the agent's output is its log lines; completion's a script)");
     const out = await command.run(args, { run, env });
     const stdout = json ? `${JSON.stringify(out.data, null, 2)}\n` : out.text.endsWith('\n') || out.text === '' ? out.text : `${out.text}\n`;
     return { stdout, stderr: '', exitCode: out.exitCode };

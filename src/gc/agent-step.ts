@@ -148,7 +148,13 @@ async function gcPass(pass: Pass): Promise<StepOutcome> {
     pass.error();
     net.log.error({ step: 'gc', attachment: e.attachment, code: e.code, error: e.error }, 'gc: release failed');
   }
-  const leaked = gc.plan.release.map((r) => ({ containerID: r.record.containerID, ifname: r.record.ifname, ips: r.record.ips, why: r.reason }));
+  const leaked = gc.plan.release.map((r) => ({
+    containerID: r.record.containerID,
+    ifname: r.record.ifname,
+    pod: r.record.pod ?? null,
+    ips: r.record.ips,
+    why: r.reason,
+  }));
   if (leaked.length) {
     net.log.warn(
       {

@@ -47,10 +47,15 @@ const podsStep: AgentStep = {
     for (const c of sight.ended) net.log.info({ step: 'pods', was: c.why, since: c.since }, "pods: the runtime's result cache is in sight again");
     if (view.blind?.kind === 'missing') {
       blind();
+      // A fresh node has no cache until its first pod: with no pod in the ledger either, that is no finding (info);
+      // with pods recorded, the cache is out of sight (a wrong --cache-dir, another mount) and an operator acts.
+      const podsRecorded = sight.started.length > 0 && (await pass.records()).some((r) => r.owner === 'pod');
       for (const c of sight.started)
-        net.log.warn(
-          { step: 'pods', why: c.why },
-          "pods: the runtime's result cache is out of sight: pods the shim never saw are not looked at (check --cache-dir; logged again when it changes or ends)",
+        net.log[podsRecorded ? 'warn' : 'info'](
+          { step: 'pods', why: c.why, podsRecorded },
+          podsRecorded
+            ? "pods: the runtime's result cache is out of sight: pods the shim never saw are not looked at (check --cache-dir; logged again when it changes or ends)"
+            : 'pods: no runtime result cache yet and no pod recorded (a node before its first pod): looked for again every pass',
         );
       return 'skipped';
     }

@@ -26,7 +26,7 @@ afterEach(async () => {
 const cli = (...args: string[]) =>
   execa(SEA_SHIM, args, { reject: false, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' }, extendEnv: false, timeout: 60_000 });
 
-const COMMANDS = ['agent', 'agent-ip', 'doctor', 'gc', 'install', 'ledger', 'plan', 'probe-rewrite', 'residue', 'uninstall', 'version'];
+const COMMANDS = ['agent', 'agent-ip', 'completion', 'doctor', 'gc', 'install', 'ledger', 'plan', 'probe-rewrite', 'residue', 'uninstall', 'version'];
 
 /** A conf dir with AKS's cilium conflist and the shim chained after cilium-cni, state under `dir`. */
 async function node(o: { shim?: boolean } = {}) {
@@ -60,9 +60,13 @@ describe('help', () => {
       const b = await cli(name, '--help');
       expect(a.exitCode, name).toBe(0);
       expect(a.stdout, name).toBe(b.stdout);
-      const flags = a.stdout.slice(a.stdout.indexOf('\nflags:\n') + 8, a.stdout.indexOf('\n\nexamples:\n')).split('\n');
-      // Every command prints a result for --json but the agent, whose output is its log lines (issue 37).
-      if (name === 'agent')
+      const flags = a.stdout
+        .slice(a.stdout.indexOf('\nflags:\n') + 8, a.stdout.indexOf('\n\nexamples:\n'))
+        .split('\n')
+        .filter(Boolean);
+      // Every command prints a result for --json but the agent, whose output is its log lines (issue 37), and
+      // completion, whose output is a script.
+      if (name === 'agent' || name === 'completion')
         expect(
           flags.some((f) => f.startsWith('  --json ')),
           name,
@@ -94,6 +98,74 @@ describe('version', () => {
     const text = await cli('version');
     expect(text.stdout).toBe((await cli('--version')).stdout);
     expect(text.stdout.split('\n')[0]).toBe(`ipam-shim ${ours.version}`);
+  });
+});
+
+// Issue 43, item 9: -v, -o json, completion, gc finding the network as ledger does.
+describe('the spellings operators type', () => {
+  it('-v is --version; -o json, -ojson, -o=json, --output json and --output=json are --json; -o text is the text; others exit 2', async () => {
+    expect((await cli('-v')).stdout).toBe((await cli('--version')).stdout);
+    const versionJson = JSON.parse((await cli('--version', '--json')).stdout);
+    for (const spelling of [['-o', 'json'], ['-ojson'], ['-o=json'], ['--output', 'json'], ['--output=json']]) {
+      const r = await cli('-v', ...spelling);
+      expect(r.exitCode, `${spelling} ${r.stderr}`).toBe(0);
+      expect(JSON.parse(r.stdout), spelling.join(' ')).toEqual(versionJson);
+    }
+    const n = await node();
+    const json = await cli('ledger', '--conf-dir', n.confDir, '--json');
+    const o = await cli('ledger', '-o', 'json', '--conf-dir', n.confDir);
+    expect(o.exitCode, o.stderr).toBe(0);
+    expect(JSON.parse(o.stdout)).toEqual(JSON.parse(json.stdout));
+    expect((await cli('ledger', '--conf-dir', n.confDir, '-o', 'text')).stdout).toBe((await cli('ledger', '--conf-dir', n.confDir)).stdout);
+    const yaml = await cli('ledger', '--conf-dir', n.confDir, '-o', 'yaml');
+    expect(yaml.exitCode).toBe(2);
+    expect(yaml.stderr.split('\n')[0]).toBe('ipam-shim ledger: -o: unknown format "yaml" (json or text)');
+    const agent = await cli('agent', '-o', 'json');
+    expect(agent.exitCode).toBe(2);
+    expect(agent.stderr).toContain('--json: this command has no JSON output');
+  });
+
+  it('gc without --network finds the shim conflist as ledger does: a dry run, exit 0 with nothing leaked', async () => {
+    const n = await node();
+    const cache = join(dir, 'cache');
+    await mkdir(join(cache, 'results'), { recursive: true });
+    const r = await cli('gc', '--conf-dir', n.confDir, '--cache-dir', cache);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout.split('\n')[0]).toBe('network cilium: 0 cached attachment(s), 0 kept, 0 would be released (dry run; --apply to release)');
+    const j = await cli('gc', '--conf-dir', n.confDir, '--cache-dir', cache, '-o', 'json');
+    expect(JSON.parse(j.stdout)).toMatchObject({ network: 'cilium', apply: false, release: [] });
+    // As with ledger: no shim conflist is "could not run" (3), naming what is missing.
+    const none = await cli('gc', '--conf-dir', join(dir, 'missing'));
+    expect(none.exitCode).toBe(3);
+    expect(none.stderr).toMatch(/no conflist with ipam-shim found/);
+  });
+
+  it('completion bash: a script bash parses that completes commands, subcommands, flags and -o formats', async () => {
+    const r = await cli('completion', 'bash');
+    expect(r.exitCode, r.stderr).toBe(0);
+    const script = join(dir, 'ipam-shim.bash');
+    await writeFile(script, r.stdout);
+    expect((await execa('bash', ['-n', script], { reject: false })).exitCode).toBe(0);
+    /** What bash offers after the words typed (the last one being completed). */
+    const offers = async (...words: string[]) => {
+      const code = `source ${JSON.stringify(script)}; COMP_WORDS=(${words.map((w) => JSON.stringify(w)).join(' ')}); COMP_CWORD=${words.length - 1}; _ipam_shim; printf '%s\\n' "\${COMPREPLY[@]}"`;
+      const out = await execa('bash', ['-c', code]);
+      return out.stdout.split('\n').filter(Boolean).sort();
+    };
+    expect(await offers('ipam-shim', 'res')).toEqual(['residue']);
+    expect(await offers('ipam-shim', 'co')).toEqual(['completion']);
+    expect(await offers('ipam-shim', '-')).toEqual(['--help', '--version', '-v']);
+    expect(await offers('ipam-shim', 'residue', '')).toEqual(['clean', 'scan']);
+    expect(await offers('ipam-shim', 'probe-rewrite', '')).toEqual(['ensure', 'remove', 'status']);
+    expect(await offers('ipam-shim', 'agent-ip', '')).toContain('allocate');
+    expect(await offers('ipam-shim', 'gc', '--a')).toEqual(['--allow-empty-cache', '--apply']);
+    expect(await offers('ipam-shim', 'plan', '--no')).toEqual(['--node-mask', '--node-mask-v6', '--nodes']);
+    expect(await offers('ipam-shim', 'ledger', '-o', '')).toEqual(['json', 'text']);
+    expect(await offers('ipam-shim', 'agent', '--js')).toEqual([]);
+    expect(await offers('ipam-shim', 'help', 'doc')).toEqual(['doctor']);
+    const bad = await cli('completion', 'fish');
+    expect(bad.exitCode).toBe(2);
+    expect(bad.stderr.split('\n')[0]).toBe('ipam-shim completion: no completion for "fish": bash');
   });
 });
 

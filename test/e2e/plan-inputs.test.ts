@@ -30,8 +30,9 @@ describe("plan from the cluster's files (the single executable)", () => {
     const lines = r.stdout.split('\n');
     expect(lines).toContain(`--ciliumnodes ${f('ciliumnodes.yaml')}: 7 CiliumNode(s), 1 holding no node CIDR yet`);
     expect(lines).toContain(`--azure-subnets ${f('azure-subnets.json')}: 5 reserved CIDR(s) from 4 subnet(s)`);
-    // The values set the list; the mask comes from Cilium's default.
-    expect(lines).toContain("Cilium's defaults for: ipam.operator.clusterPoolIPv4MaskSize");
+    // The values set the list; the mask, which they leave to Cilium's default, comes from the nodes' /24s.
+    expect(lines).toContain('from the node CIDRs the CiliumNodes hold: ipam.operator.clusterPoolIPv4MaskSize 24');
+    expect(r.stdout).not.toContain("Cilium's defaults for");
     expect(lines).toContain('IPv4 pool 10.0.0.0/8, /24 per node: 65536 node CIDRs');
     // 10.4.0.0/22 → 1024-1027, 10.4.76.0/24 + 10.4.77.0/27 → 1100-1101, 10.224.0.0/16 → 57344-57599.
     expect(lines).toContain('  colliding: 262 node CIDRs in 3 ranges; safe capacity 65274');
@@ -131,14 +132,84 @@ describe("plan from the cluster's files (the single executable)", () => {
     });
   });
 
+  // Issue 43, item 3: the help's own pipe example (no --values) planned the /16 cluster at Cilium's default /24:
+  // a list Cilium cannot use, "nothing to move" while a node sat on the firewall subnet, the mismatch a last warning.
+  describe('without --values: the mask from the nodes, or a refusal when they contradict the plan', () => {
+    const nodes = () => readFile(f('ciliumnodes-firewall.yaml'), 'utf8');
+    const subnets = ['--azure-subnets', f('azure-subnets-firewall.json')];
+    const HOLDER = 'aks-nodepool1-31877520-vmss000003';
+
+    it("kubectl get ciliumnodes -o yaml | ipam-shim plan --ciliumnodes -: /16 from the nodes, the values file's plan, the literal helm command", async () => {
+      const r = await plan(['--ciliumnodes', '-', ...subnets], await nodes());
+      expect(r.exitCode, r.stderr).toBe(1);
+      const lines = r.stdout.split('\n');
+      expect(lines).toContain('from the node CIDRs the CiliumNodes hold: ipam.operator.clusterPoolIPv4MaskSize 16');
+      expect(lines).toContain("Cilium's defaults for: ipam.operator.clusterPoolIPv4PodCIDRList");
+      expect(lines).toContain('IPv4 pool 10.0.0.0/8, /16 per node: 256 node CIDRs');
+      expect(lines).toContain(
+        `  1 held node CIDR(s) lie on a reserved subnet NOW: index 3 (10.3.0.0/16 over 10.3.0.0/24 AzureFirewallSubnet) held by ${HOLDER}`,
+      );
+      expect(r.stdout).not.toContain('nothing to move');
+      expect(r.stdout).not.toContain('warning:');
+      // The same proposal as from the cluster's values file (values-firewall.yaml: clusterPoolIPv4MaskSize 16).
+      const json = JSON.parse((await plan(['--ciliumnodes', '-', ...subnets, '--json'], await nodes())).stdout);
+      const withValues = JSON.parse(
+        (await plan(['--values', f('values-firewall.yaml'), '--ciliumnodes', f('ciliumnodes-firewall.yaml'), ...subnets, '--json'])).stdout,
+      );
+      expect(json.inputs.inferred).toEqual(['ipam.operator.clusterPoolIPv4MaskSize 16']);
+      expect(json.families).toEqual(withValues.families);
+      // The command to run, whole: the list as --set takes it, the chart kept at the version it runs.
+      const list: string[] = json.families[0].proposal.list;
+      expect(lines.map((l) => l.trim())).toContain(
+        `helm upgrade cilium cilium/cilium --namespace kube-system --reuse-values --version "$(helm get metadata cilium -n kube-system -o json | jq -r .version)" --set ipam.operator.clusterPoolIPv4PodCIDRList='{${list.join(',')}}'`,
+      );
+      expect(lines.map((l) => l.trim())).toContain('kubectl -n kube-system rollout restart deployment/cilium-operator');
+    });
+
+    it.each([
+      [
+        'a mask given that the nodes do not hold',
+        ['--node-mask', '24'],
+        (y: string) => y,
+        `the CiliumNodes hold IPv4 node CIDRs that are no /24 (10.0.0.0/16 held by aks-nodepool1-31877520-vmss000000, 10.1.0.0/16 held by aks-nodepool1-31877520-vmss000001, 10.2.0.0/16 held by aks-nodepool1-31877520-vmss000002, 1 more; 4 /16 in all), but this plan cuts 10.0.0.0/8 into /24 per node (--node-mask)`,
+      ],
+      [
+        'node CIDRs of two sizes and no mask given',
+        [],
+        (y: string) => y.replace('- 10.2.0.0/16', '- 10.2.0.0/24'),
+        `the CiliumNodes hold IPv4 node CIDRs that are no /24 (10.0.0.0/16 held by aks-nodepool1-31877520-vmss000000, 10.1.0.0/16 held by aks-nodepool1-31877520-vmss000001, 10.3.0.0/16 held by ${HOLDER}; 3 /16, 1 /24 in all), but this plan cuts 10.0.0.0/8 into /24 per node (Cilium's default)`,
+      ],
+      [
+        "node CIDRs outside Cilium's default list",
+        [],
+        (y: string) => y.replaceAll(/- 10\.(\d)\.0\.0\/16/g, '- 172.16.$1.0/24').replace('- 172.16.3.0/24', '- 10.3.0.0/24'),
+        "the CiliumNodes hold IPv4 node CIDRs outside Cilium's default list 10.0.0.0/8 (172.16.0.0/24 held by aks-nodepool1-31877520-vmss000000, 172.16.1.0/24 held by aks-nodepool1-31877520-vmss000001, 172.16.2.0/24 held by aks-nodepool1-31877520-vmss000002)",
+      ],
+      [
+        'a --pool none of the node CIDRs lies in',
+        ['--pool', '192.168.0.0/16'],
+        (y: string) => y,
+        'the CiliumNodes hold IPv4 node CIDRs outside the list 192.168.0.0/16 (10.0.0.0/16 held by aks-nodepool1-31877520-vmss000000, 10.1.0.0/16 held by aks-nodepool1-31877520-vmss000001, 10.2.0.0/16 held by aks-nodepool1-31877520-vmss000002, 1 more: all of them), from --pool',
+      ],
+    ])('%s: exit 2, the mismatch the first line, nothing planned', async (_name, flags, edit, message) => {
+      const r = await plan(['--ciliumnodes', '-', ...subnets, ...flags], edit(await nodes()));
+      expect(r.exitCode, r.stdout).toBe(2);
+      expect(r.stdout).toBe('');
+      const first = r.stderr.split('\n')[0]!;
+      expect(first).toContain(`ipam-shim plan: ${message}`);
+      expect(first).toContain('helm get values cilium -n kube-system --all -o yaml > values.yaml');
+    });
+  });
+
   it('reads CiliumNodes from stdin (kubectl … | ipam-shim plan --ciliumnodes -), --json', async () => {
     const r = await plan(['--ciliumnodes', '-', '--azure-subnets', f('azure-subnets.json'), '--json'], await readFile(f('ciliumnodes.yaml'), 'utf8'));
     expect(r.exitCode, r.stderr).toBe(1);
     const out = JSON.parse(r.stdout);
     expect(out.inputs).toMatchObject({ mode: 'cluster-pool', nodes: 7, pendingNodes: ['aks-burst-40731652-vmss00000m'] });
     expect(out.inputs.files[0]).toMatchObject({ flag: '--ciliumnodes', source: 'stdin' });
-    // No values file: the whole pool is Cilium's default.
-    expect(out.inputs.defaulted).toEqual(['ipam.operator.clusterPoolIPv4PodCIDRList', 'ipam.operator.clusterPoolIPv4MaskSize']);
+    // No values file: the list is Cilium's default, the mask the nodes' (every node CIDR held is a /24).
+    expect(out.inputs.defaulted).toEqual(['ipam.operator.clusterPoolIPv4PodCIDRList']);
+    expect(out.inputs.inferred).toEqual(['ipam.operator.clusterPoolIPv4MaskSize 24']);
     const v4 = out.families[0];
     expect(v4.fromTaken).toMatchObject({
       count: '6',

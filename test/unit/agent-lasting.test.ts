@@ -71,11 +71,33 @@ async function cacheEntry(cache: string, id: string, ip: string): Promise<string
 const passes = async (o: Omit<ReconcileOptions, 'signal'>, memory: PassMemory, n: number) => {
   for (let i = 0; i < n; i++) await reconcileOnce({ ...o, memory, signal: new AbortController().signal });
 };
+const memory0 = (): PassMemory => ({});
+
+/** A pod's attached record in the ledger of `net` (format v1, as ADD writes it). */
+async function podRecord(): Promise<void> {
+  const records = join(dir!, 'state', 'net', 'records');
+  await mkdir(records, { recursive: true, mode: 0o700 });
+  const now = new Date().toISOString();
+  const record = { v: 1, containerID: 'pod-a', ifname: 'eth0', network: 'net', owner: 'pod', state: 'attached', placement: 'chained' };
+  await writeFile(
+    join(records, 'pod-a:eth0.json'),
+    JSON.stringify({ ...record, ips: ['10.0.0.9/24'], netns: '/run/netns/x', createdAt: now, updatedAt: now }),
+  );
+}
 const said = (lines: Record<string, any>[], re: RegExp) => lines.filter((l) => re.test(String(l.msg)));
 
 describe('lasting conditions: logged once when they start, once when they end', () => {
-  it("the runtime's result cache out of sight: one warning over three passes, one line when it is in sight again", async () => {
+  it('a fresh node (no cache, no pod recorded): one info line, no warning (issue 43, item 9)', async () => {
+    const { o, lines } = await world();
+    await passes(o, memory0(), 3);
+    expect(said(lines, /result cache/).map((l) => [l.level, l.msg])).toEqual([
+      ['info', 'pods: no runtime result cache yet and no pod recorded (a node before its first pod): looked for again every pass'],
+    ]);
+  });
+
+  it("the runtime's result cache out of sight while pods are recorded: one warning over three passes, one line when it is in sight again", async () => {
     const { o, cache, lines } = await world();
+    await podRecord();
     const memory: PassMemory = {};
     await passes(o, memory, 3);
     expect(said(lines, /result cache is out of sight/).map((l) => l.level)).toEqual(['warn']);

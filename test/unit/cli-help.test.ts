@@ -11,13 +11,24 @@ import { gcCommand } from '../../src/cli/gc.js';
 import { installCommand, uninstallCommand } from '../../src/cli/install.js';
 import { ledgerCommand } from '../../src/cli/ledger.js';
 import { versionCommand } from '../../src/cli/version.js';
+import { completionCommand } from '../../src/cli/completion.js';
 import { isAgentCommandLine } from '../../src/cli/agent-reload.js';
 import { FIXES } from '../../src/fixes/registry.js';
 
 /** Each fix's own commands (Fix.commands), as the CLI loads them: a new fix's are checked without a line here. */
 const FIX_COMMANDS: Command[] = await Promise.all(FIXES.flatMap((f) => Object.values(f.commands ?? {}).map((load) => load(FIXES))));
 
-const ALL: Command[] = [agentCommand, doctorCommand, gcCommand, installCommand, uninstallCommand, ledgerCommand, versionCommand, ...FIX_COMMANDS];
+const ALL: Command[] = [
+  agentCommand,
+  doctorCommand,
+  gcCommand,
+  installCommand,
+  uninstallCommand,
+  ledgerCommand,
+  versionCommand,
+  completionCommand(async () => []),
+  ...FIX_COMMANDS,
+];
 
 describe('command help', () => {
   it('covers every command the CLI lists', async () => {
@@ -46,9 +57,9 @@ describe('command help', () => {
     },
   );
 
-  it('--json is offered by every command that prints a result, not by the agent (its output is its log lines)', async () => {
+  it('--json is offered by every command that prints a result, not by the agent (its output is its log lines) or completion (a script)', async () => {
     const offersJson = (help: string) => /^ {2}--json +print the result/m.test(help);
-    for (const c of ALL) expect(offersJson(commandHelp(c)), c.name).toBe(c.name !== 'agent');
+    for (const c of ALL) expect(offersJson(commandHelp(c)), c.name).toBe(c.name !== 'agent' && c.name !== 'completion');
     const r = await runCli(['agent', '--json'], {});
     expect(r.exitCode).toBe(2);
     expect(r.stderr).toContain('--json: this command has no JSON output');

@@ -17,7 +17,7 @@ import { applyUpdate, FAMILIES, renderMetrics, type Update } from '../../src/met
 import { ErrorCode } from '../../src/cni/errors.js';
 import { ShimSettingsSchema } from '../../src/cni/config.js';
 import { parseShimConfig } from '../../src/cli/install.js';
-import { daemonSet } from '../support/deploy/daemonset.js';
+import { daemonSet, renderKustomization as kustomizeBuild } from '../support/deploy/daemonset.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const RULES_TEST = join(ROOT, 'test/fixtures/monitoring/alerts.test.yaml');
@@ -145,7 +145,7 @@ const exposed = (() => {
 })();
 /** The series an expression reads (histogram suffixes dropped). */
 const seriesRead = (expr: string): string[] =>
-  [...expr.matchAll(/\b(ipam_shim_[a-z0-9_]+|up)\b/g)].map((m) => m[1]!.replace(/_(bucket|sum|count)$/, ''));
+  [...expr.matchAll(/\b(ipam_shim_[a-z0-9_]+|up|process_[a-z_]+)\b/g)].map((m) => m[1]!.replace(/_(bucket|sum|count)$/, ''));
 /** deploy/shim-config.json as the plugin reads it (the ConfigMap's shim-config.json). */
 const shippedSettings = () => ShimSettingsSchema.parse(parseShimConfig(readFileSync(join(ROOT, 'deploy/shim-config.json'), 'utf8')));
 /** The job the PodMonitor gives the agents' series: the value of the pod label its jobLabel names. */
@@ -213,7 +213,8 @@ describe('deploy/monitoring/grafana-dashboard.json', () => {
           expect(exposed(), `${p.title} reads ${n}`).toContain(n);
           read.add(n);
         }
-        for (const m of String(t.expr).matchAll(/\bup\{([^}]*)\}/g)) expect(m[1], p.title).toContain(`job="${job}"`);
+        // `up` and process_* are every target's: only the agents' job is ours.
+        for (const m of String(t.expr).matchAll(/\b(?:up|process_[a-z_]+)\{([^}]*)\}/g)) expect(m[1], p.title).toContain(`job="${job}"`);
       }
     for (const n of [
       'ipam_shim_invocations_total',
@@ -275,5 +276,159 @@ describe.skipIf(!promtoolFound)("the agent's /metrics body (promtool check metri
     for (const name of Object.keys(FAMILIES)) expect(body.match(new RegExp(`^# TYPE ${name} `, 'gm')) ?? [], name).toHaveLength(1);
     const r = await execa('promtool', ['check', 'metrics'], { input: body, reject: false, all: true });
     expect(r.exitCode, r.all).toBe(0);
+  });
+});
+
+// Issue 43, item 5: monitoring an on-call engineer can use.
+const RUNBOOKS = 'https://github.com/example/ipam-shim/blob/main/docs/runbooks.md#';
+/** GitHub's anchor for a heading: lower case, spaces to '-', punctuation but '-' and '_' dropped. */
+const slug = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N} _-]/gu, '')
+    .replace(/ /g, '-');
+const ksmSpec = async (): Promise<Obj> => {
+  const [rule] = await yamlDocs('deploy/monitoring/prometheusrule-kube-state-metrics.yaml');
+  expect(rule).toMatchObject({ apiVersion: 'monitoring.coreos.com/v1', kind: 'PrometheusRule' });
+  return rule!.spec as Obj;
+};
+const everyAlert = async (): Promise<Obj[]> => [...(await alerts()), ...((await ksmSpec()).groups as Obj[]).flatMap((g) => g.rules as Obj[])];
+
+describe('runbooks: every alert links a section of docs/runbooks.md that says what to do', () => {
+  it('each runbook_url is docs/runbooks.md#<its section>, the section exists with a **Do:**, and no section is orphaned', async () => {
+    const md = await readFile(join(ROOT, 'docs/runbooks.md'), 'utf8');
+    const sections = new Map<string, string>();
+    const parts = md.split(/^## /m).slice(1);
+    for (const part of parts) sections.set(slug(part.split('\n')[0]!), part);
+    const all = await everyAlert();
+    expect(all.length).toBeGreaterThanOrEqual(18);
+    for (const a of all) {
+      const url = String(a.annotations?.runbook_url ?? '');
+      expect(url, a.alert).toBe(`${RUNBOOKS}${slug(a.alert)}`);
+      const section = sections.get(url.slice(RUNBOOKS.length));
+      expect(section, `docs/runbooks.md has "## ${a.alert}"`).toBeTruthy();
+      expect(section, a.alert).toMatch(/\*\*Means:\*\*/);
+      expect(section, a.alert).toMatch(/\*\*Do[^*]*:\*\*/);
+    }
+    expect([...sections.keys()].sort()).toEqual(all.map((a) => slug(a.alert)).sort());
+  });
+
+  it("names the node ({{ $labels.node }}), never the target's IP:9740 ({{ $labels.instance }})", async () => {
+    const text = await readFile(join(ROOT, 'deploy/monitoring/prometheusrule.yaml'), 'utf8');
+    expect(text).not.toContain('$labels.instance');
+    // Alerts about no agent at all, or about the DaemonSet, have no node to name.
+    const NO_NODE = new Set(['IpamShimAgentAbsent', 'IpamShimAgentPodsUnavailable']);
+    for (const a of await everyAlert()) {
+      if (NO_NODE.has(a.alert)) continue;
+      expect(a.annotations.description, a.alert).toContain('{{ $labels.node }}');
+    }
+  });
+
+  it("the PodMonitor gives every series the node name (relabeled from the pod's node), in both API groups alike", async () => {
+    const [pm] = await yamlDocs('deploy/monitoring/podmonitor.yaml');
+    const [az] = await yamlDocs('deploy/monitoring/azure/podmonitor.yaml');
+    for (const ep of pm!.spec.podMetricsEndpoints as Obj[])
+      expect(ep.relabelings).toContainEqual({ sourceLabels: ['__meta_kubernetes_pod_node_name'], targetLabel: 'node', action: 'replace' });
+    expect(az).toMatchObject({ apiVersion: 'azmonitoring.coreos.com/v1', kind: 'PodMonitor' });
+    expect(az!.spec).toEqual(pm!.spec);
+    expect(az!.metadata).toEqual(pm!.metadata);
+  });
+});
+
+describe('deploy/monitoring/ renders with one command (kubectl kustomize)', () => {
+  it('deploy/monitoring/: the PodMonitor, both PrometheusRules and the dashboard ConfigMap with the sidecar label', async () => {
+    const objects = await kustomizeBuild('deploy/monitoring');
+    expect(objects.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
+      'ConfigMap/ipam-shim-grafana-dashboard',
+      'PodMonitor/ipam-shim',
+      'PrometheusRule/ipam-shim',
+      'PrometheusRule/ipam-shim-kube-state-metrics',
+    ]);
+    for (const o of objects) {
+      expect(o.metadata.namespace, o.kind).toBe('kube-system');
+      // The `labels` stanza reaches every object (where a Prometheus selector label goes).
+      expect(o.metadata.labels, o.kind).toMatchObject({ 'app.kubernetes.io/part-of': 'ipam-shim', 'app.kubernetes.io/component': 'monitoring' });
+    }
+    const cm = objects.find((o) => o.kind === 'ConfigMap')!;
+    expect(cm.metadata.labels.grafana_dashboard).toBe('1');
+    expect(cm.data['ipam-shim.json']).toBe(await readFile(join(ROOT, 'deploy/monitoring/grafana-dashboard.json'), 'utf8'));
+    // Not into the pod selector: the PodMonitor still selects the DaemonSet's pods by their own label alone.
+    const [pm] = await yamlDocs('deploy/monitoring/podmonitor.yaml');
+    expect(objects.find((o) => o.kind === 'PodMonitor')!.spec.selector).toEqual(pm!.spec.selector);
+  });
+
+  it("deploy/monitoring/azure/: the azmonitoring.coreos.com PodMonitor; its rules file is the PrometheusRules' groups", async () => {
+    const objects = await kustomizeBuild('deploy/monitoring/azure');
+    expect(objects.map((o) => `${o.apiVersion} ${o.kind}/${o.metadata.name}`)).toEqual(['azmonitoring.coreos.com/v1 PodMonitor/ipam-shim']);
+    const [rules] = await yamlDocs('deploy/monitoring/azure/ipam-shim.rules.yaml');
+    expect(rules!.groups).toEqual([...((await ruleSpec()).groups as Obj[]), ...((await ksmSpec()).groups as Obj[])]);
+  });
+});
+
+describe.skipIf(!promtoolFound)('the other rule files (promtool)', () => {
+  it('prometheusrule-kube-state-metrics.yaml passes check rules and its `promtool test rules` case', async () => {
+    await writeFile(join(dir, 'ksm-rules.yaml'), stringify(await ksmSpec()));
+    await copyFile(join(ROOT, 'test/fixtures/monitoring/kube-state-metrics.test.yaml'), join(dir, 'kube-state-metrics.test.yaml'));
+    const check = await execa('promtool', ['check', 'rules', 'ksm-rules.yaml'], { cwd: dir, reject: false, all: true });
+    expect(check.exitCode, check.all).toBe(0);
+    const t = await execa('promtool', ['test', 'rules', 'kube-state-metrics.test.yaml'], { cwd: dir, reject: false, all: true });
+    expect(t.exitCode, t.all).toBe(0);
+  });
+
+  it('the Azure rules file passes check rules (what az-prom-rules-converter reads)', async () => {
+    const r = await execa('promtool', ['check', 'rules', join(ROOT, 'deploy/monitoring/azure/ipam-shim.rules.yaml')], { reject: false, all: true });
+    expect(r.exitCode, r.all).toBe(0);
+    expect(r.all).toContain(`SUCCESS: ${(await everyAlert()).length} rules found`);
+  });
+});
+
+describe('the dashboard at fleet scale', () => {
+  const dashboard = async (): Promise<Obj> => JSON.parse(await readFile(join(ROOT, 'deploy/monitoring/grafana-dashboard.json'), 'utf8')) as Obj;
+  const targets = (d: Obj) =>
+    (d.panels as Obj[])
+      .filter((p) => p.type !== 'row')
+      .flatMap((p) => (p.targets as Obj[]).map((t) => ({ p, expr: String(t.expr), legend: String(t.legendFormat ?? '') })));
+
+  it('no stat panel draws a box per node: each of its queries is one aggregated value', async () => {
+    const d = await dashboard();
+    const stats = (d.panels as Obj[]).filter((p) => p.type === 'stat');
+    expect(stats.length).toBeGreaterThanOrEqual(4);
+    for (const p of stats)
+      for (const t of p.targets as Obj[]) {
+        const expr = String(t.expr);
+        expect(expr, p.title).toMatch(/^(sum|count|max|min|avg)\(/);
+        expect(expr, p.title).not.toMatch(/\b(by|without) \(/);
+      }
+  });
+
+  it('a per-node time series shows at most 10 nodes (topk), the routes panel (only nodes with a route) aside', async () => {
+    for (const { p, expr } of targets(await dashboard()).filter(({ p }) => p.type === 'timeseries')) {
+      const perNode = /\bby \([^)]*\bnode\b/.test(expr) || !/^(sum|count|max|min|avg|quantile|histogram_quantile|topk)\b/.test(expr);
+      if (perNode && !/reserved_routes/.test(expr)) expect(expr, p.title).toMatch(/^topk\(10, /);
+    }
+  });
+
+  it('nodes are named by node, not instance; a version table, a per-node table, unseen pods, cache, agent RSS and fds', async () => {
+    const d = await dashboard();
+    const all = targets(d);
+    for (const { p, expr, legend } of all) {
+      expect(expr, p.title).not.toContain('instance');
+      expect(legend, p.title).not.toContain('instance');
+    }
+    const vars = (d.templating.list as Obj[]).map((v) => v.name);
+    expect(vars).toEqual(['datasource', 'job', 'node']);
+    const tables = (d.panels as Obj[]).filter((p) => p.type === 'table');
+    expect(tables.some((p) => (p.targets as Obj[]).some((t) => /count by \(version\) \(ipam_shim_build_info/.test(t.expr)))).toBe(true);
+    expect(tables.some((p) => (p.targets as Obj[]).every((t) => /by \(node\)/.test(t.expr)))).toBe(true);
+    const read = new Set(all.flatMap(({ expr }) => seriesRead(expr)));
+    for (const n of [
+      'ipam_shim_agent_unseen_pods',
+      'ipam_shim_agent_runtime_cache_readable',
+      'process_resident_memory_bytes',
+      'process_open_fds',
+      'ipam_shim_build_info',
+    ])
+      expect(read, n).toContain(n);
   });
 });

@@ -4,6 +4,7 @@
 // subnets. The text is render.ts's.
 import { planPool, planToJson } from './pool.js';
 import { CLUSTER_POOL, InputError } from './inputs.js';
+import { FitError } from './fit.js';
 import { PlanRequestError, type PlanSources, planInputOf, requestOf } from './request.js';
 import { indent, renderInputs, renderPlan, reservedNames } from './render.js';
 import { type Command, type CommandOutput, asUsage, parseArgv, UsageError } from '../../fix/command.js';
@@ -13,7 +14,8 @@ const USAGE = `ipam-shim plan [--values FILE] [--ciliumnodes FILE] [--ippools FI
               [--pool CIDR[,CIDR…]] [--node-mask N] [--node-mask-v6 N] [--reserved CIDR[,CIDR…]] [--allocated K] [--nodes N] [--json]
 
   FILE is a path, or - for stdin (one input at a time); YAML or JSON, as the tools print it. Cilium's defaults
-  fill in what no input says: 10.0.0.0/8 and 24 (IPv6: fd00::/104 and 120).`;
+  fill in what no input says: 10.0.0.0/8 and 24 (IPv6: fd00::/104 and 120), but a mask no input gives is the
+  CiliumNodes' own, and a mask or list the node CIDRs they hold contradict is refused (exit 2).`;
 
 const OPTIONS = {
   pool: { type: 'string', multiple: true },
@@ -48,7 +50,10 @@ export const planCommand: Command = {
       text: "az network vnet subnet list -o json: every subnet's prefixes are reserved (repeatable), e.g. subnets.json",
     },
     pool: { value: 'CIDR[,CIDR…]', text: "cluster-pool's list, over the values file (default 10.0.0.0/8), e.g. 10.0.0.0/8" },
-    'node-mask': { value: 'N', text: 'the node CIDR mask, over the values file (default 24; an IPv6-only --pool: 120), e.g. 24' },
+    'node-mask': {
+      value: 'N',
+      text: "the node CIDR mask, over the values file (default: the CiliumNodes' node CIDRs', else 24; an IPv6-only --pool: 120), e.g. 24",
+    },
     'node-mask-v6': { value: 'N', text: 'the IPv6 node CIDR mask (default 120), e.g. 112' },
     reserved: { value: 'CIDR[,CIDR…]', text: "reserved CIDRs besides the subnets' (without any, every node CIDR is safe), e.g. 10.4.76.0/24" },
     allocated: { value: 'K', text: 'node CIDRs handed out so far (the next node gets index K), when no --ciliumnodes, e.g. 1000' },
@@ -68,7 +73,7 @@ export const planCommand: Command = {
   async run(argv: string[]): Promise<CommandOutput> {
     const flags = parseFlags(argv);
     const req = await requestOf(flags).catch((e: unknown) => {
-      throw e instanceof InputError || e instanceof PlanRequestError ? new UsageError(e.message) : e;
+      throw e instanceof InputError || e instanceof PlanRequestError || e instanceof FitError ? new UsageError(e.message) : e;
     });
     const planned = req.pools.map((p) => ({ spec: p, plan: asUsage(() => planPool(planInputOf(p, flags, req))) }));
     const collision = planned.some((p) => p.plan.collision);
@@ -78,6 +83,7 @@ export const planCommand: Command = {
       mode: req.mode,
       files: req.files,
       defaulted: req.defaulted,
+      inferred: req.inferred,
       ...(req.held ? { nodes: req.held.nodes, pendingNodes: req.held.pending } : {}),
     };
     const data =

@@ -24,6 +24,7 @@ export function reservedNames(reserved: ReservedEntry[]): Map<string, string> {
 
 export function renderInputs(req: PlanRequest): string {
   const lines = req.files.map((f) => `${f.flag} ${shown(f.source)}: ${shown(f.summary)}`);
+  if (req.inferred.length) lines.push(`from the node CIDRs the CiliumNodes hold: ${req.inferred.join(', ')}`);
   if (req.defaulted.length) lines.push(`Cilium's defaults for: ${req.defaulted.join(', ')}`);
   if (req.held?.pending.length)
     lines.push(
@@ -61,6 +62,8 @@ function renderFamily(f: FamilyPlan, names: Map<string, string>, ctx: ProposalCo
   const lines: string[] = [];
   const pools = f.entries.map((e) => e.cidr).join(', ');
   lines.push(`IPv${f.family} pool ${pools}, /${f.nodeMask} per node: ${f.totalBlocks} node CIDRs`);
+  // What does not fit the plan (held node CIDRs outside the pool, …) comes first: it changes how to read the rest.
+  for (const w of f.warnings) lines.push(`  warning: ${shown(w)}`);
   if (f.collidingBlocks === 0n) {
     lines.push(`  no node CIDR touches a reserved subnet; safe capacity ${f.safeCapacity}`);
   } else {
@@ -106,7 +109,6 @@ function renderFamily(f: FamilyPlan, names: Map<string, string>, ctx: ProposalCo
   }
   if (f.reservedOutsidePool) lines.push(`  ${f.reservedOutsidePool} reserved IPv${f.family} CIDR(s) lie outside the pool`);
   lines.push(...renderProposal(f, named, ctx));
-  for (const w of f.warnings) lines.push(`  warning: ${shown(w)}`);
   return lines.join('\n');
 }
 
@@ -161,16 +163,32 @@ function renderProposal(f: FamilyPlan, named: (cidr: string) => string, ctx: Pro
   if (!ctx.clusterPool) {
     out.push(`    apply: edit the pool (kubectl edit ciliumpodippool); put the reserved subnets into the shim's reservedCIDRs first`);
   } else if (p.appendOnly) {
-    out.push(`    apply: append (what Cilium supports in place); the operator hands the new entry out once the entries before it are full`);
+    out.push(
+      `    apply: append (what Cilium supports in place); the operator hands the new entry out once the entries before it are full:`,
+      ...helmCommands(list, p.list).map((l) => `      ${l}`),
+    );
   } else {
     out.push(
       `    apply: Cilium's cluster-pool cannot skip a node CIDR inside an entry, and its docs allow only appending entries; appending alone leaves the reserved node CIDRs to be handed out. So this replaces entries, knowingly:`,
       `      1. put the reserved subnets into the shim's reservedCIDRs, so a node CIDR that still lands on one is refused at its first pod`,
-      `      2. set the list above (helm upgrade … --set ${list}='{…}') and restart cilium-operator: it takes each node's podCIDRs back from its CiliumNode into the entry containing them; every held node CIDR but the ones to move lies in the new list, so no other node is renumbered`,
+      `      2. set the list and restart cilium-operator: it takes each node's podCIDRs back from its CiliumNode into the entry containing them; every held node CIDR but the ones to move lies in the new list, so no other node is renumbered`,
+      ...helmCommands(list, p.list).map((l) => `           ${l}`),
       `      3. ${p.move.length ? 'replace the nodes to move (until then the operator cannot place their node CIDR in any entry and reports it in their CiliumNode status)' : 'no node holds a removed node CIDR: nothing to move'}`,
     );
   }
   return out;
+}
+
+/**
+ * The commands that set a cluster-pool list, written out whole (the text's list may be cut, these never are):
+ * Cilium's release in kube-system, its chart kept at the version it runs, the other values reused.
+ */
+function helmCommands(key: string, list: string[]): string[] {
+  return [
+    `# release "cilium" in kube-system from the cilium/cilium chart, at the version it runs: change the names if yours differ`,
+    `helm upgrade cilium cilium/cilium --namespace kube-system --reuse-values --version "$(helm get metadata cilium -n kube-system -o json | jq -r .version)" --set ${key}='{${list.join(',')}}'`,
+    'kubectl -n kube-system rollout restart deployment/cilium-operator',
+  ];
 }
 
 function table(header: string[], rows: string[][]): string[] {

@@ -16,6 +16,7 @@ import {
   type ReservedEntry,
 } from './inputs.js';
 import { readInputFile } from './read.js';
+import { fitHeld } from './fit.js';
 
 /** The flags' view of the sources: file paths ("-": stdin) and the values given directly. */
 export interface PlanSources {
@@ -49,6 +50,8 @@ export interface PlanRequest {
   files: Array<{ flag: string; source: string; summary: string }>;
   /** Values that came from Cilium's defaults. */
   defaulted: string[];
+  /** Values taken from the node CIDRs the CiliumNodes hold, in place of Cilium's defaults (fit.ts). */
+  inferred: string[];
 }
 
 /** Reads the files (the YAML parser loads on the first) and settles mode, pools, reserved and held CIDRs. */
@@ -115,10 +118,32 @@ export async function requestOf(f: PlanSources): Promise<PlanRequest> {
     for (const p of [...(helm?.autoPools ?? []), ...pools]) byName.set(p.name, p);
     if (!byName.size) throw new PlanRequestError('multi-pool with no pool: give --ippools (kubectl get ciliumpodippools -o yaml)');
     // cluster-pool's defaults do not apply: each pool names its own CIDRs and mask.
-    return { mode, pools: [...byName.values()], reserved, ...(held ? { held } : {}), files, defaulted: [] };
+    const fitted = [...byName.values()].map((p) => fitHeld(p, { held, defaulted: [], maskFrom: {} }).pool);
+    return { mode, pools: fitted, reserved, ...(held ? { held } : {}), files, defaulted: [], inferred: [] };
   }
   const defaulted = helm ? [...helm.defaulted] : [];
-  return { mode, pools: [clusterPoolOf(f, helm, defaulted)], reserved, ...(held ? { held } : {}), files, defaulted };
+  const { pool, inferred } = fitHeld(clusterPoolOf(f, helm, defaulted), {
+    held,
+    defaulted,
+    maskFrom: maskSources(f, helm),
+    keys: { mask: (x) => `ipam.operator.clusterPool${x}MaskSize`, list: (x) => `ipam.operator.clusterPool${x}PodCIDRList` },
+  });
+  return { mode, pools: [pool], reserved, ...(held ? { held } : {}), files, defaulted, inferred };
+}
+
+/** Where cluster-pool's masks came from: a flag, the values file, else Cilium's default (clusterPoolOf's order). */
+function maskSources(f: PlanSources, helm: HelmPlan | undefined): { v4: string; v6: string } {
+  const file = (key: string) => (helm && !helm.defaulted.includes(key) ? `${key} in ${helm.clusterPool.source}` : "Cilium's default");
+  const v4Pool = f.pools.some((c) => !c.includes(':'));
+  return {
+    v4: f.nodeMask !== undefined ? '--node-mask' : file('ipam.operator.clusterPoolIPv4MaskSize'),
+    v6:
+      f.nodeMaskV6 !== undefined
+        ? '--node-mask-v6'
+        : f.pools.length && !v4Pool && f.nodeMask !== undefined
+          ? '--node-mask'
+          : file('ipam.operator.clusterPoolIPv6MaskSize'),
+  };
 }
 
 /** cluster-pool's pool: --pool and the masks over the values file, Cilium's defaults for the rest. */
