@@ -5,6 +5,7 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { writeFileAtomic } from './effects/fs-atomic.js';
+import { ErrorCode } from './cni/errors.js';
 import { ownerOf } from './ledger/owner.js';
 import { Ledger } from './effects/ledger.js';
 import { withLock } from './effects/lock.js';
@@ -15,6 +16,9 @@ import type { CniFamily, TallySeries } from './fix/fix.js';
 import { FIXES } from './fixes/registry.js';
 
 export const METRICS_LOCK_TIMEOUT_MS = 2_000;
+
+/** The verbs whose calls are recorded (VERSION has no network config, so no file). */
+const RECORDED_VERBS = ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS'] as const;
 
 /** The core's families, then every fix's own (Fix.metrics.families). */
 const CORE_FAMILIES: Record<string, CniFamily> = {
@@ -145,6 +149,17 @@ export interface Update {
   durationSeconds?: number;
 }
 
+/**
+ * PURE: `ipam_shim_errors_total` at 0 for every recorded verb and CNI error code (src/cni/errors.ts) of `network`:
+ * a counter born at its first increment has no earlier sample, so increase() missed the first failure with a new
+ * code. The plugin writes them with every call, the agent serves them for every network it has opened.
+ */
+export function errorSeriesAtZero(network: string): Series[] {
+  return RECORDED_VERBS.flatMap((verb) =>
+    Object.values(ErrorCode).map((code) => ({ name: 'ipam_shim_errors_total', labels: { network, verb, code: String(code) }, value: 0 })),
+  );
+}
+
 /** PURE: applies one invocation to the series. */
 export function applyUpdate(series: Map<string, Series>, u: Update): Map<string, Series> {
   const add = (name: string, labels: Labels, by: number) => {
@@ -154,6 +169,7 @@ export function applyUpdate(series: Map<string, Series>, u: Update): Map<string,
   const set = (name: string, labels: Labels, value: number) => series.set(seriesKey(name, labels), { name, labels, value });
   const net = { network: u.network };
   add('ipam_shim_invocations_total', { ...net, verb: u.verb }, 1);
+  for (const z of errorSeriesAtZero(u.network)) add(z.name, z.labels, 0);
   if (u.code !== 0) add('ipam_shim_errors_total', { ...net, verb: u.verb, code: String(u.code) }, 1);
   const counts = { ...u.counts };
   for (const fix of FIXES) {

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { EntryInUse } from '../conflist.js';
-import { FAMILIES, parseMetrics, renderMetrics, type Series, seriesKey } from '../metrics.js';
+import { errorSeriesAtZero, FAMILIES, parseMetrics, renderMetrics, type Series, seriesKey } from '../metrics.js';
 import type { AgentFamily } from '../fix/fix.js';
 import { STEPS } from './steps.js';
 
@@ -92,6 +92,8 @@ export class AgentMetrics {
   }
 
   private readonly stepSeries = new Map<string, Counter | Gauge>();
+  /** Every network a pass opened: its plugin error series are served at 0 before the textfile has them. */
+  private readonly networks = new Set<string>();
 
   /** A series a step declared (AgentStepEntry.families), created with the registry. */
   private stepFamily(fam: AgentFamily): void {
@@ -103,6 +105,7 @@ export class AgentMetrics {
 
   /** The steps' per-network series (AgentFamily.perNetwork), created at 0 once a pass has opened `network`; idempotent. */
   networkKnown(network: string): void {
+    this.networks.add(network);
     for (const fam of FAMILIES_OF_STEPS) {
       const series = this.stepSeries.get(fam.name);
       for (const labels of fam.perNetwork ?? []) {
@@ -164,12 +167,16 @@ export class AgentMetrics {
 
   private cache: { at: number; series: Series[] } | undefined;
 
-  /** The textfile's series, read once per scrape (every family's collect asks). Missing file: none. */
+  /**
+   * The textfile's series, read once per scrape (every family's collect asks), then every opened network's error
+   * series at 0 where the file has none (src/metrics.ts errorSeriesAtZero). Missing file: only those.
+   */
   private async pluginSeries(): Promise<Series[]> {
-    if (!this.pluginFile) return [];
     if (this.cache && Date.now() - this.cache.at < 500) return this.cache.series;
-    const text = await readFile(this.pluginFile, 'utf8').catch(() => '');
-    this.cache = { at: Date.now(), series: [...parseMetrics(text).values()] };
+    const series = parseMetrics(this.pluginFile ? await readFile(this.pluginFile, 'utf8').catch(() => '') : '');
+    for (const network of this.networks)
+      for (const z of errorSeriesAtZero(network)) if (!series.has(seriesKey(z.name, z.labels))) series.set(seriesKey(z.name, z.labels), z);
+    this.cache = { at: Date.now(), series: [...series.values()] };
     return this.cache.series;
   }
 

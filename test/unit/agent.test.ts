@@ -86,4 +86,14 @@ describe('AgentMetrics', () => {
     expect(body).toContain('# TYPE ipam_shim_invocations_total counter');
     expect(body).toContain('# TYPE ipam_shim_ledger_attachments gauge');
   });
+
+  it("serves every opened network's error series at 0 before the plugin wrote any", async () => {
+    const m = new AgentMetrics();
+    expect((await m.render()).body).not.toMatch(/^ipam_shim_errors_total\{/m);
+    m.networkKnown('cilium');
+    const scraped = parseMetrics((await m.render()).body);
+    for (const verb of ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS'])
+      for (const code of Object.values(ErrorCode))
+        expect(scraped.get(seriesKey('ipam_shim_errors_total', { network: 'cilium', verb, code: String(code) }))?.value, `${verb} ${code}`).toBe(0);
+  });
 });
