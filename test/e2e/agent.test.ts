@@ -9,6 +9,7 @@
 // fd00:10:240::/64), so the ledger holds IPv6 addresses and the IPv6 probe rewrite is due. The agent's /metrics and /healthz are fetched with Node's fetch from inside the node netns.
 import { execa } from 'execa';
 import { mkdir, readdir, readFile, symlink, truncate, unlink, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
@@ -925,7 +926,7 @@ describe.skipIf(!enabled)("ipam-shim agent: the runtime's result cache is untrus
   });
 });
 
-describe.skipIf(!enabled)('ipam-shim agent: what an operator names (issue 45)', () => {
+describe.skipIf(!enabled)('ipam-shim agent: what an operator names, and a failed agent-ip (issue 45)', () => {
   const net = new TestNet();
   afterEach(() => net.cleanup());
 
@@ -951,6 +952,41 @@ describe.skipIf(!enabled)('ipam-shim agent: what an operator names (issue 45)', 
     expect(said, JSON.stringify(said)).toHaveLength(1);
     expect(said[0]).toMatchObject({ level: 'warn', metricsFile: bed.metricsFile });
     await stopWithin(a, 3_000);
+  });
+
+  it('agent-ip allocate with its delegate missing: code 7, and nothing left behind (no namespace, no record)', async () => {
+    const bed = await makeBed(net, { delegateType: 'no-such-ipam' });
+    const owner = `miss${uid()}`.slice(0, 20);
+    bed.owners.push(owner);
+    const conflist = join(bed.confDir, '10-agent.conflist');
+    const r = await execa(
+      'ip',
+      ['netns', 'exec', bed.node, SHIM, 'agent-ip', 'allocate', '--owner', owner, '--conflist', conflist, '--cni-path', bed.cniPath, '--json'],
+      { reject: false },
+    );
+    expect(r.exitCode, `${r.stdout} ${r.stderr}`).toBe(3);
+    expect(JSON.parse(r.stdout)).toMatchObject({ code: 7, error: expect.stringMatching(/no-such-ipam/) });
+    expect(existsSync(`/run/netns/ipam-shim-agent-${owner}`), 'the namespace it made').toBe(false);
+    const list = await execa('ip', ['netns', 'exec', bed.node, SHIM, 'agent-ip', 'list', '--conflist', conflist, '--json']);
+    expect(JSON.parse(list.stdout)).toEqual({ network: bed.network, agentIPs: [] });
+    expect(await ledgerIps(bed)).toEqual([]);
+  });
+
+  it("agent-ip allocate whose delegate's ADD fails: the error, and nothing left behind (no namespace, no intent record)", async () => {
+    const bed = await makeBed(net, { delegateType: 'fake-ipam' });
+    const owner = `bad${uid()}`.slice(0, 20);
+    bed.owners.push(owner);
+    const conflist = join(bed.confDir, '10-agent.conflist');
+    const r = await execa(
+      'ip',
+      ['netns', 'exec', bed.node, SHIM, 'agent-ip', 'allocate', '--owner', owner, '--conflist', conflist, '--cni-path', bed.cniPath, '--json'],
+      { reject: false, env: { FAKE_IPAM_MODE: 'garbage' } },
+    );
+    expect(r.exitCode, `${r.stdout} ${r.stderr}`).not.toBe(0);
+    expect(existsSync(`/run/netns/ipam-shim-agent-${owner}`), 'the namespace it made').toBe(false);
+    const list = await execa('ip', ['netns', 'exec', bed.node, SHIM, 'agent-ip', 'list', '--conflist', conflist, '--json']);
+    expect(JSON.parse(list.stdout)).toEqual({ network: bed.network, agentIPs: [] });
+    expect(await readdir(join(bed.s.stateDir, bed.network, 'records')).catch(() => [])).toEqual([]);
   });
 });
 
