@@ -1,10 +1,14 @@
 // Metrics without a daemon: every CNI invocation updates one Prometheus text-format file for node-exporter's
 // textfile collector (setting `metricsFile`). Read-modify-write under a small lock (concurrent invocations must
 // not lose counts), written atomically (the collector never reads half a file), mode 0644 (it runs as another
-// user). Nothing here may change a CNI outcome: every failure is logged and swallowed.
-import { mkdir, readFile } from 'node:fs/promises';
+// user). Nothing here may change a CNI outcome: every failure is logged and swallowed. The file is an operator's
+// path: read through src/effects/safe-open.ts (no symlink, no FIFO or device, within METRICS_MAX_BYTES), its
+// directory held without following a symlink at its name; what cannot be used is skipped (one log line), untouched.
+import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { writeFileAtomic } from './effects/fs-atomic.js';
+import { HeldDir, readRegularSync, splitPath } from './effects/safe-open.js';
+import { ErrorCode } from './cni/errors.js';
 import { ownerOf } from './ledger/owner.js';
 import { Ledger } from './effects/ledger.js';
 import { withLock } from './effects/lock.js';
@@ -15,6 +19,16 @@ import type { CniFamily, TallySeries } from './fix/fix.js';
 import { FIXES } from './fixes/registry.js';
 
 export const METRICS_LOCK_TIMEOUT_MS = 2_000;
+
+/**
+ * The largest metrics file read (plugin and agent). One network's file is ~15 KB (every verb × error code at 0, the
+ * histogram, the tallies), so this holds ~65 networks; a larger file, sparse or not, is refused from its size and
+ * never read (a symlink to /dev/zero and a sparse file cost each CNI call 673 / 585 MiB when read whole).
+ */
+export const METRICS_MAX_BYTES = 1024 * 1024;
+
+/** The verbs whose calls are recorded (VERSION has no network config, so no file). */
+const RECORDED_VERBS = ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS'] as const;
 
 /** The core's families, then every fix's own (Fix.metrics.families). */
 const CORE_FAMILIES: Record<string, CniFamily> = {
@@ -145,6 +159,17 @@ export interface Update {
   durationSeconds?: number;
 }
 
+/**
+ * PURE: `ipam_shim_errors_total` at 0 for every recorded verb and CNI error code (src/cni/errors.ts) of `network`:
+ * a counter born at its first increment has no earlier sample, so increase() missed the first failure with a new
+ * code. The plugin writes them with every call, the agent serves them for every network it has opened.
+ */
+export function errorSeriesAtZero(network: string): Series[] {
+  return RECORDED_VERBS.flatMap((verb) =>
+    Object.values(ErrorCode).map((code) => ({ name: 'ipam_shim_errors_total', labels: { network, verb, code: String(code) }, value: 0 })),
+  );
+}
+
 /** PURE: applies one invocation to the series. */
 export function applyUpdate(series: Map<string, Series>, u: Update): Map<string, Series> {
   const add = (name: string, labels: Labels, by: number) => {
@@ -154,6 +179,7 @@ export function applyUpdate(series: Map<string, Series>, u: Update): Map<string,
   const set = (name: string, labels: Labels, value: number) => series.set(seriesKey(name, labels), { name, labels, value });
   const net = { network: u.network };
   add('ipam_shim_invocations_total', { ...net, verb: u.verb }, 1);
+  for (const z of errorSeriesAtZero(u.network)) add(z.name, z.labels, 0);
   if (u.code !== 0) add('ipam_shim_errors_total', { ...net, verb: u.verb, code: String(u.code) }, 1);
   const counts = { ...u.counts };
   for (const fix of FIXES) {
@@ -193,24 +219,32 @@ export function ledgerGauges(
 /**
  * Applies `u` to the file under its lock. `gauges` runs inside the lock, so the last writer's gauges are read
  * after every earlier writer's ledger change: the file ends with the ledger's final state. Throws on failure
- * (callers in CNI mode use recordInvocation).
+ * (callers in CNI mode use recordInvocation): UnsafePathError when the file or its directory is not ours to use
+ * (a symlink, a FIFO, a device, a file over METRICS_MAX_BYTES); it is then left as it is.
  */
 export async function updateMetricsFile(file: string, u: Update, gauges?: () => Promise<Update['ledger']>): Promise<void> {
   await mkdir(dirname(file), { recursive: true, mode: 0o755 });
-  await withLock(
-    `${file}.lock`,
-    async () => {
-      const text = await readFile(file, 'utf8').catch((e) => ((e as { code?: string }).code === 'ENOENT' ? '' : Promise.reject(e)));
-      const ledger = gauges ? await gauges() : u.ledger;
-      // Not durable (fs-atomic.ts): written on every CNI call; lost to a power loss, the counters restart (a reset
-      // Prometheus expects) and the gauges are recounted from the ledger on the next call.
-      await writeFileAtomic(file, renderMetrics(applyUpdate(parseMetrics(text), { ...u, ...(ledger ? { ledger } : {}) })), {
-        durable: false,
-        mode: 0o644,
-      });
-    },
-    METRICS_LOCK_TIMEOUT_MS,
-  );
+  const { dir: dirPath, name } = splitPath(file);
+  // Every name (the file, its lock, the temp file) through the held directory: a symlink there is never followed.
+  const dir = HeldDir.open(dirPath);
+  try {
+    await withLock(
+      dir.at(`${name}.lock`),
+      async () => {
+        const text = readRegularSync(dir.at(name), METRICS_MAX_BYTES, file) ?? '';
+        const ledger = gauges ? await gauges() : u.ledger;
+        // Not durable (fs-atomic.ts): written on every CNI call; lost to a power loss, the counters restart (a reset
+        // Prometheus expects) and the gauges are recounted from the ledger on the next call.
+        await writeFileAtomic(dir.at(name), renderMetrics(applyUpdate(parseMetrics(text), { ...u, ...(ledger ? { ledger } : {}) })), {
+          durable: false,
+          mode: 0o644,
+        });
+      },
+      METRICS_LOCK_TIMEOUT_MS,
+    );
+  } finally {
+    dir.close();
+  }
 }
 
 /** CNI mode: one call after the outcome, `ms` the call's wall time so far. Never throws, never changes the outcome. */

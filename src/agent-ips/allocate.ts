@@ -117,93 +117,127 @@ async function allocate(d: AgentDeps, owner: string, family: Family | undefined,
     const att = { containerID, ifname: AGENT_IFNAME };
     const existing = await d.ledger.get(att);
     if (ifRecorded && !existing) return undefined;
-    const netns = await ensureNetns(d.run, agentNetnsName(owner));
-    const version = await d.delegate.versionFor(d.conf.cniVersion);
-    const heldEnv = delegateEnvFor(att, heldIdentity(owner, existing), netns);
-    const newArgs = agentIpCniArgs(owner);
-    const newEnv = delegateEnvFor(att, newArgs, netns);
-    // A refused or failed allocation leaves nothing: the delegate's DEL, the record forgotten, then the error.
-    const undo = async (ips: string[], e: unknown, env: NodeJS.ProcessEnv): Promise<never> => {
-      await d.delegate.del(delegateConf(d.conf, version), env).catch(() => undefined);
-      await d.ledger.remove(att).catch(() => undefined);
-      d.log.warn({ owner, ips, err: e }, 'agent IP not handed out: released');
-      throw e;
-    };
-    let note: string | undefined;
-    if (existing?.state === 'attached' && existing.ips.length) {
-      const verdict = await verifyWithDelegate(d, existing, version, heldEnv, netns);
-      if (verdict.kind === 'held' || verdict.kind === 'unverified') {
-        // Kept, and cured again: residue may be back since, and reservedCIDRs may now cover it.
-        const cured = await cureAddresses(d, existing.ips).catch((e: unknown) => undo(existing.ips, e, heldEnv));
-        if (Object.keys(cured).length) d.log.info({ owner, ips: existing.ips, cured }, 'agent IP cured');
-        const by = verdict.kind === 'held' ? verdict.by : 'none';
-        const why = verdict.kind === 'unverified' ? verdict.reason : undefined;
-        // Written when the way it is confirmed changes (`at`: since when): the agent confirms every pass, and an
-        // agent record's write is fsynced.
-        if (existing.verified?.by !== by || existing.verified.why !== why)
-          await d.ledger.put({ ...existing, verified: { by, at: new Date().toISOString(), ...(why ? { why } : {}) } });
-        const ips = pickFamily(existing.ips, family);
-        if (verdict.kind === 'held')
-          return { owner, network: d.conf.name, containerID, ips, action: 'reused', identity: heldEnv.CNI_ARGS!, verifiedBy: by };
-        d.log.warn({ owner, ips: existing.ips, reason: verdict.reason }, 'agent IP unverified: kept, but nothing proves the delegate still holds it');
-        return {
-          owner,
-          network: d.conf.name,
-          containerID,
-          ips,
-          action: 'unverified',
-          identity: heldEnv.CNI_ARGS!,
-          note: verdict.reason,
-          verifiedBy: by,
-        };
-      }
-      note = `delegate no longer holds ${existing.ips.join(', ')} (${verdict.reason}); released and allocated again`;
-      d.log.warn({ owner, ips: existing.ips, reason: verdict.reason }, 'agent IP lost by the delegate: DEL then ADD');
-    } else if (existing) {
-      note = 'a previous allocation did not complete; released and allocated again';
-    }
-    // DEL first, always, under the identity the owner held: a crash after an earlier delegate ADD must not leave a
-    // second allocation behind (the intent record below already carries the identity that ADD used).
-    await d.delegate.del(delegateConf(d.conf, version), heldEnv).catch((e) => d.log.info({ err: e }, 'agent DEL before ADD failed (ignored)'));
-    const now = new Date().toISOString();
-    const base: LedgerRecord = {
-      v: 1,
-      ...att,
-      network: d.conf.name,
-      owner: 'agent',
-      state: 'intent',
-      placement: 'cli',
-      ips: [],
-      netns,
-      createdAt: existing?.createdAt ?? now,
-      updatedAt: now,
-      cniArgs: newArgs,
-      ...(note ? { note } : {}),
-    };
-    await d.ledger.remove(att);
-    await d.ledger.put(base);
-    const result = await d.delegate.add(delegateConf(d.conf, version), d.conf.cniVersion, newEnv);
-    // Canonical text, as the verbs record (Delegate.add refused any address src/net/ip.ts does not take).
-    const ips = resultIps(result, { delegate: d.delegate.type });
+    const made = await ensureNetns(d.run, agentNetnsName(owner));
+    // What this call started (the delegate's ADD, the record, the namespace): a new owner's failed allocation
+    // undoes all of it, so nothing is left that `agent-ip list` does not show (a missing delegate left the
+    // namespace). An owner recorded before keeps its record (the agent's pass retries it) and its namespace.
+    const sent: SentAdd = {};
     try {
-      if (!ips.length) throw new CniError(ErrorCode.DelegateFailed, `delegate ${d.delegate.type} returned no IP addresses`);
-      const cured = await cureAddresses(d, ips);
-      await d.ledger.put({ ...base, state: 'attached', ips, updatedAt: new Date().toISOString() });
-      const picked = pickFamily(ips, family);
-      d.log.info({ owner, ips, note, cured }, 'agent IP allocated');
+      return await allocateIn(d, owner, family, existing, made.path, sent);
+    } catch (e) {
+      if (!existing) {
+        if (sent.add) await d.delegate.del(delegateConf(d.conf, sent.add.version), sent.add.env).catch(() => undefined);
+        await d.ledger.remove(att).catch(() => undefined);
+        if (made.created) await deleteNetns(d.run, agentNetnsName(owner));
+      }
+      throw e;
+    }
+  });
+}
+
+/** The delegate's ADD this call sent and has not released yet (set before it is sent: it may allocate and fail). */
+interface SentAdd {
+  add?: { env: NodeJS.ProcessEnv; version: string };
+}
+
+/** allocate's work once the owner's namespace exists; `sent` says what ADD is out (see SentAdd). */
+async function allocateIn(
+  d: AgentDeps,
+  owner: string,
+  family: Family | undefined,
+  existing: LedgerRecord | undefined,
+  netns: string,
+  sent: SentAdd,
+): Promise<AgentAllocation> {
+  const containerID = agentContainerID(owner);
+  const att = { containerID, ifname: AGENT_IFNAME };
+  const version = await d.delegate.versionFor(d.conf.cniVersion);
+  const heldEnv = delegateEnvFor(att, heldIdentity(owner, existing), netns);
+  const newArgs = agentIpCniArgs(owner);
+  const newEnv = delegateEnvFor(att, newArgs, netns);
+  // A refused or failed allocation leaves nothing: the delegate's DEL, the record forgotten, then the error.
+  const undo = async (ips: string[], e: unknown, env: NodeJS.ProcessEnv): Promise<never> => {
+    await d.delegate.del(delegateConf(d.conf, version), env).catch(() => undefined);
+    sent.add = undefined;
+    await d.ledger.remove(att).catch(() => undefined);
+    d.log.warn({ owner, ips, err: e }, 'agent IP not handed out: released');
+    throw e;
+  };
+  let note: string | undefined;
+  if (existing?.state === 'attached' && existing.ips.length) {
+    const verdict = await verifyWithDelegate(d, existing, version, heldEnv, netns);
+    if (verdict.kind === 'held' || verdict.kind === 'unverified') {
+      // Kept, and cured again: residue may be back since, and reservedCIDRs may now cover it.
+      const cured = await cureAddresses(d, existing.ips).catch((e: unknown) => undo(existing.ips, e, heldEnv));
+      if (Object.keys(cured).length) d.log.info({ owner, ips: existing.ips, cured }, 'agent IP cured');
+      const by = verdict.kind === 'held' ? verdict.by : 'none';
+      const why = verdict.kind === 'unverified' ? verdict.reason : undefined;
+      // Written when the way it is confirmed changes (`at`: since when): the agent confirms every pass, and an
+      // agent record's write is fsynced.
+      if (existing.verified?.by !== by || existing.verified.why !== why)
+        await d.ledger.put({ ...existing, verified: { by, at: new Date().toISOString(), ...(why ? { why } : {}) } });
+      const ips = pickFamily(existing.ips, family);
+      if (verdict.kind === 'held')
+        return { owner, network: d.conf.name, containerID, ips, action: 'reused', identity: heldEnv.CNI_ARGS!, verifiedBy: by };
+      d.log.warn({ owner, ips: existing.ips, reason: verdict.reason }, 'agent IP unverified: kept, but nothing proves the delegate still holds it');
       return {
         owner,
         network: d.conf.name,
         containerID,
-        ips: picked,
-        action: existing ? 'reallocated' : 'allocated',
-        identity: newArgs,
-        ...(note ? { note } : {}),
+        ips,
+        action: 'unverified',
+        identity: heldEnv.CNI_ARGS!,
+        note: verdict.reason,
+        verifiedBy: by,
       };
-    } catch (e) {
-      return undo(ips, e, newEnv);
     }
-  });
+    note = `delegate no longer holds ${existing.ips.join(', ')} (${verdict.reason}); released and allocated again`;
+    d.log.warn({ owner, ips: existing.ips, reason: verdict.reason }, 'agent IP lost by the delegate: DEL then ADD');
+  } else if (existing) {
+    note = 'a previous allocation did not complete; released and allocated again';
+  }
+  // DEL first, always, under the identity the owner held: a crash after an earlier delegate ADD must not leave a
+  // second allocation behind (the intent record below already carries the identity that ADD used).
+  await d.delegate.del(delegateConf(d.conf, version), heldEnv).catch((e) => d.log.info({ err: e }, 'agent DEL before ADD failed (ignored)'));
+  const now = new Date().toISOString();
+  const base: LedgerRecord = {
+    v: 1,
+    ...att,
+    network: d.conf.name,
+    owner: 'agent',
+    state: 'intent',
+    placement: 'cli',
+    ips: [],
+    netns,
+    createdAt: existing?.createdAt ?? now,
+    updatedAt: now,
+    cniArgs: newArgs,
+    ...(note ? { note } : {}),
+  };
+  await d.ledger.remove(att);
+  await d.ledger.put(base);
+  sent.add = { env: newEnv, version };
+  const result = await d.delegate.add(delegateConf(d.conf, version), d.conf.cniVersion, newEnv);
+  // Canonical text, as the verbs record (Delegate.add refused any address src/net/ip.ts does not take).
+  const ips = resultIps(result, { delegate: d.delegate.type });
+  try {
+    if (!ips.length) throw new CniError(ErrorCode.DelegateFailed, `delegate ${d.delegate.type} returned no IP addresses`);
+    const cured = await cureAddresses(d, ips);
+    await d.ledger.put({ ...base, state: 'attached', ips, updatedAt: new Date().toISOString() });
+    const picked = pickFamily(ips, family);
+    d.log.info({ owner, ips, note, cured }, 'agent IP allocated');
+    return {
+      owner,
+      network: d.conf.name,
+      containerID,
+      ips: picked,
+      action: existing ? 'reallocated' : 'allocated',
+      identity: newArgs,
+      ...(note ? { note } : {}),
+    };
+  } catch (e) {
+    return undo(ips, e, newEnv);
+  }
 }
 
 /**

@@ -81,7 +81,7 @@ function logEntryChange(log: Logger, before: EntryInUse | undefined, now: EntryI
 const AGENT_TOOL_TIMEOUT_MS = 60_000;
 
 export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<AgentSummary> {
-  const metrics = new AgentMetrics();
+  const metrics = new AgentMetrics(o.log);
   const problems = new PersistingProblems();
   const run = withDefaultTimeout(o.reconcile.run, AGENT_TOOL_TIMEOUT_MS);
   // A pass that shows no progress for this long (a stuck tool or lock beyond every timeout) fails /healthz.

@@ -3,11 +3,12 @@
 // With the agent running, its /metrics is the one place to scrape; node-exporter's textfile collector is for nodes
 // without it (both at once count every plugin series twice: docs/operations.md#monitoring).
 import { readdirSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { EntryInUse } from '../conflist.js';
-import { FAMILIES, parseMetrics, renderMetrics, type Series, seriesKey } from '../metrics.js';
+import { readRegularSync } from '../effects/safe-open.js';
+import type { Logger } from '../log.js';
+import { errorSeriesAtZero, FAMILIES, METRICS_MAX_BYTES, parseMetrics, renderMetrics, type Series, seriesKey } from '../metrics.js';
 import type { AgentFamily } from '../fix/fix.js';
 import { STEPS } from './steps.js';
 
@@ -81,7 +82,8 @@ export class AgentMetrics {
     registers: [this.registry],
   });
 
-  constructor() {
+  /** `log`: where a textfile that cannot be used is said (once per reason). */
+  constructor(private readonly log?: Pick<Logger, 'warn'>) {
     for (const k of ['ok', 'error', 'stopped']) this.passes.inc({ outcome: k }, 0);
     this.listVersionState(undefined);
     for (const s of STEP_NAMES) this.errors.inc({ step: s }, 0);
@@ -92,6 +94,8 @@ export class AgentMetrics {
   }
 
   private readonly stepSeries = new Map<string, Counter | Gauge>();
+  /** Every network a pass opened: its plugin error series are served at 0 before the textfile has them. */
+  private readonly networks = new Set<string>();
 
   /** A series a step declared (AgentStepEntry.families), created with the registry. */
   private stepFamily(fam: AgentFamily): void {
@@ -103,6 +107,7 @@ export class AgentMetrics {
 
   /** The steps' per-network series (AgentFamily.perNetwork), created at 0 once a pass has opened `network`; idempotent. */
   networkKnown(network: string): void {
+    this.networks.add(network);
     for (const fam of FAMILIES_OF_STEPS) {
       const series = this.stepSeries.get(fam.name);
       for (const labels of fam.perNetwork ?? []) {
@@ -163,14 +168,36 @@ export class AgentMetrics {
   }
 
   private cache: { at: number; series: Series[] } | undefined;
+  /** Why the textfile was last not read (said once until it changes or the file is read again). */
+  private refused: string | undefined;
 
-  /** The textfile's series, read once per scrape (every family's collect asks). Missing file: none. */
+  /**
+   * The textfile's series, read once per scrape (every family's collect asks), then every opened network's error
+   * series at 0 where the file has none (src/metrics.ts errorSeriesAtZero). Missing file: only those. The file is
+   * read as the plugin reads it (src/effects/safe-open.ts: no symlink, no FIFO or device, within METRICS_MAX_BYTES):
+   * a FIFO there left every scrape unanswered and SIGTERM hung, /dev/zero grew the agent without bound.
+   */
   private async pluginSeries(): Promise<Series[]> {
-    if (!this.pluginFile) return [];
     if (this.cache && Date.now() - this.cache.at < 500) return this.cache.series;
-    const text = await readFile(this.pluginFile, 'utf8').catch(() => '');
-    this.cache = { at: Date.now(), series: [...parseMetrics(text).values()] };
+    const series = parseMetrics(this.pluginFile ? this.readPluginFile(this.pluginFile) : '');
+    for (const network of this.networks)
+      for (const z of errorSeriesAtZero(network)) if (!series.has(seriesKey(z.name, z.labels))) series.set(seriesKey(z.name, z.labels), z);
+    this.cache = { at: Date.now(), series: [...series.values()] };
     return this.cache.series;
+  }
+
+  /** The textfile's text; '' when missing, unreadable or not ours to read (said once, on the log). */
+  private readPluginFile(file: string): string {
+    try {
+      const text = readRegularSync(file, METRICS_MAX_BYTES) ?? '';
+      this.refused = undefined;
+      return text;
+    } catch (e) {
+      const why = e instanceof Error ? e.message : String(e);
+      if (why !== this.refused) this.log?.warn({ metricsFile: file, err: e }, "metrics: the plugin's textfile not read; its series are not served");
+      this.refused = why;
+      return '';
+    }
   }
 
   async render(): Promise<{ contentType: string; body: string }> {

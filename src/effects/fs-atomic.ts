@@ -14,6 +14,7 @@ import {
   chmodSync,
   closeSync,
   constants,
+  fstatSync,
   fsyncSync,
   lstatSync,
   mkdirSync,
@@ -26,7 +27,7 @@ import {
 } from 'node:fs';
 import { dirname, basename, join } from 'node:path';
 
-const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW, O_RDONLY, O_DIRECTORY } = constants;
+const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_DIRECTORY } = constants;
 
 // The calls below are synchronous behind async signatures. A CNI call is one short process doing a handful of
 // small file operations in a row: each async fs call is a round trip through libuv's thread pool, and those
@@ -120,16 +121,20 @@ export async function readFileNoFollow(path: string): Promise<string | undefined
   return readFileNoFollowSync(path);
 }
 
-/** readFileNoFollow for synchronous callers. */
+/**
+ * readFileNoFollow for synchronous callers. Never waiting either (O_NONBLOCK: a FIFO planted in the state dir blocked
+ * the open forever), and regular files only: anything else throws, as an unreadable file.
+ */
 export function readFileNoFollowSync(path: string): string | undefined {
   let fd: number;
   try {
-    fd = openSync(path, O_RDONLY | O_NOFOLLOW);
+    fd = openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch (e) {
     if (isErrno(e, 'ENOENT')) return undefined;
     throw e;
   }
   try {
+    if (!fstatSync(fd).isFile()) throw new UnsafePathError(path, 'is not a regular file');
     return readFileSync(fd, 'utf8');
   } finally {
     closeSync(fd);
@@ -175,9 +180,11 @@ export function assertPrivateDirSync(dir: string): Stats {
 }
 
 export class UnsafePathError extends Error {
+  /** `code`: the errno that said so, when the open refused (ELOOP: a symlink; ENXIO: a FIFO with no reader). */
   constructor(
     readonly path: string,
     why: string,
+    readonly code?: string,
   ) {
     super(`${path} ${why}`);
     this.name = 'UnsafePathError';

@@ -2,10 +2,11 @@
 // timeout) is detected by pid + start time and its lock broken under a second, short-lived lock.
 // File operations are synchronous (see fs-atomic.ts: thread-pool hops cost more than these tiny calls); only the
 // wait between attempts yields.
-import { closeSync, constants, fstatSync, openSync, readFileSync, statSync, writeSync } from 'node:fs';
-import { isErrno, unlinkQuiet } from './fs-atomic.js';
+import { closeSync, constants, openSync, readFileSync, statSync, writeSync } from 'node:fs';
+import { isErrno, UnsafePathError, unlinkQuiet } from './fs-atomic.js';
+import { readRegularSync } from './safe-open.js';
 
-const { O_CREAT, O_EXCL, O_WRONLY, O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = constants;
+const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW } = constants;
 
 export class LockTimeoutError extends Error {
   constructor(
@@ -48,25 +49,20 @@ function holderAlive(content: string): boolean {
 /** What stands at a lock path that is not a holder's lock file: a symlink, a FIFO, a device, a directory. */
 const FOREIGN = Symbol('foreign');
 
+/** A holder's lock file holds "pid starttime" (~30 bytes); anything larger is no lock of ours and is never read. */
+const LOCK_MAX_BYTES = 4096;
+
 /**
- * A lock file's content; undefined when there is none, FOREIGN when something other than a regular file stands
+ * A lock file's content; undefined when there is none, FOREIGN when something other than a lock file stands
  * there. Never through a symlink, never waiting (a FIFO without a writer blocked the open forever, /dev/zero never
- * ends).
+ * ends), never read past LOCK_MAX_BYTES (a sparse file at the log's rotation lock cost every line 1.9 GiB when read
+ * whole): src/effects/safe-open.ts.
  */
 const readQuiet = (path: string): string | undefined | typeof FOREIGN => {
-  let fd: number;
   try {
-    fd = openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    return readRegularSync(path, LOCK_MAX_BYTES);
   } catch (e) {
-    // ELOOP: a symlink (O_NOFOLLOW); ENXIO: a FIFO without a reader can't be opened this way (only for writing).
-    return isErrno(e, 'ENOENT') ? undefined : isErrno(e, 'ELOOP') || isErrno(e, 'ENXIO') ? FOREIGN : undefined;
-  }
-  try {
-    return fstatSync(fd).isFile() ? readFileSync(fd, 'utf8') : FOREIGN;
-  } catch {
-    return undefined;
-  } finally {
-    closeSync(fd);
+    return e instanceof UnsafePathError ? FOREIGN : undefined;
   }
 };
 const statQuiet = (path: string) => {
@@ -107,28 +103,33 @@ function tryCreate(path: string, content: string): boolean {
  */
 export type ForeignAtLock = 'break' | 'wait';
 
-/** Breaks `path` if its holder is dead; the check-and-unlink runs under `<path>.break` so two breakers cannot race. */
-export function breakIfStale(path: string, foreign: ForeignAtLock = 'break'): void {
+/**
+ * Breaks `path` if its holder is dead; the check-and-unlink runs under `<path>.break` so two breakers cannot race.
+ * True when what stands there is no lock file and is not ours to remove (`wait`): no holder will ever release it.
+ */
+export function breakIfStale(path: string, foreign: ForeignAtLock = 'break'): boolean {
   const content = readQuiet(path);
-  if (content === undefined || (content === FOREIGN && foreign === 'wait')) return;
-  if (content !== FOREIGN && holderAlive(content)) return;
+  if (content === FOREIGN && foreign === 'wait') return true;
+  if (content === undefined) return false;
+  if (content !== FOREIGN && holderAlive(content)) return false;
   if (content !== FOREIGN && content.trim() === '') {
     // A holder between its O_EXCL create and its write: alive. Only a long-empty file was left by a crash there.
     const st = statQuiet(path);
-    if (!st || Date.now() - st.mtimeMs < EMPTY_LOCK_STALE_MS) return;
+    if (!st || Date.now() - st.mtimeMs < EMPTY_LOCK_STALE_MS) return false;
   }
   const breaker = `${path}.break`;
   if (!tryCreate(breaker, ownId())) {
     // A breaker that died mid-break leaves this file; it is only ever held for microseconds.
     const st = statQuiet(breaker);
     if (st && Date.now() - st.mtimeMs > 10_000) unlinkQuiet(breaker);
-    return;
+    return false;
   }
   try {
     if (readQuiet(path) === content) unlinkQuiet(path);
   } finally {
     unlinkQuiet(breaker);
   }
+  return false;
 }
 
 /** Runs `fn` holding the lock at `path`; waits up to `timeoutMs`, then throws LockTimeoutError. */
@@ -157,13 +158,14 @@ let pause: Int32Array | undefined;
 
 /**
  * withLock for a synchronous critical section of microseconds (rotating the log file): waits up to `timeoutMs` in
- * 1 ms sleeps. Its lock lives in a shared directory, so whatever else stands at its path is waited out, never removed. Returns false, fn not run, when the lock could not be had in time.
+ * 1 ms sleeps. Its lock lives in a shared directory, so whatever else stands at its path is never removed: no holder
+ * will release it, so it is not waited for either. Returns false, fn not run, when the lock could not be had.
  */
 export function withLockSync(path: string, fn: () => void, timeoutMs: number): boolean {
   const deadline = Date.now() + timeoutMs;
   const id = ownId();
   while (!tryCreate(path, id)) {
-    breakIfStale(path, 'wait');
+    if (breakIfStale(path, 'wait')) return false;
     if (Date.now() > deadline) return false;
     Atomics.wait((pause ??= new Int32Array(new SharedArrayBuffer(4))), 0, 0, 1);
   }

@@ -11,14 +11,19 @@
 //     never past the bound (written anyway after a 200 ms wait, one line ended a file 677 bytes past an 8 KiB
 //     bound on a machine at load 17).
 // The log path is never followed nor waited on: a symlink there would append into a file elsewhere, a FIFO with
-// no reader would block every call (STATUS too: the node goes NotReady). The rotation renames and unlinks names
-// (a symlink at a backup is moved, never written through); the lock is read the same way (src/effects/lock.ts).
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+// no reader would block every call (STATUS too: the node goes NotReady). Nor is its directory: it is held open
+// without following a symlink at its name (src/effects/safe-open.ts HeldDir), and every name in it (the log, its
+// backups, the rotation lock) is reached through that descriptor, so a log directory that is a symlink, or is
+// swapped for one while a process logs, never gets a line nor a rename (it wrote into the victim directory's 0600
+// ipam.log). The rotation renames and unlinks names (a symlink at a backup is moved, never written through); the
+// lock is read the same way, within a size bound (src/effects/lock.ts).
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { isErrno, UnsafePathError } from './fs-atomic.js';
+import { isErrno } from './fs-atomic.js';
 import { withLockSync } from './lock.js';
+import { HeldDir, openRegular, splitPath } from './safe-open.js';
 
-const { O_WRONLY, O_APPEND, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = constants;
+const { O_WRONLY, O_APPEND, O_CREAT } = constants;
 
 export interface LogBound {
   /** No file holds more than this many bytes: the file is rotated before a line would take it past. */
@@ -39,14 +44,30 @@ class WriteFailed extends Error {
 
 export class LogFile {
   private fd: number;
+  /** The log's directory, held (see the header); `at(name)` names a file in it. */
+  private readonly dir: HeldDir;
+  private readonly name: string;
 
-  /** Throws when `path` cannot be the log: see openLog. */
+  /** Throws when `path` cannot be the log (its directory a symlink: UnsafePathError; the file: see openLog). */
   constructor(
     readonly path: string,
     public bound: LogBound | undefined,
   ) {
     mkdirSync(dirname(path), { recursive: true, mode: 0o755 });
-    this.fd = openLog(path);
+    const { dir, name } = splitPath(path);
+    this.dir = HeldDir.open(dir);
+    this.name = name;
+    try {
+      this.fd = openLog(this.dir.at(name), path);
+    } catch (e) {
+      this.dir.close();
+      throw e;
+    }
+  }
+
+  /** The log's own name in its held directory. */
+  private get file(): string {
+    return this.dir.at(this.name);
   }
 
   /**
@@ -61,7 +82,7 @@ export class LogFile {
     }
     if (buf.length > bound.maxBytes) return false; // no file within the bound can hold it
     try {
-      return withLockSync(`${this.path}.rotate.lock`, () => this.makeRoomAndWrite(buf, bound), ROTATE_LOCK_WAIT_MS);
+      return withLockSync(this.dir.at(`${this.name}.rotate.lock`), () => this.makeRoomAndWrite(buf, bound), ROTATE_LOCK_WAIT_MS);
     } catch (e) {
       if (e instanceof WriteFailed) throw e.cause;
       // Rotation failed (a read-only or bind-mounted log file cannot be renamed, no room for the lock, something
@@ -72,9 +93,9 @@ export class LogFile {
 
   /** Under the lock: `path` is the file writers append to now; rotated first when the line would not fit. */
   private makeRoomAndWrite(buf: Buffer, { maxBytes, backups }: LogBound): void {
-    const current = lstatQuiet(this.path);
+    const current = lstatQuiet(this.file);
     if (current && current.size + buf.length > maxBytes) {
-      rotate(this.path, backups);
+      rotate(this.file, backups);
       this.reopen();
     } else if (!current || !sameFile(current, fstatSync(this.fd))) this.reopen(); // rotated away by another process
     try {
@@ -89,7 +110,7 @@ export class LogFile {
   }
 
   private reopen(): void {
-    const fd = openLog(this.path);
+    const fd = openLog(this.file, this.path);
     try {
       closeSync(this.fd);
     } catch {
@@ -100,21 +121,12 @@ export class LogFile {
 }
 
 /**
- * Opens `path` to append, 0640 when created. Never through a symlink (O_NOFOLLOW: ELOOP) and never waiting
- * (O_NONBLOCK: a FIFO with no reader is ENXIO at once); then regular files with one link only: a FIFO with a reader,
- * a socket, a device, a directory (EISDIR) or a hard link to a file elsewhere is refused (UnsafePathError).
+ * Opens `path` to append, 0640 when created (`shown`: its name for a refusal). Through src/effects/safe-open.ts:
+ * never through a symlink and never waiting (a FIFO with no reader is refused at once), a regular file with one link
+ * only (a FIFO with a reader, a socket, a device, a directory or a hard link to a file elsewhere: UnsafePathError).
  */
-function openLog(path: string): number {
-  const fd = openSync(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o640);
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) throw new UnsafePathError(path, 'is not a regular file');
-    if (st.nlink > 1) throw new UnsafePathError(path, `has ${st.nlink} links (a hard link to a file elsewhere?)`);
-    return fd;
-  } catch (e) {
-    closeSync(fd);
-    throw e;
-  }
+function openLog(path: string, shown: string): number {
+  return openRegular(path, O_WRONLY | O_APPEND | O_CREAT, { mode: 0o640, singleLink: true, shownAs: shown });
 }
 
 const sameFile = (a: { dev: number; ino: number }, b: { dev: number; ino: number }) => a.dev === b.dev && a.ino === b.ino;

@@ -9,7 +9,8 @@
 // fd00:10:240::/64), so the ledger holds IPv6 addresses and the IPv6 probe rewrite is due. The agent's /metrics and /healthz are fetched with Node's fetch from inside the node netns.
 import { execa } from 'execa';
 import { mkdir, readdir, readFile, symlink, truncate, unlink, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runInNetns, type Run } from '../../src/effects/exec.js';
 import { parseMetrics, seriesKey } from '../../src/metrics.js';
@@ -951,3 +952,80 @@ describe.skipIf(!enabled)("ipam-shim agent: the runtime's result cache is untrus
     await stopWithin(a, 3_000);
   });
 });
+
+describe.skipIf(!enabled)('ipam-shim agent: what an operator names, and a failed agent-ip (issue 45)', () => {
+  const net = new TestNet();
+  afterEach(() => net.cleanup());
+
+  it('a FIFO at metricsFile: /metrics answered within 5 s with every error series at 0, passes go on, said once, SIGTERM prompt', async () => {
+    const bed = await makeBed(net);
+    await mkdir(dirname(bed.metricsFile), { recursive: true });
+    await execa('mkfifo', [bed.metricsFile]);
+    const a = startAgent(bed, ['--interval', '0.5']);
+    await waitFor('two passes', () => a.passes().length >= 2);
+    for (let i = 0; i < 6; i++) {
+      const t0 = Date.now();
+      const { status, body } = await withinMs(agentGet(bed.node, '/metrics'), 5_000, 'a scrape');
+      expect(status).toBe(200);
+      expect(Date.now() - t0).toBeLessThan(5_000);
+      const m = parseMetrics(body);
+      // The plugin never wrote a series: the error series are the agent's zeros for the network its pass opened.
+      expect(m.get(seriesKey('ipam_shim_errors_total', { network: bed.network, verb: 'ADD', code: '7' }))?.value).toBe(0);
+      expect(m.get(seriesKey('ipam_shim_errors_total', { network: bed.network, verb: 'STATUS', code: '50' }))?.value).toBe(0);
+    }
+    const n = a.passes().length;
+    await waitFor('two more passes after the scrapes', () => a.passes().length >= n + 2);
+    const said = a.lines().filter((l) => /textfile not read/.test(l.msg));
+    expect(said, JSON.stringify(said)).toHaveLength(1);
+    expect(said[0]).toMatchObject({ level: 'warn', metricsFile: bed.metricsFile });
+    await stopWithin(a, 3_000);
+  });
+
+  it('agent-ip allocate with its delegate missing: code 7, and nothing left behind (no namespace, no record)', async () => {
+    const bed = await makeBed(net, { delegateType: 'no-such-ipam' });
+    const owner = `miss${uid()}`.slice(0, 20);
+    bed.owners.push(owner);
+    const conflist = join(bed.confDir, '10-agent.conflist');
+    const r = await execa(
+      'ip',
+      ['netns', 'exec', bed.node, SHIM, 'agent-ip', 'allocate', '--owner', owner, '--conflist', conflist, '--cni-path', bed.cniPath, '--json'],
+      { reject: false },
+    );
+    expect(r.exitCode, `${r.stdout} ${r.stderr}`).toBe(3);
+    expect(JSON.parse(r.stdout)).toMatchObject({ code: 7, error: expect.stringMatching(/no-such-ipam/) });
+    expect(existsSync(`/run/netns/ipam-shim-agent-${owner}`), 'the namespace it made').toBe(false);
+    const list = await execa('ip', ['netns', 'exec', bed.node, SHIM, 'agent-ip', 'list', '--conflist', conflist, '--json']);
+    expect(JSON.parse(list.stdout)).toEqual({ network: bed.network, agentIPs: [] });
+    expect(await ledgerIps(bed)).toEqual([]);
+  });
+
+  it("agent-ip allocate whose delegate's ADD fails: the error, and nothing left behind (no namespace, no intent record)", async () => {
+    const bed = await makeBed(net, { delegateType: 'fake-ipam' });
+    const owner = `bad${uid()}`.slice(0, 20);
+    bed.owners.push(owner);
+    const conflist = join(bed.confDir, '10-agent.conflist');
+    const r = await execa(
+      'ip',
+      ['netns', 'exec', bed.node, SHIM, 'agent-ip', 'allocate', '--owner', owner, '--conflist', conflist, '--cni-path', bed.cniPath, '--json'],
+      { reject: false, env: { FAKE_IPAM_MODE: 'garbage' } },
+    );
+    expect(r.exitCode, `${r.stdout} ${r.stderr}`).not.toBe(0);
+    expect(existsSync(`/run/netns/ipam-shim-agent-${owner}`), 'the namespace it made').toBe(false);
+    const list = await execa('ip', ['netns', 'exec', bed.node, SHIM, 'agent-ip', 'list', '--conflist', conflist, '--json']);
+    expect(JSON.parse(list.stdout)).toEqual({ network: bed.network, agentIPs: [] });
+    expect(await readdir(join(bed.s.stateDir, bed.network, 'records')).catch(() => [])).toEqual([]);
+  });
+});
+
+/** `p`, or a failure naming `what` after `ms`. */
+async function withinMs<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} unanswered after ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

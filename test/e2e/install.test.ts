@@ -525,7 +525,10 @@ const root = rootOrSkip();
     expect(v('ipam_shim_gc_released_total', 'network="mnet"')).toBe(1);
     expect(v('ipam_shim_ledger_attachments', 'network="mnet"')).toBe(2);
     expect(v('ipam_shim_agent_ips', 'network="mnet"')).toBe(0);
-    expect([...m.values()].some((x) => x.name === 'ipam_shim_errors_total' && x.labels.network === 'mnet')).toBe(false);
+    // mnet's calls all succeeded: its error series are there, each at 0 (every verb × code from the first call).
+    const mnetErrors = [...m.values()].filter((x) => x.name === 'ipam_shim_errors_total' && x.labels.network === 'mnet');
+    expect(mnetErrors).toHaveLength(5 * Object.values(ErrorCode).length);
+    expect(mnetErrors.every((x) => x.value === 0)).toBe(true);
   });
 
   it('a metrics file that cannot be written never changes the CNI outcome', async () => {

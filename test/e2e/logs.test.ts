@@ -1,13 +1,15 @@
 // The plugin's and the agent's logs as an operator reads them, from the BUILT single executable: named levels, the
 // pod from CNI_ARGS on every call's line and in the ledger record, the log file's size bound under many
-// concurrent calls (every line whole, none lost), a log path that is no regular file of its own (a FIFO, a symlink),
+// concurrent calls (every line whole, none lost), a log path that is no regular file of its own (a FIFO, a symlink,
+// a symlinked directory, a sparse file at the rotation lock),
 // and the agent's persisting problem logged once, not every pass.
 import { execa } from 'execa';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readdir, readFile, stat, symlink, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rm, stat, symlink, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PLUGIN_DIR, ROOT, SEA_SHIM, invoke } from '../support/shim/cni.js';
+import { peakRssOfDel } from '../support/shim/rss.js';
 import { hostLocal, shimConf } from '../support/shim/conf.js';
 import { rootOrSkip, uid } from '../support/net/netns.js';
 import { useScratchNet } from '../support/net/scratch-net.js';
@@ -185,6 +187,68 @@ const CALL_BOUND_MS = 5_000;
     expect(after.equals(before), `${after.length} bytes: ${after.toString('utf8', 0, 300)}`).toBe(true);
     expect((await stat(target)).mode & 0o777).toBe(0o600);
     expectAnsweredWithLinesOnStderr(out, logFile);
+  });
+
+  it("a log directory that is a symlink: the victim directory's 0600 ipam.log stays byte-identical, no file made there", async () => {
+    const victim = join(s.dir, 'victim');
+    await mkdir(victim);
+    const before = Buffer.from('a file that is not the log\n');
+    await writeFile(join(victim, 'ipam.log'), before, { mode: 0o600 });
+    await chmod(join(victim, 'ipam.log'), 0o600);
+    await symlink(victim, join(s.dir, 'logs'));
+    const logFile = join(s.dir, 'logs', 'ipam.log');
+    const out = await calls(logFile);
+    const after = await readFile(join(victim, 'ipam.log'));
+    expect(after.equals(before), `${after.length} bytes: ${after.toString('utf8', 0, 300)}`).toBe(true);
+    expect((await stat(join(victim, 'ipam.log'))).mode & 0o777).toBe(0o600);
+    expect(await readdir(victim)).toEqual(['ipam.log']);
+    expectAnsweredWithLinesOnStderr(out, logFile);
+    expect(parseLines(out.add.stderr)[0]!.error.message).toMatch(/logs is a symlink/);
+    // A new file would have been made there too: the directory without one gets none.
+    await rm(join(victim, 'ipam.log'));
+    await calls(logFile);
+    expect(await readdir(victim)).toEqual([]);
+  });
+
+  it('a sparse 2 GiB file at the rotation lock: the calls answer, their lines on stderr, each peaking near a normal call', async () => {
+    const logFile = join(s.dir, 'logs', 'shim.log');
+    await mkdir(join(s.dir, 'logs'));
+    const lock = `${logFile}.rotate.lock`;
+    await writeFile(lock, '');
+    await truncate(lock, 2 * 1024 ** 3);
+    const out = await calls(logFile);
+    for (const [command, o] of [
+      ['STATUS', out.status],
+      ['ADD', out.add],
+      ['DEL', out.del],
+    ] as const) {
+      expect(o.exitCode, `${command} after ${o.ms} ms: ${o.stdout}`).toBe(0);
+      expect(o.ms, command).toBeLessThan(CALL_BOUND_MS);
+      // The lock is no holder's and not ours to remove: every line is refused by the file and kept on stderr.
+      expect(
+        parseLines(o.stderr)
+          .filter((l) => l.msg === 'CNI call done')
+          .map((l) => l.command),
+        o.stderr,
+      ).toEqual([command]);
+    }
+    expect((await stat(lock)).size).toBe(2 * 1024 ** 3);
+    const rss = (logFile: string) =>
+      peakRssOfDel(
+        shimConf({
+          name: `lk${uid()}`,
+          dirs: { stateDir: s.stateDir, logFile },
+          placement: 'chained',
+          probeRewrite: false,
+          delegate: { type: 'host-local' },
+        }),
+        POD_ARGS,
+        CALL_BOUND_MS,
+      );
+    const normal = await rss(join(s.dir, 'normal.log'));
+    const sparse = await rss(logFile);
+    console.log(`peak RSS of a DEL: normal ${normal} KiB, sparse rotation lock ${sparse} KiB`);
+    expect(sparse).toBeLessThan(normal + 48 * 1024);
   });
 });
 

@@ -1,6 +1,7 @@
 // The node agent's pure parts and its registry: listen addresses, the jittered wait, and the plugin's textfile
 // series exposed on /metrics exactly as the plugin wrote them.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { execa } from 'execa';
+import { mkdtemp, rm, symlink, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -99,5 +100,45 @@ describe('AgentMetrics', () => {
     expect(scraped.get(seriesKey('ipam_shim_errors_total', { network: 'cilium', verb: 'ADD', code: '100' }))?.value).toBe(1);
     expect(body).toContain('# TYPE ipam_shim_invocations_total counter');
     expect(body).toContain('# TYPE ipam_shim_ledger_attachments gauge');
+  });
+
+  it("serves every opened network's error series at 0 before the plugin wrote any", async () => {
+    const m = new AgentMetrics();
+    expect((await m.render()).body).not.toMatch(/^ipam_shim_errors_total\{/m);
+    m.networkKnown('cilium');
+    const scraped = parseMetrics((await m.render()).body);
+    for (const verb of ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS'])
+      for (const code of Object.values(ErrorCode))
+        expect(scraped.get(seriesKey('ipam_shim_errors_total', { network: 'cilium', verb, code: String(code) }))?.value, `${verb} ${code}`).toBe(0);
+  });
+
+  it('a textfile that is a FIFO, a /dev/zero link or a sparse file: each scrape answered at once without it, said once', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'agent-metrics-'));
+    const warned: Array<Record<string, unknown>> = [];
+    const m = new AgentMetrics({ warn: (fields: Record<string, unknown>) => void warned.push(fields) } as never);
+    m.networkKnown('cilium');
+    const scrape = async () => {
+      const t0 = performance.now();
+      const body = (await m.render()).body;
+      return { body, ms: performance.now() - t0 };
+    };
+    const fifo = join(dir, 'fifo.prom');
+    await execa('mkfifo', [fifo]);
+    const zero = join(dir, 'zero.prom');
+    await symlink('/dev/zero', zero);
+    const sparse = join(dir, 'sparse.prom');
+    await writeFile(sparse, '');
+    await truncate(sparse, 2 * 1024 ** 3);
+    for (const file of [fifo, zero, sparse]) {
+      m.pluginFile = file;
+      for (let i = 0; i < 2; i++) {
+        const r = await scrape();
+        expect(r.ms, file).toBeLessThan(1000);
+        expect(parseMetrics(r.body).get(seriesKey('ipam_shim_errors_total', { network: 'cilium', verb: 'ADD', code: '7' }))?.value).toBe(0);
+        expect(parseMetrics(r.body).get(seriesKey('ipam_shim_agent_reconcile_passes_total', { outcome: 'ok' }))?.value).toBe(0);
+      }
+    }
+    // Once per file, not per scrape.
+    expect(warned.map((w) => w.metricsFile)).toEqual([fifo, zero, sparse]);
   });
 });

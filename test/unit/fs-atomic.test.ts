@@ -1,11 +1,12 @@
 // writeFileAtomic's temp files on a real file system (temp dir, no root): named by pid and attempt, created
 // O_EXCL|O_NOFOLLOW, so a name someone else holds (a dead process with a reused pid, a planted link) is skipped,
 // never written through.
+import { execa } from 'execa';
 import { lstat, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { removeFile, tempNameFor, writeFileAtomic } from '../../src/effects/fs-atomic.js';
+import { readFileNoFollowSync, removeFile, tempNameFor, writeFileAtomic } from '../../src/effects/fs-atomic.js';
 
 let dir: string | undefined;
 afterEach(async () => dir && rm(dir, { recursive: true, force: true }));
@@ -49,5 +50,15 @@ describe('writeFileAtomic temp names', () => {
     await removeFile(w.file, { durable: true });
     await removeFile(w.file, { durable: true });
     await expect(lstat(w.file)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+});
+
+describe('readFileNoFollowSync (ledger records and index entries)', () => {
+  it('a FIFO planted at a record: refused at once (it blocked the open forever), never waited on', async () => {
+    const w = await world();
+    await execa('mkfifo', [w.file]);
+    const t0 = performance.now();
+    expect(() => readFileNoFollowSync(w.file)).toThrow(`${w.file} is not a regular file`);
+    expect(performance.now() - t0).toBeLessThan(1000);
   });
 });

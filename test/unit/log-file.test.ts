@@ -5,7 +5,7 @@
 // case runs the built executable: test/e2e/logs.test.ts.
 import { execa } from 'execa';
 import { closeSync, constants, openSync, readSync } from 'node:fs';
-import { link, lstat, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { link, lstat, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, symlink, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -166,7 +166,7 @@ describe('LogFile on a path that is not a regular file of its own', () => {
         }
       })();
       expect(got.toString('utf8', 0, n)).toBe('');
-      expect(r.error ?? r.value).toMatchObject({ message: `${fifo} is not a regular file` });
+      expect(r.error ?? r.value).toMatchObject({ message: `${fifo} is not a regular file (a FIFO)` });
     } finally {
       closeSync(reader);
     }
@@ -238,5 +238,47 @@ describe('LogFile on a path that is not a regular file of its own', () => {
       await stop();
     }
     expect((await stat(lock)).isFIFO()).toBe(true);
+  });
+
+  it('a sparse 2 GiB file at the rotate lock: refused at once, not read (it cost every line 1.9 GiB)', async () => {
+    const path = join(dir, 'shim.log');
+    const lock = `${path}.rotate.lock`;
+    await writeFile(lock, '');
+    await truncate(lock, 2 * 1024 ** 3);
+    const f = new LogFile(path, bound);
+    const rss = process.memoryUsage().rss;
+    const r = timed(() => f.append(line(0)));
+    expect(r.ms, `${Math.round(r.ms)} ms`).toBeLessThan(150);
+    expect(r.value).toBe(false);
+    expect(process.memoryUsage().rss - rss).toBeLessThan(64 * 1024 * 1024);
+    expect((await stat(lock)).size).toBe(2 * 1024 ** 3);
+  });
+});
+
+describe('LogFile in a directory that is not a directory of its own', () => {
+  const bound = { maxBytes: 1000, backups: 2 };
+
+  it('a log directory that is a symlink: refused; the victim directory gets no file', async () => {
+    const victim = join(dir, 'victim');
+    await mkdir(victim);
+    await symlink(victim, join(dir, 'logs'));
+    expect(() => new LogFile(join(dir, 'logs', 'ipam.log'), bound)).toThrow(/logs is a symlink/);
+    expect(await readdir(victim)).toEqual([]);
+  });
+
+  it('swapped for a symlink while a process logs: lines and rotations stay in the directory it opened', async () => {
+    const logs = join(dir, 'logs');
+    const victim = join(dir, 'victim');
+    await mkdir(victim);
+    const before = Buffer.from('a private file\n');
+    await writeFile(join(victim, 'ipam.log'), before, { mode: 0o600 });
+    const f = new LogFile(join(logs, 'ipam.log'), bound);
+    expect(f.append(line(0))).toBe(true);
+    await rename(logs, join(dir, 'logs.old'));
+    await symlink(victim, logs);
+    for (let i = 1; i < 30; i++) expect(f.append(line(i))).toBe(true);
+    expect(await readdir(victim)).toEqual(['ipam.log']);
+    expect((await readFile(join(victim, 'ipam.log'))).equals(before)).toBe(true);
+    expect((await readdir(join(dir, 'logs.old'))).sort()).toEqual(['ipam.log', 'ipam.log.1', 'ipam.log.2']);
   });
 });

@@ -22,7 +22,12 @@ describe('applyUpdate', () => {
     expect(value(text, 'ipam_shim_ledger_attachments', { network: 'cilium' })).toBe(3);
     expect(value(text, 'ipam_shim_agent_ips', { network: 'cilium' })).toBe(1);
     expect(value(text, 'ipam_shim_last_invocation_timestamp_seconds', { network: 'cilium', verb: 'ADD' })).toBe(1700000000);
-    expect(text).not.toContain('ipam_shim_errors_total{');
+    // Every recorded verb's every CNI error code at 0 from the first call: the first failure with a code is an
+    // increase() from 0 (a series born at 1 raised no alert).
+    for (const verb of ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS'])
+      for (const code of Object.values(ErrorCode))
+        expect(value(text, 'ipam_shim_errors_total', { network: 'cilium', verb, code: String(code) }), `${verb} ${code}`).toBe(0);
+    expect(text.match(/^ipam_shim_errors_total\{/gm)).toHaveLength(5 * Object.values(ErrorCode).length);
   });
 
   it('errors by verb and code; refusals only for ADD with 100; residue and GC add their counts', () => {
