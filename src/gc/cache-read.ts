@@ -1,4 +1,5 @@
-// Reading the runtime's result cache for one network (src/gc/from-cache.ts cachedAttachments). Untrusted input: every
+// Reading the runtime's result cache for one network, in the process that reads it (src/gc/cache-reader.ts runs it
+// in a child it can abandon: a file system that stops answering blocks whoever reads it). Untrusted input: every
 // file bounded (src/gc/cache-file.ts), every entry reduced at once to a compact CachedPod with fields within what
 // Kubernetes allows, an entry matched to the network by its own `networkName`, names shown as one line.
 import { readdir } from 'node:fs/promises';
@@ -239,4 +240,16 @@ export async function readCacheView(cacheDir: string, network: string): Promise<
       blind: { kind: 'empty', why: `the runtime's result cache ${dir} holds no entry for network ${network}` },
     };
   return { attachments: out, pods, ignored };
+}
+
+/** The reader child's work (src/gc/cache-reader.ts starts it): the view, or why the list is unknowable, as JSON. */
+export async function cacheReaderMain(argv: readonly string[]): Promise<{ stdout: string; exitCode: number }> {
+  const [cacheDir, network] = argv;
+  if (argv.length !== 2 || !cacheDir || !network) return { stdout: '', exitCode: 2 };
+  try {
+    return { stdout: JSON.stringify({ view: await readCacheView(cacheDir, network) }), exitCode: 0 };
+  } catch (e) {
+    if (e instanceof RuntimeCacheError) return { stdout: JSON.stringify({ refused: { path: e.path, why: e.why } }), exitCode: 0 };
+    throw e;
+  }
 }

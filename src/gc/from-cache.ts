@@ -6,16 +6,21 @@ import type { Attachment } from '../cni/config.js';
 import type { OpenNetwork } from '../network/open.js';
 import { runGc, type GcReport } from './run-gc.js';
 import type { CacheView } from './cached-pod.js';
-import { readCacheView } from './cache-read.js';
+import { readInChild, type CacheReadOptions } from './cache-reader.js';
 
 export { MAX_CACHE_ENTRIES, RuntimeCacheError } from './cache-read.js';
 
 /** libcni's cache root (containerd, CRI-O, podman): `results/` below it. */
 export const DEFAULT_CACHE_DIR = '/var/lib/cni';
 
-/** The attachments the runtime knows for `network` (src/gc/cache-read.ts says how an entry is read and matched). */
-export function cachedAttachments(cacheDir: string, network: string): Promise<CacheView> {
-  return readCacheView(cacheDir, network);
+/**
+ * The attachments the runtime knows for `network` (src/gc/cache-read.ts says how an entry is read and matched),
+ * read in a child this process abandons past its bound (src/gc/cache-reader.ts): a hung file system under the cache
+ * never blocks the caller. Throws RuntimeCacheError when the list is unknowable: "could not look", never "found
+ * nothing".
+ */
+export function cachedAttachments(cacheDir: string, network: string, o?: CacheReadOptions): Promise<CacheView> {
+  return readInChild(cacheDir, network, o);
 }
 
 export interface CacheGcOptions {
