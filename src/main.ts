@@ -26,6 +26,11 @@ async function main(): Promise<number> {
     process.stderr.write(`${(await import('./cni/skel.js')).ABOUT}\n`);
     return 0;
   }
+  // The runtime's result cache read in a child the caller can abandon (src/gc/cache-reader.ts CACHE_READER_ARG).
+  if (argv[0] === '__read-runtime-cache') {
+    const r = await (await import('./cli/cache-reader.js')).cacheReaderMain(argv.slice(1));
+    return reply(r.stdout, r.exitCode);
+  }
   const { stdout, stderr, exitCode } = await (await import('./cli/index.js')).runCli(argv, process.env);
   if (stderr) process.stderr.write(stderr);
   return reply(stdout, exitCode);

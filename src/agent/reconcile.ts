@@ -237,7 +237,8 @@ function passFor(o: ReconcileOptions, net: OpenNetwork, report: PassReport, step
         net,
         (await records()).flatMap((r) => r.ips),
       ),
-    cache: () => (shared.cache ??= cachedAttachments(o.gc.cacheDir, net.conf.name)),
+    // The pass's signal: SIGTERM answers a read under way at once (its child is left to its own bound).
+    cache: () => (shared.cache ??= cachedAttachments(o.gc.cacheDir, net.conf.name, { signal: o.signal })),
     holds: () => podHolds(net.conf),
     runtime: shared.runtime,
     provide: (view) => {

@@ -25,6 +25,8 @@ export interface RunResult {
   spawnError?: string;
   /** It wrote more than MAX_OUTPUT_BYTES (stdout and stderr together): its group was killed, the rest not read. */
   overflow?: boolean;
+  /** Its process ID: after a timeout, whether it is still there (stuck in the kernel) is /proc/<pid>'s to say. */
+  pid?: number;
 }
 
 export const MAX_OUTPUT_BYTES = 64 * 1024 * 1024;
@@ -70,6 +72,7 @@ async function spawnRun(file: string, args: readonly string[], opts: RunOptions)
     overflow?: boolean;
     code?: string;
     message: string;
+    pid?: number | undefined;
   }>((resolve) => {
     let sub: ChildProcess;
     try {
@@ -148,7 +151,7 @@ async function spawnRun(file: string, args: readonly string[], opts: RunOptions)
           : signal
             ? `Command was killed with ${signal}: ${file} ${args.join(' ')}`
             : `Command failed with exit code ${exitCode}: ${file} ${args.join(' ')}`;
-      resolve({ stdout: Buffer.concat(out).toString('utf8'), stderr, exitCode, failed, overflow, code: spawnError?.code, message });
+      resolve({ stdout: Buffer.concat(out).toString('utf8'), stderr, exitCode, failed, overflow, code: spawnError?.code, message, pid: sub.pid });
     };
     sub.on('error', (e) => {
       spawnError = e;
@@ -172,6 +175,7 @@ async function spawnRun(file: string, args: readonly string[], opts: RunOptions)
     notFound: r.code === 'ENOENT' || r.code === 'EACCES',
     overflow: r.overflow ?? false,
     ...(r.code ? { spawnError: r.code } : {}),
+    ...(r.pid ? { pid: r.pid } : {}),
   };
   return { result, failed: r.failed, message: r.message };
 }

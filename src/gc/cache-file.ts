@@ -1,5 +1,5 @@
 // Reading one file of the runtime's result cache as a root process must read a file someone else writes: bounded,
-// never through a symlink, never blocking (src/gc/from-cache.ts turns what it reads into the network's list).
+// never through a symlink, never blocking (src/gc/cache-read.ts turns what it reads into the network's list).
 import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type Stats } from 'node:fs';
 
 /**
