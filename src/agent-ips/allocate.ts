@@ -5,7 +5,7 @@
 import { AGENT_OWNER, agentContainerID } from '../ledger/owner.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type NetConf } from '../cni/config.js';
-import { resultIps } from '../cni/result.js';
+import { resultIps, resultSubnets } from '../cni/result.js';
 import type { IpamDelegate } from '../effects/delegate.js';
 import { checkVersionOf, hostPrevResult, type CheckProof } from '../effects/check-proof.js';
 import { agentIpCniArgs, delegateEnvFor, identityOf } from '../ledger/identity.js';
@@ -188,7 +188,8 @@ async function allocate(d: AgentDeps, owner: string, family: Family | undefined,
     try {
       if (!ips.length) throw new CniError(ErrorCode.DelegateFailed, `delegate ${d.delegate.type} returned no IP addresses`);
       const cured = await cureAddresses(d, ips);
-      await d.ledger.put({ ...base, state: 'attached', ips, updatedAt: new Date().toISOString() });
+      const subnets = resultSubnets(result);
+      await d.ledger.put({ ...base, state: 'attached', ips, ...(subnets.length && { subnets }), updatedAt: new Date().toISOString() });
       const picked = pickFamily(ips, family);
       d.log.info({ owner, ips, note, cured }, 'agent IP allocated');
       return {

@@ -232,11 +232,7 @@ function passFor(o: ReconcileOptions, net: OpenNetwork, report: PassReport, step
     signal,
     flags: { gc: o.gc },
     records,
-    podRanges: async () =>
-      networkPodRanges(
-        net,
-        (await records()).flatMap((r) => r.ips),
-      ),
+    podRanges: async () => networkPodRanges(net, await records()),
     cache: () => (shared.cache ??= cachedAttachments(o.gc.cacheDir, net.conf.name)),
     holds: () => podHolds(net.conf),
     runtime: shared.runtime,

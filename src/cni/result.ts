@@ -3,6 +3,7 @@ import * as z from './zod.js';
 import { atLeast } from './versions.js';
 import { CniError, ErrorCode, formatIssues } from './errors.js';
 import { addressProblem, canonicalIp } from '../net/ip.js';
+import { parseCidr } from '../net/cidr.js';
 
 const IpConfigSchema = z.looseObject({
   address: z.string(),
@@ -88,6 +89,24 @@ export function refuseBadAddresses(result: Pick<Result, 'ips'>, origin: ResultOr
 export function resultIps(result: Pick<Result, 'ips'>, origin: ResultOrigin): string[] {
   refuseBadAddresses(result, origin);
   return canonicalAddresses((result.ips ?? []).map((ip) => ip.address));
+}
+
+/**
+ * PURE. The subnets a result's addresses were handed out in, as it gives them (CNI notation: `10.240.0.32/16` →
+ * `10.240.0.0/16`; a bare address or a host prefix, as cilium-cni's /32, names no more than itself), canonical
+ * CIDR text, each once. What a ledger record keeps for the network's fallback pod ranges (src/ledger/subnets.ts).
+ * Callers refuse bad addresses first; one parseCidr still refuses is skipped.
+ */
+export function resultSubnets(result: Pick<Result, 'ips'>): string[] {
+  const out = new Set<string>();
+  for (const ip of result.ips ?? []) {
+    try {
+      out.add(parseCidr(ip.address).text);
+    } catch {
+      // refused at the boundary (refuseBadAddresses); nothing to record
+    }
+  }
+  return [...out];
 }
 
 /** PURE. Host-side interfaces a CNI result names: the ones without a `sandbox`. */
