@@ -1,24 +1,24 @@
 // Where the network's pod ranges are read: host-local ranges through the reserved fix's reader, the ledger's
-// subnets (src/ledger/subnets.ts) where none can be read. Two fixes' parts, so it sits with the list of fixes (src/fixes/), not in
+// subnets (src/ledger/subnets.ts) where none can be read. A fix's part, so it sits with the list of fixes, not in
 // the fix-neutral pods view (src/pods/view.ts); the agent's pass hands it to a step (Pass.podRanges).
 import type { OpenNetwork } from '../network/open.js';
 import { assessRanges } from '../reserved/ranges.js';
-import { ipamSources } from '../reserved/ipam-sources.js';
+import { podIpamSources } from '../conflist.js';
 import type { PodRanges } from '../pods/view.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import { ledgerSubnets } from '../ledger/subnets.js';
 
 /**
  * The network's pod ranges, for THE cleaning rule (src/residue/cleanable.ts): the host-local ranges of every IPAM
- * config that hands out this network's addresses (the delegate's, and chained, the main plugin's: the reserved
- * fix's one reader of that shape), plus, when one of them has none to read (azure-ipam, cilium's) or there is none,
- * the subnets the ledger's addresses were handed out in (as their records keep them). Nothing readable at all: no range, and no unseen pod's
- * address is a target.
+ * config that hands out this network's addresses (src/conflist.ts podIpamSources; read by the reserved fix's one
+ * reader of that shape), plus, when one of them has none to read (azure-ipam, cilium's) or there is none, the
+ * subnets the ledger's addresses were handed out in (as their records keep them). Nothing readable at all: no
+ * range, and no unseen pod's address is a target.
  */
 export function networkPodRanges(net: Pick<OpenNetwork, 'conf' | 'shim'>, records: readonly Pick<LedgerRecord, 'subnets'>[]): PodRanges {
   const ranges: PodRanges['ranges'][number][] = [];
   const where: string[] = [];
-  const sources = ipamSources(net);
+  const sources = podIpamSources(net);
   let unreadable = sources.length === 0;
   for (const src of sources) {
     let sets: ReturnType<typeof assessRanges> = [];
