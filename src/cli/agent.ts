@@ -9,10 +9,10 @@ import type { GcMode } from '../agent/reconcile.js';
 import { parseShimConfig, DEFAULT_WATCH_INTERVAL_S } from './install.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from '../fix/command.js';
 import { stdoutLogger } from '../log.js';
+import { DEFAULT_CACHE_DIR, DEFAULT_GC_GRACE_S } from '../gc/from-cache.js';
 
 export const DEFAULT_AGENT_LISTEN = '127.0.0.1:9740';
 export const DEFAULT_AGENT_INTERVAL_S = 30;
-export const DEFAULT_CACHE_DIR = '/var/lib/cni';
 /**
  * From SIGTERM to the answer (and so the exit) at most, whatever the agent is doing: past the pass's own stop grace
  * (src/agent/reconcile.ts PASS_BOUNDS.stopGraceMs, 32 s) and within the DaemonSet's terminationGracePeriodSeconds
@@ -26,7 +26,7 @@ export const AGENT_FLAGS = {
   interval: { type: 'string', default: String(DEFAULT_AGENT_INTERVAL_S) },
   jitter: { type: 'string', default: '0.1' },
   gc: { type: 'string', default: 'report' },
-  'grace-seconds': { type: 'string', default: '60' },
+  'grace-seconds': { type: 'string', default: String(DEFAULT_GC_GRACE_S) },
   'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR },
   'allow-empty-cache': { type: 'boolean', default: false },
   listen: { type: 'string', default: DEFAULT_AGENT_LISTEN },
@@ -38,7 +38,7 @@ export const AGENT_FLAGS = {
 } as const;
 
 const USAGE = `ipam-shim agent [--gc report|apply] [--interval SECONDS] [--jitter FRACTION] [--listen HOST:PORT]
-  [--grace-seconds 60] [--cache-dir /var/lib/cni] [--allow-empty-cache] [--log-level info]
+  [--grace-seconds ${DEFAULT_GC_GRACE_S}] [--cache-dir ${DEFAULT_CACHE_DIR}] [--allow-empty-cache] [--log-level info]
   [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS]
   [--cni-bin-dir DIR] [--source PATH] [--shim-config JSON] [--no-install]
 ipam-shim agent reload
@@ -145,7 +145,7 @@ export const agentCommand: Command = {
     interval: { value: 'SECONDS', text: `time between reconcile passes (default ${DEFAULT_AGENT_INTERVAL_S}), e.g. 60` },
     jitter: { value: 'FRACTION', text: 'each wait is interval × (1 ± this), in [0, 1) (default 0.1), e.g. 0.2' },
     gc: { value: 'report|apply', text: 'leaked pod addresses: only report them (default) or release them, e.g. apply' },
-    'grace-seconds': { value: 'N', text: 'GC keeps attachments younger than this (default 60), e.g. 300' },
+    'grace-seconds': { value: 'N', text: `GC keeps attachments younger than this (default ${DEFAULT_GC_GRACE_S}), e.g. 300` },
     'cache-dir': { value: 'DIR', text: `the runtime's CNI cache (default ${DEFAULT_CACHE_DIR}), e.g. /host/var/lib/cni` },
     'allow-empty-cache': { text: 'GC releases even when the cache is missing or empty while pods are recorded' },
     listen: { value: 'HOST:PORT', text: `where /metrics, /healthz, /readyz are served (default ${DEFAULT_AGENT_LISTEN}), e.g. 10.224.0.4:9740` },

@@ -82,6 +82,8 @@ const READ_BATCH = 64;
 
 /** libcni's cache root (containerd, CRI-O, podman): `results/` below it. */
 export const DEFAULT_CACHE_DIR = '/var/lib/cni';
+/** How young an attachment GC never releases (`--grace-seconds` of `ipam-shim gc` and the agent): an ADD in flight. */
+export const DEFAULT_GC_GRACE_S = 60;
 
 /** A file's own network name, even from a truncated file (libcni writes it before the result). */
 function networkNameIn(text: string): string | undefined {
