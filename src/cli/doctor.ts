@@ -8,7 +8,7 @@ import { DEFAULT_CACHE_DIR } from '../gc/from-cache.js';
 import { failedCheck, type Finding, type NodeView } from '../fix/doctor-check.js';
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { CniError } from '../cni/errors.js';
-import { DEFAULT_CNI_PATH, type OpenNetwork } from '../network/open.js';
+import { selectedCniPath, type OpenNetwork } from '../network/open.js';
 import { shown } from '../terminal.js';
 import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../fix/network-flags.js';
 import { Exit, parseArgv, type Command } from '../fix/command.js';
@@ -40,7 +40,7 @@ export const doctorCommand: Command = {
     } catch (e) {
       // The network cannot be opened (no conflist holds the shim, or it does not parse): doctor goes on without it.
       if (!(e instanceof CniError)) throw e;
-      const cniPath = (values['cni-path'] ?? ctx.env.CNI_PATH ?? DEFAULT_CNI_PATH).split(':').filter(Boolean);
+      const cniPath = selectedCniPath({ cniPath: values['cni-path'] }, ctx.env);
       const confDir = values['conf-dir'] ?? (values.conflist ? dirname(values.conflist) : DEFAULT_CONF_DIR);
       node = { confDir, conflist: values.conflist, cniPath, run: ctx.run, why: e };
     }

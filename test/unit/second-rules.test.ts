@@ -2,6 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { agentCommand, parseAgentArgs } from '../../src/cli/agent.js';
 import { gcCommand } from '../../src/cli/gc.js';
+import { readCniEnv } from '../../src/cni/env.js';
+import { DEFAULT_CNI_PATH, selectedCniPath } from '../../src/network/open.js';
 import { DEFAULT_CACHE_DIR, DEFAULT_GC_GRACE_S } from '../../src/gc/from-cache.js';
 
 describe("the runtime's cache root and GC's grace: one default each", () => {
@@ -11,5 +13,16 @@ describe("the runtime's cache root and GC's grace: one default each", () => {
       expect(usage).toContain(`[--cache-dir ${DEFAULT_CACHE_DIR}]`);
       expect(usage).toContain(`[--grace-seconds ${DEFAULT_GC_GRACE_S}]`);
     }
+  });
+});
+
+describe('the CNI path: one reading (cniPathOf)', () => {
+  it("the plugin's CNI_PATH, an operator command's CNI_PATH and its --cni-path read alike", () => {
+    const text = '/opt/cni/bin::/usr/lib/cni:';
+    const env = readCniEnv({ CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'c1', CNI_NETNS: '/run/netns/c1', CNI_IFNAME: 'eth0', CNI_PATH: text });
+    expect(env.path).toEqual(['/opt/cni/bin', '/usr/lib/cni']);
+    expect(selectedCniPath({}, { CNI_PATH: text })).toEqual(env.path);
+    expect(selectedCniPath({ cniPath: text }, { CNI_PATH: '/elsewhere' })).toEqual(env.path);
+    expect(selectedCniPath({}, {})).toEqual([DEFAULT_CNI_PATH]);
   });
 });
