@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { agentCommand, parseAgentArgs } from '../../src/cli/agent.js';
 import { gcCommand } from '../../src/cli/gc.js';
 import { readCniEnv } from '../../src/cni/env.js';
+import { warm, warmRun } from '../../src/warm.js';
 import { DEFAULT_CNI_PATH, selectedCniPath } from '../../src/network/open.js';
 import { DEFAULT_CACHE_DIR, DEFAULT_GC_GRACE_S } from '../../src/gc/from-cache.js';
 
@@ -24,5 +25,15 @@ describe('the CNI path: one reading (cniPathOf)', () => {
     expect(selectedCniPath({}, { CNI_PATH: text })).toEqual(env.path);
     expect(selectedCniPath({ cniPath: text }, { CNI_PATH: '/elsewhere' })).toEqual(env.path);
     expect(selectedCniPath({}, {})).toEqual([DEFAULT_CNI_PATH]);
+  });
+});
+
+describe("the node's tools on the ADD path: every call bounded", () => {
+  it('the warm-up ADD (every fix, residue cleanup included) starts no node tool without a time bound', async () => {
+    warmRun.calls.length = 0;
+    await warm();
+    const tools = warmRun.calls.filter((c) => !c.file.includes('/'));
+    expect(tools.map((c) => c.file)).toEqual(expect.arrayContaining(['ip', 'ebtables']));
+    expect(tools.filter((c) => c.timeoutMs === undefined).map((c) => `${c.file} ${c.args.join(' ')}`)).toEqual([]);
   });
 });
