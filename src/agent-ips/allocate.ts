@@ -16,6 +16,7 @@ import { deleteNetns, ensureNetns } from '../effects/netns.js';
 import { prepareAddresses, validateFixes } from '../fix/address-steps.js';
 import type { Fix } from '../fix/fix.js';
 import type { Logger } from '../log.js';
+import { familyOf } from '../net/ip.js';
 
 const AGENT_IFNAME = 'eth0';
 /** An empty namespace per owner: the CFP's CNI_NETNS for IPs that live in no pod. */
@@ -55,11 +56,11 @@ export function validateOwner(owner: string): void {
 /** The addresses of the requested family (all when none was asked for); a missing family is an error. */
 function pickFamily(ips: string[], family: Family | undefined): string[] {
   if (!family) return ips;
-  const want = (ip: string) => family === 'dual' || (family === '6') === ip.includes(':');
+  const want = (ip: string) => family === 'dual' || String(familyOf(ip)) === family;
   const picked = ips.filter(want);
   const need = family === 'dual' ? ['4', '6'] : [family];
   for (const f of need) {
-    if (!ips.some((ip) => (f === '6') === ip.includes(':'))) {
+    if (!ips.some((ip) => String(familyOf(ip)) === f)) {
       throw new CniError(ErrorCode.InvalidNetworkConfig, `the delegate handed out no IPv${f} address`, {
         details: `got ${ips.join(', ') || 'nothing'}`,
       });

@@ -2,7 +2,7 @@
 import * as z from './zod.js';
 import { atLeast } from './versions.js';
 import { CniError, ErrorCode, formatIssues } from './errors.js';
-import { addressProblem, canonicalIp } from '../net/ip.js';
+import { addressProblem, canonicalIp, familyOf } from '../net/ip.js';
 import { parseCidr } from '../net/cidr.js';
 
 const IpConfigSchema = z.looseObject({
@@ -31,13 +31,11 @@ export function parseResult(raw: unknown, what: string): Result {
   return r.data;
 }
 
-const familyOf = (address: string): '4' | '6' => (address.includes(':') ? '6' : '4');
-
 /** Converts a result to `version`: adds or drops `ips[].version`; everything else passes through untouched. */
 export function convertResult(result: Result, version: string): Result {
   const ips = result.ips?.map((ip) => {
     const { version: _drop, ...rest } = ip;
-    return atLeast(version, '1.0.0') ? rest : { ...rest, version: familyOf(ip.address) };
+    return atLeast(version, '1.0.0') ? rest : { ...rest, version: String(familyOf(ip.address)) as '4' | '6' };
   });
   const out: Result = { ...result, cniVersion: version };
   if (ips) out.ips = ips;

@@ -4,13 +4,14 @@
 import type { Fix } from '../fix/fix.js';
 import { ensureProbeRewriteIfDue } from './ensure.js';
 import { warmRun } from './warm.js';
+import { familyOf } from '../net/ip.js';
 
 export const probeRewriteFix: Fix = {
   name: 'probe-rewrite',
   async apply(call) {
     // Only an ADD that hands out an IPv6 address acts (an IPv4 pod's ADD starts no nft); the agent keeps the
     // table in place for mode `on` (agent-step.ts).
-    if (call.ips.some((ip) => ip.includes(':'))) await ensureProbeRewriteIfDue(call);
+    if (call.ips.some((ip) => familyOf(ip) === 6)) await ensureProbeRewriteIfDue(call);
   },
   agent: {
     step: 'probe',

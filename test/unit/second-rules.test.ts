@@ -3,6 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { agentCommand, parseAgentArgs } from '../../src/cli/agent.js';
 import { gcCommand } from '../../src/cli/gc.js';
 import { readCniEnv } from '../../src/cni/env.js';
+import { convertResult } from '../../src/cni/result.js';
+import { hostPrevResult } from '../../src/effects/check-proof.js';
+import { familyOf } from '../../src/net/ip.js';
 import { warm, warmRun } from '../../src/warm.js';
 import { DEFAULT_CNI_PATH, selectedCniPath } from '../../src/network/open.js';
 import { DEFAULT_CACHE_DIR, DEFAULT_GC_GRACE_S } from '../../src/gc/from-cache.js';
@@ -35,5 +38,19 @@ describe("the node's tools on the ADD path: every call bounded", () => {
     const tools = warmRun.calls.filter((c) => !c.file.includes('/'));
     expect(tools.map((c) => c.file)).toEqual(expect.arrayContaining(['ip', 'ebtables']));
     expect(tools.filter((c) => c.timeoutMs === undefined).map((c) => `${c.file} ${c.args.join(' ')}`)).toEqual([]);
+  });
+});
+
+describe("an address's family: one rule (familyOf)", () => {
+  it('a 0.4.0 result, the CHECK proof and the residue targets name each address by the same family', () => {
+    const ips = ['10.0.0.5', 'fd00::5', '10.0.0.6/24', 'FD00:0::6/64'];
+    expect(ips.map(familyOf)).toEqual([4, 6, 4, 6]);
+    const converted = convertResult({ ips: ips.map((address) => ({ address })) }, '0.4.0');
+    expect(converted.ips?.map((i) => i.version)).toEqual(['4', '6', '4', '6']);
+    const proof = hostPrevResult(['10.0.0.5', 'fd00::5'], '0.4.0') as { ips: Array<{ address: string; version: string }> };
+    expect(proof.ips).toEqual([
+      { address: '10.0.0.5/32', version: '4' },
+      { address: 'fd00::5/128', version: '6' },
+    ]);
   });
 });
