@@ -6,6 +6,9 @@ import { readCniEnv } from '../../src/cni/env.js';
 import { convertResult } from '../../src/cni/result.js';
 import { hostPrevResult } from '../../src/effects/check-proof.js';
 import { familyOf } from '../../src/net/ip.js';
+import { attachmentKey, attachmentOfKey, attachmentOfRecord } from '../../src/ledger/key.js';
+import { cmdAdd } from '../../src/verbs/add.js';
+import { fakes, ipamConf, verbContext } from '../support/doubles/verb-context.js';
 import { warm, warmRun } from '../../src/warm.js';
 import { DEFAULT_CNI_PATH, selectedCniPath } from '../../src/network/open.js';
 import { DEFAULT_CACHE_DIR, DEFAULT_GC_GRACE_S } from '../../src/gc/from-cache.js';
@@ -52,5 +55,16 @@ describe("an address's family: one rule (familyOf)", () => {
       { address: '10.0.0.5/32', version: '4' },
       { address: 'fd00::5/128', version: '6' },
     ]);
+  });
+});
+
+describe("a record's attachment: one helper (attachmentOfRecord)", () => {
+  it("strips a record to its attachment, which the ledger's key spells back", async () => {
+    const f = fakes();
+    await cmdAdd(verbContext('ADD', ipamConf(), f));
+    const [rec] = (await f.ledger.list()).records;
+    const att = attachmentOfRecord(rec!);
+    expect(att).toEqual({ containerID: 'c1', ifname: 'eth0' });
+    expect(attachmentOfKey(attachmentKey(att))).toEqual(att);
   });
 });
