@@ -6,6 +6,7 @@ import type { Fix } from '../fix/fix.js';
 
 export const agentIpsFix: Fix = {
   name: 'agent-ips',
+  about: 'agent IPs',
   agent: {
     step: 'agent-ips',
     families: [

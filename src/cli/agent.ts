@@ -9,6 +9,7 @@ import type { GcMode } from '../agent/reconcile.js';
 import { parseShimConfig, DEFAULT_WATCH_INTERVAL_S } from './install.js';
 import { parseArgv, UsageError, type Command, type CommandOutput } from '../fix/command.js';
 import { stdoutLogger } from '../log.js';
+import { agentSummary } from '../fixes/about.js';
 import { DEFAULT_CACHE_DIR, DEFAULT_GC_GRACE_S } from '../gc/from-cache.js';
 
 export const DEFAULT_AGENT_LISTEN = '127.0.0.1:9740';
@@ -137,7 +138,7 @@ interface AgentInstall {
 
 export const agentCommand: Command = {
   name: 'agent',
-  summary: 'the node agent (DaemonSet): keep the shim installed, reconcile GC/residue/probe rewrite every interval, serve /metrics',
+  summary: agentSummary(),
   usage: USAGE,
   options: AGENT_FLAGS,
   flagHelp: {

@@ -4,6 +4,7 @@
 // CNI path, the IPv6 probe table, orphaned residue), and says `skipped` for the rest.
 import { dirname } from 'node:path';
 import { doctorChecks } from '../doctor/index.js';
+import { doctorSummary } from '../fixes/about.js';
 import { DEFAULT_CACHE_DIR } from '../gc/from-cache.js';
 import { failedCheck, type Finding, type NodeView } from '../fix/doctor-check.js';
 import { DEFAULT_CONF_DIR } from '../conflist.js';
@@ -18,8 +19,7 @@ const DOCTOR_FLAGS = { ...NETWORK_FLAGS, 'cache-dir': { type: 'string', default:
 
 export const doctorCommand: Command = {
   name: 'doctor',
-  summary:
-    'check this node: conflist (and whether the runtime uses it), main plugin, delegate, ledger, residue, pods the shim never saw, agent IPs, reserved-subnet routes, IPv6 probes',
+  summary: doctorSummary(),
   usage: USAGE,
   options: DOCTOR_FLAGS,
   flagHelp: {

@@ -81,6 +81,8 @@ interface StatusFinding {
 export interface Fix {
   /** Unique; how logs and docs name the fix. */
   name: string;
+  /** What it looks after, in a few words: doctor's and the agent's command summaries list it (src/fixes/about.ts). */
+  about: string;
   /** ADD, first: code 7 for a setting this fix cannot work with, before the delegate allocates anything. */
   validate?(conf: NetConf): void;
   /** ADD in the IPAM slot: reads started now, while the delegate allocates; returns the Run the hooks then get. */

@@ -8,6 +8,7 @@ import { familyOf } from '../net/ip.js';
 
 export const probeRewriteFix: Fix = {
   name: 'probe-rewrite',
+  about: 'IPv6 probes',
   async apply(call) {
     // Only an ADD that hands out an IPv6 address acts (an IPv4 pod's ADD starts no nft); the agent keeps the
     // table in place for mode `on` (agent-step.ts).

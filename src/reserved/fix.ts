@@ -8,6 +8,7 @@ import { delegateRangesVerdict, RESERVED, refuseReserved, reservedCidrs, reserve
 
 export const reservedFix: Fix = {
   name: RESERVED,
+  about: 'reserved subnets',
   // A bad reservedCIDRs list fails the ADD before the delegate allocates anything.
   validate: (conf) => void reservedCidrs(conf),
   refuse: refuseReserved,

@@ -11,6 +11,7 @@ import { warmProc, warmRun } from './warm.js';
 
 export const residueFix: Fix = {
   name: 'residue',
+  about: 'residue',
   prefetch(conf, run) {
     const { ebtables, ebtablesBackends } = conf.settings.residue;
     // Not the neighbours: which families to list is only known from the delegate's answer, and IPv4's are a file

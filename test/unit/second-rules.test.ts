@@ -2,6 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { agentCommand, parseAgentArgs } from '../../src/cli/agent.js';
 import { gcCommand } from '../../src/cli/gc.js';
+import { doctorCommand } from '../../src/cli/doctor.js';
+import { FIXES } from '../../src/fixes/registry.js';
 import { readCniEnv } from '../../src/cni/env.js';
 import { convertResult } from '../../src/cni/result.js';
 import { hostPrevResult } from '../../src/effects/check-proof.js';
@@ -66,5 +68,14 @@ describe("a record's attachment: one helper (attachmentOfRecord)", () => {
     const att = attachmentOfRecord(rec!);
     expect(att).toEqual({ containerID: 'c1', ifname: 'eth0' });
     expect(attachmentOfKey(attachmentKey(att))).toEqual(att);
+  });
+});
+
+describe("doctor's and the agent's summaries: from the registry", () => {
+  it('name every fix with doctor checks, and every fix with an agent step', () => {
+    for (const f of FIXES) {
+      if (f.doctor) expect(doctorCommand.summary).toContain(f.about);
+      if (f.agent) expect(agentCommand.summary).toContain(f.about);
+    }
   });
 });
