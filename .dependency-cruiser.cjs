@@ -32,7 +32,7 @@ const FIX_BASE = [
   // The runtime's pods view the pods step hands the fixes' steps (fix-neutral: a fix hands it its hold, Fix.holds).
   'pods/view\\.ts',
   // The runtime's view of a pod (a type alone) and the warm-up's scripted-answer type.
-  'gc/cached-pod\\.ts',
+  'pods/cached-pod\\.ts',
   'doubles/',
 ];
 
@@ -70,8 +70,8 @@ const MAY_IMPORT = {
   // The list of fixes (and the loops over it): above the fix folders, the one place that imports each of them.
   'fixes/': [...FIXES, ...FIX_PARTS],
   // gc and pods are agent steps of the fixes' shape (src/fix/agent-step.ts), run by src/agent/reconcile.ts.
-  'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts', 'fix/(fix|agent-step|attachment-lock)\\.ts'],
-  'pods/': ['cni/', 'ledger/', 'gc/cached-pod\\.ts', 'net/', 'fix/(fix|agent-step|lasting)\\.ts'],
+  'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'pods/', 'network/', 'log\\.ts', 'spans\\.ts', 'fix/(fix|agent-step|attachment-lock)\\.ts'],
+  'pods/': ['cni/', 'ledger/', 'net/', 'fix/(fix|agent-step|lasting)\\.ts'],
   // install validates the fixes' settings it writes into the conflist.
   'install/': ['cni/', 'net/', 'effects/', 'conflist\\.ts', 'log\\.ts', ...FIXES],
   // The verbs, doctor and the agent reach the fixes through the registry (src/fixes/), never a fix folder.

@@ -15,7 +15,7 @@ import { openConflistNetwork, type NetworkSelection, type OpenNetwork } from '..
 import type { Logger } from '../log.js';
 import { sinceStart } from '../spans.js';
 import { cachedAttachments } from '../gc/from-cache.js';
-import type { CacheView } from '../gc/cached-pod.js';
+import type { CacheView } from '../pods/cached-pod.js';
 import type { GcFlags, Pass, StepOutcome } from '../fix/agent-step.js';
 import { podHolds } from '../fixes/pod-holds.js';
 import { FIXES } from '../fixes/registry.js';

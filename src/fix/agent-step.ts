@@ -2,7 +2,7 @@
 // and every fix's step alike. src/agent/reconcile.ts runs the network step, then each step in order (gc, pods,
 // then the fixes' in registry order: src/agent/steps.ts).
 import type { Counter, Gauge } from 'prom-client';
-import type { CacheView } from '../gc/cached-pod.js';
+import type { CacheView } from '../pods/cached-pod.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { OpenNetwork } from '../network/open.js';
 import type { PodHold, PodRanges, PodsView } from '../pods/view.js';

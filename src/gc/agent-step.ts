@@ -3,7 +3,7 @@
 import type { AgentStep, Pass } from '../fix/agent-step.js';
 import type { AgentStepEntry } from '../fix/fix.js';
 import { AGENT_LOCK_WAIT_MS } from '../fix/attachment-lock.js';
-import type { CacheView } from './cached-pod.js';
+import type { CacheView } from '../pods/cached-pod.js';
 import { gcFromCache } from './from-cache.js';
 
 const gcStep: AgentStep = {

@@ -10,7 +10,7 @@ import * as z from '../cni/zod.js';
 import { badAddress, canonicalAddresses } from '../cni/result.js';
 import type { OpenNetwork } from '../network/open.js';
 import { runGc, type GcReport } from './run-gc.js';
-import type { CachedPod, CacheView, IgnoredEntry } from './cached-pod.js';
+import type { CachedPod, CacheView, IgnoredEntry } from '../pods/cached-pod.js';
 import { readCacheFile, type FileRead } from './cache-file.js';
 
 /**

@@ -6,7 +6,7 @@
 // among the unseen pods' addresses, so no step acts on them. The view names no fix.
 import { attachmentName } from '../cni/config.js';
 import { attachmentKey } from '../ledger/key.js';
-import type { CachedPod } from '../gc/cached-pod.js';
+import type { CachedPod } from './cached-pod.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { IpRange } from '../net/cidr.js';
 

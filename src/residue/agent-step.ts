@@ -7,7 +7,7 @@ import { attachmentKey, attachmentOfKey } from '../ledger/key.js';
 import { listNeighbours } from '../effects/neigh.js';
 import { addressOf } from '../net/ip.js';
 import type { LedgerRecord } from '../ledger/record.js';
-import type { CachedPod } from '../gc/cached-pod.js';
+import type { CachedPod } from '../pods/cached-pod.js';
 import { podName, type PodRanges } from '../pods/view.js';
 import { AttachmentBusy, exclusiveAttachment } from '../fix/attachment-lock.js';
 import type { AgentStep } from '../fix/agent-step.js';
