@@ -5,6 +5,6 @@
 import type { AgentStepEntry } from '../fix/fix.js';
 import { FIXES } from '../fixes/registry.js';
 import { gcAgent } from '../gc/agent-step.js';
-import { podsAgent } from '../pods/agent-step.js';
+import { podsAgent } from './pods-step.js';
 
 export const STEPS: readonly AgentStepEntry[] = [gcAgent, podsAgent, ...FIXES.flatMap((f) => (f.agent ? [f.agent] : []))];

@@ -5,8 +5,8 @@ import { attachmentKey } from '../ledger/key.js';
 import type { AgentStep, Pass } from '../fix/agent-step.js';
 import type { AgentStepEntry } from '../fix/fix.js';
 import { Lasting } from '../fix/lasting.js';
-import type { CacheView } from './cached-pod.js';
-import { podName, viewPods } from './view.js';
+import type { CacheView } from '../pods/cached-pod.js';
+import { podName, viewPods } from '../pods/view.js';
 
 /** What the step keeps from pass to pass (Pass.state). */
 interface Kept {
