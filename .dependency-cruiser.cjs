@@ -56,7 +56,7 @@ const MAY_IMPORT = {
   'ledger/': ['cni/', 'net/'],
   'conflist\\.ts': ['cni/', 'net/'],
   // Effects run programs and touch files, nothing else: they decide nothing a fix decides, and import no caller.
-  'effects/': ['cni/', 'net/', 'ledger/', 'spans\\.ts', 'log\\.ts'],
+  'effects/': ['cni/', 'net/', 'ledger/', 'spans\\.ts'],
   // The logger writes through the log-file effect (and only it).
   'log\\.ts': ['effects/log-file\\.ts'],
   // Stand-ins for effects (the warm-up's scripted Run): the effect's types, never the effect's callers.
