@@ -42,7 +42,7 @@ describe("the ledger's subnets, from ADD's records", () => {
     await cmdAdd(verbContext('ADD', raw, f));
     const { records } = await f.ledger.list();
     const conf = parseNetConf(raw);
-    const ranges = networkPodRanges({ conf, shim: { path: 'unit.conflist', list, index: 0, conf } }, records);
+    const ranges = networkPodRanges({ conf, shim: { list, index: 0 } }, records);
     expect(ranges.ranges.map((r) => r.text)).toEqual(['10.240.0.0/16', 'fd00:10:240::/64']);
     // An unseen pod's address in that subnet may be cleaned; one outside it may not.
     expect(refusal('10.240.0.77', node, ranges)).toBeUndefined();
