@@ -71,7 +71,7 @@ const MAY_IMPORT = {
   'fixes/': [...FIXES, ...FIX_PARTS],
   // gc and pods are agent steps of the fixes' shape (src/fix/agent-step.ts), run by src/agent/reconcile.ts.
   'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'pods/', 'network/', 'log\\.ts', 'spans\\.ts', 'fix/(fix|agent-step|attachment-lock)\\.ts'],
-  'pods/': ['cni/', 'ledger/', 'net/'],
+  'pods/': ['cni/', 'ledger/', 'net/', 'conflist\\.ts'],
   // install validates the fixes' settings it writes into the conflist.
   'install/': ['cni/', 'net/', 'effects/', 'conflist\\.ts', 'log\\.ts', ...FIXES],
   // The verbs, doctor and the agent reach the fixes through the registry (src/fixes/), never a fix folder.

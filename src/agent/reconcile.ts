@@ -19,7 +19,7 @@ import type { CacheView } from '../pods/cached-pod.js';
 import type { GcFlags, Pass, StepOutcome } from '../fix/agent-step.js';
 import { podHolds } from '../fixes/pod-holds.js';
 import { FIXES } from '../fixes/registry.js';
-import { networkPodRanges } from '../fixes/pod-ranges.js';
+import { networkPodRanges } from '../pods/ranges.js';
 import type { PodsView } from '../pods/view.js';
 import type { AgentMetrics } from './metrics.js';
 import { PersistingProblems } from './problems.js';

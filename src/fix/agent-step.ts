@@ -33,7 +33,7 @@ export interface Pass {
   /** The runtime's result cache for the network: read once per pass (gc, then pods); a read that throws fails both. */
   cache(): Promise<CacheView>;
   /**
-   * The network's pod ranges (the IPAM configs' host-local ranges, else the ledger's subnets: src/fixes/pod-ranges.ts)
+   * The network's pod ranges (the IPAM configs' host-local ranges, else the ledger's subnets: src/pods/ranges.ts)
    * from this pass's records: nothing outside them is an unseen pod's address to clean (src/residue/cleanable.ts).
    */
   podRanges(): Promise<PodRanges>;

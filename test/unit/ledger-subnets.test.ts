@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { parseResult } from '../../src/cni/result.js';
 import { parseNetConf } from '../../src/cni/config.js';
 import { cmdAdd } from '../../src/verbs/add.js';
-import { networkPodRanges } from '../../src/fixes/pod-ranges.js';
+import { networkPodRanges } from '../../src/pods/ranges.js';
 import { refusal, type NodeFacts } from '../../src/residue/cleanable.js';
 import { ledgerSubnets } from '../../src/ledger/subnets.js';
 import { chainedConf } from '../support/doubles/verb-context.js';

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { allocatorOf, podIpamSources, readShimConflist } from '../../src/conflist.js';
 
-import { networkPodRanges } from '../../src/fixes/pod-ranges.js';
+import { networkPodRanges } from '../../src/pods/ranges.js';
 
 const DIR = join(__dirname, '../../conflist');
 const SHIPPED = readdirSync(DIR).filter((f) => f.endsWith('.conflist'));

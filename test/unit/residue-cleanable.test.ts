@@ -6,7 +6,7 @@ import { pointsAtNode, refusal, routeGateways, type NodeFacts } from '../../src/
 import type { PodRanges } from '../../src/pods/view.js';
 import { findResidue } from '../../src/residue/find.js';
 import { classifyRule, type ResidueRule } from '../../src/residue/parse.js';
-import { networkPodRanges } from '../../src/fixes/pod-ranges.js';
+import { networkPodRanges } from '../../src/pods/ranges.js';
 import { parseRoutes } from '../../src/effects/routes.js';
 import { parseNetConf } from '../../src/cni/config.js';
 

@@ -4,7 +4,7 @@
 import { hostLocalRangeSets } from '../cni/host-local.js';
 import type { NetConf } from '../cni/config.js';
 import { podIpamSources, type ShimConflist } from '../conflist.js';
-import type { PodRanges } from '../pods/view.js';
+import type { PodRanges } from './view.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import { ledgerSubnets } from '../ledger/subnets.js';
 
