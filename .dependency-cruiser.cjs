@@ -72,8 +72,8 @@ const MAY_IMPORT = {
   // gc and pods are agent steps of the fixes' shape (src/fix/agent-step.ts), run by src/agent/reconcile.ts.
   'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'pods/', 'network/', 'log\\.ts', 'spans\\.ts', 'fix/(fix|agent-step|attachment-lock)\\.ts'],
   'pods/': ['cni/', 'ledger/', 'net/', 'conflist\\.ts'],
-  // install validates the fixes' settings it writes into the conflist.
-  'install/': ['cni/', 'net/', 'effects/', 'conflist\\.ts', 'log\\.ts', ...FIXES],
+  // install validates the settings it writes into the conflist through every fix's `validate` (the list's loop).
+  'install/': ['cni/', 'net/', 'effects/', 'conflist\\.ts', 'log\\.ts', 'fixes/'],
   // The verbs, doctor and the agent reach the fixes through the registry (src/fixes/), never a fix folder.
   'verbs/': [...CALLER_BASE, 'status/', 'gc/'],
   'doctor/': [...CALLER_BASE, 'conflist\\.ts', 'gc/', 'pods/view\\.ts'],

@@ -7,7 +7,7 @@ import type { Run } from '../effects/exec.js';
 import type { AddressCall, Fix } from './fix.js';
 
 /** First: every fix's check of its settings (code 7), before the delegate allocates anything. */
-export function validateFixes(fixes: readonly Fix[], conf: NetConf): void {
+export function validateFixes(fixes: readonly Fix[], conf: Pick<NetConf, 'settings'>): void {
   for (const fix of fixes) fix.validate?.(conf);
 }
 

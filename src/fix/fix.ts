@@ -83,8 +83,11 @@ export interface Fix {
   name: string;
   /** What it looks after, in a few words: doctor's and the agent's command summaries list it (src/fixes/about.ts). */
   about: string;
-  /** ADD, first: code 7 for a setting this fix cannot work with, before the delegate allocates anything. */
-  validate?(conf: NetConf): void;
+  /**
+   * ADD, first: code 7 for a setting this fix cannot work with, before the delegate allocates anything; `install`
+   * asks the same of the settings it is about to write.
+   */
+  validate?(conf: Pick<NetConf, 'settings'>): void;
   /** ADD in the IPAM slot: reads started now, while the delegate allocates; returns the Run the hooks then get. */
   prefetch?(conf: NetConf, run: Run): Run;
   /** ADD and CHECK, before any fix acts: throws a CniError for an address that must not be used. */

@@ -7,8 +7,8 @@ import * as steps from '../fix/address-steps.js';
 import type { AddressCall } from '../fix/fix.js';
 import { FIXES } from './registry.js';
 
-/** ADD, first: every fix's check of its settings (code 7), before the delegate allocates anything. */
-export function validateFixes(conf: NetConf): void {
+/** ADD, first, and install: every fix's check of its settings (code 7), before the delegate allocates anything. */
+export function validateFixes(conf: Pick<NetConf, 'settings'>): void {
   steps.validateFixes(FIXES, conf);
 }
 

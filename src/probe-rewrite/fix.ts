@@ -3,12 +3,16 @@
 // agent while the ledger holds one (or always, mode `on`), and left alone where a BPF program does the same.
 import type { Fix } from '../fix/fix.js';
 import { ensureProbeRewriteIfDue } from './ensure.js';
+import { checkProbeSettings } from './ruleset.js';
 import { warmRun } from './warm.js';
 import { familyOf } from '../net/ip.js';
 
 export const probeRewriteFix: Fix = {
   name: 'probe-rewrite',
   about: 'IPv6 probes',
+  // The addresses and uplink name the rewrite is built from (an IPv6 ADD builds it; install refuses them too).
+  validate: ({ settings: { uplink, probeSource, probeGlobal } }) =>
+    checkProbeSettings({ ...(uplink ? { uplink } : {}), ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) }),
   async apply(call) {
     // Only an ADD that hands out an IPv6 address acts (an IPv4 pod's ADD starts no nft); the agent keeps the
     // table in place for mode `on` (agent-step.ts).
