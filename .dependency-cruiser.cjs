@@ -33,7 +33,7 @@ const FIX_BASE = [
   'pods/view\\.ts',
   // The runtime's view of a pod (a type alone) and the warm-up's scripted-answer type.
   'pods/cached-pod\\.ts',
-  'doubles/',
+  'scripted/',
 ];
 
 /** What a fix is built from: the above, and src/fix/ (the contract, what a fix is handed, the fix kit). Never another fix. */
@@ -60,7 +60,7 @@ const MAY_IMPORT = {
   // The logger writes through the log-file effect (and only it).
   'log\\.ts': ['effects/log-file\\.ts'],
   // Stand-ins for effects (the warm-up's scripted Run): the effect's types, never the effect's callers.
-  'doubles/': ['cni/', 'effects/'],
+  'scripted/': ['cni/', 'effects/'],
   'status/': ['cni/', 'effects/'],
   // Opens a network's ledger, delegate and logger for the verbs, the CLI, doctor, GC and the agent alike.
   'network/': ['cni/', 'net/', 'ledger/', 'effects/', 'conflist\\.ts', 'log\\.ts'],
@@ -85,7 +85,7 @@ const MAY_IMPORT = {
   'metrics\\.ts': ['cni/', 'ledger/', 'effects/', 'log\\.ts', 'verbs/context\\.ts', 'fix/', 'fixes/'],
   'plugin\\.ts': ['cni/', 'effects/', 'log\\.ts', 'spans\\.ts', 'metrics\\.ts', 'verbs/', 'fixes/'],
   // The startup-snapshot warm-up: the real plugin over scripted stand-ins.
-  'warm\\.ts': ['doubles/', 'plugin\\.ts', 'spans\\.ts', 'verbs/', 'fixes/'],
+  'warm\\.ts': ['scripted/', 'plugin\\.ts', 'spans\\.ts', 'verbs/', 'fixes/'],
   'snapshot\\.ts': ['warm\\.ts'],
   'main\\.ts': ['cni/', 'cli/', 'plugin\\.ts', 'snapshot\\.ts', 'spans\\.ts', 'startup\\.ts'],
 };

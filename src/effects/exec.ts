@@ -232,7 +232,7 @@ export function wrapRun(inner: Run, through: Through): Run {
 }
 
 /**
- * A Run whose programs do not run here: another netns (runInNetns), a script (src/doubles/scripted-run.ts), a
+ * A Run whose programs do not run here: another netns (runInNetns), a script (src/scripted/scripted-run.ts), a
  * test's fake. `readProc`: how that place's /proc files can be read anyway (the warm-up's script), else none.
  */
 export function runElsewhere(exec: Exec, readProc?: ProcReader): Run {

@@ -8,7 +8,7 @@
 // runs; its agent step and doctor checks are loaded on demand (`load`, `doctor`), and so stay out of a call.
 import type { NetConf } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
-import type { RunScript } from '../doubles/scripted-run.js';
+import type { RunScript } from '../scripted/scripted-run.js';
 import type { Logger } from '../log.js';
 import type { DoctorCheck } from './doctor-check.js';
 import type { Command } from './command.js';

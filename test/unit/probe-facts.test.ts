@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseNetConf } from '../../src/cni/config.js';
-import { scriptedRun } from '../../src/doubles/scripted-run.js';
+import { scriptedRun } from '../../src/scripted/scripted-run.js';
 import type { RunResult } from '../../src/effects/exec.js';
 import { silentLogger } from '../../src/log.js';
 import { assessProbeRewrite } from '../../src/probe-rewrite/assess.js';
