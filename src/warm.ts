@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { scriptedRun } from './scripted/scripted-run.js';
 import { takeSpans } from './spans.js';
-import { FIXES } from './fixes/registry.js';
+import { FIXES } from './fix-list/registry.js';
 
 const DELEGATE = 'warm-ipam';
 const conf = (dir: string) => ({

@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { EntryInUse } from '../conflist.js';
 import { FAMILIES, parseMetrics, renderMetrics, type Series, seriesKey } from '../metrics.js';
-import type { AgentFamily } from '../fix/fix.js';
+import type { AgentFamily } from '../contract/fix.js';
 import { STEPS } from './steps.js';
 
 /** Labels any plugin series may carry (src/metrics.ts applyUpdate). */

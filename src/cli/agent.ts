@@ -2,14 +2,14 @@
 // DaemonSet fills them from its ConfigMap.
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { defaultSource } from '../install/binary.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS } from '../fix/network-flags.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS } from '../contract/network-flags.js';
 import { DEFAULT_CNI_PATH, type NetworkSelection } from '../network/open.js';
 import { parseListen } from '../agent/http.js';
 import type { GcMode } from '../agent/reconcile.js';
 import { parseShimConfig, DEFAULT_WATCH_INTERVAL_S } from './install.js';
-import { parseArgv, UsageError, type Command, type CommandOutput } from '../fix/command.js';
+import { parseArgv, UsageError, type Command, type CommandOutput } from '../contract/command.js';
 import { stdoutLogger } from '../log.js';
-import { agentSummary } from '../fixes/about.js';
+import { agentSummary } from '../fix-list/about.js';
 import { DEFAULT_CACHE_DIR, DEFAULT_GC_GRACE_S } from '../gc/from-cache.js';
 
 export const DEFAULT_AGENT_LISTEN = '127.0.0.1:9740';

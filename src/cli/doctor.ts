@@ -4,15 +4,15 @@
 // CNI path, the IPv6 probe table, orphaned residue), and says `skipped` for the rest.
 import { dirname } from 'node:path';
 import { doctorChecks } from '../doctor/index.js';
-import { doctorSummary } from '../fixes/about.js';
+import { doctorSummary } from '../fix-list/about.js';
 import { DEFAULT_CACHE_DIR } from '../gc/from-cache.js';
-import { failedCheck, type Finding, type NodeView } from '../fix/doctor-check.js';
+import { failedCheck, type Finding, type NodeView } from '../contract/doctor-check.js';
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { CniError } from '../cni/errors.js';
 import { selectedCniPath, type OpenNetwork } from '../network/open.js';
 import { shown } from '../terminal.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../fix/network-flags.js';
-import { Exit, parseArgv, type Command } from '../fix/command.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../contract/network-flags.js';
+import { Exit, parseArgv, type Command } from '../contract/command.js';
 
 const USAGE = 'ipam-shim doctor [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS] [--cache-dir DIR] [--json]';
 const DOCTOR_FLAGS = { ...NETWORK_FLAGS, 'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR } } as const;

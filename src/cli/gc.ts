@@ -4,8 +4,8 @@ import { attachmentName } from '../cni/config.js';
 import { DEFAULT_CACHE_DIR, DEFAULT_GC_GRACE_S, gcFromCache } from '../gc/from-cache.js';
 import type { GcReport } from '../gc/run-gc.js';
 import { shown } from '../terminal.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../fix/network-flags.js';
-import { parseArgv, UsageError, type Command } from '../fix/command.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../contract/network-flags.js';
+import { parseArgv, UsageError, type Command } from '../contract/command.js';
 import { podName } from './ledger.js';
 
 const USAGE = `ipam-shim gc --network NAME [--cache-dir ${DEFAULT_CACHE_DIR}] [--grace-seconds ${DEFAULT_GC_GRACE_S}] [--apply] [--allow-empty-cache]

@@ -1,8 +1,8 @@
 // The node agent's gc step: leaked pod attachments, from the runtime's result cache (read once a pass, Pass.cache),
 // with every guard of `ipam-shim gc` (gcFromCache); released only in `apply` mode, reported in `report` mode.
-import type { AgentStep, Pass } from '../fix/agent-step.js';
-import type { AgentStepEntry } from '../fix/fix.js';
-import { AGENT_LOCK_WAIT_MS } from '../fix/attachment-lock.js';
+import type { AgentStep, Pass } from '../contract/agent-step.js';
+import type { AgentStepEntry } from '../contract/fix.js';
+import { AGENT_LOCK_WAIT_MS } from '../contract/attachment-lock.js';
 import type { CacheView } from '../pods/cached-pod.js';
 import { gcFromCache } from './from-cache.js';
 

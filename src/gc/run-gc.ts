@@ -4,7 +4,7 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type Attachment, type NetConf } from '../cni/config.js';
 import { attachmentKey, attachmentOfRecord } from '../ledger/key.js';
 import type { IpamDelegate } from '../effects/delegate.js';
-import { AttachmentBusy, exclusiveAttachment } from '../fix/attachment-lock.js';
+import { AttachmentBusy, exclusiveAttachment } from '../contract/attachment-lock.js';
 import type { LedgerRecord, Liveness } from '../ledger/record.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { probeAttachment } from '../effects/netns-probe.js';

@@ -2,7 +2,7 @@ import { chmod, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config.js';
 import { isObject } from '../cni/json.js';
-import { validateFixes } from '../fixes/address-steps.js';
+import { validateFixes } from '../fix-list/address-steps.js';
 import { CniError } from '../cni/errors.js';
 import { allocatorOf, ANCHOR_TYPE, conflistFiles, readNetworkConfig } from '../conflist.js';
 import { syncDir, writeFileAtomic } from '../effects/fs-atomic.js';

@@ -37,7 +37,7 @@ export interface PodsView {
 export const podName = (p: CachedPod): string =>
   p.namespace && p.name ? `${p.namespace}/${p.name}` : `${attachmentName(p)} (no K8S_POD_NAME in its CNI_ARGS)`;
 
-/** `holds`: each fix's hold for the network (src/fixes/pod-holds.ts); the first fix holding an address names it. */
+/** `holds`: each fix's hold for the network (src/fix-list/pod-holds.ts); the first fix holding an address names it. */
 export function viewPods(
   cached: readonly CachedPod[],
   records: readonly LedgerRecord[],

@@ -1,6 +1,6 @@
 // The node agent's probe step: the IPv6 probe rewrite put back where due (probeRewriteNeeded on the ledger's
 // addresses, the rule doctor and `probe-rewrite status` judge by), with ADD's decision.
-import type { AgentStep } from '../fix/agent-step.js';
+import type { AgentStep } from '../contract/agent-step.js';
 import { probeRewriteNeeded } from './decide.js';
 import { ensureProbeRewriteIfDue } from './ensure.js';
 import { familyOf } from '../net/ip.js';

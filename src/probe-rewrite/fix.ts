@@ -1,7 +1,7 @@
 // Fix 3, IPv6 load-balancer probes from a link-local source: the stateless nftables rewrite (table ip6
 // azureSLBProbe, priority -300) is put in place when an ADD hands out an IPv6 address, kept in place by the node
 // agent while the ledger holds one (or always, mode `on`), and left alone where a BPF program does the same.
-import type { Fix } from '../fix/fix.js';
+import type { Fix } from '../contract/fix.js';
 import { ensureProbeRewriteIfDue } from './ensure.js';
 import { checkProbeSettings } from './ruleset.js';
 import { warmRun } from './warm.js';

@@ -19,7 +19,7 @@ import type { LedgerRecord } from '../ledger/record.js';
 import { agentReplaceFix } from '../ledger/owner.js';
 import { attachmentName } from '../cni/config.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { failedCheck, type DoctorCheck, type Finding } from '../fix/doctor-check.js';
+import { failedCheck, type DoctorCheck, type Finding } from '../contract/doctor-check.js';
 
 export const ROUTES_CHECK = 'reserved-routes';
 export const LEDGER_CHECK = 'reserved-ledger';

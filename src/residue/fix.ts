@@ -4,7 +4,7 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { listPreroutingCall } from '../effects/ebtables.js';
 import { prefetching } from '../effects/exec.js';
-import type { Fix } from '../fix/fix.js';
+import type { Fix } from '../contract/fix.js';
 import { listResidueFor, nodeBackends } from './find.js';
 import { cleanResidueFor, residueOptions, residueOff } from './cure.js';
 import { warmProc, warmRun } from './warm.js';

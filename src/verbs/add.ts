@@ -5,7 +5,7 @@ import { ownerOf } from '../ledger/owner.js';
 import { AddressHeldError, type LedgerRecord } from '../ledger/record.js';
 import { readNetnsIdentity } from '../effects/netns-probe.js';
 import { addressCall, attachmentOf, exclusively, tally, type VerbContext } from './context.js';
-import { prefetchFixes, prepareAddresses, validateFixes } from '../fixes/address-steps.js';
+import { prefetchFixes, prepareAddresses, validateFixes } from '../fix-list/address-steps.js';
 import { span } from '../spans.js';
 
 /** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */

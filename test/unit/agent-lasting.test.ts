@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AgentMetrics } from '../../src/agent/metrics.js';
 import { reconcileOnce, type PassMemory, type ReconcileOptions } from '../../src/agent/reconcile.js';
 import { scriptedRun } from '../../src/scripted/scripted-run.js';
-import { Lasting } from '../../src/fix/lasting.js';
+import { Lasting } from '../../src/contract/lasting.js';
 import { parseMetrics, seriesKey } from '../../src/metrics.js';
 
 let dir: string | undefined;

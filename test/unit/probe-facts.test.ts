@@ -12,7 +12,7 @@ import { probeRewriteCommand } from '../../src/probe-rewrite/cli.js';
 import { ensureProbeRewriteIfDue, type ProbeOutcome } from '../../src/probe-rewrite/ensure.js';
 import { checkProbeSettings } from '../../src/probe-rewrite/ruleset.js';
 import type { ProbeVerdict } from '../../src/probe-rewrite/decide.js';
-import { UsageError } from '../../src/fix/command.js';
+import { UsageError } from '../../src/contract/command.js';
 import { ipamConf } from '../support/doubles/verb-context.js';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/nft/${name}`, import.meta.url), 'utf8');

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { agentCommand, parseAgentArgs } from '../../src/cli/agent.js';
 import { gcCommand } from '../../src/cli/gc.js';
 import { doctorCommand } from '../../src/cli/doctor.js';
-import { FIXES } from '../../src/fixes/registry.js';
+import { FIXES } from '../../src/fix-list/registry.js';
 import { readCniEnv } from '../../src/cni/env.js';
 import { convertResult } from '../../src/cni/result.js';
 import { hostPrevResult } from '../../src/effects/check-proof.js';

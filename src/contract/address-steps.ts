@@ -1,6 +1,6 @@
 // What the shim does with every address it hands out or passes through: every fix of a list validates its
-// settings, refuses, applies and verifies in turn. The list is the caller's (the registry's, src/fixes/registry.ts,
-// handed down by src/fixes/address-steps.ts for the verbs and by the CLI to `agent-ip allocate`), so an address gets
+// settings, refuses, applies and verifies in turn. The list is the caller's (the registry's, src/fix-list/registry.ts,
+// handed down by src/fix-list/address-steps.ts for the verbs and by the CLI to `agent-ip allocate`), so an address gets
 // the same cures whoever hands it out, and no fix folder imports the registry. This module knows no fix by name.
 import type { NetConf } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
