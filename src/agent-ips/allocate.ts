@@ -1,6 +1,6 @@
 // cilium-agent's own IPs under delegated IPAM (design-cfps #13): allocate through the delegate with a
 // deterministic container ID, idempotently across restarts, recorded as owner `agent` so GC never
-// releases them. Every address it answers with got every fix's cure, as a pod's at ADD (src/contract/address-steps.ts, over
+// releases them. Every address it answers with got every fix's cure, as a pod's at ADD (src/contract/address-loop.ts, over
 // the list of fixes the CLI hands the command).
 import { AGENT_OWNER, agentContainerID } from '../ledger/owner.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
@@ -13,7 +13,7 @@ import type { LedgerRecord } from '../ledger/record.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { Run } from '../effects/exec.js';
 import { deleteNetns, ensureNetns } from '../effects/netns.js';
-import { prepareAddresses, validateFixes } from '../contract/address-steps.js';
+import { prepareAddresses, validateFixes } from '../contract/address-loop.js';
 import type { Fix } from '../contract/fix.js';
 import type { Logger } from '../log.js';
 import { familyOf } from '../net/ip.js';

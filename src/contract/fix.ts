@@ -116,7 +116,7 @@ export interface Fix {
   doctor?(): Promise<DoctorCheck[]>;
   /**
    * Its operator commands (`ipam-shim <name>`), each loaded only when it runs (src/cli/index.ts), handed the list of
-   * every fix (the registry's: a command that hands out addresses cures them as ADD does, src/contract/address-steps.ts).
+   * every fix (the registry's: a command that hands out addresses cures them as ADD does, src/contract/address-loop.ts).
    */
   commands?: Record<string, (fixes: readonly Fix[]) => Promise<Command>>;
   /**

@@ -1,9 +1,9 @@
-// The registry's address steps: src/contract/address-steps.ts's loop over every fix of the registry, as ADD, CHECK and
+// The registry's address steps: src/contract/address-loop.ts's loop over every fix of the registry, as ADD, CHECK and
 // STATUS call it (each builds its AddressCall from its context: src/verbs/context.ts addressCall). `agent-ip
 // allocate` runs the same loop over the list the CLI hands its command (src/cli/index.ts). No fix is named here.
 import type { NetConf } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
-import * as steps from '../contract/address-steps.js';
+import * as steps from '../contract/address-loop.js';
 import type { AddressCall } from '../contract/fix.js';
 import { FIXES } from './registry.js';
 
@@ -27,7 +27,7 @@ export function checkAddresses(call: AddressCall): Promise<void> {
   return steps.checkAddresses(FIXES, call);
 }
 
-/** STATUS: every fix's look (src/contract/address-steps.ts). */
+/** STATUS: every fix's look (src/contract/address-loop.ts). */
 export function statusLook(conf: NetConf): steps.StatusLook {
   return steps.statusLook(FIXES, conf);
 }

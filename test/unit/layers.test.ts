@@ -24,12 +24,12 @@ const TREE: Record<string, string[]> = {
   'verbs/context.ts': ['contract/fix.ts'],
   // The contract below the fixes, the list above them.
   'contract/fix.ts': ['effects/exec.ts'],
-  'contract/address-steps.ts': ['contract/fix.ts'],
+  'contract/address-loop.ts': ['contract/fix.ts'],
   'fix-list/registry.ts': ['residue/clean.ts', 'reserved/decision.ts', 'residue/fix.ts', 'contract/fix.ts'],
-  'fix-list/address-steps.ts': ['fix-list/registry.ts', 'contract/address-steps.ts'],
+  'fix-list/address-steps.ts': ['fix-list/registry.ts', 'contract/address-loop.ts'],
   // A fix's on-demand command looping over every fix: over the list it is handed, not the registry.
   'residue/fix.ts': ['contract/fix.ts', 'lazy:residue/cli.ts'],
-  'residue/cli.ts': ['contract/address-steps.ts'],
+  'residue/cli.ts': ['contract/address-loop.ts'],
   'agent/reconcile.ts': ['fix-list/registry.ts', 'contract/fix.ts'],
   // Forbidden, each for one reason:
   'effects/bad-fix.ts': ['residue/clean.ts'], // an effect importing a fix
