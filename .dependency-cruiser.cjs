@@ -29,10 +29,9 @@ const FIX_BASE = [
   'terminal\\.ts',
   // OpenNetwork, which a fix's doctor check and agent step are handed.
   'network/',
-  // The runtime's pods view the pods step hands the fixes' steps (fix-neutral: a fix hands it its hold, Fix.holds).
-  'pods/view\\.ts',
-  // The runtime's view of a pod (a type alone) and the warm-up's scripted-answer type.
-  'pods/cached-pod\\.ts',
+  // The runtime's pods (the cache's view of a pod, the pods view a fix's step is handed, the network's pod ranges).
+  'pods/',
+  // The warm-up's scripted Run (a fix's warm-up answers are its scripts).
   'scripted/',
 ];
 
@@ -76,7 +75,7 @@ const MAY_IMPORT = {
   'install/': ['cni/', 'net/', 'effects/', 'conflist\\.ts', 'log\\.ts', 'fix-list/'],
   // The verbs, doctor and the agent reach the fixes through the registry (src/fix-list/), never a fix folder.
   'verbs/': [...CALLER_BASE, 'status/', 'gc/'],
-  'doctor/': [...CALLER_BASE, 'conflist\\.ts', 'gc/', 'pods/view\\.ts'],
+  'doctor/': [...CALLER_BASE, 'conflist\\.ts', 'gc/', 'pods/'],
   'agent/': [...CALLER_BASE, 'conflist\\.ts', 'metrics\\.ts', 'gc/', 'pods/', 'install/'],
   // The CLI: the node's operator commands over the modules below it (a fix's own are in its folder, found through
   // the registry). Nothing but main.ts imports it.
