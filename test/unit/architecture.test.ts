@@ -48,14 +48,19 @@ const FIX_FOLDERS = [...readFileSync(join(SRC, 'fix-list/registry.ts'), 'utf8').
   .filter((f) => f !== 'contract/');
 
 describe("docs/architecture.md's drawing of the layers", () => {
-  it('names every folder and top-level file of src/ once, and nothing else', () => {
+  it('names every folder and top-level file of src/ once, and nothing else (a fix folder may stand for itself)', () => {
     const drawn = floors().flat();
     expect(drawn.filter((u, i) => drawn.indexOf(u) !== i)).toEqual([]);
-    expect([...drawn].sort()).toEqual(units().sort());
+    expect(drawn.filter((u) => !units().includes(u))).toEqual([]);
+    expect(units().filter((u) => !drawn.includes(u) && !FIX_FOLDERS.includes(u))).toEqual([]);
   });
 
   it('every import runs down a floor (or stays in its unit): no arrow up, none across a floor', () => {
-    const floorOf = new Map(floors().flatMap((line, i, all) => line.map((u) => [u, all.length - i] as const)));
+    const lines = floors();
+    const floorOf = new Map(lines.flatMap((line, i) => line.map((u) => [u, lines.length - i] as const)));
+    // A fix folder the drawing does not name (a new one: the registry is its one line) is on the fix folders' floor.
+    const fixFloor = floorOf.get(FIX_FOLDERS.find((f) => floorOf.has(f))!)!;
+    for (const f of FIX_FOLDERS) if (!floorOf.has(f)) floorOf.set(f, fixFloor);
     const wrong = imports()
       .filter(({ from, to }) => unitOf(from) !== unitOf(to))
       .filter(({ from, to }) => floorOf.get(unitOf(from))! <= floorOf.get(unitOf(to))!)
