@@ -9,14 +9,14 @@ const { readFileSync } = require('node:fs');
 const { join } = require('node:path');
 
 /**
- * The fixes: each one folder, wired in through the list of fixes (src/fixes/registry.ts imports each folder's fix.ts).
- * Read from the registry, so a new fix needs no line here: every folder the registry imports but the contract (src/fix/).
+ * The fixes: each one folder, wired in through the list of fixes (src/fix-list/registry.ts imports each folder's fix.ts).
+ * Read from the registry, so a new fix needs no line here: every folder the registry imports but the contract (src/contract/).
  */
-const FIXES = [...readFileSync(join(__dirname, 'src/fixes/registry.ts'), 'utf8').matchAll(/from '\.\.\/([^/']+)\//g)]
+const FIXES = [...readFileSync(join(__dirname, 'src/fix-list/registry.ts'), 'utf8').matchAll(/from '\.\.\/([^/']+)\//g)]
   .map((m) => `${m[1]}/`)
-  .filter((f, i, all) => f !== 'fix/' && all.indexOf(f) === i);
+  .filter((f, i, all) => f !== 'contract/' && all.indexOf(f) === i);
 
-/** What the contract (src/fix/) and every fix are built on: the protocol, addresses, the ledger's domain, effects. */
+/** What the contract (src/contract/) and every fix are built on: the protocol, addresses, the ledger's domain, effects. */
 const FIX_BASE = [
   'cni/',
   'net/',
@@ -29,18 +29,17 @@ const FIX_BASE = [
   'terminal\\.ts',
   // OpenNetwork, which a fix's doctor check and agent step are handed.
   'network/',
-  // The runtime's pods view the pods step hands the fixes' steps (fix-neutral: a fix hands it its hold, Fix.holds).
-  'pods/view\\.ts',
-  // The runtime's view of a pod (a type alone) and the warm-up's scripted-answer type.
-  'gc/cached-pod\\.ts',
-  'doubles/',
+  // The runtime's pods (the cache's view of a pod, the pods view a fix's step is handed, the network's pod ranges).
+  'pods/',
+  // The warm-up's scripted Run (a fix's warm-up answers are its scripts).
+  'scripted/',
 ];
 
-/** What a fix is built from: the above, and src/fix/ (the contract, what a fix is handed, the fix kit). Never another fix. */
-const FIX_PARTS = [...FIX_BASE, 'fix/'];
+/** What a fix is built from: the above, and src/contract/ (the contract, what a fix is handed, the fix kit). Never another fix. */
+const FIX_PARTS = [...FIX_BASE, 'contract/'];
 
 /** What every caller of the fixes (verbs, doctor, the agent, the CLI) may use. */
-const CALLER_BASE = ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts', 'terminal\\.ts', 'fix/', 'fixes/'];
+const CALLER_BASE = ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts', 'terminal\\.ts', 'contract/', 'fix-list/'];
 
 /** Who may import whom: key = the importing folder (or file) under src/, value = what it may import. */
 const MAY_IMPORT = {
@@ -56,36 +55,37 @@ const MAY_IMPORT = {
   'ledger/': ['cni/', 'net/'],
   'conflist\\.ts': ['cni/', 'net/'],
   // Effects run programs and touch files, nothing else: they decide nothing a fix decides, and import no caller.
-  'effects/': ['cni/', 'net/', 'ledger/', 'spans\\.ts', 'log\\.ts'],
+  'effects/': ['cni/', 'net/', 'ledger/', 'spans\\.ts'],
   // The logger writes through the log-file effect (and only it).
   'log\\.ts': ['effects/log-file\\.ts'],
   // Stand-ins for effects (the warm-up's scripted Run): the effect's types, never the effect's callers.
-  'doubles/': ['cni/', 'effects/'],
+  'scripted/': ['cni/', 'effects/'],
   'status/': ['cni/', 'effects/'],
   // Opens a network's ledger, delegate and logger for the verbs, the CLI, doctor, GC and the agent alike.
   'network/': ['cni/', 'net/', 'ledger/', 'effects/', 'conflist\\.ts', 'log\\.ts'],
-  // The contract every fix implements and the types a fix is handed (src/fix/): below every fix folder.
-  'fix/': FIX_BASE,
+  // The contract every fix implements and the types a fix is handed (src/contract/): below every fix folder.
+  'contract/': FIX_BASE,
   ...Object.fromEntries(FIXES.map((f) => [f, FIX_PARTS])),
   // The list of fixes (and the loops over it): above the fix folders, the one place that imports each of them.
-  'fixes/': [...FIXES, ...FIX_PARTS],
-  // gc and pods are agent steps of the fixes' shape (src/fix/agent-step.ts), run by src/agent/reconcile.ts.
-  'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'network/', 'log\\.ts', 'spans\\.ts', 'fix/(fix|agent-step|attachment-lock)\\.ts'],
-  'pods/': ['cni/', 'ledger/', 'gc/cached-pod\\.ts', 'net/', 'fix/(fix|agent-step|lasting)\\.ts'],
-  // install validates the fixes' settings it writes into the conflist; uninstall --purge reads whose records a ledger holds.
-  'install/': ['cni/', 'net/', 'ledger/', 'effects/', 'conflist\\.ts', 'log\\.ts', ...FIXES],
-  // The verbs, doctor and the agent reach the fixes through the registry (src/fixes/), never a fix folder.
+  'fix-list/': [...FIXES, ...FIX_PARTS],
+  // gc and pods are agent steps of the fixes' shape (src/contract/agent-step.ts), run by src/agent/reconcile.ts.
+  'gc/': ['cni/', 'net/', 'ledger/', 'effects/', 'pods/', 'network/', 'log\\.ts', 'spans\\.ts', 'contract/(fix|agent-step|attachment-lock)\\.ts'],
+  'pods/': ['cni/', 'ledger/', 'net/', 'conflist\\.ts'],
+  // install validates the settings it writes into the conflist through every fix's `validate` (the list's loop);
+  // uninstall --purge reads whose records a ledger holds.
+  'install/': ['cni/', 'net/', 'ledger/', 'effects/', 'conflist\\.ts', 'log\\.ts', 'fix-list/'],
+  // The verbs, doctor and the agent reach the fixes through the registry (src/fix-list/), never a fix folder.
   'verbs/': [...CALLER_BASE, 'status/', 'gc/'],
-  'doctor/': [...CALLER_BASE, 'conflist\\.ts', 'gc/', 'pods/view\\.ts'],
+  'doctor/': [...CALLER_BASE, 'conflist\\.ts', 'gc/', 'pods/'],
   'agent/': [...CALLER_BASE, 'conflist\\.ts', 'metrics\\.ts', 'gc/', 'pods/', 'install/'],
   // The CLI: the node's operator commands over the modules below it (a fix's own are in its folder, found through
   // the registry). Nothing but main.ts imports it.
   'cli/': [...CALLER_BASE, 'conflist\\.ts', 'startup\\.ts', 'gc/', 'install/', 'doctor/', 'agent/'],
   // The per-call tallies come from the verbs' context; the families and tallies from the fixes' registry.
-  'metrics\\.ts': ['cni/', 'ledger/', 'effects/', 'log\\.ts', 'verbs/context\\.ts', 'fix/', 'fixes/'],
-  'plugin\\.ts': ['cni/', 'effects/', 'log\\.ts', 'spans\\.ts', 'metrics\\.ts', 'verbs/', 'fixes/'],
+  'metrics\\.ts': ['cni/', 'ledger/', 'effects/', 'log\\.ts', 'verbs/context\\.ts', 'contract/', 'fix-list/'],
+  'plugin\\.ts': ['cni/', 'effects/', 'log\\.ts', 'spans\\.ts', 'metrics\\.ts', 'verbs/', 'fix-list/'],
   // The startup-snapshot warm-up: the real plugin over scripted stand-ins.
-  'warm\\.ts': ['doubles/', 'plugin\\.ts', 'spans\\.ts', 'verbs/', 'fixes/'],
+  'warm\\.ts': ['scripted/', 'plugin\\.ts', 'spans\\.ts', 'verbs/', 'fix-list/'],
   'snapshot\\.ts': ['warm\\.ts'],
   'main\\.ts': ['cni/', 'cli/', 'plugin\\.ts', 'snapshot\\.ts', 'spans\\.ts', 'startup\\.ts'],
 };

@@ -26,6 +26,30 @@ export function allocatorOf(plugins: readonly unknown[], shimIndex: number): Rec
   return isObject(prev) ? prev : undefined;
 }
 
+/** An IPAM config of the shim's conflist that hands out the network's addresses, and where it was found. */
+export interface IpamSource {
+  /** e.g. `delegate`, `plugins[0].ipam`. */
+  where: string;
+  ipam: unknown;
+}
+
+/**
+ * THE rule for which IPAM configs hand out the network's addresses (its pod ranges: the residue guard, doctor's
+ * reserved-ranges look): the shim's `delegate`, and chained, the `ipam` of the plugin that allocates for it
+ * (allocatorOf), each once. No other plugin's `ipam`: a second interface's plugin hands out another network's.
+ */
+export function podIpamSources(net: { conf: NetConf; shim: Pick<ShimConflist, 'list' | 'index'> }): IpamSource[] {
+  const out: IpamSource[] = [];
+  if (net.conf.settings.delegate) out.push({ where: 'delegate', ipam: net.conf.settings.delegate });
+  if (net.conf.placement !== 'chained') return out;
+  const plugins = Array.isArray(net.shim.list.plugins) ? (net.shim.list.plugins as unknown[]) : [];
+  const alloc = allocatorOf(plugins, net.shim.index);
+  const ipam = alloc?.ipam;
+  if (isObject(ipam) && !out.some((o) => JSON.stringify(o.ipam) === JSON.stringify(ipam)))
+    out.push({ where: `plugins[${plugins.indexOf(alloc)}].ipam`, ipam });
+  return out;
+}
+
 export interface ShimConflist {
   path: string;
   list: Record<string, unknown>;

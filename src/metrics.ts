@@ -15,8 +15,8 @@ import { withLock } from './effects/lock.js';
 import type { Outcome } from './cni/skel.js';
 import type { Logger } from './log.js';
 import type { InvocationCounters } from './verbs/context.js';
-import type { CniFamily, TallySeries } from './fix/fix.js';
-import { FIXES } from './fixes/registry.js';
+import type { CniFamily, TallySeries } from './contract/fix.js';
+import { FIXES } from './fix-list/registry.js';
 
 export const METRICS_LOCK_TIMEOUT_MS = 2_000;
 

@@ -16,9 +16,9 @@
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { scriptedRun } from './doubles/scripted-run.js';
+import { scriptedRun } from './scripted/scripted-run.js';
 import { takeSpans } from './spans.js';
-import { FIXES } from './fixes/registry.js';
+import { FIXES } from './fix-list/registry.js';
 
 const DELEGATE = 'warm-ipam';
 const conf = (dir: string) => ({

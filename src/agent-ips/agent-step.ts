@@ -5,8 +5,8 @@
 // (`ipam-shim agent-ip list`), a warning log line, ipam_shim_agent_ip_reallocated_total.
 // Bounded: at most MAX_PER_PASS owners a pass (round robin beyond), one delegate call each when the address holds.
 import { agentIpOwner } from '../ledger/owner.js';
-import type { AgentStep } from '../fix/agent-step.js';
-import type { Fix } from '../fix/fix.js';
+import type { AgentStep } from '../contract/agent-step.js';
+import type { Fix } from '../contract/fix.js';
 import { confirmAgentIp } from './allocate.js';
 
 const MAX_PER_PASS = 4;

@@ -1,11 +1,11 @@
 // cilium-agent's own IPs under delegated IPAM (design-cfps #13): allocate through the delegate with a
 // deterministic container ID, idempotently across restarts, recorded as owner `agent` so GC never
-// releases them. Every address it answers with got every fix's cure, as a pod's at ADD (src/fix/address-steps.ts, over
+// releases them. Every address it answers with got every fix's cure, as a pod's at ADD (src/contract/address-loop.ts, over
 // the list of fixes the CLI hands the command).
 import { AGENT_OWNER, agentContainerID } from '../ledger/owner.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type NetConf } from '../cni/config.js';
-import { resultIps } from '../cni/result.js';
+import { resultIps, resultSubnets } from '../cni/result.js';
 import type { IpamDelegate } from '../effects/delegate.js';
 import { checkVersionOf, hostPrevResult, type CheckProof } from '../effects/check-proof.js';
 import { agentIpCniArgs, delegateEnvFor, identityOf } from '../ledger/identity.js';
@@ -13,9 +13,10 @@ import type { LedgerRecord } from '../ledger/record.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { Run } from '../effects/exec.js';
 import { deleteNetns, ensureNetns } from '../effects/netns.js';
-import { prepareAddresses, validateFixes } from '../fix/address-steps.js';
-import type { Fix } from '../fix/fix.js';
+import { prepareAddresses, validateFixes } from '../contract/address-loop.js';
+import type { Fix } from '../contract/fix.js';
 import type { Logger } from '../log.js';
+import { familyOf } from '../net/ip.js';
 
 const AGENT_IFNAME = 'eth0';
 /** An empty namespace per owner: the CFP's CNI_NETNS for IPs that live in no pod. */
@@ -55,11 +56,11 @@ export function validateOwner(owner: string): void {
 /** The addresses of the requested family (all when none was asked for); a missing family is an error. */
 function pickFamily(ips: string[], family: Family | undefined): string[] {
   if (!family) return ips;
-  const want = (ip: string) => family === 'dual' || (family === '6') === ip.includes(':');
+  const want = (ip: string) => family === 'dual' || String(familyOf(ip)) === family;
   const picked = ips.filter(want);
   const need = family === 'dual' ? ['4', '6'] : [family];
   for (const f of need) {
-    if (!ips.some((ip) => (f === '6') === ip.includes(':'))) {
+    if (!ips.some((ip) => String(familyOf(ip)) === f)) {
       throw new CniError(ErrorCode.InvalidNetworkConfig, `the delegate handed out no IPv${f} address`, {
         details: `got ${ips.join(', ') || 'nothing'}`,
       });
@@ -223,7 +224,8 @@ async function allocateIn(
   try {
     if (!ips.length) throw new CniError(ErrorCode.DelegateFailed, `delegate ${d.delegate.type} returned no IP addresses`);
     const cured = await cureAddresses(d, ips);
-    await d.ledger.put({ ...base, state: 'attached', ips, updatedAt: new Date().toISOString() });
+    const subnets = resultSubnets(result);
+    await d.ledger.put({ ...base, state: 'attached', ips, ...(subnets.length && { subnets }), updatedAt: new Date().toISOString() });
     const picked = pickFamily(ips, family);
     d.log.info({ owner, ips, note, cured }, 'agent IP allocated');
     return {

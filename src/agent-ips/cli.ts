@@ -4,10 +4,10 @@ import { agentIpOwner } from '../ledger/owner.js';
 import { identityOf } from '../ledger/identity.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import { allocateAgentIp, listAgentIps, releaseAgentIp, validateOwner, type Family } from './allocate.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../fix/network-flags.js';
-import { parseArgv, UsageError, type Command } from '../fix/command.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../contract/network-flags.js';
+import { parseArgv, UsageError, type Command } from '../contract/command.js';
 import { shown } from '../terminal.js';
-import type { Fix } from '../fix/fix.js';
+import type { Fix } from '../contract/fix.js';
 
 const USAGE = `ipam-shim agent-ip allocate --owner NAME [--family 4|6|dual (default: whatever the delegate hands out)] [--wait SECONDS]
 ipam-shim agent-ip release  --owner NAME

@@ -6,7 +6,7 @@ import { agentReallocateFix } from '../ledger/owner.js';
 import { delegateEnvFor, identityOf } from '../ledger/identity.js';
 import { listAgentIps } from './allocate.js';
 import { checkVersionOf, hostPrevResult } from '../effects/check-proof.js';
-import type { DoctorCheck, Finding } from '../fix/doctor-check.js';
+import type { DoctorCheck, Finding } from '../contract/doctor-check.js';
 
 export const agentCheck: DoctorCheck = {
   name: 'agent-ips',

@@ -2,10 +2,11 @@
 // idempotent across restarts) under container IDs that match agentContainerIDs, and GC keeps every such record
 // (src/gc/plan.ts). Nothing to do per pod address; doctor checks each recorded one is complete and still held; the
 // agent's step confirms them every pass and re-allocates one the IPAM store forgot (agent-step.ts).
-import type { Fix } from '../fix/fix.js';
+import type { Fix } from '../contract/fix.js';
 
 export const agentIpsFix: Fix = {
   name: 'agent-ips',
+  about: 'agent IPs',
   agent: {
     step: 'agent-ips',
     families: [

@@ -9,7 +9,7 @@ import type { EntryInUse } from '../conflist.js';
 import { readRegularSync } from '../effects/safe-open.js';
 import type { Logger } from '../log.js';
 import { errorSeriesAtZero, FAMILIES, METRICS_MAX_BYTES, parseMetrics, renderMetrics, type Series, seriesKey } from '../metrics.js';
-import type { AgentFamily } from '../fix/fix.js';
+import type { AgentFamily } from '../contract/fix.js';
 import { STEPS } from './steps.js';
 
 /** Labels any plugin series may carry (src/metrics.ts applyUpdate). */

@@ -1,6 +1,6 @@
-// One reconcile pass of the node agent, on the shim's network as the plugin sees it (src/fix/network-flags.ts): the network
+// One reconcile pass of the node agent, on the shim's network as the plugin sees it (src/contract/network-flags.ts): the network
 // step opens it, then every step runs in order (src/agent/steps.ts: gc, pods, then every fix's), each with the same
-// Pass (src/fix/agent-step.ts). The runner knows no step by name: it reads the runtime's result cache and lists
+// Pass (src/contract/agent-step.ts). The runner knows no step by name: it reads the runtime's result cache and lists
 // the ledger once a pass for the steps that ask, hands the pods step's view to the steps after it, and writes the
 // pass's report, metrics and log line.
 // Every step is its own try: one failing step is logged and counted, the others still run. SIGTERM (`signal`)
@@ -15,17 +15,17 @@ import { openConflistNetwork, type NetworkSelection, type OpenNetwork } from '..
 import type { Logger } from '../log.js';
 import { sinceStart } from '../spans.js';
 import { cachedAttachments } from '../gc/from-cache.js';
-import type { CacheView } from '../gc/cached-pod.js';
-import type { GcFlags, Pass, StepOutcome } from '../fix/agent-step.js';
-import { podHolds } from '../fixes/pod-holds.js';
-import { FIXES } from '../fixes/registry.js';
-import { networkPodRanges } from '../fixes/pod-ranges.js';
+import type { CacheView } from '../pods/cached-pod.js';
+import type { GcFlags, Pass, StepOutcome } from '../contract/agent-step.js';
+import { podHolds } from '../fix-list/pod-holds.js';
+import { FIXES } from '../fix-list/registry.js';
+import { networkPodRanges } from '../pods/ranges.js';
 import type { PodsView } from '../pods/view.js';
 import type { AgentMetrics } from './metrics.js';
 import { PersistingProblems } from './problems.js';
 import { STEPS } from './steps.js';
 
-export type { GcMode } from '../fix/agent-step.js';
+export type { GcMode } from '../contract/agent-step.js';
 
 export interface ReconcileOptions {
   network: NetworkSelection;
@@ -224,7 +224,7 @@ interface Shared {
   runtime: PodsView | undefined;
 }
 
-/** What a step gets from this pass (src/fix/agent-step.ts). */
+/** What a step gets from this pass (src/contract/agent-step.ts). */
 function passFor(o: ReconcileOptions, net: OpenNetwork, report: PassReport, step: string, shared: Shared, signal: AbortSignal): Pass {
   const records = () => (shared.records ??= net.ledger.list().then((l) => l.records));
   return {
@@ -232,11 +232,7 @@ function passFor(o: ReconcileOptions, net: OpenNetwork, report: PassReport, step
     signal,
     flags: { gc: o.gc },
     records,
-    podRanges: async () =>
-      networkPodRanges(
-        net,
-        (await records()).flatMap((r) => r.ips),
-      ),
+    podRanges: async () => networkPodRanges(net, await records()),
     // The pass's signal: SIGTERM answers a read under way at once (its child is left to its own bound).
     cache: () => (shared.cache ??= cachedAttachments(o.gc.cacheDir, net.conf.name, { signal: o.signal })),
     holds: () => podHolds(net.conf),

@@ -5,7 +5,7 @@
 import { basename } from 'node:path';
 import { commandLine, sendSignal } from '../effects/process-signal.js';
 import { shown } from '../terminal.js';
-import { parseArgv, UsageError, type CommandOutput } from '../fix/command.js';
+import { parseArgv, UsageError, type CommandOutput } from '../contract/command.js';
 
 /** PURE: whether an argv is a running `ipam-shim agent` (the executable, or node running the bundle), not a CLI call of it. */
 export function isAgentCommandLine(argv: readonly string[]): boolean {

@@ -2,18 +2,19 @@
 // DaemonSet fills them from its ConfigMap.
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { defaultSource } from '../install/binary.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS } from '../fix/network-flags.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS } from '../contract/network-flags.js';
 import { DEFAULT_CNI_PATH, type NetworkSelection } from '../network/open.js';
 import { parseListen } from '../agent/http.js';
 import type { GcMode } from '../agent/reconcile.js';
 import { DEFAULT_CONFIRM_AFTER_MS, DEFAULT_CONFIRM_PASSES } from '../gc/confirm.js';
 import { parseShimConfig, DEFAULT_WATCH_INTERVAL_S } from './install.js';
-import { parseArgv, UsageError, type Command, type CommandOutput } from '../fix/command.js';
+import { parseArgv, UsageError, type Command, type CommandOutput } from '../contract/command.js';
 import { stdoutLogger } from '../log.js';
+import { agentSummary } from '../fix-list/about.js';
+import { DEFAULT_CACHE_DIR, DEFAULT_GC_GRACE_S } from '../gc/from-cache.js';
 
 export const DEFAULT_AGENT_LISTEN = '127.0.0.1:9740';
 export const DEFAULT_AGENT_INTERVAL_S = 30;
-export const DEFAULT_CACHE_DIR = '/var/lib/cni';
 /**
  * From SIGTERM to the answer (and so the exit) at most, whatever the agent is doing: past the pass's own stop grace
  * (src/agent/reconcile.ts PASS_BOUNDS.stopGraceMs, 32 s) and within the DaemonSet's terminationGracePeriodSeconds
@@ -29,7 +30,7 @@ export const AGENT_FLAGS = {
   gc: { type: 'string', default: 'report' },
   'gc-confirm-after': { type: 'string', default: String(DEFAULT_CONFIRM_AFTER_MS / 1000) },
   'gc-confirm-passes': { type: 'string', default: String(DEFAULT_CONFIRM_PASSES) },
-  'grace-seconds': { type: 'string', default: '60' },
+  'grace-seconds': { type: 'string', default: String(DEFAULT_GC_GRACE_S) },
   'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR },
   'allow-empty-cache': { type: 'boolean', default: false },
   listen: { type: 'string', default: DEFAULT_AGENT_LISTEN },
@@ -42,7 +43,7 @@ export const AGENT_FLAGS = {
 } as const;
 
 const USAGE = `ipam-shim agent [--gc report|confirmed|apply] [--interval SECONDS] [--jitter FRACTION]
-  [--gc-confirm-after ${DEFAULT_CONFIRM_AFTER_MS / 1000}] [--gc-confirm-passes ${DEFAULT_CONFIRM_PASSES}] [--grace-seconds 60] [--cache-dir /var/lib/cni]
+  [--gc-confirm-after ${DEFAULT_CONFIRM_AFTER_MS / 1000}] [--gc-confirm-passes ${DEFAULT_CONFIRM_PASSES}] [--grace-seconds ${DEFAULT_GC_GRACE_S}] [--cache-dir ${DEFAULT_CACHE_DIR}]
   [--allow-empty-cache] [--listen HOST:PORT] [--probe-listen HOST:PORT] [--log-level info]
   [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS]
   [--cni-bin-dir DIR] [--source PATH] [--shim-config JSON] [--no-install]
@@ -165,7 +166,7 @@ interface AgentInstall {
 
 export const agentCommand: Command = {
   name: 'agent',
-  summary: 'the node agent (DaemonSet): keep the shim installed, reconcile GC/residue/probe rewrite every interval, serve /metrics',
+  summary: agentSummary(),
   usage: USAGE,
   options: AGENT_FLAGS,
   flagHelp: {
@@ -184,7 +185,7 @@ export const agentCommand: Command = {
       value: 'N',
       text: `confirmed: … and in at least this many passes (default ${DEFAULT_CONFIRM_PASSES}), e.g. 5`,
     },
-    'grace-seconds': { value: 'N', text: 'GC keeps attachments younger than this (default 60), e.g. 300' },
+    'grace-seconds': { value: 'N', text: `GC keeps attachments younger than this (default ${DEFAULT_GC_GRACE_S}), e.g. 300` },
     'cache-dir': { value: 'DIR', text: `the runtime's CNI cache (default ${DEFAULT_CACHE_DIR}), e.g. /host/var/lib/cni` },
     'allow-empty-cache': { text: 'GC releases even when the cache is missing or empty while pods are recorded' },
     listen: { value: 'HOST:PORT', text: `where /metrics, /healthz, /readyz are served (default ${DEFAULT_AGENT_LISTEN}), e.g. 10.224.0.4:9740` },

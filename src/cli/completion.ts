@@ -1,7 +1,7 @@
 // `ipam-shim completion bash`: a bash completion script made from the commands themselves (their names, the
 // flags their --help lists, the words their usage lines name after the command: `residue scan|clean`), so it
 // cannot drift from the CLI. The script only offers words; it runs nothing of ours.
-import { type Command, parseArgv, UsageError } from '../fix/command.js';
+import { type Command, parseArgv, UsageError } from '../contract/command.js';
 
 const SHELLS = ['bash'] as const;
 

@@ -4,22 +4,22 @@
 // CNI path, the IPv6 probe table, orphaned residue), and says `skipped` for the rest.
 import { dirname } from 'node:path';
 import { doctorChecks } from '../doctor/index.js';
+import { doctorSummary } from '../fix-list/about.js';
 import { DEFAULT_CACHE_DIR } from '../gc/from-cache.js';
-import { failedCheck, type Finding, type NodeView } from '../fix/doctor-check.js';
+import { failedCheck, type Finding, type NodeView } from '../contract/doctor-check.js';
 import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { CniError } from '../cni/errors.js';
-import { DEFAULT_CNI_PATH, type OpenNetwork } from '../network/open.js';
+import { selectedCniPath, type OpenNetwork } from '../network/open.js';
 import { shown } from '../terminal.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../fix/network-flags.js';
-import { Exit, parseArgv, type Command } from '../fix/command.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../contract/network-flags.js';
+import { Exit, parseArgv, type Command } from '../contract/command.js';
 
 const USAGE = 'ipam-shim doctor [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS] [--cache-dir DIR] [--json]';
 const DOCTOR_FLAGS = { ...NETWORK_FLAGS, 'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR } } as const;
 
 export const doctorCommand: Command = {
   name: 'doctor',
-  summary:
-    'check this node: conflist (and whether the runtime uses it), main plugin, delegate, ledger, residue, pods the shim never saw, agent IPs, reserved-subnet routes, IPv6 probes',
+  summary: doctorSummary(),
   usage: USAGE,
   options: DOCTOR_FLAGS,
   flagHelp: {
@@ -40,7 +40,7 @@ export const doctorCommand: Command = {
     } catch (e) {
       // The network cannot be opened (no conflist holds the shim, or it does not parse): doctor goes on without it.
       if (!(e instanceof CniError)) throw e;
-      const cniPath = (values['cni-path'] ?? ctx.env.CNI_PATH ?? DEFAULT_CNI_PATH).split(':').filter(Boolean);
+      const cniPath = selectedCniPath({ cniPath: values['cni-path'] }, ctx.env);
       const confDir = values['conf-dir'] ?? (values.conflist ? dirname(values.conflist) : DEFAULT_CONF_DIR);
       node = { confDir, conflist: values.conflist, cniPath, run: ctx.run, why: e };
     }

@@ -1,14 +1,14 @@
 // `ipam-shim gc`: the GC a runtime never sends (0.3.1 conflists): valid = the runtime's result cache,
 // then the GC verb's own algorithm and guards. Dry run unless --apply.
 import { attachmentName } from '../cni/config.js';
-import { DEFAULT_CACHE_DIR, gcFromCache } from '../gc/from-cache.js';
+import { DEFAULT_CACHE_DIR, DEFAULT_GC_GRACE_S, gcFromCache } from '../gc/from-cache.js';
 import type { GcReport } from '../gc/run-gc.js';
 import { shown } from '../terminal.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../fix/network-flags.js';
-import { parseArgv, UsageError, type Command } from '../fix/command.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../contract/network-flags.js';
+import { parseArgv, UsageError, type Command } from '../contract/command.js';
 import { podName } from './ledger.js';
 
-const USAGE = `ipam-shim gc [--network NAME] [--cache-dir /var/lib/cni] [--grace-seconds 60] [--apply] [--allow-empty-cache]
+const USAGE = `ipam-shim gc [--network NAME] [--cache-dir ${DEFAULT_CACHE_DIR}] [--grace-seconds ${DEFAULT_GC_GRACE_S}] [--apply] [--allow-empty-cache]
   [--conflist PATH | --conf-dir DIR] [--cni-path DIRS] [--json]
   The network is found as \`ledger\` finds it: the conflist in --conf-dir that holds the shim (--network picks one
   when several do).
@@ -34,7 +34,7 @@ const OPTIONS = {
   'cache-dir': { type: 'string', default: DEFAULT_CACHE_DIR },
   apply: { type: 'boolean', default: false },
   'allow-empty-cache': { type: 'boolean', default: false },
-  'grace-seconds': { type: 'string', default: '60' },
+  'grace-seconds': { type: 'string', default: String(DEFAULT_GC_GRACE_S) },
 } as const;
 
 export const gcCommand: Command = {
@@ -47,7 +47,7 @@ export const gcCommand: Command = {
     'cache-dir': { value: 'DIR', text: `the runtime's CNI cache, holding results/ (default ${DEFAULT_CACHE_DIR}), e.g. /host/var/lib/cni` },
     apply: { text: 'release what the dry run lists (default: only list it)' },
     'allow-empty-cache': { text: 'release even when the cache is missing or empty while pods are recorded (check by hand first)' },
-    'grace-seconds': { value: 'N', text: 'keep attachments younger than this (default 60), e.g. 300' },
+    'grace-seconds': { value: 'N', text: `keep attachments younger than this (default ${DEFAULT_GC_GRACE_S}), e.g. 300` },
   },
   examples: ['ipam-shim gc', 'ipam-shim gc --network cilium --apply -o json'],
   exitStatus:

@@ -1,10 +1,10 @@
 // Operator CLI: find the command, run it, render once (text or --json). Commands never print or exit.
 // Exit statuses (docs/cli.md): 0 fine, 1 found a problem, 2 usage, 3 could not run.
 import { run } from '../effects/exec.js';
-import { commandHelp, Exit, ProblemFound, UsageError, type Command } from '../fix/command.js';
+import { commandHelp, Exit, ProblemFound, UsageError, type Command } from '../contract/command.js';
 import { ABOUT } from '../cni/skel.js';
 import { versionJson, versionText } from './version.js';
-import { FIXES } from '../fixes/registry.js';
+import { FIXES } from '../fix-list/registry.js';
 import { forTerminal } from '../terminal.js';
 
 /** Each fix's own commands (Fix.commands), handed the registry's list of fixes. */

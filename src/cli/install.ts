@@ -4,7 +4,7 @@ import { DEFAULT_CONF_DIR } from '../conflist.js';
 import { CniError } from '../cni/errors.js';
 import { createLogger } from '../log.js';
 import { DEFAULT_CNI_PATH } from '../network/open.js';
-import { asUsage, parseArgv, ProblemFound, UsageError, type Command, type CommandOutput } from '../fix/command.js';
+import { asUsage, parseArgv, ProblemFound, UsageError, type Command, type CommandOutput } from '../contract/command.js';
 import { shown } from '../terminal.js';
 import { checkSource, defaultSource, installBinary } from '../install/binary.js';
 import { installConflist, renderConflist, validateShimKeys, type ConflistOutcome } from '../install/conflist.js';

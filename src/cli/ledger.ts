@@ -2,8 +2,8 @@
 // runtime's CNI_ARGS at ADD), its addresses, owner, placement, state and age. Read-only.
 import type { LedgerRecord } from '../ledger/record.js';
 import { shown } from '../terminal.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../fix/network-flags.js';
-import { Exit, parseArgv, type Command } from '../fix/command.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork } from '../contract/network-flags.js';
+import { Exit, parseArgv, type Command } from '../contract/command.js';
 
 const USAGE = 'ipam-shim ledger [--conflist PATH | --conf-dir DIR] [--network NAME] [--cni-path DIRS] [--json]';
 

@@ -2,7 +2,7 @@
 // commit are put into the bundle by the build (scripts/build.mjs `define`); only unbundled code (tests from
 // source) lacks them. The runtime matters to an operator: the single executable embeds its own Node.js (docs/build.md).
 import { startup } from '../startup.js';
-import { parseArgv, type Command } from '../fix/command.js';
+import { parseArgv, type Command } from '../contract/command.js';
 
 const sea = () => process.getBuiltinModule('node:sea')?.isSea() === true;
 

@@ -131,7 +131,10 @@ export function readCniEnv(env: NodeJS.ProcessEnv): CniEnv {
     ifname,
     args,
     rawArgs: command === 'VERSION' ? '' : get('CNI_ARGS'),
-    path: get('CNI_PATH').split(':').filter(Boolean),
+    path: cniPathOf(get('CNI_PATH')),
     ...(pod && { pod }),
   };
 }
+
+/** THE reading of a CNI path (CNI_PATH, `--cni-path`): directories joined by `:`, as libcni splits it; empty ones dropped. */
+export const cniPathOf = (text: string): string[] => text.split(':').filter(Boolean);

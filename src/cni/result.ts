@@ -2,7 +2,8 @@
 import * as z from './zod.js';
 import { atLeast } from './versions.js';
 import { CniError, ErrorCode, formatIssues } from './errors.js';
-import { addressProblem, canonicalIp } from '../net/ip.js';
+import { addressProblem, canonicalIp, familyOf } from '../net/ip.js';
+import { parseCidr } from '../net/cidr.js';
 
 const IpConfigSchema = z.looseObject({
   address: z.string(),
@@ -30,13 +31,11 @@ export function parseResult(raw: unknown, what: string): Result {
   return r.data;
 }
 
-const familyOf = (address: string): '4' | '6' => (address.includes(':') ? '6' : '4');
-
 /** Converts a result to `version`: adds or drops `ips[].version`; everything else passes through untouched. */
 export function convertResult(result: Result, version: string): Result {
   const ips = result.ips?.map((ip) => {
     const { version: _drop, ...rest } = ip;
-    return atLeast(version, '1.0.0') ? rest : { ...rest, version: familyOf(ip.address) };
+    return atLeast(version, '1.0.0') ? rest : { ...rest, version: String(familyOf(ip.address)) as '4' | '6' };
   });
   const out: Result = { ...result, cniVersion: version };
   if (ips) out.ips = ips;
@@ -88,6 +87,24 @@ export function refuseBadAddresses(result: Pick<Result, 'ips'>, origin: ResultOr
 export function resultIps(result: Pick<Result, 'ips'>, origin: ResultOrigin): string[] {
   refuseBadAddresses(result, origin);
   return canonicalAddresses((result.ips ?? []).map((ip) => ip.address));
+}
+
+/**
+ * PURE. The subnets a result's addresses were handed out in, as it gives them (CNI notation: `10.240.0.32/16` →
+ * `10.240.0.0/16`; a bare address or a host prefix, as cilium-cni's /32, names no more than itself), canonical
+ * CIDR text, each once. What a ledger record keeps for the network's fallback pod ranges (src/ledger/subnets.ts).
+ * Callers refuse bad addresses first; one parseCidr still refuses is skipped.
+ */
+export function resultSubnets(result: Pick<Result, 'ips'>): string[] {
+  const out = new Set<string>();
+  for (const ip of result.ips ?? []) {
+    try {
+      out.add(parseCidr(ip.address).text);
+    } catch {
+      // refused at the boundary (refuseBadAddresses); nothing to record
+    }
+  }
+  return [...out];
 }
 
 /** PURE. Host-side interfaces a CNI result names: the ones without a `sandbox`. */

@@ -2,7 +2,7 @@
 import { PLUGIN_TYPE } from '../cni/config.js';
 import { Delegate } from '../effects/delegate.js';
 import { askVersion } from '../effects/shim-binary.js';
-import type { DoctorCheck, Finding } from '../fix/doctor-check.js';
+import type { DoctorCheck, Finding } from '../contract/doctor-check.js';
 import type { Run } from '../effects/exec.js';
 import { silentLogger, type Logger } from '../log.js';
 import { LATEST_VERSION } from '../cni/versions.js';

@@ -4,7 +4,7 @@ import { isObject } from '../cni/json.js';
 import { CniError } from '../cni/errors.js';
 import { holdsShim } from '../cni/config.js';
 import { allocatorOf, ANCHOR_TYPE, confDirProblem, conflistFiles, readNetworkConfig, ShimConflistMissing } from '../conflist.js';
-import { type DoctorCheck, type Finding, list, type NodeView } from '../fix/doctor-check.js';
+import { type DoctorCheck, type Finding, list, type NodeView } from '../contract/doctor-check.js';
 import { anyShim, ciliumConfig, describeConfig, scanConfDir } from './conf-dir.js';
 import { typeOf } from './ipam-config.js';
 

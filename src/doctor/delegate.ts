@@ -4,7 +4,7 @@
 import { delegateConf } from '../cni/config.js';
 import { atLeast, isSupported } from '../cni/versions.js';
 import { Delegate } from '../effects/delegate.js';
-import type { DoctorCheck } from '../fix/doctor-check.js';
+import type { DoctorCheck } from '../contract/doctor-check.js';
 import { checkVersionOf, type CheckProof } from '../effects/check-proof.js';
 
 export const delegateCheck: DoctorCheck = {

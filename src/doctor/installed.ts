@@ -3,7 +3,7 @@
 // first in the conf dir. The shim found in a later file is a conflist pods never get.
 import { dirname } from 'node:path';
 import { shimEntryInUse } from '../conflist.js';
-import type { DoctorCheck } from '../fix/doctor-check.js';
+import type { DoctorCheck } from '../contract/doctor-check.js';
 
 export const installedCheck: DoctorCheck = {
   name: 'installed',

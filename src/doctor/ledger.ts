@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { attachmentName } from '../cni/config.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import { HOST_LOCAL_DEFAULT_DATA_DIR, ipKey, readHostLocalStore, type StoreEntry } from '../effects/host-local-store.js';
-import { type DoctorCheck, type Finding, list } from '../fix/doctor-check.js';
+import { type DoctorCheck, type Finding, list } from '../contract/doctor-check.js';
 import { effectiveIpam, typeOf } from './ipam-config.js';
 
 interface StoreComparison {

@@ -9,7 +9,7 @@ import { judgeListVersions } from '../cni/list-versions.js';
 import { ANCHOR_TYPE } from '../conflist.js';
 import type { Run } from '../effects/exec.js';
 import { askPluginVersions, findOnPath } from '../effects/plugin-versions.js';
-import type { DoctorCheck, Finding } from '../fix/doctor-check.js';
+import type { DoctorCheck, Finding } from '../contract/doctor-check.js';
 import { typeOf } from './ipam-config.js';
 import { ciliumConfig, scanConfDir } from './conf-dir.js';
 

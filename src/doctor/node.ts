@@ -2,7 +2,7 @@
 // runtime uses the shim's entry, the shim and its delegate on
 // the CNI path, the state directory, and the ledger against the delegate's own store. Read-only: they report,
 // never repair (not even the delegate's VERSION cache is written).
-import type { DoctorCheck } from '../fix/doctor-check.js';
+import type { DoctorCheck } from '../contract/doctor-check.js';
 import { binaryCheck } from './binary.js';
 import { mainPluginCheck } from './main-plugin.js';
 import { conflistCheck } from './conflist.js';

@@ -3,8 +3,8 @@
 // and pods holding an address inside reservedCIDRs. "Could not look" is its own finding, never "no pods".
 import { cachedAttachments, DEFAULT_CACHE_DIR } from '../gc/from-cache.js';
 import { podName, viewPods } from '../pods/view.js';
-import { podHolds } from '../fixes/pod-holds.js';
-import { type DoctorCheck, type Finding, list } from '../fix/doctor-check.js';
+import { podHolds } from '../fix-list/pod-holds.js';
+import { type DoctorCheck, type Finding, list } from '../contract/doctor-check.js';
 
 const NAME = 'runtime-pods';
 

@@ -1,7 +1,7 @@
 // Doctor's state-dir check: the state directory is private and ours, and every ledger record is readable.
 import { lstat } from 'node:fs/promises';
 import { ErrorCode } from '../cni/errors.js';
-import { type DoctorCheck, type Finding, list } from '../fix/doctor-check.js';
+import { type DoctorCheck, type Finding, list } from '../contract/doctor-check.js';
 
 export const stateDirCheck: DoctorCheck = {
   name: 'state-dir',

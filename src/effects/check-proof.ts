@@ -4,6 +4,7 @@
 // CHECK (its CmdCheck does nothing), so its CHECK proves nothing. Delegate caches the answer per binary.
 import { CniError } from '../cni/errors.js';
 import { atLeast, bridgeVersion, LATEST_VERSION } from '../cni/versions.js';
+import { BITS, familyOf } from '../net/ip.js';
 
 /**
  * `proves`: CHECK failed for the attachment it never allocated (its success means something); `proves-nothing`:
@@ -24,7 +25,7 @@ export function hostPrevResult(ips: readonly string[], version: string): Record<
   const pre1 = !atLeast(version, '1.0.0');
   return {
     cniVersion: version,
-    ips: ips.map((ip) => ({ address: `${ip}/${ip.includes(':') ? 128 : 32}`, ...(pre1 ? { version: ip.includes(':') ? '6' : '4' } : {}) })),
+    ips: ips.map((ip) => ({ address: `${ip}/${BITS[familyOf(ip)]}`, ...(pre1 ? { version: String(familyOf(ip)) } : {}) })),
   };
 }
 

@@ -8,7 +8,7 @@ import { bridgeVersion, LATEST_VERSION } from '../cni/versions.js';
 import { assertPrivateDirSync, ensurePrivateDir, readFileNoFollowSync, writeFileAtomic } from './fs-atomic.js';
 import { MAX_OUTPUT_BYTES, run as defaultRun, type Run, type RunResult } from './exec.js';
 import { sinceStart } from '../spans.js';
-import type { Logger } from '../log.js';
+import type { Logger } from 'pino';
 import { probeCheckProof, type CheckProof } from './check-proof.js';
 
 export interface DelegateOptions {

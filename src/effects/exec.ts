@@ -4,6 +4,13 @@ import { readFileSync } from 'node:fs';
 import { ToolError } from '../cni/errors.js';
 import { span } from '../spans.js';
 
+/**
+ * THE default bound for one call of a node tool (`ip`, `nft`, `tc`, listing or changing a few entries: milliseconds
+ * when well): a stuck one (a lock, a dying netns) is killed with its group and the call fails, instead of holding a
+ * pod's ADD. A tool with a reason for another bound (ebtables' lock wait) names its own.
+ */
+export const TOOL_TIMEOUT_MS = 10_000;
+
 export interface RunOptions {
   input?: string;
   env?: NodeJS.ProcessEnv;
@@ -229,7 +236,7 @@ export function wrapRun(inner: Run, through: Through): Run {
 }
 
 /**
- * A Run whose programs do not run here: another netns (runInNetns), a script (src/doubles/scripted-run.ts), a
+ * A Run whose programs do not run here: another netns (runInNetns), a script (src/scripted/scripted-run.ts), a
  * test's fake. `readProc`: how that place's /proc files can be read anyway (the warm-up's script), else none.
  */
 export function runElsewhere(exec: Exec, readProc?: ProcReader): Run {

@@ -1,10 +1,10 @@
 // The node's network interfaces (`ip -j link`): their MAC addresses, and whether one exists.
-import type { Run } from './exec.js';
+import { TOOL_TIMEOUT_MS, type Run } from './exec.js';
 import { normaliseMac } from '../net/mac.js';
 
 /** MACs of every interface in the current netns (`ip -j link`). Read-only; a failing `ip` throws ToolError. */
 export async function localMacs(run: Run): Promise<Set<string>> {
-  const r = await run('ip', ['-j', 'link', 'show'], { timeoutMs: 10_000 });
+  const r = await run('ip', ['-j', 'link', 'show'], { timeoutMs: TOOL_TIMEOUT_MS });
   return parseLinkMacs(r.stdout);
 }
 
@@ -21,6 +21,6 @@ export function parseLinkMacs(json: string): Set<string> {
 
 /** Whether `dev` is an interface in the current netns (`ip link show dev` answers). Read-only. */
 export async function linkExists(run: Run, dev: string): Promise<boolean> {
-  const r = await run('ip', ['-j', 'link', 'show', 'dev', dev], { check: false, timeoutMs: 10_000 });
+  const r = await run('ip', ['-j', 'link', 'show', 'dev', dev], { check: false, timeoutMs: TOOL_TIMEOUT_MS });
   return r.exitCode === 0;
 }

@@ -3,10 +3,8 @@
 import { ToolError } from '../cni/errors.js';
 import { exactIp } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
-import type { Run } from './exec.js';
+import { TOOL_TIMEOUT_MS, type Run } from './exec.js';
 import type { Neighbour } from '../net/neighbour.js';
-
-const TIMEOUT_MS = 10_000;
 
 /**
  * Lists neighbour entries with one `ip -j neigh show` call (both families unless `family` narrows it).
@@ -15,7 +13,7 @@ const TIMEOUT_MS = 10_000;
  */
 export async function listNeighbours(run: Run, family?: 4 | 6): Promise<Neighbour[]> {
   const args = [...(family ? [`-${family}`] : []), '-j', 'neigh', 'show'];
-  const r = await run('ip', args, { timeoutMs: TIMEOUT_MS });
+  const r = await run('ip', args, { timeoutMs: TOOL_TIMEOUT_MS });
   return parseNeighbours(r.stdout);
 }
 
@@ -74,7 +72,7 @@ export function parseNeighbours(json: string): Neighbour[] {
  */
 export async function deleteNeighbour(run: Run, ip: string, dev: string): Promise<'deleted' | 'absent'> {
   const args = ['neigh', 'del', ip, 'dev', dev];
-  const r = await run('ip', args, { check: false, timeoutMs: TIMEOUT_MS });
+  const r = await run('ip', args, { check: false, timeoutMs: TOOL_TIMEOUT_MS });
   if (r.exitCode === 0 && !r.timedOut) return 'deleted';
   // "RTNETLINK answers: No such file or directory" (entry gone), 'Cannot find device "x"' (device gone).
   if (/No such file or directory|Cannot find device/i.test(r.stderr)) return 'absent';

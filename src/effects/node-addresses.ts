@@ -2,7 +2,7 @@
 // residue must never take for a pod's (src/residue/cleanable.ts decides; this module only reads).
 import { exactIp } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
-import type { Run } from './exec.js';
+import { TOOL_TIMEOUT_MS, type Run } from './exec.js';
 
 export interface NodeAddresses {
   /** Each address an interface holds → that interface (canonical text, no prefix). */
@@ -13,7 +13,7 @@ export interface NodeAddresses {
 
 /** Read-only, one `ip -j addr show`; a failing `ip` throws ToolError (never an empty answer). */
 export async function readNodeAddresses(run: Run): Promise<NodeAddresses> {
-  const r = await run('ip', ['-j', 'addr', 'show'], { timeoutMs: 10_000 });
+  const r = await run('ip', ['-j', 'addr', 'show'], { timeoutMs: TOOL_TIMEOUT_MS });
   return parseNodeAddresses(r.stdout);
 }
 

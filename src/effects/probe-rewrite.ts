@@ -2,9 +2,8 @@
 // delete one nftables table, and list the uplink's tc ingress filters. Returns nft's and tc's raw JSON text;
 // parsing and judging it is the caller's job.
 import { ToolError } from '../cni/errors.js';
-import type { Run } from './exec.js';
+import { TOOL_TIMEOUT_MS, type Run } from './exec.js';
 
-const NFT_TIMEOUT_MS = 10_000;
 const TC_TIMEOUT_MS = 5_000;
 
 /** nft is absent (or the kernel has no nf_tables): a result, not a crash, so ADD can degrade and doctor can say so. */
@@ -16,7 +15,7 @@ export interface NftUnavailable {
 /** `nft -j list table FAMILY NAME` stdout, or null when the table is absent. Only "nft unusable here" is a result; other failures throw. */
 export async function listNftTable(run: Run, family: string, name: string): Promise<NftUnavailable | { available: true; json: string | null }> {
   const args = ['-j', 'list', 'table', family, name];
-  const r = await run('nft', args, { check: false, timeoutMs: NFT_TIMEOUT_MS });
+  const r = await run('nft', args, { check: false, timeoutMs: TOOL_TIMEOUT_MS });
   const unavailable = nftUnavailable(r);
   if (unavailable) return unavailable;
   if (r.exitCode === 0) return { available: true, json: r.stdout };
@@ -26,7 +25,7 @@ export async function listNftTable(run: Run, family: string, name: string): Prom
 
 /** `nft -f -` with `script`: one atomic transaction. nft missing → `{available: false}`; nft rejecting it throws ToolError. */
 export async function applyNftScript(run: Run, script: string): Promise<NftUnavailable | { available: true }> {
-  const r = await run('nft', ['-f', '-'], { input: script, check: false, timeoutMs: NFT_TIMEOUT_MS });
+  const r = await run('nft', ['-f', '-'], { input: script, check: false, timeoutMs: TOOL_TIMEOUT_MS });
   const unavailable = nftUnavailable(r);
   if (unavailable) return unavailable;
   if (r.exitCode !== 0) throw new ToolError('nft', ['-f', '-'], r.exitCode, r.stderr, { timedOut: r.timedOut });

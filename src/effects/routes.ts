@@ -2,7 +2,7 @@
 // into Route objects (src/net/route.ts). What a route means for a fix is decided there (src/reserved/capture.ts:
 // routes capturing a reserved CIDR; src/residue/own.ts: a pod's own host routes).
 import { ToolError } from '../cni/errors.js';
-import type { Run } from './exec.js';
+import { TOOL_TIMEOUT_MS, type Run } from './exec.js';
 import type { ActiveTables, Route, RouteNexthop } from '../net/route.js';
 import type { Family } from '../net/ip.js';
 
@@ -13,8 +13,8 @@ import type { Family } from '../net/ip.js';
  */
 export async function listRoutes(run: Run): Promise<Route[]> {
   const [v4, v6] = await Promise.all([
-    run('ip', ['-j', '-4', 'route', 'show', 'table', 'all']),
-    run('ip', ['-j', '-6', 'route', 'show', 'table', 'all'], { check: false }),
+    run('ip', ['-j', '-4', 'route', 'show', 'table', 'all'], { timeoutMs: TOOL_TIMEOUT_MS }),
+    run('ip', ['-j', '-6', 'route', 'show', 'table', 'all'], { check: false, timeoutMs: TOOL_TIMEOUT_MS }),
   ]);
   let v6Routes: Route[] = [];
   if (v6.exitCode === 0) v6Routes = parseRoutes(v6.stdout, 6);
@@ -29,7 +29,7 @@ export async function listRoutes(run: Run): Promise<Route[]> {
  * whose rules cannot be read counts as `all` (a route is never called inactive on a guess).
  */
 export async function listActiveTables(run: Run): Promise<ActiveTables> {
-  const [v4, v6] = await Promise.all([4, 6].map((f) => run('ip', ['-j', `-${f}`, 'rule', 'show'], { check: false })));
+  const [v4, v6] = await Promise.all([4, 6].map((f) => run('ip', ['-j', `-${f}`, 'rule', 'show'], { check: false, timeoutMs: TOOL_TIMEOUT_MS })));
   const parse = (r: Awaited<ReturnType<Run>>): ReadonlySet<string> | 'all' => (r.exitCode === 0 ? parseRuleTables(r.stdout) : 'all');
   return { 4: parse(v4!), 6: parse(v6!) };
 }

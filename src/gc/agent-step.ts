@@ -1,10 +1,10 @@
 // The node agent's gc step: leaked pod attachments, from the runtime's result cache (read once a pass, Pass.cache),
 // with every guard of `ipam-shim gc` (gcFromCache); released at once in `apply` mode, once found in every pass of
 // the confirmation window in `confirmed` mode (src/gc/confirm.ts), only reported in `report` mode.
-import type { AgentStep, Pass, StepOutcome } from '../fix/agent-step.js';
-import type { AgentStepEntry } from '../fix/fix.js';
-import { AGENT_LOCK_WAIT_MS } from '../fix/attachment-lock.js';
-import type { CacheView } from './cached-pod.js';
+import type { AgentStep, Pass, StepOutcome } from '../contract/agent-step.js';
+import type { AgentStepEntry } from '../contract/fix.js';
+import { AGENT_LOCK_WAIT_MS } from '../contract/attachment-lock.js';
+import type { CacheView } from '../pods/cached-pod.js';
 import { gcFromCache } from './from-cache.js';
 import { attachmentKey } from '../ledger/key.js';
 import {

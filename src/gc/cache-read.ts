@@ -8,7 +8,7 @@ import type { Attachment } from '../cni/config.js';
 import { validContainerID, validInterfaceName } from '../cni/env.js';
 import * as z from '../cni/zod.js';
 import { badAddress, canonicalAddresses } from '../cni/result.js';
-import type { CachedPod, CacheView, IgnoredEntry } from './cached-pod.js';
+import type { CachedPod, CacheView, IgnoredEntry } from '../pods/cached-pod.js';
 import { readCacheFile, type FileRead } from './cache-file.js';
 
 /**

@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isSea } from 'node:sea';
 import { run } from '../effects/exec.js';
-import type { CacheView } from './cached-pod.js';
+import type { CacheView } from '../pods/cached-pod.js';
 import { readCacheView, RuntimeCacheError } from './cache-read.js';
 
 /** The hidden argument that makes this executable the cache reader (src/main.ts). */

@@ -5,13 +5,15 @@
 import type { Attachment } from '../cni/config.js';
 import type { OpenNetwork } from '../network/open.js';
 import { runGc, type GcReport } from './run-gc.js';
-import type { CacheView } from './cached-pod.js';
+import type { CacheView } from '../pods/cached-pod.js';
 import { readInChild, type CacheReadOptions } from './cache-reader.js';
 
 export { MAX_CACHE_ENTRIES, RuntimeCacheError } from './cache-read.js';
 
 /** libcni's cache root (containerd, CRI-O, podman): `results/` below it. */
 export const DEFAULT_CACHE_DIR = '/var/lib/cni';
+/** How young an attachment GC never releases (`--grace-seconds` of `ipam-shim gc` and the agent): an ADD in flight. */
+export const DEFAULT_GC_GRACE_S = 60;
 
 /**
  * The attachments the runtime knows for `network` (src/gc/cache-read.ts says how an entry is read and matched),

@@ -1,7 +1,7 @@
 // Which ledger attachments GC may release. Pure: the effects (netns probes, delegate DELs) happen around it,
 // so the GC verb, `ipam-shim gc` and its dry run all decide the same way.
 import type { Attachment } from '../cni/config.js';
-import { attachmentKey } from '../ledger/key.js';
+import { attachmentKey, attachmentOfRecord } from '../ledger/key.js';
 import type { LedgerRecord, Liveness } from '../ledger/record.js';
 import { identityOf, podKeyOf } from '../ledger/identity.js';
 
@@ -54,7 +54,7 @@ export function planGc({ records, valid, liveness, now, graceMs, delegateDels = 
   const plan: GcPlan = { keep: valid.map(({ containerID, ifname }) => ({ containerID, ifname })), kept: [], release: [], withheld: [], deleted: [] };
   const keep = (record: LedgerRecord, reason: KeepReason) => {
     plan.kept.push({ record, reason });
-    if (!validKeys.has(attachmentKey(record))) plan.keep.push({ containerID: record.containerID, ifname: record.ifname });
+    if (!validKeys.has(attachmentKey(record))) plan.keep.push(attachmentOfRecord(record));
   };
   const candidates: GcPlan['release'] = [];
   const deleted: GcPlan['release'] = [];
@@ -118,7 +118,7 @@ export function planGc({ records, valid, liveness, now, graceMs, delegateDels = 
     const held = guard(c);
     if (held) {
       plan.withheld.push({ record: c.record, ...held });
-      plan.keep.push({ containerID: c.record.containerID, ifname: c.record.ifname });
+      plan.keep.push(attachmentOfRecord(c.record));
     } else plan.release.push(c);
   }
   // A DELed record is the runtime's to release (its main plugin's DEL): a DEL the guard refuses is simply not sent.

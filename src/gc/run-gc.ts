@@ -2,9 +2,9 @@
 // release the rest with delegate DELs. Shared by the GC verb and `ipam-shim gc`.
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf, type Attachment, type NetConf } from '../cni/config.js';
-import { attachmentKey } from '../ledger/key.js';
+import { attachmentKey, attachmentOfRecord } from '../ledger/key.js';
 import type { IpamDelegate } from '../effects/delegate.js';
-import { AttachmentBusy, exclusiveAttachment } from '../fix/attachment-lock.js';
+import { AttachmentBusy, exclusiveAttachment } from '../contract/attachment-lock.js';
 import type { LedgerRecord, Liveness } from '../ledger/record.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { probeAttachment } from '../effects/netns-probe.js';
@@ -209,7 +209,7 @@ async function releaseEach(
     while (next < items.length && !o.signal?.aborted) {
       const i = next++;
       const { record } = items[i]!;
-      const attachment = { containerID: record.containerID, ifname: record.ifname };
+      const attachment = attachmentOfRecord(record);
       try {
         // As the only ADD, DEL or CHECK of this attachment would (never interleaved with one), and only what the
         // plan saw: a record rewritten since (the runtime reused the ID) is left for the next GC.
@@ -273,7 +273,7 @@ async function releaseRecord(
   lockWaitMs: number,
   releaseAddress = true,
 ): Promise<boolean | 'queued' | 'unseen'> {
-  const attachment = { containerID: record.containerID, ifname: record.ifname };
+  const attachment = attachmentOfRecord(record);
   return exclusiveAttachment(
     o.ledger,
     attachment,

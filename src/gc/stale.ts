@@ -6,6 +6,7 @@
 // of its addresses, loses the address; a live or unknown holder, or one of cilium-agent's, keeps it and the ADD keeps
 // its 11.
 import { type Attachment, attachmentName } from '../cni/config.js';
+import { attachmentOfRecord } from '../ledger/key.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { probeAttachment } from '../effects/netns-probe.js';
@@ -32,7 +33,7 @@ export async function takeFromDeadHolder(
   if (holder.owner === 'agent') return 'agent';
   const liveness = await probeAttachment(o.run, holder);
   if (liveness !== 'dead') return liveness;
-  const att = { containerID: holder.containerID, ifname: holder.ifname };
+  const att = attachmentOfRecord(holder);
   const verdict = await o.ledger.lockedAttachment(att, HOLDER_LOCK_WAIT_MS, async (): Promise<HolderVerdict> => {
     const current = await o.ledger.get(att);
     if (current?.updatedAt !== holder.updatedAt) return 'changed';

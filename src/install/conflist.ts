@@ -2,8 +2,7 @@ import { chmod, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { parseShimSettings, PLUGIN_TYPE, type ShimSettings } from '../cni/config.js';
 import { isObject } from '../cni/json.js';
-import { parseReservedCidrs } from '../reserved/decision.js';
-import { checkProbeSettings } from '../probe-rewrite/ruleset.js';
+import { validateFixes } from '../fix-list/address-steps.js';
 import { CniError } from '../cni/errors.js';
 import { allocatorOf, ANCHOR_TYPE, conflistFiles, readNetworkConfig } from '../conflist.js';
 import { syncDir, writeFileAtomic } from '../effects/fs-atomic.js';
@@ -13,15 +12,12 @@ import { judgeListVersions, type ListVerdict } from '../cni/list-versions.js';
 import { inspectConflist, upsertShimEntry, type ConflistShape, type UpsertAction } from './conflist-edit.js';
 
 /**
- * The shim's keys checked as the plugin checks them: its config schema (unknown key → 2, bad value → 7), the
- * reservedCIDRs list every ADD parses, and the probe-rewrite addresses and uplink name every IPv6 ADD checks
- * (7). A config that passes here is one ADD accepts.
+ * The shim's keys checked as the plugin checks them: its config schema (unknown key → 2, bad value → 7), then
+ * every fix's `validate` as ADD runs it first (7). A config that passes here is one ADD accepts.
  */
 export function validateShimKeys(keys: Record<string, unknown>): ShimSettings {
   const settings = parseShimSettings(keys, '');
-  parseReservedCidrs(settings.reservedCIDRs);
-  const { uplink, probeSource, probeGlobal } = settings;
-  checkProbeSettings({ ...(uplink ? { uplink } : {}), ...(probeSource ? { probeSource } : {}), ...(probeGlobal ? { probeGlobal } : {}) });
+  validateFixes({ settings });
   return settings;
 }
 

@@ -9,6 +9,9 @@ import type { Attachment } from '../cni/config.js';
  */
 export const attachmentKey = (a: Attachment): string => `${a.containerID}:${a.ifname}`;
 
+/** THE attachment a record (or anything naming one) is for: its container ID and ifname alone. */
+export const attachmentOfRecord = (r: Attachment): Attachment => ({ containerID: r.containerID, ifname: r.ifname });
+
 /** attachmentKey's inverse. */
 export function attachmentOfKey(key: string): Attachment {
   const at = key.indexOf(':');

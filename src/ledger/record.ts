@@ -31,6 +31,12 @@ const LedgerRecordSchema = z.object({
   state: z.enum(['intent', 'attached']),
   placement: z.enum(['chained', 'ipam', 'cli']),
   ips: z.array(z.string()),
+  /**
+   * The subnets `ips` were handed out in, as the result the shim saw gave them (src/cni/result.ts resultSubnets):
+   * the network's pod ranges when its IPAM has none to read (src/ledger/subnets.ts). Optional and added within
+   * format 1 like `pod`: an older shim's record has none and names no subnet.
+   */
+  subnets: z.optional(z.array(z.string())),
   netns: z.string(),
   createdAt: z.string(),
   updatedAt: z.string(),

@@ -6,6 +6,9 @@ export type Family = 4 | 6;
 
 export const BITS: Record<Family, number> = { 4: 32, 6: 128 };
 
+/** THE family of an address text the shim holds (`address[/prefix]`, already taken by parseIp's rules): 6 with a colon. */
+export const familyOf = (text: string): Family => (text.includes(':') ? 6 : 4);
+
 /**
  * The one rule for IPv4-mapped IPv6 addresses (::ffff:0:0/96, e.g. `::ffff:10.224.0.9`), wherever an address is
  * taken (results and prevResults, reservedCIDRs, the ledger, residue, GC, CLI flags): refused, never read as IPv6.

@@ -9,6 +9,7 @@ import type { LedgerStore } from '../ledger/store.js';
 import { createLogger, logBound, type Logger } from '../log.js';
 import type { Run } from '../effects/exec.js';
 import type { NetConf } from '../cni/config.js';
+import { cniPathOf } from '../cni/env.js';
 
 export const DEFAULT_CNI_PATH = '/opt/cni/bin';
 
@@ -55,7 +56,7 @@ export interface NetworkSelection {
 
 /** The CNI path a selection names: --cni-path, else CNI_PATH, else the default bin dir. */
 export const selectedCniPath = (sel: NetworkSelection, env: NodeJS.ProcessEnv): string[] =>
-  (sel.cniPath ?? env.CNI_PATH ?? DEFAULT_CNI_PATH).split(':').filter(Boolean);
+  cniPathOf(sel.cniPath ?? env.CNI_PATH ?? DEFAULT_CNI_PATH);
 
 /** A network opened from the node's conflist, the way the plugin would see it. */
 export interface OpenNetwork extends OpenedDeps {

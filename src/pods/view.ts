@@ -6,7 +6,7 @@
 // among the unseen pods' addresses, so no step acts on them. The view names no fix.
 import { attachmentName } from '../cni/config.js';
 import { attachmentKey } from '../ledger/key.js';
-import type { CachedPod } from '../gc/cached-pod.js';
+import type { CachedPod } from './cached-pod.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { IpRange } from '../net/cidr.js';
 
@@ -37,7 +37,7 @@ export interface PodsView {
 export const podName = (p: CachedPod): string =>
   p.namespace && p.name ? `${p.namespace}/${p.name}` : `${attachmentName(p)} (no K8S_POD_NAME in its CNI_ARGS)`;
 
-/** `holds`: each fix's hold for the network (src/fixes/pod-holds.ts); the first fix holding an address names it. */
+/** `holds`: each fix's hold for the network (src/fix-list/pod-holds.ts); the first fix holding an address names it. */
 export function viewPods(
   cached: readonly CachedPod[],
   records: readonly LedgerRecord[],

@@ -1,8 +1,9 @@
 // The node agent's probe step: the IPv6 probe rewrite put back where due (probeRewriteNeeded on the ledger's
 // addresses, the rule doctor and `probe-rewrite status` judge by), with ADD's decision.
-import type { AgentStep } from '../fix/agent-step.js';
+import type { AgentStep } from '../contract/agent-step.js';
 import { probeRewriteNeeded } from './decide.js';
 import { ensureProbeRewriteIfDue } from './ensure.js';
+import { familyOf } from '../net/ip.js';
 
 export const probeStep: AgentStep = {
   async reconcile(pass) {
@@ -11,7 +12,7 @@ export const probeStep: AgentStep = {
     const mode = net.conf.settings.ipv6ProbeRewrite;
     if (mode === 'off') return 'skipped';
     // `on` needs no ledger read; `auto` needs an IPv6 address in the ledger.
-    const ipv6 = mode === 'auto' && (await pass.records()).some((r) => r.ips.some((ip) => ip.includes(':')));
+    const ipv6 = mode === 'auto' && (await pass.records()).some((r) => r.ips.some((ip) => familyOf(ip) === 6));
     if (!probeRewriteNeeded(mode, ipv6)) return 'skipped';
     const outcome = await ensureProbeRewriteIfDue(net);
     if (outcome === 'ensured') {

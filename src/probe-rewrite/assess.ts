@@ -7,6 +7,7 @@ import type { LedgerStore } from '../ledger/store.js';
 import { decide, probeRewriteNeeded, type ProbeVerdict } from './decide.js';
 import { probeFacts, readProbeNode, type ProbeRewriteStatus } from './node.js';
 import { DEFAULT_PROBE_GLOBAL, DEFAULT_PROBE_SOURCE, PROBE_TABLE, type PacketCounter } from './ruleset.js';
+import { familyOf } from '../net/ip.js';
 
 export interface ProbeAssessment {
   mode: ShimSettings['ipv6ProbeRewrite'];
@@ -45,7 +46,7 @@ export async function assessProbeRewrite(run: Run, input: AssessInput): Promise<
   let ipv6Addresses: number | null = null;
   if (input.ledger) {
     const { records } = await input.ledger.list();
-    ipv6Addresses = records.reduce((n, r) => n + r.ips.filter((ip) => ip.includes(':')).length, 0);
+    ipv6Addresses = records.reduce((n, r) => n + r.ips.filter((ip) => familyOf(ip) === 6).length, 0);
   }
   const ipv6 = ipv6Addresses === null || ipv6Addresses > 0; // no ledger known: assume IPv6 is in play
   const { status, read } = await readProbeNode(run, { ...(uplinkWanted ? { uplink: uplinkWanted } : {}), probeSource, probeGlobal });

@@ -8,8 +8,8 @@ import { linkExists } from '../effects/links.js';
 import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter, type ProbeAssessment } from './assess.js';
 import { ensureProbeRewrite, removeProbeRewrite } from './node.js';
 import { PROBE_TABLE, plainIPv6, safeUplinkName } from './ruleset.js';
-import { parseArgv, UsageError, type Command, type CommandOutput } from '../fix/command.js';
-import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from '../fix/network-flags.js';
+import { parseArgv, UsageError, type Command, type CommandOutput } from '../contract/command.js';
+import { NETWORK_FLAG_HELP, NETWORK_FLAGS, openNetwork, type NetworkFlags } from '../contract/network-flags.js';
 import type { OpenNetwork } from '../network/open.js';
 import { shown } from '../terminal.js';
 

@@ -3,7 +3,7 @@
 // The assessment is the one `ipam-shim probe-rewrite status` prints (src/probe-rewrite/assess.ts).
 import { assessProbeRewrite, describeAssessment, fixFor, fmtCounter } from './assess.js';
 import { PROBE_TABLE } from './ruleset.js';
-import type { DoctorCheck, Finding } from '../fix/doctor-check.js';
+import type { DoctorCheck, Finding } from '../contract/doctor-check.js';
 
 export const probeCheck: DoctorCheck = {
   name: 'ipv6-probe',

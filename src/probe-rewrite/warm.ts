@@ -1,6 +1,6 @@
 // The build's warm-up answers for what the probe-rewrite fix reads (src/warm.ts): the rewrite table as this shim
 // installs it (so ensure finds it in place) and the IPv6 default route naming the uplink.
-import type { RunScript } from '../doubles/scripted-run.js';
+import type { RunScript } from '../scripted/scripted-run.js';
 
 // `nft -j list table ip6 azureSLBProbe` as nft 1.0.6 prints the rewrite this shim installs.
 const NFT =

@@ -8,8 +8,8 @@
 //   it appears and once when it goes. Reported only: the route is another component's (Cilium's, the cloud's).
 import { attachmentKey } from '../ledger/key.js';
 import { podName } from '../pods/view.js';
-import type { AgentStep, Pass, StepOutcome } from '../fix/agent-step.js';
-import { Lasting } from '../fix/lasting.js';
+import type { AgentStep, Pass, StepOutcome } from '../contract/agent-step.js';
+import { Lasting } from '../contract/lasting.js';
 import { RESERVED, reservedCidrs } from './decision.js';
 import { capturingRoutes, lookAtRoutes, routeGateway } from './node-routes.js';
 

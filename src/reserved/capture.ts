@@ -2,7 +2,7 @@
 // firewall's replies to a node instead of the VNet). The routes themselves are read by src/effects/routes.ts.
 import { type ActiveTables, type Route, type RouteNexthop, routeDst } from '../net/route.js';
 import { type Cidr, intersect, parseCidr, rangeOverlap } from '../net/cidr.js';
-import { type Family, parseIp } from '../net/ip.js';
+import { familyOf, type Family, parseIp } from '../net/ip.js';
 
 /** Routes of the main table's default routes through `uplink`: where reserved subnets are normally reached. */
 export function uplinkGateways(routes: readonly Route[], uplink: string): string[] {
@@ -133,7 +133,7 @@ function isKnownGateway(ip: string, gateways: readonly Gateway[]): boolean {
 
 /** `inet6` for an IPv4 route via an IPv6 nexthop (RFC 5549), as ip prints it. */
 function viaFamily(family: Family, gateway: string): string[] {
-  return family === 4 && gateway.includes(':') ? ['inet6'] : [];
+  return family === 4 && familyOf(gateway) === 6 ? ['inet6'] : [];
 }
 
 /** One line in `ip route` syntax. */

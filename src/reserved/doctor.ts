@@ -12,14 +12,14 @@ import type { CapturingRoute } from './capture.js';
 import { capturingRoutes, lookAtRoutes } from './node-routes.js';
 import { assessRanges, everySetWhollyReserved, findReservedHit, type RangeSetAssessment } from './ranges.js';
 import { reservedCidrs } from './decision.js';
-import { ipamSources, type IpamSource } from './ipam-sources.js';
+import { podIpamSources, type IpamSource } from '../conflist.js';
 import { formatIp } from '../net/ip.js';
 import type { Cidr, IpRange } from '../net/cidr.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import { agentReplaceFix } from '../ledger/owner.js';
 import { attachmentName } from '../cni/config.js';
 import { CniError, ErrorCode } from '../cni/errors.js';
-import { failedCheck, type DoctorCheck, type Finding } from '../fix/doctor-check.js';
+import { failedCheck, type DoctorCheck, type Finding } from '../contract/doctor-check.js';
 
 export const ROUTES_CHECK = 'reserved-routes';
 export const LEDGER_CHECK = 'reserved-ledger';
@@ -237,7 +237,7 @@ export const reservedCheck: DoctorCheck = {
       const { records } = await net.ledger.list();
       return ledgerFindings(records, reserved, net.conf.name);
     });
-    const ranges = await guarded(net, RANGES_CHECK, () => rangeFindings(ipamSources(net), reserved));
+    const ranges = await guarded(net, RANGES_CHECK, () => rangeFindings(podIpamSources(net), reserved));
     return [...routes, ...ledger, ...ranges];
   },
 };

@@ -3,11 +3,12 @@
 // the runtime knows that holds one (never touches it); doctor and the agent find the routes that capture reserved subnets;
 // `ipam-shim plan` (plan/) tells which node CIDRs of a Cilium pool land on a reserved subnet.
 import { ErrorCode } from '../cni/errors.js';
-import type { Fix } from '../fix/fix.js';
+import type { Fix } from '../contract/fix.js';
 import { delegateRangesVerdict, RESERVED, refuseReserved, reservedCidrs, reservedHold } from './decision.js';
 
 export const reservedFix: Fix = {
   name: RESERVED,
+  about: 'reserved subnets',
   // A bad reservedCIDRs list fails the ADD before the delegate allocates anything.
   validate: (conf) => void reservedCidrs(conf),
   refuse: refuseReserved,

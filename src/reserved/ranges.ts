@@ -1,8 +1,8 @@
 // PURE: reserved CIDRs (config `reservedCIDRs`, doctor's checks): which addresses and host-local ranges fall
 // inside them, and which parts of a range are left. Parsing rules are in src/net/cidr.ts.
-import { isObject } from '../cni/json.js';
-import { formatIp, parseAddressOf, parseIp, type Family } from '../net/ip.js';
-import { parseCidr, rangeOverlap, type Cidr, type IpRange } from '../net/cidr.js';
+import { parseAddressOf, type Family } from '../net/ip.js';
+import { rangeOverlap, type Cidr, type IpRange } from '../net/cidr.js';
+import { hostLocalRangeSets, type HostLocalRange } from '../cni/host-local.js';
 
 export interface ReservedHit {
   /** The address as checked: without any prefix, in canonical text (parseAddressOf). */
@@ -21,36 +21,6 @@ export function findReservedHit(ip: string, cidrs: readonly Cidr[]): ReservedHit
     if (c.family === family && c.first <= value && value <= c.last) return { ip: text, cidr: c };
   }
   return undefined;
-}
-
-/** One host-local range (after host-local's defaults), as configured and as integers. */
-interface HostLocalRange extends IpRange {
-  subnet: string;
-  rangeStart?: string;
-  rangeEnd?: string;
-  /** `first-last` of the addresses host-local may hand out. */
-  text: string;
-}
-
-/**
- * host-local's range sets, in its order: the top-level `subnet` (with its rangeStart/rangeEnd) is set 0 when
- * present, then each `ranges[i]`. host-local hands out one address from EVERY set. The one reader of the
- * `subnet`/`ranges` shape: STATUS and doctor go through it (assessRanges). Errors name the real path.
- */
-function hostLocalRangeSets(ipamConfig: unknown): HostLocalRange[][] {
-  if (!isObject(ipamConfig)) return [];
-  const sets: HostLocalRange[][] = [];
-  // `path` names the object holding subnet/rangeStart/rangeEnd: '' for the top level, `.ranges[i][j]` otherwise.
-  if (ipamConfig.subnet !== undefined) sets.push([toHostLocalRange('', ipamConfig)]);
-  const ranges = ipamConfig.ranges;
-  if (ranges !== undefined) {
-    if (!Array.isArray(ranges)) throw new Error('ipam.ranges: not an array of range sets');
-    ranges.forEach((set, i) => {
-      if (!Array.isArray(set)) throw new Error(`ipam.ranges[${i}]: not an array of ranges`);
-      sets.push(set.map((r, j) => toHostLocalRange(`.ranges[${i}][${j}]`, r)));
-    });
-  }
-  return sets;
 }
 
 /** One host-local range judged against the reserved CIDRs. */
@@ -124,50 +94,5 @@ function mergedReserved(reserved: readonly Cidr[], family: Family): IpRange[] {
       if (r.last > last.last) last.last = r.last;
     } else out.push({ family, first: r.first, last: r.last });
   }
-  return out;
-}
-
-function toHostLocalRange(path: string, value: unknown): HostLocalRange {
-  if (!isObject(value) || typeof value.subnet !== 'string') throw new Error(`ipam${path}.subnet: must be a CIDR string`);
-  let subnet: Cidr;
-  try {
-    subnet = parseCidr(value.subnet);
-  } catch (e) {
-    throw new Error(`ipam${path}.subnet: ${(e as Error).message}`);
-  }
-  if (!value.subnet.includes('/')) throw new Error(`ipam${path}.subnet: "${value.subnet}" has no prefix length`);
-  const bound = (key: 'rangeStart' | 'rangeEnd'): bigint | undefined => {
-    const v = value[key];
-    if (v === undefined || v === '') return undefined;
-    if (typeof v !== 'string') throw new Error(`ipam${path}.${key}: must be an IP address string`);
-    let ip: { family: Family; value: bigint };
-    try {
-      ip = parseIp(v);
-    } catch (e) {
-      throw new Error(`ipam${path}.${key}: ${(e as Error).message}`);
-    }
-    if (ip.family !== subnet.family || ip.value < subnet.first || ip.value > subnet.last) {
-      throw new Error(`ipam${path}.${key}: ${v} is outside subnet ${subnet.text}`);
-    }
-    return ip.value;
-  };
-  const lastDefault = subnet.family === 4 && subnet.last > subnet.first + 1n ? subnet.last - 1n : subnet.last;
-  const firstDefault = subnet.last > subnet.first ? subnet.first + 1n : subnet.first;
-  let first = bound('rangeStart') ?? firstDefault;
-  let last = bound('rangeEnd') ?? lastDefault;
-  if (first > last) {
-    // host-local rejects this config; check the whole subnet rather than nothing.
-    first = subnet.first;
-    last = subnet.last;
-  }
-  const out: HostLocalRange = {
-    family: subnet.family,
-    first,
-    last,
-    subnet: subnet.text,
-    text: `${formatIp(subnet.family, first)}-${formatIp(subnet.family, last)}`,
-  };
-  if (typeof value.rangeStart === 'string' && value.rangeStart) out.rangeStart = value.rangeStart;
-  if (typeof value.rangeEnd === 'string' && value.rangeEnd) out.rangeEnd = value.rangeEnd;
   return out;
 }

@@ -7,14 +7,14 @@ import { attachmentKey, attachmentOfKey } from '../ledger/key.js';
 import { listNeighbours } from '../effects/neigh.js';
 import { addressOf } from '../net/ip.js';
 import type { LedgerRecord } from '../ledger/record.js';
-import type { CachedPod } from '../gc/cached-pod.js';
+import type { CachedPod } from '../pods/cached-pod.js';
 import { podName, type PodRanges } from '../pods/view.js';
-import { AttachmentBusy, exclusiveAttachment } from '../fix/attachment-lock.js';
-import type { AgentStep } from '../fix/agent-step.js';
+import { AttachmentBusy, exclusiveAttachment } from '../contract/attachment-lock.js';
+import type { AgentStep } from '../contract/agent-step.js';
 import { findResidueOnNode, listPreroutingResidue, nodeBackends, readNodeFacts } from './find.js';
 import { refusal, type NodeFacts, type Refusal } from './cleanable.js';
 import { cleanResidueFor } from './cure.js';
-import { Lasting } from '../fix/lasting.js';
+import { Lasting } from '../contract/lasting.js';
 
 /** An address of a cache entry THE rule refuses, with the pod and the entry (its attachment key). */
 type Refused = Refusal & { pod: string; entry: string };

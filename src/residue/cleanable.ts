@@ -5,11 +5,11 @@
 // - a rule answering with or rewriting to a MAC of the node's own interfaces delivers to the node: never residue;
 // - an address the runtime's cache names for a pod the shim never saw is a target only inside the network's pod
 //   ranges (the delegate's host-local ranges; without readable ones, the subnets the ledger's addresses were
-//   handed out in): a cache entry is the runtime's word, not the shim's, and may name anything.
+//   handed out in: src/ledger/subnets.ts): a cache entry is the runtime's word, not the shim's, and may name anything.
 // The node's addresses are read by an effect (src/effects/node-addresses.ts, routes.ts); without them nothing is
 // decided here: the callers do not clean ("could not look" is never "found nothing").
 import type { NodeAddresses } from '../effects/node-addresses.js';
-import { makeCidr, type Cidr, type IpRange } from '../net/cidr.js';
+import type { IpRange } from '../net/cidr.js';
 import { exactIp, parseIp } from '../net/ip.js';
 import type { Route } from '../net/route.js';
 import type { PodRanges } from '../pods/view.js';
@@ -70,25 +70,4 @@ export const pointsAtNode = (rule: { mac: string }, node: Pick<NodeFacts, 'macs'
 function inRanges(ip: string, ranges: readonly IpRange[]): boolean {
   const { family, value } = parseIp(ip);
   return ranges.some((r) => r.family === family && r.first <= value && value <= r.last);
-}
-
-/**
- * PURE. The fallback pod ranges when the delegate has none to read (azure-ipam, cilium's): the subnets the ledger's
- * addresses were handed out in (CNI notation, `10.240.0.32/16`: the prefix is the subnet). Unparseable ones skipped.
- */
-export function ledgerSubnets(ips: readonly string[]): Cidr[] {
-  const out = new Map<string, Cidr>();
-  for (const text of ips) {
-    const [addr = '', prefix] = text.split('/');
-    try {
-      const { family, value } = parseIp(addr);
-      const p = prefix === undefined ? (family === 4 ? 32 : 128) : Number(prefix);
-      if (!Number.isInteger(p) || p < 0 || p > (family === 4 ? 32 : 128)) continue;
-      const c = makeCidr(family, value, p);
-      out.set(c.text, c);
-    } catch {
-      // not an address: the ledger's own reader reports it
-    }
-  }
-  return [...out.values()];
 }

@@ -1,7 +1,7 @@
 // doctor: azure-vnet residue on this node. Residue for an address the shim handed out is a problem (that pod is
 // unreachable through the bridged uplink); per-pod rules whose MAC is on no local interface are a warning (they
 // belong to no pod here, but may belong to a live azure-vnet pod, so only the operator may remove them).
-import type { DoctorCheck, Finding } from '../fix/doctor-check.js';
+import type { DoctorCheck, Finding } from '../contract/doctor-check.js';
 import { ledgerTargets, mergeTargets, scanTargets } from './report.js';
 
 const NAME = 'residue';

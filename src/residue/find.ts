@@ -10,7 +10,7 @@ import type { Neighbour } from '../net/neighbour.js';
 import { listRoutes } from '../effects/routes.js';
 import type { Route } from '../net/route.js';
 import { parsePrerouting, type ResidueRule } from './parse.js';
-import { addressOf } from '../net/ip.js';
+import { addressOf, familyOf } from '../net/ip.js';
 import { normaliseMac } from '../net/mac.js';
 import { hostRouteDevices, isPodOwnNeighbour } from './own.js';
 import { readNodeAddresses } from '../effects/node-addresses.js';
@@ -214,7 +214,7 @@ export async function listResidueFor(run: Run, ips: readonly string[], opts: Res
  * form (shortened or not) is up to the ebtables build.
  */
 export function mayNameAny(ips: readonly string[]): (rule: string) => boolean {
-  const v4 = ips.map(hostAddress).filter((ip) => !ip.includes(':'));
+  const v4 = ips.map(hostAddress).filter((ip) => familyOf(ip) === 4);
   return (rule) => rule.includes('--ip6-dst') || v4.some((ip) => rule.includes(ip));
 }
 
@@ -227,7 +227,7 @@ export interface Snapshot extends ResidueSnapshot {
 export async function snapshot(run: Run, opts: ResidueOptions, ips: readonly string[]): Promise<Snapshot> {
   try {
     // A span for the log line's timings.
-    const families = { v4: ips.some((ip) => !ip.includes(':')), v6: ips.some((ip) => ip.includes(':')) };
+    const families = { v4: ips.some((ip) => familyOf(ip) === 4), v6: ips.some((ip) => familyOf(ip) === 6) };
     const choice = opts.ebtables === false ? { read: [], skipped: [] } : nodeBackends(opts.backends);
     using listing = span('residue.list');
     const [eb, neighbours] = await Promise.all([

@@ -4,13 +4,14 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { listPreroutingCall } from '../effects/ebtables.js';
 import { prefetching } from '../effects/exec.js';
-import type { Fix } from '../fix/fix.js';
+import type { Fix } from '../contract/fix.js';
 import { listResidueFor, nodeBackends } from './find.js';
 import { cleanResidueFor, residueOptions, residueOff } from './cure.js';
 import { warmProc, warmRun } from './warm.js';
 
 export const residueFix: Fix = {
   name: 'residue',
+  about: 'residue',
   prefetch(conf, run) {
     const { ebtables, ebtablesBackends } = conf.settings.residue;
     // Not the neighbours: which families to list is only known from the delegate's answer, and IPv4's are a file

@@ -2,7 +2,7 @@
 // azure-vnet's three per-pod rules for the sample addresses, a permanent IPv4 neighbour in /proc/net/arp (the file
 // a real call reads) and an IPv6 one from `ip -6 -j neigh show`, no host routes, one link holding the node's own
 // addresses (not the samples': the cleanup's node-own check passes). Deletions succeed.
-import type { RunScript } from '../doubles/scripted-run.js';
+import type { RunScript } from '../scripted/scripted-run.js';
 
 const EBTABLES = [
   'Bridge table: nat',

@@ -1,11 +1,11 @@
 import { CniError, ErrorCode } from '../cni/errors.js';
 import { attachmentName, delegateConf } from '../cni/config.js';
-import { convertResult, resultHostDevices, resultIps, type Result } from '../cni/result.js';
+import { convertResult, resultHostDevices, resultIps, resultSubnets, type Result } from '../cni/result.js';
 import { ownerOf } from '../ledger/owner.js';
 import { AddressHeldError, type LedgerRecord } from '../ledger/record.js';
 import { readNetnsIdentity } from '../effects/netns-probe.js';
 import { addressCall, attachmentOf, exclusively, tally, type VerbContext } from './context.js';
-import { prefetchFixes, prepareAddresses, validateFixes } from '../fixes/address-steps.js';
+import { prefetchFixes, prepareAddresses, validateFixes } from '../fix-list/address-steps.js';
 import { span } from '../spans.js';
 
 /** ADD: IPAM slot = delegate ADD then the address steps; chained = the address steps on prevResult. */
@@ -16,12 +16,12 @@ export async function cmdAdd(ctx: VerbContext): Promise<Result> {
 
 /**
  * `netnsId`: which namespace the path names now (readNetnsIdentity, read once per ADD), so GC and a later ADD can
- * tell a path that names another one (src/gc/stale.ts).
+ * tell a path that names another one (src/gc/stale.ts). `subnets`: what the result gave (resultSubnets).
  */
 function record(
   ctx: VerbContext,
   state: LedgerRecord['state'],
-  ips: string[],
+  { ips, subnets }: Pick<LedgerRecord, 'ips' | 'subnets'>,
   netnsId: LedgerRecord['netnsId'],
   previous?: LedgerRecord,
 ): LedgerRecord {
@@ -34,6 +34,7 @@ function record(
     state,
     placement: ctx.conf.placement,
     ips,
+    ...(subnets?.length && { subnets }),
     netns: ctx.env.netns,
     createdAt: previous?.createdAt ?? now,
     updatedAt: now,
@@ -62,7 +63,7 @@ async function addChained(ctx: VerbContext): Promise<Result> {
     using writing = span('ledger.write');
     const netnsId = readNetnsIdentity(ctx.env.netns);
     const previous = await ctx.ledger.get(attachmentOf(ctx));
-    await putClaiming(ctx, record(ctx, 'attached', ips, netnsId, previous));
+    await putClaiming(ctx, record(ctx, 'attached', { ips, subnets: resultSubnets(prev) }, netnsId, previous));
     writing.end();
     ctx.log.info({ ips }, 'chained ADD');
     return convertResult(prev, ctx.conf.cniVersion);
@@ -122,7 +123,7 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
     // The intent record comes next: if we die after the delegate allocated, GC still finds the attachment.
     // The namespace is the runtime's and held for the whole ADD: read once, kept in both records.
     const netnsId = readNetnsIdentity(ctx.env.netns);
-    await ctx.ledger.put(record(ctx, 'intent', previous?.ips ?? [], netnsId, previous));
+    await ctx.ledger.put(record(ctx, 'intent', { ips: previous?.ips ?? [], subnets: previous?.subnets }, netnsId, previous));
     intentWritten.end();
     const run = prefetchFixes(ctx); // the fixes' listings run while the delegate allocates
     const conf = delegateConf(ctx.conf, version);
@@ -137,7 +138,7 @@ async function addInIpamSlot(ctx: VerbContext): Promise<Result> {
       await prepareAddresses(addressCall({ ...ctx, run }, ips, []));
       addressing.end();
       using writing = span('ledger.write');
-      await putClaiming(ctx, record(ctx, 'attached', ips, netnsId, previous));
+      await putClaiming(ctx, record(ctx, 'attached', { ips, subnets: resultSubnets(result) }, netnsId, previous));
       writing.end();
       ctx.log.info({ ips, delegateVersion: version }, 'IPAM ADD');
       return result;

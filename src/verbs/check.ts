@@ -3,7 +3,7 @@ import { attachmentName, delegateConf } from '../cni/config.js';
 import { convertResult, resultHostDevices, resultIps } from '../cni/result.js';
 import { atLeast } from '../cni/versions.js';
 import { addressCall, attachmentOf, exclusively, type VerbContext } from './context.js';
-import { checkAddresses } from '../fixes/address-steps.js';
+import { checkAddresses } from '../fix-list/address-steps.js';
 import { span } from '../spans.js';
 
 /** CHECK: the ledger holds the attachment with the runtime's addresses, the address checks pass, the delegate agrees. */

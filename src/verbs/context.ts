@@ -4,7 +4,7 @@ import type { Request } from '../cni/skel.js';
 import type { Attachment } from '../cni/config.js';
 import { run as defaultRun, KILL_GRACE_MS, type Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
-import type { AddressCall } from '../fix/fix.js';
+import type { AddressCall } from '../contract/fix.js';
 import { networkDeps, type NetworkDeps } from '../network/open.js';
 import { span } from '../spans.js';
 

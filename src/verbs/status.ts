@@ -2,7 +2,7 @@ import { CniError, ErrorCode } from '../cni/errors.js';
 import { delegateConf } from '../cni/config.js';
 import { DelegateNoAnswer } from '../effects/delegate.js';
 import type { VerbContext } from './context.js';
-import { statusLook } from '../fixes/address-steps.js';
+import { statusLook } from '../fix-list/address-steps.js';
 import { span } from '../spans.js';
 import { decideStatus, type StatusCheck } from '../status/decide.js';
 import { readMemo, writeMemo } from '../status/memo.js';

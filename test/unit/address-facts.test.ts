@@ -1,7 +1,7 @@
 // One owner per address fact, every caller asked the same tricky inputs (as test/e2e/uplink.test.ts does for the
 // uplink): the address of `address[/prefix]` (src/net/ip.ts parseAddressOf) and a result's canonical addresses
 // (src/cni/result.ts resultIps / canonicalAddresses). A second rule in any caller makes its column differ.
-import { FIXES } from '../../src/fixes/registry.js';
+import { FIXES } from '../../src/fix-list/registry.js';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,7 +1,7 @@
 // What the agent logs once for a lasting condition (issue 37 part 9), and the series it creates at 0 as soon as a
 // pass knows the network: a pass every interval must not repeat the same warning all day, and a counter born at
 // its first increment gives increase() (the shipped alert) nothing for that first event. Real files for the
-// network, ledger and cache; the node's tools are scripted (src/doubles/scripted-run.ts).
+// network, ledger and cache; the node's tools are scripted (src/scripted/scripted-run.ts).
 import { mkdir, mkdtemp, rm, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,8 +9,8 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentMetrics } from '../../src/agent/metrics.js';
 import { reconcileOnce, type PassMemory, type ReconcileOptions } from '../../src/agent/reconcile.js';
-import { scriptedRun } from '../../src/doubles/scripted-run.js';
-import { Lasting } from '../../src/fix/lasting.js';
+import { scriptedRun } from '../../src/scripted/scripted-run.js';
+import { Lasting } from '../../src/contract/lasting.js';
 import { parseMetrics, seriesKey } from '../../src/metrics.js';
 
 let dir: string | undefined;

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cachedAttachments } from '../../src/gc/from-cache.js';
 import { podName, viewPods, type PodHold } from '../../src/pods/view.js';
-import { podHolds } from '../../src/fixes/pod-holds.js';
+import { podHolds } from '../../src/fix-list/pod-holds.js';
 import type { NetConf } from '../../src/cni/config.js';
 import { reservedHold } from '../../src/reserved/decision.js';
 import { podRecord } from '../support/doubles/ledger-record.js';

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { AgentMetrics } from '../../src/agent/metrics.js';
 import { STEPS } from '../../src/agent/steps.js';
-import { FIXES } from '../../src/fixes/registry.js';
+import { FIXES } from '../../src/fix-list/registry.js';
 
 describe('agent steps', () => {
   it('runs gc, pods, then every fix step in registry order, each with its own series', async () => {

@@ -10,7 +10,7 @@ import { nextDelay } from '../../src/agent/daemon.js';
 import { AgentMetrics } from '../../src/agent/metrics.js';
 import { parseMetrics, seriesKey, updateMetricsFile } from '../../src/metrics.js';
 import { parseAgentArgs } from '../../src/cli/agent.js';
-import { UsageError } from '../../src/fix/command.js';
+import { UsageError } from '../../src/contract/command.js';
 import { ErrorCode } from '../../src/cni/errors.js';
 
 describe('parseListen', () => {

@@ -1,4 +1,4 @@
-// "The attachment is busy" has one owner (src/fixes/attachment-lock.ts exclusiveAttachment / AttachmentBusy): GC's
+// "The attachment is busy" has one owner (src/fix-list/attachment-lock.ts exclusiveAttachment / AttachmentBusy): GC's
 // releases and the agent's steps judge the same held lock alike, over a real ledger in a temp dir.
 import { mkdtemp, rm, writeFile, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -9,7 +9,7 @@ import { Ledger } from '../../src/effects/ledger.js';
 import { run } from '../../src/effects/exec.js';
 import { silentLogger } from '../../src/log.js';
 import { runGc } from '../../src/gc/run-gc.js';
-import { AttachmentBusy, exclusiveAttachment } from '../../src/fix/attachment-lock.js';
+import { AttachmentBusy, exclusiveAttachment } from '../../src/contract/attachment-lock.js';
 import { podRecord } from '../support/doubles/ledger-record.js';
 
 let dir: string | undefined;

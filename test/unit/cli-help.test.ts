@@ -4,7 +4,7 @@
 // near command and nothing far.
 import { describe, expect, it } from 'vitest';
 import { runCli, suggest } from '../../src/cli/index.js';
-import { commandHelp, type Command } from '../../src/fix/command.js';
+import { commandHelp, type Command } from '../../src/contract/command.js';
 import { agentCommand } from '../../src/cli/agent.js';
 import { doctorCommand } from '../../src/cli/doctor.js';
 import { gcCommand } from '../../src/cli/gc.js';
@@ -13,7 +13,7 @@ import { ledgerCommand } from '../../src/cli/ledger.js';
 import { versionCommand } from '../../src/cli/version.js';
 import { completionCommand } from '../../src/cli/completion.js';
 import { isAgentCommandLine } from '../../src/cli/agent-reload.js';
-import { FIXES } from '../../src/fixes/registry.js';
+import { FIXES } from '../../src/fix-list/registry.js';
 
 /** Each fix's own commands (Fix.commands), as the CLI loads them: a new fix's are checked without a line here. */
 const FIX_COMMANDS: Command[] = await Promise.all(FIXES.flatMap((f) => Object.values(f.commands ?? {}).map((load) => load(FIXES))));

@@ -11,7 +11,7 @@ import { azureDelOutcome } from '../../src/effects/azure-ipam.js';
 import { Delegate } from '../../src/effects/delegate.js';
 import { Ledger } from '../../src/effects/ledger.js';
 import { run } from '../../src/effects/exec.js';
-import { scriptedRun } from '../../src/doubles/scripted-run.js';
+import { scriptedRun } from '../../src/scripted/scripted-run.js';
 import { runGc } from '../../src/gc/run-gc.js';
 import { silentLogger } from '../../src/log.js';
 import { podRecord } from '../support/doubles/ledger-record.js';

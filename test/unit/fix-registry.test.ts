@@ -1,7 +1,7 @@
-// The fix registry (src/fixes/registry.ts) is the one place ADD, CHECK, STATUS, the agent, doctor, the metrics and
+// The fix registry (src/fix-list/registry.ts) is the one place ADD, CHECK, STATUS, the agent, doctor, the metrics and
 // the warm-up learn which fixes exist. These tests hold its contract: what a fix declares is what every loop sees.
 import { describe, expect, it } from 'vitest';
-import { FIXES } from '../../src/fixes/registry.js';
+import { FIXES } from '../../src/fix-list/registry.js';
 import { FAMILIES, applyUpdate, renderMetrics } from '../../src/metrics.js';
 import { AgentMetrics } from '../../src/agent/metrics.js';
 import { doctorChecks } from '../../src/doctor/index.js';

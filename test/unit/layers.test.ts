@@ -20,17 +20,17 @@ const TREE: Record<string, string[]> = {
   'effects/exec.ts': ['cni/errors.ts', 'ledger/record.ts'],
   'residue/clean.ts': ['effects/exec.ts', 'net/ip.ts', 'ledger/record.ts'],
   'reserved/decision.ts': ['net/ip.ts'],
-  'verbs/add.ts': ['fixes/address-steps.ts', 'verbs/context.ts', 'effects/exec.ts'],
-  'verbs/context.ts': ['fix/fix.ts'],
+  'verbs/add.ts': ['fix-list/address-steps.ts', 'verbs/context.ts', 'effects/exec.ts'],
+  'verbs/context.ts': ['contract/fix.ts'],
   // The contract below the fixes, the list above them.
-  'fix/fix.ts': ['effects/exec.ts'],
-  'fix/address-steps.ts': ['fix/fix.ts'],
-  'fixes/registry.ts': ['residue/clean.ts', 'reserved/decision.ts', 'residue/fix.ts', 'fix/fix.ts'],
-  'fixes/address-steps.ts': ['fixes/registry.ts', 'fix/address-steps.ts'],
+  'contract/fix.ts': ['effects/exec.ts'],
+  'contract/address-loop.ts': ['contract/fix.ts'],
+  'fix-list/registry.ts': ['residue/clean.ts', 'reserved/decision.ts', 'residue/fix.ts', 'contract/fix.ts'],
+  'fix-list/address-steps.ts': ['fix-list/registry.ts', 'contract/address-loop.ts'],
   // A fix's on-demand command looping over every fix: over the list it is handed, not the registry.
-  'residue/fix.ts': ['fix/fix.ts', 'lazy:residue/cli.ts'],
-  'residue/cli.ts': ['fix/address-steps.ts'],
-  'agent/reconcile.ts': ['fixes/registry.ts', 'fix/fix.ts'],
+  'residue/fix.ts': ['contract/fix.ts', 'lazy:residue/cli.ts'],
+  'residue/cli.ts': ['contract/address-loop.ts'],
+  'agent/reconcile.ts': ['fix-list/registry.ts', 'contract/fix.ts'],
   // Forbidden, each for one reason:
   'effects/bad-fix.ts': ['residue/clean.ts'], // an effect importing a fix
   'ledger/bad-effect.ts': ['effects/exec.ts'], // the domain importing an effect
@@ -43,8 +43,8 @@ const TREE: Record<string, string[]> = {
   'reserved/bad-cycle-b.ts': ['reserved/bad-cycle-a.ts'],
   'residue/bad-lazy-a.ts': ['lazy:residue/bad-lazy-b.ts'], // a cycle through a lazy load
   'residue/bad-lazy-b.ts': ['residue/bad-lazy-a.ts'],
-  'residue/bad-registry.ts': ['lazy:fixes/registry.ts'], // a fix reaching for the list of fixes (a cycle, even lazily)
-  'fix/bad-fix.ts': ['residue/clean.ts'], // the contract importing a fix
+  'residue/bad-registry.ts': ['lazy:fix-list/registry.ts'], // a fix reaching for the list of fixes (a cycle, even lazily)
+  'contract/bad-fix.ts': ['residue/clean.ts'], // the contract importing a fix
 };
 
 let dir: string;
@@ -87,14 +87,14 @@ describe('the layer rules (.dependency-cruiser.cjs)', () => {
     expect(violations.sort((a, b) => `${a.from}${a.rule}`.localeCompare(`${b.from}${b.rule}`))).toEqual([
       { from: 'agent/bad-fix.ts', to: 'residue/clean.ts', rule: 'not-in-allowed' },
       { from: 'agent/bad-verb.ts', to: 'verbs/add.ts', rule: 'not-in-allowed' },
+      { from: 'contract/bad-fix.ts', to: 'residue/clean.ts', rule: 'not-in-allowed' },
       { from: 'effects/bad-fix.ts', to: 'residue/clean.ts', rule: 'not-in-allowed' },
-      { from: 'fix/bad-fix.ts', to: 'residue/clean.ts', rule: 'not-in-allowed' },
       { from: 'ledger/bad-effect.ts', to: 'effects/exec.ts', rule: 'not-in-allowed' },
       { from: 'net/bad.ts', to: 'cni/errors.ts', rule: 'not-in-allowed' },
       { from: 'reserved/bad-cycle-a.ts', to: 'reserved/bad-cycle-b.ts', rule: 'no-cycles' },
       { from: 'residue/bad-lazy-a.ts', to: 'residue/bad-lazy-b.ts', rule: 'no-cycles' },
       { from: 'residue/bad-other-fix.ts', to: 'reserved/decision.ts', rule: 'not-in-allowed' },
-      { from: 'residue/bad-registry.ts', to: 'fixes/registry.ts', rule: 'not-in-allowed' },
+      { from: 'residue/bad-registry.ts', to: 'fix-list/registry.ts', rule: 'not-in-allowed' },
       { from: 'somewhere/new.ts', to: 'net/ip.ts', rule: 'every-unit-named' },
       { from: 'somewhere/new.ts', to: 'net/ip.ts', rule: 'not-in-allowed' },
     ]);

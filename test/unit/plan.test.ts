@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { IPv4, IPv4CidrRange, IPv4Prefix, IPv6, IPv6CidrRange, IPv6Prefix } from 'ip-num';
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../src/fix/command.js';
+import { UsageError } from '../../src/contract/command.js';
 import { planCommand } from '../../src/reserved/plan/command.js';
 import { type FamilyPlan, planPool } from '../../src/reserved/plan/pool.js';
 

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseNetConf } from '../../src/cni/config.js';
-import { scriptedRun } from '../../src/doubles/scripted-run.js';
+import { scriptedRun } from '../../src/scripted/scripted-run.js';
 import type { RunResult } from '../../src/effects/exec.js';
 import { silentLogger } from '../../src/log.js';
 import { assessProbeRewrite } from '../../src/probe-rewrite/assess.js';
@@ -12,7 +12,7 @@ import { probeRewriteCommand } from '../../src/probe-rewrite/cli.js';
 import { ensureProbeRewriteIfDue, type ProbeOutcome } from '../../src/probe-rewrite/ensure.js';
 import { checkProbeSettings } from '../../src/probe-rewrite/ruleset.js';
 import type { ProbeVerdict } from '../../src/probe-rewrite/decide.js';
-import { UsageError } from '../../src/fix/command.js';
+import { UsageError } from '../../src/contract/command.js';
 import { ipamConf } from '../support/doubles/verb-context.js';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/nft/${name}`, import.meta.url), 'utf8');

@@ -3,7 +3,7 @@
 // For each shape below: STATUS fails exactly when doctor reports a problem, and both say whether one range set
 // or every set is the reason. Also: a malformed range set is named by its own index.
 import { describe, expect, it } from 'vitest';
-import { statusLook } from '../../src/fixes/address-steps.js';
+import { statusLook } from '../../src/fix-list/address-steps.js';
 import type { NetConf } from '../../src/cni/config.js';
 import { rangeFindings, RANGES_CHECK } from '../../src/reserved/doctor.js';
 import { parseCidrs } from '../../src/net/cidr.js';

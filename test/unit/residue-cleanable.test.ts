@@ -2,11 +2,11 @@
 // addresses as `ip -j addr` prints them, its next hops, the network's pod ranges) and findResidue applying it.
 import { describe, expect, it } from 'vitest';
 import { parseNodeAddresses } from '../../src/effects/node-addresses.js';
-import { ledgerSubnets, pointsAtNode, refusal, routeGateways, type NodeFacts } from '../../src/residue/cleanable.js';
+import { pointsAtNode, refusal, routeGateways, type NodeFacts } from '../../src/residue/cleanable.js';
 import type { PodRanges } from '../../src/pods/view.js';
 import { findResidue } from '../../src/residue/find.js';
 import { classifyRule, type ResidueRule } from '../../src/residue/parse.js';
-import { networkPodRanges } from '../../src/fixes/pod-ranges.js';
+import { networkPodRanges } from '../../src/pods/ranges.js';
 import { parseRoutes } from '../../src/effects/routes.js';
 import { parseNetConf } from '../../src/cni/config.js';
 
@@ -159,7 +159,7 @@ describe("the network's pod ranges", () => {
 
   it("the delegate's host-local ranges", () => {
     const list = { cniVersion: '1.0.0', name: 'n', plugins: [{ type: 'ptp', ipam: { type: 'ipam-shim', delegate: hostLocal } }] };
-    const r = networkPodRanges(net(list, 0), ['10.250.0.9/16']);
+    const r = networkPodRanges(net(list, 0), [{ subnets: ['10.250.0.0/16'] }]);
     expect(r.ranges.map((x) => x.text)).toEqual(['10.240.0.32-10.240.0.63']);
     expect(r.source).toBe('delegate host-local ranges');
   });
@@ -171,13 +171,9 @@ describe("the network's pod ranges", () => {
 
   it("azure-ipam (no readable ranges): the subnets the ledger's addresses were handed out in; none known: no range", () => {
     const list = { cniVersion: '0.3.1', name: 'cilium', plugins: [{ type: 'cilium-cni', ipam: { type: 'azure-ipam' } }, { type: 'ipam-shim' }] };
-    const r = networkPodRanges(net(list, 1), ['10.240.0.40/16', '10.240.7.1/16', 'fd00:10:240::40/64']);
+    const r = networkPodRanges(net(list, 1), [{ subnets: ['10.240.0.0/16'] }, { subnets: ['10.240.0.0/16', 'fd00:10:240::/64'] }, {}]);
     expect(r.ranges.map((x) => (x as { text: string }).text)).toEqual(['10.240.0.0/16', 'fd00:10:240::/64']);
     expect(r.source).toBe("the ledger's subnets");
     expect(networkPodRanges(net(list, 1), []).ranges).toEqual([]);
-  });
-
-  it('ledgerSubnets: a bare address is itself; nonsense is skipped', () => {
-    expect(ledgerSubnets(['10.0.0.5', '10.0.0.7/24', 'x/3', '10.0.0.9/99']).map((c) => c.text)).toEqual(['10.0.0.5/32', '10.0.0.0/24']);
   });
 });

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { renderResidue, residueCommand } from '../../src/residue/cli.js';
 import { assemble, mergeTargets, summarise, type ResidueCommandReport } from '../../src/residue/report.js';
-import { UsageError } from '../../src/fix/command.js';
+import { UsageError } from '../../src/contract/command.js';
 import { classifyRule, type ResidueRule } from '../../src/residue/parse.js';
 
 const rule = (body: string) => classifyRule(body) as ResidueRule;

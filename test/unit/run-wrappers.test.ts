@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { prefetching, run, runElsewhere, withDefaultTimeout, wrapRun, type Run, type RunCall } from '../../src/effects/exec.js';
 import { listPermanentNeighbours, parseArpTable } from '../../src/effects/neigh.js';
-import { scriptedRun } from '../../src/doubles/scripted-run.js';
+import { scriptedRun } from '../../src/scripted/scripted-run.js';
 
 /** `inner` behind a wrapper that notes every program it is asked to run (as a logging wrapper would). */
 function counting(inner: Run): { run: Run; seen: string[] } {

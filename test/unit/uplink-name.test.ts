@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { CniError } from '../../src/cni/errors.js';
 import { checkProbeSettings, safeUplinkName } from '../../src/probe-rewrite/ruleset.js';
 import { probeRewriteCommand } from '../../src/probe-rewrite/cli.js';
-import { UsageError } from '../../src/fix/command.js';
+import { UsageError } from '../../src/contract/command.js';
 
 const good = ['eth0', 'enP1s1', 'br-0.100', 'a_b', 'x'.repeat(15)];
 const bad = ['', '.', '..', 'x'.repeat(16), 'eth 0', 'eth0"', "eth0'", 'a/b', 'eth0;', 'é0'];

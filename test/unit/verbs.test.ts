@@ -9,7 +9,7 @@ import { cmdAdd } from '../../src/verbs/add.js';
 import { cmdDel } from '../../src/verbs/del.js';
 import { cmdGc } from '../../src/verbs/gc.js';
 import { allocateAgentIp, confirmAgentIp } from '../../src/agent-ips/allocate.js';
-import { FIXES } from '../../src/fixes/registry.js';
+import { FIXES } from '../../src/fix-list/registry.js';
 import { parseNetConf } from '../../src/cni/config.js';
 import { silentLogger } from '../../src/log.js';
 import { warm, warmRun } from '../../src/warm.js';

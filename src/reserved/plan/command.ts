@@ -7,7 +7,7 @@ import { CLUSTER_POOL, InputError } from './inputs.js';
 import { FitError } from './fit.js';
 import { PlanRequestError, type PlanSources, planInputOf, requestOf } from './request.js';
 import { indent, renderInputs, renderPlan, reservedNames } from './render.js';
-import { type Command, type CommandOutput, asUsage, parseArgv, UsageError } from '../../fix/command.js';
+import { type Command, type CommandOutput, asUsage, parseArgv, UsageError } from '../../contract/command.js';
 import { shown } from '../../terminal.js';
 
 const USAGE = `ipam-shim plan [--values FILE] [--ciliumnodes FILE] [--ippools FILE] [--azure-subnets FILE]…

@@ -16,6 +16,7 @@ import {
   type ReservedEntry,
 } from './inputs.js';
 import { readInputFile } from './read.js';
+import { familyOf } from '../../net/ip.js';
 import { fitHeld } from './fit.js';
 
 /** The flags' view of the sources: file paths ("-": stdin) and the values given directly. */
@@ -150,8 +151,8 @@ function maskSources(f: PlanSources, helm: HelmPlan | undefined): { v4: string; 
 function clusterPoolOf(f: PlanSources, helm: HelmPlan | undefined, defaulted: string[]): PoolSpec {
   const fromFile = helm?.clusterPool;
   if (f.pools.length) {
-    const v4 = f.pools.filter((c) => !c.includes(':'));
-    const v6 = f.pools.filter((c) => c.includes(':'));
+    const v4 = f.pools.filter((c) => familyOf(c) === 4);
+    const v6 = f.pools.filter((c) => familyOf(c) === 6);
     // --node-mask alone applies to an IPv6-only pool (as before the defaults).
     // A family's default is taken (and reported) only when --pool lists that family.
     const mask4 = () => f.nodeMask ?? fromFile?.v4?.mask ?? defaultMask(defaulted, 'v4');

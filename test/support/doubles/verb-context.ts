@@ -1,12 +1,12 @@
 // In-process verb contexts for unit tests: the real config parsing and the real verbs over the in-memory ledger,
-// a scripted delegate and a scripted Run (memory-ledger.ts, scripted-delegate.ts here, src/doubles/scripted-run.ts).
+// a scripted delegate and a scripted Run (memory-ledger.ts, scripted-delegate.ts here, src/scripted/scripted-run.ts).
 import { readCniEnv } from '../../../src/cni/env.js';
 import { parseNetConf, parseNetConfForDel } from '../../../src/cni/config.js';
 import { convertResult, parseResult, type Result } from '../../../src/cni/result.js';
 import { silentLogger } from '../../../src/log.js';
 import { MemoryLedger } from './memory-ledger.js';
 import { ScriptedDelegate, type DelegateScript } from './scripted-delegate.js';
-import { scriptedRun, type RunScript } from '../../../src/doubles/scripted-run.js';
+import { scriptedRun, type RunScript } from '../../../src/scripted/scripted-run.js';
 import type { LedgerRecord } from '../../../src/ledger/record.js';
 import type { VerbContext } from '../../../src/verbs/context.js';
 

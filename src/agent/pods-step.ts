@@ -2,11 +2,11 @@
 // against the ledger. Pods the shim never saw are counted and logged when they first appear; the view
 // (src/pods/view.ts, with every fix's hold) is handed to the steps after this one (Pass.provide).
 import { attachmentKey } from '../ledger/key.js';
-import type { AgentStep, Pass } from '../fix/agent-step.js';
-import type { AgentStepEntry } from '../fix/fix.js';
-import { Lasting } from '../fix/lasting.js';
-import type { CacheView } from '../gc/cached-pod.js';
-import { podName, viewPods } from './view.js';
+import type { AgentStep, Pass } from '../contract/agent-step.js';
+import type { AgentStepEntry } from '../contract/fix.js';
+import { Lasting } from '../contract/lasting.js';
+import type { CacheView } from '../pods/cached-pod.js';
+import { podName, viewPods } from '../pods/view.js';
 
 /** What the step keeps from pass to pass (Pass.state). */
 interface Kept {

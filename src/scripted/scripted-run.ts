@@ -8,6 +8,8 @@ export interface RunRecord {
   file: string;
   args: readonly string[];
   input?: string | undefined;
+  /** The call's own bound (RunOptions.timeoutMs), undefined for none. */
+  timeoutMs?: number | undefined;
 }
 
 /** The answer for one call: stdout (exit 0), a fuller result, or undefined for "not installed". */
@@ -19,7 +21,7 @@ export type RunScript = (file: string, args: readonly string[], opts: RunOptions
  */
 export function scriptedRun(script: RunScript, calls: RunRecord[] = [], proc?: ProcReader): Run & { calls: RunRecord[] } {
   const run = async (file: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> => {
-    calls.push({ file, args, input: opts.input });
+    calls.push({ file, args, input: opts.input, timeoutMs: opts.timeoutMs });
     const a = script(file, args, opts);
     const r: RunResult =
       a === undefined

@@ -1,13 +1,13 @@
 // What the shim does with every address it hands out or passes through: every fix of a list validates its
-// settings, refuses, applies and verifies in turn. The list is the caller's (the registry's, src/fixes/registry.ts,
-// handed down by src/fixes/address-steps.ts for the verbs and by the CLI to `agent-ip allocate`), so an address gets
+// settings, refuses, applies and verifies in turn. The list is the caller's (the registry's, src/fix-list/registry.ts,
+// handed down by src/fix-list/address-steps.ts for the verbs and by the CLI to `agent-ip allocate`), so an address gets
 // the same cures whoever hands it out, and no fix folder imports the registry. This module knows no fix by name.
 import type { NetConf } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
 import type { AddressCall, Fix } from './fix.js';
 
 /** First: every fix's check of its settings (code 7), before the delegate allocates anything. */
-export function validateFixes(fixes: readonly Fix[], conf: NetConf): void {
+export function validateFixes(fixes: readonly Fix[], conf: Pick<NetConf, 'settings'>): void {
   for (const fix of fixes) fix.validate?.(conf);
 }
 

@@ -1,14 +1,14 @@
 // The one shape every fix implements (issue 25). A fix is one cure the shim keeps in place: what it refuses and
 // does for the addresses an ADD hands out, what CHECK verifies, what makes STATUS fail, what the node agent keeps
 // right between calls, what doctor reports, and which metric series it owns. ADD, CHECK, STATUS, the agent,
-// doctor, both metric registries and the build's warm-up loop over src/fixes/registry.ts and know no fix by name.
-// This folder (src/fix/) is what a fix is built on; the list of fixes sits above the fix folders (src/fixes/).
+// doctor, both metric registries and the build's warm-up loop over src/fix-list/registry.ts and know no fix by name.
+// This folder (src/contract/) is what a fix is built on; the list of fixes sits above the fix folders (src/fix-list/).
 //
-// The CNI path loads every fix's module (src/fixes/registry.ts), so a fix's own module holds only what a call
+// The CNI path loads every fix's module (src/fix-list/registry.ts), so a fix's own module holds only what a call
 // runs; its agent step and doctor checks are loaded on demand (`load`, `doctor`), and so stay out of a call.
 import type { NetConf } from '../cni/config.js';
 import type { Run } from '../effects/exec.js';
-import type { RunScript } from '../doubles/scripted-run.js';
+import type { RunScript } from '../scripted/scripted-run.js';
 import type { Logger } from '../log.js';
 import type { DoctorCheck } from './doctor-check.js';
 import type { Command } from './command.js';
@@ -81,8 +81,13 @@ interface StatusFinding {
 export interface Fix {
   /** Unique; how logs and docs name the fix. */
   name: string;
-  /** ADD, first: code 7 for a setting this fix cannot work with, before the delegate allocates anything. */
-  validate?(conf: NetConf): void;
+  /** What it looks after, in a few words: doctor's and the agent's command summaries list it (src/fix-list/about.ts). */
+  about: string;
+  /**
+   * ADD, first: code 7 for a setting this fix cannot work with, before the delegate allocates anything; `install`
+   * asks the same of the settings it is about to write.
+   */
+  validate?(conf: Pick<NetConf, 'settings'>): void;
   /** ADD in the IPAM slot: reads started now, while the delegate allocates; returns the Run the hooks then get. */
   prefetch?(conf: NetConf, run: Run): Run;
   /** ADD and CHECK, before any fix acts: throws a CniError for an address that must not be used. */
@@ -111,7 +116,7 @@ export interface Fix {
   doctor?(): Promise<DoctorCheck[]>;
   /**
    * Its operator commands (`ipam-shim <name>`), each loaded only when it runs (src/cli/index.ts), handed the list of
-   * every fix (the registry's: a command that hands out addresses cures them as ADD does, src/fix/address-steps.ts).
+   * every fix (the registry's: a command that hands out addresses cures them as ADD does, src/contract/address-loop.ts).
    */
   commands?: Record<string, (fixes: readonly Fix[]) => Promise<Command>>;
   /**

@@ -2,7 +2,7 @@
 // and every fix's step alike. src/agent/reconcile.ts runs the network step, then each step in order (gc, pods,
 // then the fixes' in registry order: src/agent/steps.ts).
 import type { Counter, Gauge } from 'prom-client';
-import type { CacheView } from '../gc/cached-pod.js';
+import type { CacheView } from '../pods/cached-pod.js';
 import type { LedgerRecord } from '../ledger/record.js';
 import type { OpenNetwork } from '../network/open.js';
 import type { PodHold, PodRanges, PodsView } from '../pods/view.js';
@@ -38,7 +38,7 @@ export interface Pass {
   /** The runtime's result cache for the network: read once per pass (gc, then pods); a read that throws fails both. */
   cache(): Promise<CacheView>;
   /**
-   * The network's pod ranges (the IPAM configs' host-local ranges, else the ledger's subnets: src/fixes/pod-ranges.ts)
+   * The network's pod ranges (the IPAM configs' host-local ranges, else the ledger's subnets: src/pods/ranges.ts)
    * from this pass's records: nothing outside them is an unseen pod's address to clean (src/residue/cleanable.ts).
    */
   podRanges(): Promise<PodRanges>;
