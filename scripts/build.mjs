@@ -7,7 +7,7 @@
 // exact V8 that wrote it) and is the copy the blob is injected into. docs/build.md: moving to a newer release.
 import { build } from 'esbuild';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, writeFileSync, chmodSync, rmSync, mkdirSync, renameSync } from 'node:fs';
+import { copyFileSync, writeFileSync, chmodSync, rmSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { SEA_EXEC_ARGV, injectBlob, writeBlob } from './sea.mjs';
 
@@ -98,7 +98,13 @@ const diet = process.env.IPAM_SHIM_DIET !== '0';
 const minify = process.env.IPAM_SHIM_MINIFY !== '0';
 // The single executable starts from a V8 startup snapshot that already holds zod and the config schemas
 // (src/snapshot.ts, src/warm.ts); IPAM_SHIM_SNAPSHOT=0 builds it with a plain code cache instead (for comparisons).
-const snapshot = process.env.IPAM_SHIM_SNAPSHOT !== '0';
+// IPAM_SHIM_BOOT=code-cache: no snapshot; the bundle is an asset compiled by a small loader with a V8 code cache
+// made per verb at build time (scripts/sea-loader.cjs, scripts/code-cache.mjs).
+const codeCacheBoot = process.env.IPAM_SHIM_BOOT === 'code-cache';
+const snapshot = process.env.IPAM_SHIM_SNAPSHOT !== '0' && !codeCacheBoot;
+
+/** The code caches (IPAM_SHIM_BOOT=code-cache) and the warm calls each is made after (src/warm.ts). */
+const CODE_CACHES = { TOP: [], STATUS: ['STATUS'], ADD: ['ADD'], DEL: ['DEL'] };
 
 const { version } = JSON.parse(execFileSync('cat', [new URL('../package.json', import.meta.url).pathname], { encoding: 'utf8' }));
 /** The commit built (`ipam-shim version --json`): git's HEAD, "-dirty" when tracked files differ from it; IPAM_SHIM_COMMIT, else "unknown", without git. */
@@ -166,14 +172,30 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
     await bundle(`${dist}sea-main.js`, true);
     if (diet) checkPatchesApplied('sea-main.js');
   }
+  const assets = { [YAML_FILE]: `${dist}${YAML_FILE}` };
+  if (codeCacheBoot) {
+    // The bundle as the loader compiles it: a function of CommonJS's five names, without the shebang line.
+    const bundleText = readFileSync(`${dist}ipam-shim.js`, 'utf8').replace(/^#!.*\n/, '');
+    const asset = `${dist}ipam-shim.asset.js`;
+    writeFileSync(asset, `(function (exports, require, module, __filename, __dirname) {${bundleText}\n})`);
+    assets['ipam-shim.js'] = asset;
+    // One cache per key of scripts/sea-loader.cjs, each after that verb's warm calls (TOP: the top level only).
+    for (const [key, commands] of Object.entries(CODE_CACHES)) {
+      const out = `${dist}code-cache-${key}.bin`;
+      execFileSync(seaNode, [...SEA_EXEC_ARGV, '--no-warnings', new URL('./code-cache.mjs', import.meta.url).pathname, asset, out, ...commands], {
+        stdio: ['ignore', 'inherit', 'inherit'],
+      });
+      assets[`code-cache-${key}`] = out;
+    }
+  }
   writeFileSync(
     seaConfig,
     JSON.stringify({
-      main: snapshot ? `${dist}sea-main.js` : `${dist}ipam-shim.js`,
+      main: codeCacheBoot ? new URL('./sea-loader.cjs', import.meta.url).pathname : snapshot ? `${dist}sea-main.js` : `${dist}ipam-shim.js`,
       output: `${dist}sea-prep.blob`,
       ...(snapshot ? { useSnapshot: true } : { useCodeCache: true }),
       disableExperimentalSEAWarning: true,
-      assets: { [YAML_FILE]: `${dist}${YAML_FILE}` },
+      assets,
       execArgv: SEA_EXEC_ARGV,
     }),
   );
@@ -193,10 +215,16 @@ if (process.env.IPAM_SHIM_SKIP_SEA !== '1') {
     throw new Error(`build: the single executable's --version exited ${check.status} saying ${JSON.stringify(`${said}${check.stderr ?? ''}`)}`);
   const want = [
     `ipam-shim ${version}\n`,
-    `node v${seaVersion} (embedded: single executable${snapshot ? ', startup snapshot' : ''}, flags ${SEA_EXEC_ARGV.join(' ')})`,
+    `node v${seaVersion} (embedded: single executable${snapshot ? ', startup snapshot' : codeCacheBoot ? ', code cache accepted' : ''}, flags ${SEA_EXEC_ARGV.join(' ')})`,
   ];
   if (!want.every((w) => said.includes(w)))
     throw new Error(`build: the single executable's --version says ${JSON.stringify(said)}, expected ${JSON.stringify(want)}`);
+  if (codeCacheBoot) {
+    // Every verb's cache, not only the one --version starts from: V8 must accept each.
+    const json = JSON.parse(execFileSync(`${dist}ipam-shim`, ['--version', '--json'], { encoding: 'utf8', env: { PATH: '/usr/sbin:/sbin' } }));
+    const bad = Object.keys(CODE_CACHES).filter((k) => json.codeCaches?.[k] !== 'accepted');
+    if (bad.length) throw new Error(`build: code caches not accepted by the executable: ${bad.join(', ')} (${JSON.stringify(json.codeCaches)})`);
+  }
   rmSync(`${dist}sea-prep.blob`);
   rmSync(seaConfig);
   // For profiling the snapshot path: `NODE --snapshot-blob s.blob --build-snapshot FILE`, then
