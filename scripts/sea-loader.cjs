@@ -18,12 +18,18 @@ const cacheOf = (key) => {
   }
 };
 const source = getAsset('ipam-shim.js', 'utf8');
-const compile = (key) => {
+// `filename`: the check compiles the same source once per cache, and V8 answers a second compile of a source with
+// the same name from its in-process compilation cache without reading the cached data (a garbage cache then
+// passes as accepted): each check compile gets a name of its own.
+const compile = (key, filename = 'ipam-shim.js') => {
   const cachedData = cacheOf(key);
-  const script = new Script(source, { filename: 'ipam-shim.js', cachedData });
+  const script = new Script(source, { filename, cachedData });
   return { script, codeCache: cachedData === undefined ? 'none' : script.cachedDataRejected ? 'rejected' : 'accepted' };
 };
 const { script, codeCache } = compile((command && CACHE[command]) || 'TOP');
 // How this process started, for `ipam-shim --version` (src/startup.ts); `caches` compiles each (the build's check).
-globalThis[Symbol.for('ipam-shim.boot')] = { codeCache, caches: () => Object.fromEntries(KEYS.map((k) => [k, compile(k).codeCache])) };
+globalThis[Symbol.for('ipam-shim.boot')] = {
+  codeCache,
+  caches: () => Object.fromEntries(KEYS.map((k) => [k, compile(k, `ipam-shim.js (check ${k})`).codeCache])),
+};
 script.runInThisContext()(module.exports, require, module, __filename, __dirname);
