@@ -78,9 +78,12 @@ export const warmRun = scriptedRun(
 /** `commands`: the calls to warm (all by default: the snapshot; one verb: that verb's code cache). */
 export async function warm(commands: readonly string[] = ['ADD', 'DEL', 'STATUS', 'error']): Promise<void> {
   const does = (c: string) => commands.includes(c);
-  // No built-in module is preloaded: node:child_process is loaded by a call's first program run
-  // (src/effects/exec.ts), so VERSION and a chained STATUS do not deserialise it (issue 44). File calls are
-  // synchronous (no fs/promises); pino's worker threads are not bundled.
+  // The one built-in module an ADD needs beyond Node's own start-up: child processes (src/effects/exec.ts loads
+  // it at the first program run; held here, the calls that run one deserialise it instead). Left out, VERSION and
+  // a chained STATUS were 1–2 ms cheaper, but the IPAM slot's STATUS, ADD and DEL 1–4 ms dearer and ADD's peak RSS
+  // higher (issue 44, docs/performance.md). File calls are synchronous (no fs/promises); pino's worker threads are
+  // not bundled.
+  if (does('ADD') || does('DEL')) process.getBuiltinModule('node:child_process');
   // The modules the verbs load at run time, evaluated now (their top levels are pure).
   const { runPlugin } = await import('./plugin.js');
   if (does('ADD')) await import('./verbs/add.js');

@@ -1,6 +1,7 @@
-// node:child_process (with net, dgram and the stream stack: ~59M instructions to load) is loaded by the calls
-// that start a program, and only by them (issue 44): a chained STATUS and VERSION start none. Seen from inside
-// the built bundle's own process: a preloaded probe reports, at exit, whether Node loaded the module.
+// node:child_process (with net, dgram and the stream stack: ~59M instructions to load) is loaded by the exec
+// wrapper at a call's first program run (issue 44): run as `node ipam-shim.js`, a chained STATUS and VERSION start
+// none and never load it. (The single executable's startup snapshot holds it anyway: src/warm.ts says why.) Seen
+// from inside the built bundle's own process: a preloaded probe reports, at exit, whether Node loaded the module.
 import { afterAll, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
