@@ -7,7 +7,7 @@
 // exact V8 that wrote it) and is the copy the blob is injected into. docs/build.md: moving to a newer release.
 import { build } from 'esbuild';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, writeFileSync, chmodSync, rmSync, mkdirSync, renameSync } from 'node:fs';
+import { copyFileSync, existsSync, writeFileSync, chmodSync, rmSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { createRequire } from 'node:module';
 import { SEA_EXEC_ARGV, SEA_TARGETS, injectBlob, writeBlob } from './sea.mjs';
@@ -99,7 +99,13 @@ const diet = process.env.IPAM_SHIM_DIET !== '0';
 const minify = process.env.IPAM_SHIM_MINIFY !== '0';
 // The single executable starts from a V8 startup snapshot that already holds zod and the config schemas
 // (src/snapshot.ts, src/warm.ts); IPAM_SHIM_SNAPSHOT=0 builds it with a plain code cache instead (for comparisons).
-const snapshot = process.env.IPAM_SHIM_SNAPSHOT !== '0';
+// IPAM_SHIM_BOOT=code-cache: no snapshot; the bundle is an asset compiled by a small loader with a V8 code cache
+// made per verb at build time (scripts/sea-loader.cjs, scripts/code-cache.mjs).
+const codeCacheBoot = process.env.IPAM_SHIM_BOOT === 'code-cache';
+const snapshot = process.env.IPAM_SHIM_SNAPSHOT !== '0' && !codeCacheBoot;
+
+/** The code caches (IPAM_SHIM_BOOT=code-cache) and the warm calls each is made after (src/warm.ts). */
+const CODE_CACHES = { TOP: [], STATUS: ['STATUS'], ADD: ['ADD'], DEL: ['DEL'] };
 
 const { version } = JSON.parse(execFileSync('cat', [new URL('../package.json', import.meta.url).pathname], { encoding: 'utf8' }));
 /** The commit built (`ipam-shim version --json`): git's HEAD, "-dirty" when tracked files differ from it; IPAM_SHIM_COMMIT, else "unknown", without git. */
@@ -192,14 +198,39 @@ function buildSea(t) {
   mkdirSync(dirname(out), { recursive: true });
   const seaConfig = `${dist}sea-config-${t.arch}.json`;
   const blob = `${dist}sea-prep-${t.arch}.blob`;
+  const assets = { [YAML_FILE]: `${dist}${YAML_FILE}` };
+  if (codeCacheBoot) {
+    // The bundle as the loader compiles it: a function of CommonJS's five names, without the shebang line.
+    const bundleText = readFileSync(`${dist}ipam-shim.js`, 'utf8').replace(/^#!.*\n/, '');
+    const asset = `${dist}ipam-shim.asset.js`;
+    writeFileSync(asset, `(function (exports, require, module, __filename, __dirname) {${bundleText}\n})`);
+    assets['ipam-shim.js'] = asset;
+    // One cache per key of scripts/sea-loader.cjs, each after that verb's warm calls (TOP: the top level only), made
+    // by the target's own runtime (a code cache, like a snapshot, loads only in the V8 that wrote it).
+    for (const [key, commands] of Object.entries(CODE_CACHES)) {
+      const cache = `${dist}code-cache-${t.arch}-${key}.bin`;
+      const [file, ...args] = [
+        ...t.run,
+        t.node,
+        ...SEA_EXEC_ARGV,
+        '--no-warnings',
+        new URL('./code-cache.mjs', import.meta.url).pathname,
+        asset,
+        cache,
+        ...commands,
+      ];
+      execFileSync(file, args, { stdio: ['ignore', 'inherit', 'inherit'] });
+      assets[`code-cache-${key}`] = cache;
+    }
+  }
   writeFileSync(
     seaConfig,
     JSON.stringify({
-      main: snapshot ? `${dist}sea-main.js` : `${dist}ipam-shim.js`,
+      main: codeCacheBoot ? new URL('./sea-loader.cjs', import.meta.url).pathname : snapshot ? `${dist}sea-main.js` : `${dist}ipam-shim.js`,
       output: blob,
       ...(snapshot ? { useSnapshot: true } : { useCodeCache: true }),
       disableExperimentalSEAWarning: true,
-      assets: { [YAML_FILE]: `${dist}${YAML_FILE}` },
+      assets,
       execArgv: SEA_EXEC_ARGV,
     }),
   );
@@ -222,10 +253,18 @@ function buildSea(t) {
     );
   const want = [
     `ipam-shim ${version}\n`,
-    `node v${seaVersion} (embedded: single executable${snapshot ? ', startup snapshot' : ''}, flags ${SEA_EXEC_ARGV.join(' ')})`,
+    `node v${seaVersion} (embedded: single executable${snapshot ? ', startup snapshot' : codeCacheBoot ? ', code cache accepted' : ''}, flags ${SEA_EXEC_ARGV.join(' ')})`,
   ];
   if (!want.every((w) => said.includes(w)))
     throw new Error(`build: the ${t.arch} single executable's --version says ${JSON.stringify(said)}, expected ${JSON.stringify(want)}`);
+  if (codeCacheBoot) {
+    // Every verb's cache, not only the one --version starts from: V8 must accept each.
+    const [jf, ...ja] = [...t.run, out, '--version', '--json'];
+    const json = JSON.parse(execFileSync(jf, ja, { encoding: 'utf8', env: { PATH: '/usr/sbin:/sbin' } }));
+    const bad = Object.keys(CODE_CACHES).filter((k) => json.codeCaches?.[k] !== 'accepted');
+    if (bad.length)
+      throw new Error(`build: the ${t.arch} code caches not accepted by the executable: ${bad.join(', ')} (${JSON.stringify(json.codeCaches)})`);
+  }
   rmSync(blob);
   rmSync(seaConfig);
 }

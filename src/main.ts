@@ -5,7 +5,7 @@
 // already holds them, evaluated (src/snapshot.ts, src/warm.ts).
 import { ErrorCode } from './cni/errors.js';
 import { readInput, versionFast, writeStdout } from './cni/fd-io.js';
-import { buildingSnapshot } from './snapshot.js';
+import { buildingCodeCache, buildingSnapshot } from './snapshot.js';
 import { startup } from './startup.js';
 import { cpuSoFar, sinceStart } from './spans.js';
 
@@ -58,4 +58,4 @@ function startFromSnapshot(): void {
   start();
 }
 
-if (!buildingSnapshot(startFromSnapshot)) start();
+if (!buildingCodeCache() && !buildingSnapshot(startFromSnapshot)) start();

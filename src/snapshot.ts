@@ -24,3 +24,19 @@ export function buildingSnapshot(main: () => void): boolean {
   startupSnapshot.setDeserializeMainFunction(main);
   return true;
 }
+
+/**
+ * True when the code-cache maker (scripts/code-cache.mjs, build time, IPAM_SHIM_BOOT=code-cache) runs this bundle:
+ * then it warms the maker's calls instead of serving one, so that the cache it takes afterwards holds their
+ * compiled code. Only the maker sets the hook; the executable's loader (scripts/sea-loader.cjs) never does.
+ */
+export function buildingCodeCache(): boolean {
+  const hook = (globalThis as Record<symbol, unknown>)[Symbol.for('ipam-shim.code-cache-build')] as
+    | { commands: string[]; done: (error?: unknown) => void }
+    | undefined;
+  if (!hook) return false;
+  if (hook.commands.length === 0)
+    hook.done(); // the top level only (VERSION, the CLI)
+  else import('./warm.js').then((m) => m.warm(hook.commands)).then(() => hook.done(), hook.done);
+  return true;
+}

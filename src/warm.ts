@@ -75,17 +75,22 @@ export const warmRun = scriptedRun(
   },
 );
 
-export async function warm(): Promise<void> {
-  // The one built-in module an ADD needs beyond Node's own start-up: child processes. Its file calls are
-  // synchronous (no fs/promises); pino's worker threads are not bundled.
-  process.getBuiltinModule('node:child_process');
+/** `commands`: the calls to warm (all by default: the snapshot; one verb: that verb's code cache). */
+export async function warm(commands: readonly string[] = ['ADD', 'DEL', 'STATUS', 'error']): Promise<void> {
+  const does = (c: string) => commands.includes(c);
+  // The one built-in module an ADD needs beyond Node's own start-up: child processes (src/effects/exec.ts loads
+  // it at the first program run; held here, the calls that run one deserialise it instead). Left out, VERSION and
+  // a chained STATUS were 1–2 ms cheaper, but the IPAM slot's STATUS, ADD and DEL 1–4 ms dearer and ADD's peak RSS
+  // higher (issue 44, docs/performance.md). File calls are synchronous (no fs/promises); pino's worker threads are
+  // not bundled.
+  if (does('ADD') || does('DEL')) process.getBuiltinModule('node:child_process');
   // The modules the verbs load at run time, evaluated now (their top levels are pure).
   const { runPlugin } = await import('./plugin.js');
-  await import('./verbs/add.js');
-  await import('./verbs/del.js');
-  await import('./verbs/check.js');
+  if (does('ADD')) await import('./verbs/add.js');
+  if (does('DEL')) await import('./verbs/del.js');
+  if (does('ADD')) await import('./verbs/check.js');
   // STATUS too: containerd ≥ 2.0.1 sends it every 5 s per node when the list is at 1.1.0 (docs/performance.md).
-  await import('./verbs/status.js');
+  if (does('STATUS')) await import('./verbs/status.js');
   const dir = mkdtempSync(join(tmpdir(), 'ipam-shim-warm-'));
   try {
     const bin = join(dir, 'bin');
@@ -100,14 +105,24 @@ export async function warm(): Promise<void> {
     const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'warm', CNI_NETNS: '/run/netns/warm', CNI_IFNAME: 'eth0', CNI_PATH: bin };
     const call = (command: string, c: unknown) => runPlugin({ ...env, CNI_COMMAND: command }, () => Promise.resolve(JSON.stringify(c)), {}, warmRun);
     const good = conf(dir);
-    // A warm-up that quietly took the error path would leave the ADD path cold: fail the build instead.
-    const added = await call('ADD', good);
-    if (added.exitCode !== 0) throw new Error(`snapshot warm-up: the sample ADD failed: ${added.stdout}`);
-    const deleted = await call('DEL', good);
-    if (deleted.exitCode !== 0) throw new Error(`snapshot warm-up: the sample DEL failed: ${deleted.stdout}`);
-    const status = await call('STATUS', { ...good, cniVersion: '1.1.0' });
-    if (status.exitCode !== 0) throw new Error(`snapshot warm-up: the sample STATUS failed: ${status.stdout}`);
-    await call('ADD', { ...good, ipam: { ...good.ipam, delegate: 'x' } }); // an invalid config: the error path
+    // A warm-up that quietly took the error path would leave the ADD path cold: fail the build instead. DEL
+    // alone deletes what a sample ADD made (the ledger record), as a runtime's DEL after its ADD.
+    if (does('ADD') || does('DEL')) {
+      const added = await call('ADD', good);
+      if (added.exitCode !== 0) throw new Error(`snapshot warm-up: the sample ADD failed: ${added.stdout}`);
+    }
+    if (does('DEL')) {
+      const deleted = await call('DEL', good);
+      if (deleted.exitCode !== 0) throw new Error(`snapshot warm-up: the sample DEL failed: ${deleted.stdout}`);
+    }
+    if (does('STATUS')) {
+      const status = await call('STATUS', { ...good, cniVersion: '1.1.0' });
+      if (status.exitCode !== 0) throw new Error(`snapshot warm-up: the sample STATUS failed: ${status.stdout}`);
+      // Chained too: the shim's own entry of the list (no delegate process).
+      const chained = await call('STATUS', { ...good.ipam, cniVersion: '1.1.0', name: 'warm' });
+      if (chained.exitCode !== 0) throw new Error(`snapshot warm-up: the sample chained STATUS failed: ${chained.stdout}`);
+    }
+    if (does('error')) await call('ADD', { ...good, ipam: { ...good.ipam, delegate: 'x' } }); // an invalid config: the error path
   } finally {
     rmSync(dir, { recursive: true, force: true });
     // The spans the verbs recorded (the log lines' timings) must not show up in a real call's.

@@ -1,8 +1,8 @@
 // What every bench section shares: the flags, the scratch netns (the parent process creates it and re-executes
 // the bench inside), the builds under test, and the CNI plumbing (configs, env, one timed call).
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { type Sample, type Samples, fmtMs, fmtRatio, fmtStats, mustRun, sampleOf, stats, timeRun } from '../bench-lib.js';
@@ -141,16 +141,22 @@ export interface Variant {
   dataDir: string;
 }
 
-export function copyBuild(name: string, dir: string): Variant {
+/** `path`: a build's directory (a dist/), or its single executable (e.g. a saved copy of dist/ipam-shim) beside its ipam-shim.js. */
+export function copyBuild(name: string, path: string): Variant {
+  const given = existsSync(path) && statSync(path).isFile();
+  const dir = given ? dirname(path) : path;
   const bin = join(WORK, 'bin', name);
   mkdirSync(bin, { recursive: true });
-  for (const f of ['ipam-shim', 'ipam-shim.js']) {
-    if (!existsSync(join(dir, f))) throw new Error(`${join(dir, f)} is missing (run npm run build)`);
-    copyFileSync(join(dir, f), join(bin, f));
+  for (const [f, from] of [
+    ['ipam-shim', given ? path : join(dir, 'ipam-shim')],
+    ['ipam-shim.js', join(dir, 'ipam-shim.js')],
+  ] as const) {
+    if (!existsSync(from)) throw new Error(`${from} is missing (run npm run build)`);
+    copyFileSync(from, join(bin, f));
   }
   writeFileSync(join(bin, 'package.json'), '{"type":"commonjs"}\n');
   mkdirSync(join(bin, 'cni'));
-  copyFileSync(join(dir, 'ipam-shim'), join(bin, 'cni', 'ipam-shim')); // a CNI_PATH dir holding only the SEA
+  copyFileSync(join(bin, 'ipam-shim'), join(bin, 'cni', 'ipam-shim')); // a CNI_PATH dir holding only the SEA
   const base = join(WORK, 'v', name);
   return {
     name,
@@ -164,7 +170,7 @@ export function copyBuild(name: string, dir: string): Variant {
 export const VARIANTS: Variant[] = [copyBuild('shim', resolve(flags.bin))];
 for (const v of flags.variant) {
   const eq = v.indexOf('=');
-  if (eq <= 0) throw new Error(`--variant NAME=DIR, got "${v}"`);
+  if (eq <= 0) throw new Error(`--variant NAME=DIR or NAME=EXECUTABLE, got "${v}"`);
   VARIANTS.push(copyBuild(v.slice(0, eq), resolve(v.slice(eq + 1))));
 }
 export const HL_DATA = join(WORK, 'host-local-alone');

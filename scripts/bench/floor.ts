@@ -9,7 +9,7 @@ import { SEA_EXEC_ARGV, injectBlob, writeBlob } from '../sea.mjs';
 import { type Case, type Samples, mustRun, sampleOf, stats } from '../bench-lib.js';
 import { FLOOR_ENV, NODE, ROOT, SEA_NODE, WORK, type Json, cell } from './context.js';
 
-/** The case the 1.15× targets divide by. */
+/** The case the packaging targets (issues 33, 44) divide by. */
 export const FLOOR = 'floor: SEA of an empty script';
 export const FLOOR_SNAPSHOT = 'SEA of an empty snapshot';
 

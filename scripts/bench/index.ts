@@ -8,7 +8,8 @@
 //   --sizes a,b,c     scale sizes for gc, residue and plan (default 1000,5000,20000; CI: --sizes 200,1000)
 //   --parallel N      concurrent ADDs in the concurrency section (default 64)
 //   --bin DIR         the build to measure (default dist/; copied first, so a rebuild meanwhile cannot interfere)
-//   --variant N=DIR   also measure another build side by side (repeatable), e.g. a saved pre-change dist/
+//   --variant N=PATH  also measure another build side by side (repeatable): a saved pre-change dist/, or its
+//                     single executable (e.g. a copy of dist/ipam-shim, its ipam-shim.js beside it)
 //   --plugins DIR     reference plugins (default /usr/lib/cni)
 //   --plugins11 DIR   reference plugins that speak 1.1.0, for STATUS (default .deps/cni-plugins-1.9)
 //   --runtime-env K=V add K=V to the environment every plugin and floor gets (repeatable), e.g.

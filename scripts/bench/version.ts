@@ -62,7 +62,7 @@ export async function sectionVersion(): Promise<void> {
   }
   console.log(table(rows));
   console.log(
-    `\n${FLOOR}: the runtime the shim embeds (${SEA_NODE}), built as scripts/build.mjs builds the shim (flags ${SEA_EXEC_ARGV.join(' ')}); the target: VERSION ≤ 1.15× it (issue 33).`,
+    `\n${FLOOR}: the runtime the shim embeds (${SEA_NODE}), built as scripts/build.mjs builds the shim (flags ${SEA_EXEC_ARGV.join(' ')}); the target: VERSION ≤ 1.1× it (issue 44).`,
   );
   results.version = statsOf(samples);
 }

@@ -11,7 +11,8 @@ export function versionText(): string {
   const version = process.env.IPAM_SHIM_VERSION ?? 'unbundled';
   // The single executable's own node/V8 flags (scripts/build.mjs SEA_EXEC_ARGV), and any NODE_OPTIONS added.
   const flags = process.execArgv.length ? `, flags ${process.execArgv.join(' ')}` : '';
-  return `ipam-shim ${version}\nnode ${process.version} (${sea() ? `embedded: single executable${startup.fromSnapshot ? ', startup snapshot' : ''}${flags}` : `external: ${process.execPath}`})\n`;
+  const how = startup.fromSnapshot ? ', startup snapshot' : startup.codeCache ? `, code cache ${startup.codeCache}` : '';
+  return `ipam-shim ${version}\nnode ${process.version} (${sea() ? `embedded: single executable${how}${flags}` : `external: ${process.execPath}`})\n`;
 }
 
 /** What `version --json` and `--version --json` print. */
@@ -21,7 +22,9 @@ export function versionJson(): Record<string, unknown> {
     commit: process.env.IPAM_SHIM_COMMIT ?? 'unknown',
     node: process.version,
     runtime: sea() ? 'embedded' : 'external',
-    ...(sea() ? { startupSnapshot: startup.fromSnapshot, flags: process.execArgv } : { execPath: process.execPath }),
+    ...(sea()
+      ? { startupSnapshot: startup.fromSnapshot, ...(startup.caches ? { codeCaches: startup.caches() } : {}), flags: process.execArgv }
+      : { execPath: process.execPath }),
   };
 }
 
