@@ -385,8 +385,8 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
     expect(refusal).toBeInstanceOf(PluginError);
     expect((refusal as PluginError).code).toBe(ErrorCode.ReservedAddress);
     await refusing.del('pod-refused', `/run/netns/${refusedNs}`);
-    // Another failure, twice: a chained ADD without prevResult (code 7). The error series is born at its first
-    // failure with the value 1, so only the second is an increase Prometheus can see.
+    // Another failure, twice: a chained ADD without prevResult (code 7). Every error series exists at 0 from the
+    // first call (issue 45), so each failure is an increase Prometheus can see; one verb's series, in both places.
     for (const [i, cid] of ['no-prev-1', 'no-prev-2'].entries()) {
       const out = await invoke(
         { cniVersion: '1.0.0', name: network, ...confList.plugins[1] },
@@ -395,7 +395,7 @@ describe.skipIf(!enabled || missing.length > 0)('the shipped alerts and dashboar
       expect(out.json?.code, out.stdout).toBe(ErrorCode.InvalidNetworkConfig);
       // Both places scraped this failure before the next one: a sample between the two.
       await waitFor(`failure ${i + 1} scraped in both places`, async () => {
-        const seen = await one(`ipam_shim_errors_total{network="${network}",code="7"}`);
+        const seen = await one(`ipam_shim_errors_total{network="${network}",verb="ADD",code="7"}`);
         return seen.length === 2 && seen.every((x) => Number(x.value[1]) === i + 1);
       });
     }
