@@ -28,7 +28,11 @@ async function main(): Promise<number> {
   }
   // The runtime's result cache read in a child the caller can abandon (src/gc/cache-reader.ts CACHE_READER_ARG).
   if (argv[0] === '__read-runtime-cache') {
-    const r = await (await import('./cli/cache-reader.js')).cacheReaderMain(argv.slice(1));
+    const reader = await import('./cli/cache-reader.js');
+    // --serve: the node agent's warm reader, asked one JSON line at a time over stdin/stdout.
+    if (argv[1] === '--serve' && argv.length === 2)
+      return reader.cacheReaderServe(process.stdin, (line) => new Promise((r) => process.stdout.write(line, () => r())));
+    const r = await reader.cacheReaderMain(argv.slice(1));
     return reply(r.stdout, r.exitCode);
   }
   const { stdout, stderr, exitCode } = await (await import('./cli/index.js')).runCli(argv, process.env);

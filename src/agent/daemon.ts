@@ -17,6 +17,7 @@ import type { ListVerdict } from '../cni/list-versions.js';
 import { selectedCniPath } from '../network/open.js';
 import { judgeRuntimeList } from './list-versions.js';
 import { watchList } from '../install/list-watch.js';
+import { keepReaderWarm } from '../gc/cache-reader.js';
 
 export interface AgentOptions {
   reconcile: Omit<ReconcileOptions, 'signal' | 'metrics' | 'log' | 'memory' | 'beat'>;
@@ -81,6 +82,16 @@ function logEntryChange(log: Logger, before: EntryInUse | undefined, now: EntryI
 const AGENT_TOOL_TIMEOUT_MS = 60_000;
 
 export async function runAgent(o: AgentOptions, signal: AbortSignal): Promise<AgentSummary> {
+  // The cache is read every pass: by one reader kept warm between passes, stopped (its group killed) on the way out.
+  const stopReader = keepReaderWarm();
+  try {
+    return await runAgentWithReader(o, signal);
+  } finally {
+    stopReader();
+  }
+}
+
+async function runAgentWithReader(o: AgentOptions, signal: AbortSignal): Promise<AgentSummary> {
   const metrics = new AgentMetrics(o.log);
   const problems = new PersistingProblems();
   const run = withDefaultTimeout(o.reconcile.run, AGENT_TOOL_TIMEOUT_MS);

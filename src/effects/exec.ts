@@ -296,3 +296,80 @@ export function withDefaultTimeout(run: Run, timeoutMs: number): Run {
 export function runInNetns(ns: string): Run {
   return runElsewhere((file, args, opts) => run('ip', ['netns', 'exec', ns, file, ...args], opts));
 }
+
+/** A long-lived child with piped stdin/stdout (startChild): what its owner may do with it, and nothing more. */
+export interface LongLivedChild {
+  /** Undefined when it could not be started ('exit' then follows with the errno code as `why`). */
+  readonly pid: number | undefined;
+  /** Writes to its stdin; false once it can no longer be written (it exited, its pipe broke). */
+  write(text: string): boolean;
+  /** Kills its process group (SIGKILL) and stops reading its pipes: every listener of ours is released. */
+  kill(): void;
+  /** The last STDERR_TAIL_BYTES of what it wrote to stderr, for a failure's message. */
+  stderrTail(): string;
+}
+
+export interface ChildHandlers {
+  /** A chunk of its stdout. */
+  onStdout(chunk: Buffer): void;
+  /** It exited, was killed, or could not be started: called once, after which no handler is called again. */
+  onExit(why: string): void;
+}
+
+const STDERR_TAIL_BYTES = 4096;
+
+/**
+ * Starts `file` with `args` as a long-lived child (a server asked over its stdin/stdout, e.g. the warm cache reader
+ * of src/gc/cache-reader.ts): its own process group, so kill() takes whatever it started; its handles unref'd, so an
+ * idle child never keeps its owner alive (the owner's own timers bound what it waits for). Argument array, no shell.
+ */
+export function startChild(file: string, args: readonly string[], handlers: ChildHandlers, env?: NodeJS.ProcessEnv): LongLivedChild {
+  const { spawn } = process.getBuiltinModule('node:child_process');
+  let ended = false;
+  let stderr = '';
+  let sub: ChildProcess | undefined;
+  const end = (why: string) => {
+    if (ended) return;
+    ended = true;
+    if (sub) {
+      sub.stdout?.removeAllListeners('data');
+      sub.stderr?.removeAllListeners('data');
+      sub.stdout?.destroy();
+      sub.stderr?.destroy();
+      sub.stdin?.destroy();
+    }
+    handlers.onExit(why);
+  };
+  try {
+    sub = spawn(file, args, { env: { ...process.env, ...env }, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+  } catch (e) {
+    const why = (e as { code?: string }).code ?? String(e);
+    queueMicrotask(() => end(why));
+    return { pid: undefined, write: () => false, kill: () => undefined, stderrTail: () => '' };
+  }
+  const child = sub;
+  child.on('error', (e: Error & { code?: string }) => end(e.code ?? e.message));
+  child.on('exit', (code, signal) => end(signal ? `killed by ${signal}` : `exit ${code}`));
+  child.stdout!.on('data', (b: Buffer) => {
+    if (!ended) handlers.onStdout(b);
+  });
+  child.stderr!.on('data', (b: Buffer) => {
+    stderr = (stderr + b.toString('utf8')).slice(-STDERR_TAIL_BYTES);
+  });
+  child.stdin!.on('error', () => undefined); // EPIPE: its exit says why
+  child.unref();
+  for (const s of [child.stdin, child.stdout, child.stderr] as Array<{ unref?: () => void } | null>) s?.unref?.();
+  return {
+    pid: child.pid,
+    write: (text) => {
+      if (ended || !child.stdin!.writable) return false;
+      child.stdin!.write(text);
+      return true;
+    },
+    kill: () => {
+      if (child.pid) killGroup(child.pid);
+      end('killed');
+    },
+    stderrTail: () => stderr,
+  };
+}

@@ -253,3 +253,46 @@ export async function cacheReaderMain(argv: readonly string[]): Promise<{ stdout
     throw e;
   }
 }
+
+/** The longest request line the serving reader takes (a cache dir and a network name: far below). */
+const MAX_REQUEST_BYTES = 64 * 1024;
+
+/** The heap a serving reader keeps between reads: 10,000 libcni entries (the most read) stay well below it. */
+const MAX_KEPT_HEAP_BYTES = 96 * 1024 * 1024;
+
+/** One request of the warm reader's owner (src/gc/cache-reader.ts): read `network` below `cacheDir`. */
+const ReaderRequestSchema = z.object({ id: z.number(), cacheDir: z.string(), network: z.string() });
+
+/**
+ * The warm reader child (`CACHE_READER_ARG --serve`): one JSON request a line on `input`, answered one at a time
+ * with one line on `write`: the request's id and what the one-shot reader prints. A request it cannot parse ends it
+ * (exit 2): its owner reads a missing answer as "could not look" and starts a new reader. Ends at input's end (its
+ * owner closed the pipe or is gone).
+ */
+export async function cacheReaderServe(input: AsyncIterable<Buffer>, write: (line: string) => Promise<void>): Promise<number> {
+  let pending = '';
+  for await (const chunk of input) {
+    pending += chunk.toString('utf8');
+    let nl: number;
+    while ((nl = pending.indexOf('\n')) >= 0) {
+      const line = pending.slice(0, nl);
+      pending = pending.slice(nl + 1);
+      let request: { id: number; cacheDir: string; network: string };
+      try {
+        const parsed = ReaderRequestSchema.safeParse(JSON.parse(line));
+        if (!parsed.success) return 2;
+        request = parsed.data;
+      } catch {
+        return 2;
+      }
+      const r = await cacheReaderMain([request.cacheDir, request.network]);
+      if (r.exitCode !== 0) return r.exitCode;
+      await write(`{"id":${request.id},${r.stdout.slice(1)}\n`);
+      // A read that grew the heap past what a node's cache needs (a hostile cache of huge entries): end, so that
+      // memory is returned now instead of kept between passes; the owner starts a new reader for the next read.
+      if (process.memoryUsage().heapTotal > MAX_KEPT_HEAP_BYTES) return 0;
+    }
+    if (pending.length > MAX_REQUEST_BYTES) return 2;
+  }
+  return 0;
+}
