@@ -10,7 +10,7 @@
 // GC step runs in report mode (releases are delegate DELs, measured by bench.ts's gc section); 1 in 50 records
 // is leaked (netns gone, not cached) so the plan has work. Prints tables; never asserts.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -59,14 +59,36 @@ const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', '
 const inNs = (file: string, args: string[], input?: string) =>
   execFileSync('ip', ['netns', 'exec', NS, file, ...args], { input, stdio: ['pipe', 'ignore', 'inherit'] });
 
-/** CPU seconds of a process and its reaped children, and its RSS figures. */
-function usage(pid: number): { cpuS: number; rssKiB: number; hwmKiB: number; anonKiB: number; fileKiB: number } {
+/** The children of `pid` still running (the agent's warm cache reader): their CPU is not in its cutime yet. */
+function liveChildren(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((t) =>
+      readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number),
+    );
+  } catch {
+    return [];
+  }
+}
+
+/** CPU seconds of a process and its children (reaped and running), and its RSS figures; childHwmKiB: theirs. */
+function usage(pid: number): { cpuS: number; rssKiB: number; hwmKiB: number; anonKiB: number; fileKiB: number; childHwmKiB: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = [11, 12, 13, 14].reduce((a, i) => a + Number(f[i]), 0); // utime stime cutime cstime
+  let ticks = [11, 12, 13, 14].reduce((a, i) => a + Number(f[i]), 0); // utime stime cutime cstime
+  let childHwmKiB = 0;
+  for (const c of liveChildren(pid)) {
+    try {
+      const cs = readFileSync(`/proc/${c}/stat`, 'utf8');
+      const cf = cs.slice(cs.lastIndexOf(')') + 2).split(' ');
+      ticks += [11, 12, 13, 14].reduce((a, i) => a + Number(cf[i]), 0);
+      childHwmKiB = Math.max(childHwmKiB, Number(/^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${c}/status`, 'utf8'))?.[1] ?? 0));
+    } catch {
+      // exited meanwhile: its CPU is in cutime now
+    }
+  }
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kib = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
-  return { cpuS: ticks / TICK, rssKiB: kib('VmRSS'), hwmKiB: kib('VmHWM'), anonKiB: kib('RssAnon'), fileKiB: kib('RssFile') };
+  return { cpuS: ticks / TICK, rssKiB: kib('VmRSS'), hwmKiB: kib('VmHWM'), anonKiB: kib('RssAnon'), fileKiB: kib('RssFile'), childHwmKiB };
 }
 
 /** One result-cache entry as libcni writes it for a pod of containerd (or only its names: --entries minimal). */
@@ -277,7 +299,9 @@ try {
       mib(a.peakAnonKiB),
       `${mib(u.rssKiB)} (${mib(u.fileKiB)})`,
     ]);
-    console.log(`N=${N}: leaked found ${first.leaked}, steps ${JSON.stringify(first.steps)}`);
+    console.log(
+      `N=${N}: leaked found ${first.leaked}, steps ${JSON.stringify(first.steps)}; peak RSS of a live child (the warm cache reader) ${mib(u.childHwmKiB)} MiB`,
+    );
   }
   console.log(table(rows));
   if (perN.length >= 2) {
