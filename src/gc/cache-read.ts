@@ -269,7 +269,11 @@ const ReaderRequestSchema = z.object({ id: z.number(), cacheDir: z.string(), net
  * (exit 2): its owner reads a missing answer as "could not look" and starts a new reader. Ends at input's end (its
  * owner closed the pipe or is gone).
  */
-export async function cacheReaderServe(input: AsyncIterable<Buffer>, write: (line: string) => Promise<void>): Promise<number> {
+export async function cacheReaderServe(
+  input: AsyncIterable<Buffer>,
+  write: (line: string) => Promise<void>,
+  maxKeptHeapBytes = MAX_KEPT_HEAP_BYTES,
+): Promise<number> {
   let pending = '';
   for await (const chunk of input) {
     pending += chunk.toString('utf8');
@@ -290,7 +294,7 @@ export async function cacheReaderServe(input: AsyncIterable<Buffer>, write: (lin
       await write(`{"id":${request.id},${r.stdout.slice(1)}\n`);
       // A read that grew the heap past what a node's cache needs (a hostile cache of huge entries): end, so that
       // memory is returned now instead of kept between passes; the owner starts a new reader for the next read.
-      if (process.memoryUsage().heapTotal > MAX_KEPT_HEAP_BYTES) return 0;
+      if (process.memoryUsage().heapTotal > maxKeptHeapBytes) return 0;
     }
     if (pending.length > MAX_REQUEST_BYTES) return 2;
   }

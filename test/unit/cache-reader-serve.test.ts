@@ -25,7 +25,7 @@ describe('cacheReaderServe', () => {
     const out: string[] = [];
     const req = (id: number, network: string) => JSON.stringify({ id, cacheDir: dir, network });
     const first = `${req(7, 'net')}\n${req(8, 'other')}\n`;
-    const code = await cacheReaderServe(chunks(first.slice(0, 10), first.slice(10)), async (l) => void out.push(l));
+    const code = await cacheReaderServe(chunks(first.slice(0, 10), first.slice(10)), async (l) => void out.push(l), Infinity);
     expect(code).toBe(0);
     expect(out.every((l) => l.endsWith('\n') && !l.slice(0, -1).includes('\n'))).toBe(true);
     const answers = out.map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -41,5 +41,12 @@ describe('cacheReaderServe', () => {
     expect(await cacheReaderServe(chunks('{"id":"x","cacheDir":"/","network":"n"}\n'), async (l) => void out.push(l))).toBe(2);
     expect(await cacheReaderServe(chunks('x'.repeat(70_000)), async (l) => void out.push(l))).toBe(2);
     expect(out).toEqual([]);
+  });
+
+  it('ends after an answer when its heap grew past what it may keep (a new reader takes the next read)', async () => {
+    const out: string[] = [];
+    const req = (id: number) => `${JSON.stringify({ id, cacheDir: '/nonexistent-cache', network: 'n' })}\n`;
+    expect(await cacheReaderServe(chunks(req(1) + req(2)), async (l) => void out.push(l), 0)).toBe(0);
+    expect(out.map((l) => (JSON.parse(l) as { id: number }).id)).toEqual([1]);
   });
 });
