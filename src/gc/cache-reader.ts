@@ -238,7 +238,7 @@ class WarmReader {
   }
 
   /** The read in flight is "could not look"; the child is dropped (a new one next read). */
-  private fail(why: string): void {
+  fail(why: string): void {
     const w = this.waiting;
     this.waiting = undefined;
     this.drop();
@@ -246,7 +246,7 @@ class WarmReader {
   }
 
   /** Kills the child's group and releases its pipes and listeners. */
-  drop(): void {
+  private drop(): void {
     const child = this.child;
     this.child = undefined;
     this.buffered = [];
@@ -266,6 +266,7 @@ export function keepReaderWarm(): () => void {
   const w = (warm ??= new WarmReader());
   return () => {
     if (warm === w) warm = undefined;
-    w.drop();
+    // A read still in flight (its caller already answered on SIGTERM) ends now, not at its bound.
+    w.fail('the agent stopped');
   };
 }
