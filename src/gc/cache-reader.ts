@@ -84,12 +84,7 @@ function readOnce(reader: { file: string; args: string[] }, dir: string, cacheDi
       leftBehind = r.exitCode === undefined ? r.pid : undefined;
       throw new RuntimeCacheError(dir, `it was not read within ${timeoutMs / 1000} s (a file system that stopped answering?)`);
     }
-    let answer: ReaderAnswer | undefined;
-    try {
-      answer = r.exitCode === 0 ? (JSON.parse(r.stdout) as ReaderAnswer) : undefined;
-    } catch {
-      answer = undefined;
-    }
+    const answer = r.exitCode === 0 ? answerOf(r.stdout) : undefined;
     if (!answer) {
       const said = r.stderr.trim().split('\n')[0] ?? '';
       throw new RuntimeCacheError(
@@ -99,6 +94,16 @@ function readOnce(reader: { file: string; args: string[] }, dir: string, cacheDi
     }
     return viewOf(answer);
   });
+}
+
+/** What a reader printed, when it is an answer (a view or a refusal); undefined for anything else. */
+function answerOf(text: string): (ReaderAnswer & { id?: unknown }) | undefined {
+  try {
+    const answer = JSON.parse(text) as (ReaderAnswer & { id?: unknown }) | null;
+    return answer && typeof answer === 'object' && ('view' in answer || 'refused' in answer) ? answer : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function viewOf(answer: ReaderAnswer): CacheView {
@@ -216,14 +221,9 @@ class WarmReader {
       this.buffered = [];
       this.bufferedBytes = 0;
       rest = rest.subarray(nl + 1);
-      let answer: (ReaderAnswer & { id?: unknown }) | undefined;
-      try {
-        answer = JSON.parse(line) as ReaderAnswer & { id?: unknown };
-      } catch {
-        answer = undefined;
-      }
+      const answer = answerOf(line);
       const w = this.waiting;
-      if (!w || !answer || typeof answer !== 'object' || answer.id !== w.id || !('view' in answer || 'refused' in answer)) {
+      if (!w || !answer || answer.id !== w.id) {
         this.fail('it wrote something that is not an answer');
         return;
       }
