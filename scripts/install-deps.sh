@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(containernetworking-plugins containerd podman runc mmdebstrap busybox-static ebtables nftables iproute2 iputils-ping util-linux procps strace prometheus prometheus-node-exporter qemu-user-static)
+PACKAGES=(containernetworking-plugins containerd podman runc mmdebstrap busybox-static ebtables nftables iproute2 iputils-ping util-linux procps strace prometheus prometheus-node-exporter qemu-user-static arch-test)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

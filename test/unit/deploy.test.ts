@@ -15,8 +15,8 @@ import { DEFAULT_CNI_PATH } from '../../src/network/open.js';
 import { HOST_LOCAL_DEFAULT_DATA_DIR } from '../../src/effects/host-local-store.js';
 import { parseShimConfig } from '../../src/cli/install.js';
 import { AGENT_FLAGS, DEFAULT_AGENT_INTERVAL_S, parseAgentArgs } from '../../src/cli/agent.js';
-import { BASE_PACKAGES, SUITE, TOOL_PACKAGES } from '../../scripts/image/base.js';
-import { EXECUTABLE } from '../../scripts/image/build-image.js';
+import { ARCHES, BASE_PACKAGES, SUITE, TOOL_PACKAGES } from '../../scripts/image/base.js';
+import { EXECUTABLE, EXECUTABLES } from '../../scripts/image/build-image.js';
 import { SEA_TARGETS } from '../../scripts/sea.mjs';
 import { DEFAULT_CACHE_DIR } from '../../src/gc/from-cache.js';
 import { AZURE_VNET_RUN_DIR } from '../../src/effects/azure-ipam.js';
@@ -378,8 +378,12 @@ describe('deploy/Containerfile', () => {
   it("ships the single executable the build writes, at the path the DaemonSet runs, with the DaemonSet's command", async () => {
     const { stages } = await containerfile();
     const final = stages.at(-1)!;
-    expect(SEA_TARGETS.find((t) => t.arch === 'x64')?.out).toBe('ipam-shim'); // the SEA the build writes into dist/
-    expect(final.copies).toEqual([['dist/ipam-shim', '/usr/local/bin/ipam-shim']]);
+    // Each arch's image copies the SEA the build writes into dist/ for that arch (npm run image passes EXECUTABLE);
+    // a plain `podman build` gets amd64's.
+    const sea = (arch: string) => `dist/${SEA_TARGETS.find((t) => t.arch === arch)?.out}`;
+    expect(EXECUTABLES).toEqual({ amd64: sea('x64'), arm64: sea('arm64') });
+    expect(final.copies).toEqual([['$' + '{EXECUTABLE}', '/usr/local/bin/ipam-shim']]); // the build arg, expanded by podman
+    expect(await readFile(join(ROOT, 'deploy/Containerfile'), 'utf8')).toContain('\nARG EXECUTABLE=dist/ipam-shim\n');
     expect(final.entrypoint).toEqual(['/usr/local/bin/ipam-shim']);
     const c = (await manifests()).find((m) => m.kind === 'DaemonSet')!.spec.template.spec.containers[0];
     expect(c.command).toEqual(final.entrypoint);
