@@ -152,10 +152,21 @@ describe('deploy/daemonset.yaml', () => {
     expect(mounts.find((m) => m.mountPath === NETNS_DIR)!.propagation).toBe('HostToContainer');
   });
 
-  it('runs only on nodes of the architecture its image holds: amd64 (the image carries dist/ipam-shim, linux-x64)', async () => {
+  it('runs on the linux nodes of exactly the architectures the image list holds: amd64 and arm64', async () => {
     const ds = (await manifests()).find((m) => m.kind === 'DaemonSet');
-    expect(ds!.spec.template.spec.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64' });
-    expect(EXECUTABLE).toBe(join(ROOT, 'dist/ipam-shim'));
+    const spec = ds!.spec.template.spec;
+    expect(spec.nodeSelector).toBeUndefined();
+    expect(spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms).toEqual([
+      {
+        matchExpressions: [
+          { key: 'kubernetes.io/os', operator: 'In', values: ['linux'] },
+          { key: 'kubernetes.io/arch', operator: 'In', values: Object.keys(ARCHES) },
+        ],
+      },
+    ]);
+    // `npm run image -- --arch all` builds one image per key of ARCHES (each with its own executable, below).
+    expect(Object.keys(ARCHES)).toEqual(['amd64', 'arm64']);
+    expect(EXECUTABLE).toBe(join(ROOT, EXECUTABLES.amd64));
   });
   it("carries Kubernetes' recommended labels, the same on the DaemonSet, its pods and the ConfigMap; the selector is the one immutable label", async () => {
     const { ds } = await daemonSet();
