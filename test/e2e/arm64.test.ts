@@ -1,13 +1,14 @@
 // The linux-arm64 single executable (dist/linux-arm64/ipam-shim) on this amd64 machine, under qemu-user:
 // qemu-aarch64-static with Debian 12's arm64 glibc and libstdc++ as its library root (.deps/arm64-sysroot,
-// scripts/arm64-deps.sh). Nothing is registered with binfmt_misc, so where a runtime execs the plugin it execs a
-// two-line script that starts the arm64 file under qemu: what binfmt_misc does on a machine that registers qemu.
+// scripts/arm64-deps.sh). Where a runtime execs the plugin it execs a two-line script that starts the arm64 file
+// under qemu by name; the gc case runs it through binfmt_misc instead (scripts/install-deps.sh registers
+// qemu-aarch64), since gc re-executes itself to read the cache.
 // The programs the shim runs (host-local, ip, the cilium-cni stand-in) are the machine's own, as on an arm64 node
-// they are that node's. Issue 43: VERSION, ADD/CHECK/DEL in the IPAM slot and chained in a netns, and the agent's
-// /healthz.
+// they are that node's. Issue 43: VERSION, ADD/CHECK/DEL in the IPAM slot and chained in a netns, the agent's
+// /healthz, and gc from the runtime's cache.
 import { execa } from 'execa';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, open, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, open, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FIXTURE_BIN, hostLocalAllocations, invoke, ledgerRecords, PLUGIN_DIR, ROOT, SEA_SHIM } from '../support/shim/cni.js';
@@ -95,6 +96,56 @@ d.each(['ipam', 'chained'] as const)('the linux-arm64 executable, shim %s, in a 
     await runner.del('c1', `/run/netns/${pod}`);
     expect(await hostLocalAllocations(s.dataDir, name)).toEqual([]);
     expect(await ledgerRecords(s.stateDir, name)).toEqual([]);
+  });
+});
+
+d('the linux-arm64 executable: gc from the runtime cache', () => {
+  it('a dry run reads the cache in its reader child (the arm64 file re-executed, through binfmt_misc) and plans exactly the dead uncached pod', async () => {
+    // The reader child is the same arm64 executable started again; here only binfmt_misc can start it (as on an
+    // arm64 node the kernel does), with QEMU_LD_PREFIX giving every qemu the arm64 libraries.
+    if (!existsSync('/proc/sys/fs/binfmt_misc/qemu-aarch64'))
+      throw new Error('qemu-aarch64 is not registered in binfmt_misc: scripts/install-deps.sh');
+    const node = await net.netns('node');
+    const name = `arm${uid()}`;
+    const hostLocal = { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: '10.69.0.0/24' }]] };
+    const plugins = [ciliumCni(shimKeys({ dirs: s, delegate: hostLocal }))];
+    const cacheDir = join(s.dir, 'cache');
+    const bin = await armBinDir(s.dir);
+    const runner = new CniRunner({
+      confList: { cniVersion: '1.0.0', name, plugins },
+      pluginDirs: [ciliumCniDir('1.17'), bin, FIXTURE_BIN, PLUGIN_DIR],
+      cacheDir,
+      netns: node,
+      env: cilium.agent.env(),
+    });
+    const ips = new Map<string, string>();
+    for (const id of ['alive', 'dead']) {
+      const pod = await net.netns(id);
+      const result: any = await runner.add(id, `/run/netns/${pod}`);
+      ips.set(id, String(result.ips[0].address).split('/')[0]!);
+      if (id === 'dead') {
+        // A pod gone without its DEL, and the runtime's cache entry gone with it: the leak gc looks for.
+        await execa('ip', ['netns', 'delete', pod]);
+        await unlink(runner.cacheFilePath(id));
+      }
+    }
+    const conflist = join(s.dir, 'gc.conflist');
+    await writeFile(conflist, JSON.stringify({ cniVersion: '1.0.0', name, plugins }));
+    const gcArgs = ['gc', '--conflist', conflist, '--cni-path', [ciliumCniDir('1.17'), bin, FIXTURE_BIN, PLUGIN_DIR].join(':')];
+    const r = await execa('ip', ['netns', 'exec', node, ARM_SHIM, ...gcArgs, '--cache-dir', cacheDir, '--grace-seconds', '0', '--json'], {
+      reject: false,
+      env: { QEMU_LD_PREFIX: SYSROOT },
+    });
+    // Exit 1: a dry run that found something to release.
+    expect(r.exitCode, r.stderr).toBe(1);
+    const report = JSON.parse(r.stdout);
+    expect(report).toMatchObject({ network: name, apply: false });
+    // The child read the cache: the live pod's entry is in it (a child that cannot start is exit 3, "cannot read").
+    expect(report.valid.map((x: any) => x.containerID)).toEqual(['alive']);
+    expect(report.release.map((x: any) => x.containerID)).toEqual(['dead']);
+    expect(report.refused).toBeUndefined();
+    // A dry run: both addresses still held.
+    expect((await hostLocalAllocations(s.dataDir, name)).sort()).toEqual([ips.get('alive'), ips.get('dead')].sort());
   });
 });
 

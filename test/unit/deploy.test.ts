@@ -15,8 +15,8 @@ import { DEFAULT_CNI_PATH } from '../../src/network/open.js';
 import { HOST_LOCAL_DEFAULT_DATA_DIR } from '../../src/effects/host-local-store.js';
 import { parseShimConfig } from '../../src/cli/install.js';
 import { AGENT_FLAGS, DEFAULT_AGENT_INTERVAL_S, parseAgentArgs } from '../../src/cli/agent.js';
-import { BASE_PACKAGES, SUITE, TOOL_PACKAGES } from '../../scripts/image/base.js';
-import { EXECUTABLE } from '../../scripts/image/build-image.js';
+import { ARCHES, BASE_PACKAGES, SUITE, TOOL_PACKAGES } from '../../scripts/image/base.js';
+import { EXECUTABLE, EXECUTABLES } from '../../scripts/image/build-image.js';
 import { SEA_TARGETS } from '../../scripts/sea.mjs';
 import { DEFAULT_CACHE_DIR } from '../../src/gc/from-cache.js';
 import { AZURE_VNET_RUN_DIR } from '../../src/effects/azure-ipam.js';
@@ -152,10 +152,21 @@ describe('deploy/daemonset.yaml', () => {
     expect(mounts.find((m) => m.mountPath === NETNS_DIR)!.propagation).toBe('HostToContainer');
   });
 
-  it('runs only on nodes of the architecture its image holds: amd64 (the image carries dist/ipam-shim, linux-x64)', async () => {
+  it('runs on the linux nodes of exactly the architectures the image list holds: amd64 and arm64', async () => {
     const ds = (await manifests()).find((m) => m.kind === 'DaemonSet');
-    expect(ds!.spec.template.spec.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64' });
-    expect(EXECUTABLE).toBe(join(ROOT, 'dist/ipam-shim'));
+    const spec = ds!.spec.template.spec;
+    expect(spec.nodeSelector).toBeUndefined();
+    expect(spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms).toEqual([
+      {
+        matchExpressions: [
+          { key: 'kubernetes.io/os', operator: 'In', values: ['linux'] },
+          { key: 'kubernetes.io/arch', operator: 'In', values: Object.keys(ARCHES) },
+        ],
+      },
+    ]);
+    // `npm run image -- --arch all` builds one image per key of ARCHES (each with its own executable, below).
+    expect(Object.keys(ARCHES)).toEqual(['amd64', 'arm64']);
+    expect(EXECUTABLE).toBe(join(ROOT, EXECUTABLES.amd64));
   });
   it("carries Kubernetes' recommended labels, the same on the DaemonSet, its pods and the ConfigMap; the selector is the one immutable label", async () => {
     const { ds } = await daemonSet();
@@ -378,8 +389,12 @@ describe('deploy/Containerfile', () => {
   it("ships the single executable the build writes, at the path the DaemonSet runs, with the DaemonSet's command", async () => {
     const { stages } = await containerfile();
     const final = stages.at(-1)!;
-    expect(SEA_TARGETS.find((t) => t.arch === 'x64')?.out).toBe('ipam-shim'); // the SEA the build writes into dist/
-    expect(final.copies).toEqual([['dist/ipam-shim', '/usr/local/bin/ipam-shim']]);
+    // Each arch's image copies the SEA the build writes into dist/ for that arch (npm run image passes EXECUTABLE);
+    // a plain `podman build` gets amd64's.
+    const sea = (arch: string) => `dist/${SEA_TARGETS.find((t) => t.arch === arch)?.out}`;
+    expect(EXECUTABLES).toEqual({ amd64: sea('x64'), arm64: sea('arm64') });
+    expect(final.copies).toEqual([['$' + '{EXECUTABLE}', '/usr/local/bin/ipam-shim']]); // the build arg, expanded by podman
+    expect(await readFile(join(ROOT, 'deploy/Containerfile'), 'utf8')).toContain('\nARG EXECUTABLE=dist/ipam-shim\n');
     expect(final.entrypoint).toEqual(['/usr/local/bin/ipam-shim']);
     const c = (await manifests()).find((m) => m.kind === 'DaemonSet')!.spec.template.spec.containers[0];
     expect(c.command).toEqual(final.entrypoint);

@@ -4,7 +4,7 @@ import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { baseKey, debianSources } from '../../scripts/image/base.js';
+import { baseKey, debianSources, mmdebstrapArgs } from '../../scripts/image/base.js';
 
 let dir: string | undefined;
 afterEach(async () => {
@@ -77,8 +77,16 @@ describe('debianSources', () => {
     expect(() => debianSources(d)).toThrow(/no Debian bookworm main source/);
   });
 
-  it('the cache key changes with the sources', () => {
-    expect(baseKey('a')).not.toBe(baseKey('b'));
-    expect(baseKey('a')).toBe(baseKey('a'));
+  it('the cache key changes with the sources and with the architecture', () => {
+    expect(baseKey('a', 'amd64')).not.toBe(baseKey('b', 'amd64'));
+    expect(baseKey('a', 'amd64')).toBe(baseKey('a', 'amd64'));
+    expect(baseKey('a', 'arm64')).not.toBe(baseKey('a', 'amd64'));
+  });
+
+  it("mmdebstrap gets the architecture, and drops that architecture's gconv modules", () => {
+    const args = mmdebstrapArgs('/s', '/t.tar', 'arm64');
+    expect(args).toContain('--architectures=arm64');
+    expect(args).toContain('--dpkgopt=path-exclude=/usr/lib/aarch64-linux-gnu/gconv/*');
+    expect(mmdebstrapArgs('/s', '/t.tar', 'amd64')).toContain('--dpkgopt=path-exclude=/usr/lib/x86_64-linux-gnu/gconv/*');
   });
 });
