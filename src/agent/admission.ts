@@ -6,7 +6,10 @@
 // probe, a scrape) is therefore never kept out by clients that send nothing, from any number of sources.
 // A source is an IPv4 address, or an IPv6 /64 (issue 45, item 4): one host holds a whole /64 as easily as one
 // address (SLAAC, privacy addresses, a pod adding addresses to its own interface), and counted per /128, 80
-// addresses of one /64 held every slot with equal weights and nothing could displace them.
+// addresses of one /64 held every slot with equal weights and nothing could displace them. And a newcomer whose
+// source would still hold fewer than the other's after it gets in displaces an idle connection of that other, even
+// when it holds just one: 72 IPv4 addresses each holding one idle connection (reconnecting when closed) kept
+// every scrape from a 73rd out while the flood lasted (a newcomer had to be outweighed by two).
 import { formatIp, parseIp } from '../net/ip.js';
 
 /** The IPv4-mapped form a dual-stack socket reports an IPv4 peer in (`::ffff:10.224.0.9`). */
@@ -51,8 +54,9 @@ export interface Limits {
  * or last became idle), which one to close: a held connection, the newcomer itself, or none.
  * - The newcomer's source is at its limit: its own oldest idle connection (a client reconnecting displaces
  *   only its own); all busy: the newcomer.
- * - The port is full: the oldest idle connection of the source holding the most, when it holds more than the
- *   newcomer's would; otherwise the newcomer (sources of equal weight do not displace each other).
+ * - The port is full: an idle connection of a source holding more than the newcomer's does now (the heaviest
+ *   first, the oldest of it), so a source new to the port always finds room while anything is idle; otherwise the
+ *   newcomer (a source does not displace one that would then hold no more than it: no churn between equals).
  */
 export function admit<T extends Held>(held: readonly T[], source: string, limits: Limits): T | 'newcomer' | undefined {
   const count = new Map<string, number>();
@@ -61,7 +65,7 @@ export function admit<T extends Held>(held: readonly T[], source: string, limits
   const oldestIdle = (of: string) => held.find((h) => h.source === of && !h.busy);
   if (mine >= limits.perSource) return oldestIdle(source) ?? 'newcomer';
   if (held.length < limits.total) return undefined;
-  const heavier = [...count].filter(([, n]) => n > mine + 1).sort((a, b) => b[1] - a[1]);
+  const heavier = [...count].filter(([, n]) => n > mine).sort((a, b) => b[1] - a[1]);
   for (const [other] of heavier) {
     const victim = oldestIdle(other);
     if (victim) return victim;

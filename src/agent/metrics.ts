@@ -6,7 +6,8 @@ import { readdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { EntryInUse } from '../conflist.js';
-import { readRegularSync } from '../effects/safe-open.js';
+import { isErrno } from '../effects/fs-atomic.js';
+import { HeldDir, readRegularSync, splitPath } from '../effects/safe-open.js';
 import type { Logger } from '../log.js';
 import { errorSeriesAtZero, FAMILIES, METRICS_MAX_BYTES, parseMetrics, renderMetrics, type Series, seriesKey } from '../metrics.js';
 import type { AgentFamily } from '../contract/fix.js';
@@ -186,10 +187,21 @@ export class AgentMetrics {
     return this.cache.series;
   }
 
-  /** The textfile's text; '' when missing, unreadable or not ours to read (said once, on the log). */
+  /**
+   * The textfile's text; '' when missing, unreadable or not ours to read (said once, on the log). Its directory is
+   * held no-follow and the file named through it, as the plugin writes it (src/metrics.ts updateMetricsFile): a
+   * directory swapped for a symlink served another directory's file of the same name on /metrics.
+   */
   private readPluginFile(file: string): string {
+    const { dir: dirPath, name } = splitPath(file);
+    let dir: HeldDir | undefined;
     try {
-      const text = readRegularSync(file, METRICS_MAX_BYTES) ?? '';
+      try {
+        dir = HeldDir.open(dirPath);
+      } catch (e) {
+        if (!isErrno(e, 'ENOENT')) throw e;
+      }
+      const text = (dir && readRegularSync(dir.at(name), METRICS_MAX_BYTES, file)) ?? '';
       this.refused = undefined;
       return text;
     } catch (e) {
@@ -197,6 +209,8 @@ export class AgentMetrics {
       if (why !== this.refused) this.log?.warn({ metricsFile: file, err: e }, "metrics: the plugin's textfile not read; its series are not served");
       this.refused = why;
       return '';
+    } finally {
+      dir?.close();
     }
   }
 

@@ -6,6 +6,7 @@
 // the pod IP, which is the node's; the port by name or number). Floods and probes are processes of their own in
 // that netns (test/support/net/http-flood.ts), from addresses added to its lo.
 import { execa, type ResultPromise } from 'execa';
+import { readdirSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -27,6 +28,10 @@ const SIXTY_FOUR = Array.from({ length: 80 }, (_, i) => `fd00:45:0:1::${(0x100 +
 const PROMETHEUS = 'fd00:45:0:2::9';
 /** Four pods, each in a /64 of its own. */
 const PODS = ['fd00:45:0:3::1', 'fd00:45:0:4::1', 'fd00:45:0:5::1', 'fd00:45:0:6::1'];
+/** An IPv4 node's address, 72 pods' addresses (one each: the trial's flood), and Prometheus' pod's. */
+const NODE_IP4 = '10.45.0.4';
+const SEVENTY_TWO = Array.from({ length: 72 }, (_, i) => `10.45.1.${i + 1}`);
+const PROMETHEUS4 = '10.45.2.9';
 /** deploy/daemonset.yaml's memory limit for the agent container. */
 const DAEMONSET_LIMIT_MIB = 384;
 
@@ -66,7 +71,7 @@ describe.skipIf(!enabled)("the agent's ports as the DaemonSet sets them, under f
   });
 
   /** The node netns with the node's, the flood's and Prometheus' addresses on lo, and the agent started in it. */
-  async function node(extra: string[]): Promise<{ ns: string; agent: RunningAgent }> {
+  async function node(extra: string[], o: { listen?: string } = {}): Promise<{ ns: string; agent: RunningAgent }> {
     const ns = await net.netns('node');
     const s = await scratch();
     net.defer(() => s.cleanup());
@@ -77,6 +82,7 @@ describe.skipIf(!enabled)("the agent's ports as the DaemonSet sets them, under f
     const conf = join(s.dir, 'net.d');
     await mkdir(conf);
     const { listenArgs, env } = await deployed();
+    if (o.listen) listenArgs[listenArgs.indexOf('--listen') + 1] = o.listen;
     const proc = execa(
       'ip',
       [
@@ -143,6 +149,39 @@ describe.skipIf(!enabled)("the agent's ports as the DaemonSet sets them, under f
       scraped.filter((r) => r !== 200),
       'scrapes not answered 200',
     ).toEqual([]);
+  });
+
+  it('72 IPv4 addresses holding one idle connection each: every scrape from a 73rd answered, no descriptor kept after', {
+    timeout: 120_000,
+  }, async () => {
+    const metricsPort = parseListen((await deployed()).listenArgs[1]!).port;
+    const { ns, agent } = await node([NODE_IP4, ...SEVENTY_TWO, PROMETHEUS4], { listen: `${NODE_IP4}:${metricsPort}` });
+    const fds = () => readdirSync(`/proc/${agent.proc.pid}/fd`).length;
+    const baseline = fds();
+    // One idle connection from each address (72, against 64 slots), each reconnecting once closed.
+    const f = flood(ns, NODE_IP4, metricsPort, SEVENTY_TWO, 1, 'idle');
+    let made = 0;
+    f.stdout!.on('data', (d: Buffer) => {
+      made = Number(d.toString().trim().split('\n').at(-1));
+    });
+    // The flood holds the port: at least 64 of its connections made (the flood prints its count every 500 ms).
+    await waitFor('the flood to hold the port', () => made >= 64 && fds() >= baseline + 60, 30_000);
+    const scrapeScript = PROBES.replace('agent: false,', 'agent: false, localAddress: process.argv[6],');
+    const scraped = JSON.parse(
+      (await inNs(ns, process.execPath, ['-e', scrapeScript, NODE_IP4, String(metricsPort), '/metrics', '24', '250', PROMETHEUS4])).stdout,
+    ) as Array<number | string>;
+    const during = fds();
+    f.kill('SIGKILL');
+    await f;
+    console.log(`72 IPv4 sources: scrapes ${JSON.stringify(scraped)}; flood connections ${made}; fds ${baseline} → ${during}`);
+    // Before (a newcomer had to be outweighed by two connections of one source): 0 of 24 answered.
+    expect(
+      scraped.filter((r) => r !== 200),
+      'scrapes not answered 200',
+    ).toEqual([]);
+    // Nothing kept once the flood has gone: the agent's descriptors back to what they were.
+    await waitFor(`descriptors back to ${baseline}`, () => fds() <= baseline, 30_000);
+    console.log(`72 IPv4 sources: fds after the flood ${fds()}`);
   });
 
   it.each([

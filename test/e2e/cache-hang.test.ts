@@ -1,5 +1,6 @@
 // The runtime's result cache on a file system that stops answering (issue 45 finding 3): a real FUSE mount whose
-// server takes every request and never replies (test/support/hung-fuse.ts), under the agent's --cache-dir. Before,
+// server takes every request and never replies (test/support/hung-fuse.ts), under the agent's --cache-dir; and one
+// that answers everything but READ (the listing names regular files, their content never comes). Before,
 // the cache was read synchronously in the agent's own thread: /healthz went unanswered, no pass ended, SIGTERM hung
 // 51 s on the trial's node. Now a child reads it (src/gc/cache-reader.ts), abandoned past its 20 s bound: the agent
 // answers throughout, the pass says "could not look" and releases nothing, the next pass says the earlier read is
@@ -11,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/effects/ledger.js';
 import { PLUGIN_DIR, scratch, SHIM } from '../support/shim/cni.js';
 import { rootOrSkip, TestNet } from '../support/net/netns.js';
-import { canHangFuse, hangFuse } from '../support/hung-fuse.js';
+import { canHangFuse, hangFuse, type FuseTree } from '../support/hung-fuse.js';
 import { waitFor } from '../support/wait.js';
 import { agentArgs, followAgent, onePass } from '../support/shim/agent.js';
 import { podRecord } from '../support/doubles/ledger-record.js';
@@ -25,9 +26,18 @@ async function get(node: string, path: string): Promise<{ status?: number; ms: n
   return JSON.parse(out.stdout) as { status?: number; ms: number };
 }
 
-describe.skipIf(!enabled)('the runtime cache on a hung FUSE mount (issue 45 finding 3)', () => {
+// Two ways to hang: every request after INIT (the listing itself hangs), or only READ: the listing names regular files
+// of plausible size, stat() and open() answer, and reading their content never returns. In both the reader child is
+// what blocks, so the agent's guarantees are the same.
+const MODES: Array<{ mode: string; tree?: (files: string[]) => FuseTree }> = [
+  { mode: 'every request hangs' },
+  { mode: 'only READ hangs', tree: (files) => Object.fromEntries(files.map((f) => [f, 640])) },
+];
+
+describe.skipIf(!enabled).each(MODES)('the runtime cache on a hung FUSE mount (issue 45 finding 3): $mode', ({ tree }) => {
   const net = new TestNet();
   afterEach(() => net.cleanup());
+  const files = ['hung-c1-eth0', 'hung-c2-eth0', 'hung-c3-eth1'];
 
   it('the agent answers throughout, could not look (nothing released), leaves one reader behind, and stops at once on SIGTERM', {
     timeout: 120_000,
@@ -58,7 +68,7 @@ describe.skipIf(!enabled)('the runtime cache on a hung FUSE mount (issue 45 find
       proc?.kill('SIGKILL');
       await proc;
     });
-    const mount = await hangFuse(cacheDir);
+    const mount = await hangFuse(cacheDir, tree ? { tree: { results: tree(files) } } : {});
     // Undone first (the reverse order): a process blocked on the mount, or removing its directory, waits for it.
     net.defer(() => mount.cleanup());
 
@@ -82,6 +92,9 @@ describe.skipIf(!enabled)('the runtime cache on a hung FUSE mount (issue 45 find
     await waitFor('the first pass', () => a.passes().length >= 1, 40_000);
     expect(a.passes()[0]).toMatchObject({ steps: { gc: 'error', pods: 'error' }, released: 0 });
     expect(a.text()).toMatch(/not read within 20 s/);
+    // READ only: the reader got past the listing and stat() and is blocked reading a file's content.
+    if (tree) expect(mount.reads()).toBeGreaterThan(0);
+    else expect(mount.reads()).toBe(0);
 
     // The next pass does not leave a second reader: it says the first is still stuck, at once.
     const t0 = Date.now();
@@ -124,8 +137,8 @@ describe.skipIf(!enabled)('the runtime cache on a hung FUSE mount (issue 45 find
       gc?.kill('SIGKILL');
       await gc;
     });
-    // Hung below results/: the listing itself never answers.
-    const mount = await hangFuse(join(cacheDir, 'results'));
+    // Hung below results/: the listing itself never answers (or, READ only: the files' content).
+    const mount = await hangFuse(join(cacheDir, 'results'), tree ? { tree: tree(files) } : {});
     net.defer(() => mount.cleanup());
     const t0 = Date.now();
     gc = execa(SHIM, ['gc', '--conflist', conflist, '--cni-path', PLUGIN_DIR, '--cache-dir', cacheDir, '--apply', '--grace-seconds', '0'], {
@@ -136,6 +149,7 @@ describe.skipIf(!enabled)('the runtime cache on a hung FUSE mount (issue 45 find
     expect(Date.now() - t0).toBeLessThan(30_000);
     expect(r.exitCode).not.toBe(0);
     expect(r.stderr).toMatch(/not read within 20 s/);
+    if (tree) expect(mount.reads()).toBeGreaterThan(0);
     expect(await ledger.get({ containerID: 'pod-gone', ifname: 'eth0' })).toBeDefined();
   });
 });

@@ -34,6 +34,10 @@ describe('admit', () => {
     // Equal weights do not displace each other: a flood spread over sources is held, not churned.
     expect(admit([c('x'), c('y'), c('z'), c('w'), c('v')], 'x', limits)).toBe('newcomer');
     expect(admit([c('x'), c('x'), c('y'), c('y'), c('z')], 'x', limits)).toBe('newcomer');
+    // A source new to a full port, every other holding one idle connection (72 addresses, one each): it gets in,
+    // closing the oldest (issue 45, item 4: before, it needed a source of two, and every scrape was kept out).
+    expect(admit([c('x', false, 'x1'), c('y'), c('z'), c('w'), c('v')], 'prometheus', limits)).toMatchObject({ id: 'x1' });
+    expect(admit([c('x', true), c('y', false, 'y1'), c('z'), c('w'), c('v')], 'prometheus', limits)).toMatchObject({ id: 'y1' });
     // The heaviest has nothing idle: the next heaviest gives way; nothing idle anywhere: the newcomer.
     const busyPod = [c('pod', true), c('pod', true), c('pod', true)];
     expect(admit([...busyPod, c('pod2', false, 'q1'), c('pod2', false, 'q2')], 'kubelet', limits)).toMatchObject({ id: 'q1' });

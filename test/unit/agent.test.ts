@@ -1,7 +1,7 @@
 // The node agent's pure parts and its registry: listen addresses, the jittered wait, and the plugin's textfile
 // series exposed on /metrics exactly as the plugin wrote them.
 import { execa } from 'execa';
-import { mkdtemp, rm, symlink, truncate, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -140,5 +140,36 @@ describe('AgentMetrics', () => {
     }
     // Once per file, not per scrape.
     expect(warned.map((w) => w.metricsFile)).toEqual([fifo, zero, sparse]);
+  });
+
+  it('a textfile whose directory is a symlink to another holding a file of that name: not served, said once', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'agent-metrics-'));
+    const warned: Array<Record<string, unknown>> = [];
+    const m = new AgentMetrics({ warn: (fields: Record<string, unknown>) => void warned.push(fields) } as never);
+    m.networkKnown('cilium');
+    const victim = join(dir, 'victim');
+    await mkdir(victim);
+    const planted = 'ipam_shim_invocations_total{network="victim",verb="ADD"} 4242\n';
+    await writeFile(join(victim, 'ipam-shim.prom'), planted);
+    await symlink(victim, join(dir, 'metrics'));
+    const file = join(dir, 'metrics', 'ipam-shim.prom');
+    m.pluginFile = file;
+    for (let i = 0; i < 2; i++) {
+      const t0 = performance.now();
+      const body = (await m.render()).body;
+      expect(performance.now() - t0).toBeLessThan(1000);
+      // Before: the victim's series was served (the symlinked directory was followed).
+      expect(body).not.toContain('victim');
+      expect(parseMetrics(body).get(seriesKey('ipam_shim_errors_total', { network: 'cilium', verb: 'ADD', code: '7' }))?.value).toBe(0);
+    }
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatchObject({ metricsFile: file });
+    expect(String((warned[0]!.err as Error).message)).toMatch(/metrics is a symlink/);
+    expect(await readFile(join(victim, 'ipam-shim.prom'), 'utf8')).toBe(planted);
+    expect(await readdir(victim)).toEqual(['ipam-shim.prom']);
+    // A missing directory is a missing file: nothing said.
+    m.pluginFile = join(dir, 'nowhere', 'ipam-shim.prom');
+    await m.render();
+    expect(warned).toHaveLength(1);
   });
 });

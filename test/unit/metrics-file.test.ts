@@ -71,4 +71,17 @@ describe('updateMetricsFile on a path that is not a regular file of its own', ()
     expect((r.error as Error).message).toMatch(/metrics is a symlink/);
     expect(await readdir(victim)).toEqual([]);
   });
+
+  it('a metrics directory that is a symlink to one holding a file of that name: that file neither read nor written', async () => {
+    const victim = join(dir, 'victim');
+    await mkdir(victim);
+    const planted = 'ipam_shim_invocations_total{network="victim",verb="ADD"} 4242\n';
+    await writeFile(join(victim, 'ipam-shim.prom'), planted, { mode: 0o600 });
+    await symlink(victim, join(dir, 'metrics'));
+    const r = await update(join(dir, 'metrics', 'ipam-shim.prom'));
+    expect(r.ms).toBeLessThan(1000);
+    expect((r.error as Error).message).toMatch(/metrics is a symlink/);
+    expect(await readFile(join(victim, 'ipam-shim.prom'), 'utf8')).toBe(planted);
+    expect(await readdir(victim)).toEqual(['ipam-shim.prom']); // no lock, no temp file
+  });
 });
