@@ -17,7 +17,7 @@ export type Section = (typeof SECTIONS)[number];
 const PARENT_RUN: Record<string, (runs: string) => string[]> = {
   cri: (runs) => ['cri.ts', '--runs', runs],
   // The node agent makes its own node netns; NODE_OPTIONS as the DaemonSet sets it.
-  agent: () => ['agent.ts', '--agent-env', 'NODE_OPTIONS=--max-semi-space-size=1'],
+  agent: () => ['agent.ts', '--agent-env', 'NODE_OPTIONS=--max-semi-space-size=1 --max-old-space-size=256'],
   'plan-inprocess': (runs) => ['plan-inprocess.ts', '--runs', runs],
   'residue-add': (runs) => ['residue-add.ts', runs],
   'probe-add': (runs) => ['probe-add.ts', runs],

@@ -66,8 +66,8 @@ export async function gcFromCache(
   // An empty valid list is only believable when the cache was seen: a cache out of sight (missing, unreadable,
   // nothing for this network) while pods are recorded would make every pod whose netns is not visible here
   // look dead. Refuse, say why; --allow-empty-cache is the operator's explicit word.
-  const { records } = await net.ledger.list();
-  const pods = records.filter((r) => r.owner !== 'agent').length;
+  const listing = await net.ledger.list();
+  const pods = listing.records.filter((r) => r.owner !== 'agent').length;
   const refused =
     cache.blind && pods > 0 && !o.allowEmptyCache
       ? `${cache.blind.why}, while the ledger holds ${pods} pod attachment(s): refusing to release anything (check --cache-dir; --allow-empty-cache overrides)`
@@ -91,6 +91,8 @@ export async function gcFromCache(
     lockWaitMs: o.lockWaitMs,
     forgetChained: Boolean(o.forgetChained) && !refused,
     forgetDeleted: Boolean(o.forgetDeleted) && !refused,
+    // One listing for the refusal and the plan.
+    listing,
   });
   return { cache, valid, refused, apply, report };
 }

@@ -6,7 +6,7 @@ import { attachmentKey, attachmentOfRecord } from '../ledger/key.js';
 import type { IpamDelegate } from '../effects/delegate.js';
 import { AttachmentBusy, exclusiveAttachment } from '../contract/attachment-lock.js';
 import type { LedgerRecord, Liveness } from '../ledger/record.js';
-import type { LedgerStore } from '../ledger/store.js';
+import type { LedgerListing, LedgerStore } from '../ledger/store.js';
 import { probeAttachment } from '../effects/netns-probe.js';
 import type { Run } from '../effects/exec.js';
 import type { Logger } from '../log.js';
@@ -36,6 +36,11 @@ export interface GcOptions {
   forgetChained?: boolean | undefined;
   /** Without `apply`: still forget the records in plan.deleted (the node agent's report mode; never a dry run). */
   forgetDeleted?: boolean | undefined;
+  /**
+   * The ledger as the caller has just listed it (gcFromCache, for its refusal): planned from, not listed again (a
+   * listing of 5,000 records is 5,000 file reads and parses, and garbage the agent's heap carries to its peak).
+   */
+  listing?: LedgerListing | undefined;
 }
 
 /** A CNI call holds an attachment's lock for at most a few delegate calls; beyond that, the next GC will see. */
@@ -68,7 +73,7 @@ export interface GcReport {
 }
 
 export async function runGc(o: GcOptions): Promise<GcReport> {
-  const { records, corrupt } = await o.ledger.list();
+  const { records, corrupt } = o.listing ?? (await o.ledger.list());
   if (corrupt.length) {
     // A record we cannot read might hold a live address: release nothing until an operator fixes it.
     throw new CniError(ErrorCode.LedgerCorrupt, `ledger for network ${o.conf.name} has unreadable records; GC releases nothing`, {

@@ -51,7 +51,7 @@ async function deployed(): Promise<{ listenArgs: string[]; env: Record<string, s
   const get = container.livenessProbe.httpGet;
   const ports = new Map<string, number>((container.ports ?? []).map((p: { name: string; containerPort: number }) => [p.name, p.containerPort]));
   const port = typeof get.port === 'number' ? get.port : ports.get(get.port)!;
-  // NODE_OPTIONS (the young generation's size) as the container has it: the memory measured is the DaemonSet's.
+  // NODE_OPTIONS (the heap's sizes) as the container has it: the memory measured is the DaemonSet's.
   const env = Object.fromEntries(
     (container.env as Array<{ name: string; value?: string }>).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]),
   );
